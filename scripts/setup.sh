@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of Lethe from Debian's packages.
+# Idempotent: packages already present are not reinstalled, and apt's index
+# is refreshed only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  # compiler toolchain and build
+  cmake ninja-build ccache clang-22 lld-22
+  # LLVM / MLIR 22 (lit, FileCheck, not, split-file are in llvm-22-tools)
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  # tests
+  libgtest-dev python3
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

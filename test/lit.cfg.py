@@ -1,0 +1,36 @@
+# -*- Python -*-
+# lit configuration for Lethe's test suite.
+
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "LETHE"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".json", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.lethe_obj_root, "test")
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%lethe_src", config.lethe_src_root))
+config.substitutions.append(("%lethe_obj", config.lethe_obj_root))
+config.substitutions.append(
+    ("%graphs", os.path.join(config.lethe_src_root, "graphs")))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+tool_dirs = [config.lethe_tools_dir, config.llvm_tools_dir]
+tools = ["lethe-opt", "lethe-translate",
+         ToolSubst("lethe", unresolved="ignore")]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# GPU tests (test/integration) run only where a CUDA device is present.
+if shutil.which("nvidia-smi") and os.system("nvidia-smi -L >/dev/null 2>&1") == 0:
+    config.available_features.add("cuda")
+if shutil.which("python3"):
+    config.available_features.add("python3")
