@@ -17,9 +17,11 @@ echo "== lit =="
 lit_out=$(mktemp)
 /usr/lib/llvm-22/bin/lit -sv "$BUILD_DIR/test" | tee "$lit_out"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-p=$(grep -E "^\s*Passed\s*:" "$lit_out" | awk '{print $NF}' | head -1)
-f=$(grep -E "^\s*(Failed|Unresolved|Timed Out)\s*:" "$lit_out" | awk '{s+=$NF} END {print s+0}')
-u=$(grep -E "^\s*Unsupported\s*:" "$lit_out" | awk '{print $NF}' | head -1)
+# lit's summary lines read "  Passed: 3 (100.00%)".
+count() { grep -E "^\s*$1\s*:" "$lit_out" | sed -E 's/.*:\s*([0-9]+).*/\1/' | awk '{s+=$1} END {print s+0}'; }
+p=$(count Passed)
+f=$(( $(count Failed) + $(count Unresolved) + $(count "Timed Out") ))
+u=$(count Unsupported)
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-0}))
 rm -f "$lit_out"
