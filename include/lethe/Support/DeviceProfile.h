@@ -1,0 +1,64 @@
+//===- DeviceProfile.h - What a GPU can do, for the cost model --*- C++ -*-===//
+//
+// A device profile holds the figures the cost model, planner and simulator
+// use: peak FLOP rate by dtype, HBM and host-link bandwidths, launch
+// overhead, and how host copies and collectives slow each other down.
+// Profiles are JSON data files (devices/*.json, compiled into the library);
+// a user passes their own with a path (`device=my-gpu.json`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_SUPPORT_DEVICEPROFILE_H
+#define LETHE_SUPPORT_DEVICEPROFILE_H
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace lethe {
+
+struct DeviceProfile {
+  std::string name;
+  /// Peak dense FLOP/s by element type name ("bf16", "f16", "f32", "tf32",
+  /// "f8", "f64").
+  llvm::StringMap<double> peakFlops;
+  /// Device memory bandwidth, bytes/s (read + write counted once each).
+  double hbmBytesPerSec = 0;
+  /// Pinned host<->device copy bandwidth, one direction alone, bytes/s.
+  double d2hBytesPerSec = 0;
+  double h2dBytesPerSec = 0;
+  /// Each direction's bandwidth while the other runs, as a fraction of its
+  /// lone figure (PCIe Gen5: about 0.92).
+  double duplexFactor = 1.0;
+  /// Peer bandwidth per direction, bytes/s (NVLink).
+  double nvlinkBytesPerSec = 0;
+  /// Per-kernel launch overhead, microseconds.
+  double launchOverheadUs = 0;
+  /// Collective time multiplier while host copies run beside it (1 = no
+  /// contention; 1.39 measured for all-gather over PCIe beside D2H).
+  double collectiveSlowdownWithCopies = 1.0;
+  /// Copy bandwidth multiplier while a collective runs (<= 1).
+  double copySlowdownWithCollectives = 1.0;
+  /// Device memory capacity and the pinned-host budget, bytes.
+  double deviceMemoryBytes = 0;
+  double hostMemoryBytes = 0;
+
+  /// FLOP/s for an element type name; falls back to f32's rate.
+  double flopsFor(llvm::StringRef dtype) const;
+
+  /// Loads a built-in profile by name (h100, h200, a100) or a JSON file by
+  /// path. Errors name the file and the field.
+  static llvm::Expected<DeviceProfile> load(llvm::StringRef nameOrPath);
+  /// Parses a profile from JSON text; `source` names it in errors.
+  static llvm::Expected<DeviceProfile> parse(llvm::StringRef json,
+                                             llvm::StringRef source);
+  /// The names of the built-in profiles.
+  static std::vector<std::string> builtinNames();
+};
+
+} // namespace lethe
+
+#endif // LETHE_SUPPORT_DEVICEPROFILE_H

@@ -1,0 +1,197 @@
+//===- TrainingGraph.cpp - Index-based view of a training step ------------===//
+
+#include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace lethe;
+
+ValueId TrainingGraph::addInput(int64_t bytes, InputKind kind,
+                                Value irValue) {
+  ValueId id = static_cast<ValueId>(values.size());
+  GraphValue &value = values.emplace_back();
+  value.bytes = bytes;
+  value.producer = -1;
+  value.resultIndex = id;
+  value.storage = id;
+  value.inputKind = kind;
+  value.irValue = irValue;
+  return id;
+}
+
+NodeId TrainingGraph::addNode(StringRef kind, Phase phase, double timeUs,
+                              ArrayRef<ValueId> operands,
+                              ArrayRef<int64_t> resultBytes,
+                              ArrayRef<int64_t> aliases, uint32_t flags,
+                              StringRef scope, Operation *irOp) {
+  NodeId id = static_cast<NodeId>(nodes.size());
+  GraphNode &node = nodes.emplace_back();
+  node.kind = kind.str();
+  node.phase = phase;
+  node.timeUs = timeUs;
+  node.operands.assign(operands.begin(), operands.end());
+  node.flags = flags | classifyKind(kind);
+  node.scope = scope.str();
+  node.irOp = irOp;
+  for (ValueId operand : operands) {
+    std::vector<NodeId> &users = values[operand].users;
+    if (users.empty() || users.back() != id)
+      users.push_back(id);
+  }
+  for (auto [index, bytes] : llvm::enumerate(resultBytes)) {
+    ValueId valueId = static_cast<ValueId>(values.size());
+    GraphValue &value = values.emplace_back();
+    value.producer = id;
+    value.resultIndex = static_cast<int32_t>(index);
+    int64_t aliased = index < aliases.size() ? aliases[index] : -1;
+    if (aliased >= 0 && aliased < static_cast<int64_t>(operands.size())) {
+      value.storage = values[operands[aliased]].storage;
+      value.bytes = 0;
+    } else {
+      value.storage = valueId;
+      value.bytes = bytes;
+    }
+    nodes[id].results.push_back(valueId);
+  }
+  return id;
+}
+
+void TrainingGraph::addOutput(ValueId value) {
+  values[value].isOutput = true;
+  outputs.push_back(value);
+}
+
+NodeId TrainingGraph::firstBackwardNode() const {
+  for (const auto &[index, node] : llvm::enumerate(nodes))
+    if (node.phase != Phase::Fwd)
+      return static_cast<NodeId>(index);
+  return static_cast<NodeId>(nodes.size());
+}
+
+uint32_t TrainingGraph::classifyKind(StringRef kind) {
+  uint32_t flags = NodeFlagNone;
+  // RNG ops of the frameworks we import: ATen dropout/bernoulli/rand*,
+  // StableHLO rng ops.
+  for (StringRef rng : {"dropout", "bernoulli", "rand", "normal", "uniform",
+                        "rng", "multinomial"})
+    if (kind.contains(rng) && !kind.contains("_backward"))
+      flags |= NodeFlagRandom;
+  for (StringRef collective :
+       {"all_gather", "reduce_scatter", "all_reduce", "all_to_all",
+        "allgather", "allreduce", "c10d", "_c10d_functional",
+        "collective_permute", "send", "recv"})
+    if (kind.contains(collective))
+      flags |= NodeFlagCollective;
+  // ATen in-place ops end in '_' before the overload ("aten.add_.Tensor"),
+  // plus the functional batch-norm that updates running statistics.
+  StringRef opName = kind.rsplit('.').first;
+  if ((kind.starts_with("aten.") && opName.ends_with("_") &&
+       !opName.ends_with("__")) ||
+      kind.contains("copy_"))
+    flags |= NodeFlagMutates;
+  return flags;
+}
+
+static InputKind parseInputKind(Attribute attr) {
+  auto str = dyn_cast_or_null<StringAttr>(attr);
+  if (!str)
+    return InputKind::Input;
+  return llvm::StringSwitch<InputKind>(str.getValue())
+      .Case("param", InputKind::Param)
+      .Case("buffer", InputKind::Buffer)
+      .Case("tangent", InputKind::Tangent)
+      .Default(InputKind::Input);
+}
+
+FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
+  TrainingGraph graph;
+  DenseMap<Value, ValueId> ids;
+  auto bytesOf = [](Value value, Operation *where) -> FailureOr<int64_t> {
+    int64_t bytes = getTypeBytes(value.getType());
+    if (bytes < 0)
+      return where->emitError("value of dynamic type ")
+             << value.getType() << " has no static size";
+    return bytes;
+  };
+  if (func.isExternal())
+    return func.emitError("cannot plan an external function");
+  for (BlockArgument arg : func.getArguments()) {
+    FailureOr<int64_t> bytes = bytesOf(arg, func);
+    if (failed(bytes))
+      return failure();
+    ids[arg] = graph.addInput(
+        *bytes, parseInputKind(func.getArgAttr(arg.getArgNumber(), "lethe.kind")),
+        arg);
+  }
+  if (!func.getBody().hasOneBlock())
+    return func.emitError("expects a single-block function body");
+  auto lookup = [&](Value value, Operation *user) -> FailureOr<ValueId> {
+    auto it = ids.find(value);
+    if (it == ids.end())
+      return user->emitError("operand is not produced by a graph node or "
+                             "argument");
+    return it->second;
+  };
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (Value operand : ret.getOperands()) {
+        FailureOr<ValueId> id = lookup(operand, &op);
+        if (failed(id))
+          return failure();
+        graph.addOutput(*id);
+      }
+      continue;
+    }
+    SmallVector<ValueId> operands;
+    for (Value operand : op.getOperands()) {
+      FailureOr<ValueId> id = lookup(operand, &op);
+      if (failed(id))
+        return failure();
+      operands.push_back(*id);
+    }
+    SmallVector<int64_t> resultBytes;
+    for (Value result : op.getResults()) {
+      FailureOr<int64_t> bytes = bytesOf(result, &op);
+      if (failed(bytes))
+        return failure();
+      resultBytes.push_back(*bytes);
+    }
+    NodeId id;
+    if (auto node = dyn_cast<NodeOp>(op)) {
+      SmallVector<int64_t> aliases;
+      if (std::optional<ArrayRef<int64_t>> a = node.getAliases())
+        aliases.assign(a->begin(), a->end());
+      double time = node.getTimeUsAttr()
+                        ? node.getTimeUsAttr().getValueAsDouble()
+                        : 0.0;
+      id = graph.addNode(node.getKind(), node.getPhase(), time, operands,
+                         resultBytes, aliases, NodeFlagNone,
+                         node.getScope().value_or(""), &op);
+      graph.nodes[id].name = node.getName().value_or("").str();
+    } else if (auto coll = dyn_cast<CollectiveOp>(op)) {
+      double time = coll.getTimeUsAttr()
+                        ? coll.getTimeUsAttr().getValueAsDouble()
+                        : 0.0;
+      id = graph.addNode(
+          (Twine("lethe.collective.") + stringifyCollectiveKind(coll.getKind()))
+              .str(),
+          coll.getPhase(), time, operands, resultBytes, {},
+          NodeFlagCollective, coll.getScope().value_or(""), &op);
+    } else {
+      return op.emitError("unexpected op in a training graph: expected "
+                          "'lethe.node' or 'lethe.collective' (run "
+                          "-lethe-import-ops first)");
+    }
+    for (auto [result, valueId] :
+         llvm::zip_equal(op.getResults(), graph.nodes[id].results)) {
+      graph.values[valueId].irValue = result;
+      ids[result] = valueId;
+    }
+  }
+  return graph;
+}

@@ -1,0 +1,91 @@
+//===- TrainingGraphTest.cpp ----------------------------------------------===//
+
+#include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+TEST(TrainingGraphTest, BuilderTracksUsersAliasesAndOutputs) {
+  TrainingGraph g;
+  ValueId w = g.addInput(64, InputKind::Param);
+  ValueId x = g.addInput(32, InputKind::Input);
+  NodeId mm = g.addNode("aten.mm.default", Phase::Fwd, 10.0, {x, w}, {128});
+  ValueId y = g.getNode(mm).results[0];
+  NodeId view = g.addNode("aten.view.default", Phase::Fwd, 1.0, {y}, {128},
+                          {0});
+  ValueId v = g.getNode(view).results[0];
+  NodeId back = g.addNode("aten.mm.default", Phase::Bwd, 10.0, {v, v, w}, {64});
+  g.addOutput(g.getNode(back).results[0]);
+
+  EXPECT_EQ(g.getValue(y).bytes, 128);
+  EXPECT_TRUE(g.isAlias(v));
+  EXPECT_EQ(g.getValue(v).bytes, 0);
+  EXPECT_EQ(g.getValue(v).storage, y);
+  EXPECT_EQ(g.storageBytes(v), 128);
+  // A node reading a value twice is listed once among its users.
+  ASSERT_EQ(g.getValue(v).users.size(), 1u);
+  EXPECT_EQ(g.getValue(w).users, (std::vector<NodeId>{mm, back}));
+  EXPECT_EQ(g.firstBackwardNode(), back);
+  EXPECT_TRUE(g.getValue(g.getNode(back).results[0]).isOutput);
+}
+
+TEST(TrainingGraphTest, ClassifiesKinds) {
+  EXPECT_TRUE(TrainingGraph::classifyKind("aten.native_dropout.default") &
+              NodeFlagRandom);
+  EXPECT_FALSE(TrainingGraph::classifyKind(
+                   "aten.native_dropout_backward.default") &
+               NodeFlagRandom);
+  EXPECT_TRUE(TrainingGraph::classifyKind("stablehlo.rng_bit_generator") &
+              NodeFlagRandom);
+  EXPECT_TRUE(TrainingGraph::classifyKind(
+                  "_c10d_functional.all_gather_into_tensor.default") &
+              NodeFlagCollective);
+  EXPECT_TRUE(TrainingGraph::classifyKind("aten.add_.Tensor") &
+              NodeFlagMutates);
+  EXPECT_EQ(TrainingGraph::classifyKind("aten.mm.default"), 0u);
+  EXPECT_EQ(TrainingGraph::classifyKind("aten.transpose.int"), 0u);
+}
+
+TEST(TrainingGraphTest, FromFunction) {
+  MLIRContext context;
+  context.loadDialect<LetheDialect, func::FuncDialect>();
+  const char *source = R"mlir(
+    func.func @step(%w: tensor<4x4xbf16> {lethe.kind = "param"},
+                    %x: tensor<2x4xbf16>, %seed: tensor<f32> {lethe.kind = "tangent"})
+        -> tensor<4x4xbf16> {
+      %0 = lethe.node "aten.mm.default" fwd (%x, %w) {time_us = 3.0 : f64}
+          : (tensor<2x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4xbf16>
+      %1 = lethe.node "aten.t.default" fwd (%0) {aliases = array<i64: 0>}
+          : (tensor<2x4xbf16>) -> tensor<4x2xbf16>
+      %2 = lethe.node "aten.mm.default" bwd (%1, %x)
+          : (tensor<4x2xbf16>, tensor<2x4xbf16>) -> tensor<4x4xbf16>
+      return %2 : tensor<4x4xbf16>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  auto func = *module->getOps<func::FuncOp>().begin();
+  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
+  ASSERT_TRUE(succeeded(graph));
+  EXPECT_EQ(graph->numNodes(), 3u);
+  EXPECT_EQ(graph->numValues(), 6u);
+  EXPECT_EQ(graph->getValue(0).inputKind, InputKind::Param);
+  EXPECT_EQ(graph->getValue(1).inputKind, InputKind::Input);
+  EXPECT_EQ(graph->getValue(2).inputKind, InputKind::Tangent);
+  EXPECT_EQ(graph->getValue(0).bytes, 32);
+  EXPECT_DOUBLE_EQ(graph->getNode(0).timeUs, 3.0);
+  EXPECT_TRUE(graph->isAlias(graph->getNode(1).results[0]));
+  EXPECT_EQ(graph->firstBackwardNode(), 2);
+  ASSERT_EQ(graph->getOutputs().size(), 1u);
+}
+
+} // namespace
