@@ -1,0 +1,101 @@
+//===- Plan.h - A retain/recompute/offload plan for a training step -*- C++ -*-===//
+//
+// The contract between the solvers (fixed policies, the fast `auto` solver,
+// the exact MILP), the simulator, the `lethe-plan` pass and the driver.
+//
+// Memory model (docs/Planner.md has the full statement):
+// - The budget covers what the step itself allocates on the device
+//   (activations, gradients, temporaries, recompute results and the device
+//   buffers of copies in flight); the step's graph inputs (parameters, data,
+//   the gradient seed) are resident before it starts and are reported apart.
+// - A storage is live from the start of its producing node to the end of its
+//   last use through any alias, or to the end of the step if the step
+//   returns it. Without a plan this gives the unplanned (baseline) profile,
+//   which the lifetime analysis computes too.
+// - An *activation* is a storage produced by a forward node and used, through
+//   any alias, by a non-forward node. Only activations get decisions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PLANNER_PLAN_H
+#define LETHE_PLANNER_PLAN_H
+
+#include "lethe/Analysis/TrainingGraph.h"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lethe {
+
+enum class Policy : uint8_t {
+  None,        // retain everything
+  Full,        // recompute everything inside each layer, keep layer inputs
+  EveryN,      // checkpoint every n-th layer (torchtune)
+  SelectiveOp, // keep outputs of listed op kinds, recompute the rest
+  OffloadAll,  // offload every eligible activation (TransformerEngine)
+  Auto,        // joint recompute + offload minimising step time
+};
+
+enum class SolverKind : uint8_t { Auto, Fast, Exact };
+
+struct PlanOptions {
+  /// Device bytes the step may allocate at any instant.
+  int64_t budgetBytes = std::numeric_limits<int64_t>::max();
+  Policy policy = Policy::Auto;
+  /// every-n: keep the inputs of every n-th layer.
+  int everyN = 2;
+  /// selective-op: op kinds whose outputs are kept (substring match on the
+  /// op name); empty means the default matmul-like and attention kinds.
+  std::vector<std::string> keepOpKinds;
+  /// selective-op: send the kept outputs to host instead of retaining them.
+  bool offloadKept = false;
+  /// Never offload a storage smaller than this.
+  int64_t minOffloadBytes = 1 << 20;
+  /// Pinned host bytes offloaded storages may occupy at once.
+  int64_t hostBudgetBytes = std::numeric_limits<int64_t>::max();
+  /// auto: which solver (Auto = exact when the graph is small, else fast).
+  SolverKind solver = SolverKind::Auto;
+  /// Wall-clock limit for the exact solver, seconds.
+  double exactTimeLimitSec = 30.0;
+};
+
+/// The decision for one activation.
+struct ActivationDecision {
+  /// The storage-owning value the decision is about.
+  ValueId value = -1;
+  Decision decision = Decision::Retain;
+  /// Offload: the D2H copy is issued when its producer finishes; the H2D
+  /// copy is issued after node `prefetchAfter` finishes (-1: as early as the
+  /// scheduler likes) and must complete before `firstBackwardUse`.
+  NodeId prefetchAfter = -1;
+  NodeId firstBackwardUse = -1;
+  /// Recompute: the forward nodes re-run, in program order, just before
+  /// `firstBackwardUse`. A chain shared with another recomputed activation
+  /// lists the same nodes; they run once.
+  std::vector<NodeId> recomputeNodes;
+  /// Why: the alternative this beat and what it costs, for remarks.
+  std::string reason;
+};
+
+struct Plan {
+  Policy policy = Policy::Auto;
+  int64_t budgetBytes = std::numeric_limits<int64_t>::max();
+  /// One entry per activation, ordered by value id.
+  std::vector<ActivationDecision> decisions;
+  /// Predictions for this plan (from the simulator) and the unplanned step.
+  bool feasible = false;
+  int64_t peakBytes = 0;
+  double stepUs = 0.0;
+  int64_t baselinePeakBytes = 0;
+  double baselineStepUs = 0.0;
+  /// When infeasible: the least budget this policy/solver can meet.
+  std::optional<int64_t> leastFeasibleBudget;
+  double solveMs = 0.0;
+};
+
+} // namespace lethe
+
+#endif // LETHE_PLANNER_PLAN_H
