@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/InitAll.h"
+#include "lethe/TestPasses.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -14,6 +15,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   lethe::registerAllDialects(registry);
   lethe::registerAllPasses();
+  lethe::test::registerTestPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "Lethe activation-memory optimizer\n", registry));
 }

@@ -1,0 +1,41 @@
+//===- Commands.h - The driver's commands -----------------------*- C++ -*-===//
+//
+// One function per `lethe` command; Driver.cpp parses options into
+// CommandOptions and dispatches. Each command writes its output files only
+// when it succeeds (nothing half-written).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_DRIVER_COMMANDS_H
+#define LETHE_DRIVER_COMMANDS_H
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/LogicalResult.h"
+
+#include <functional>
+#include <string>
+
+namespace lethe {
+
+struct CommandOptions {
+  std::string graphPath;
+  std::string device = "h200";
+  /// Output files; empty = not requested.
+  std::string jsonPath;
+  std::string tracePath;
+  unsigned top = 10;
+};
+
+llvm::LogicalResult runReportCommand(const CommandOptions &options,
+                                     mlir::MLIRContext &context);
+
+/// Writes a file through a temporary that is renamed into place only if
+/// `write` succeeds, so a failed command never leaves a partial file.
+llvm::LogicalResult
+writeOutputFile(llvm::StringRef path,
+                const std::function<void(llvm::raw_ostream &)> &write);
+
+} // namespace lethe
+
+#endif // LETHE_DRIVER_COMMANDS_H

@@ -1,0 +1,42 @@
+//===- GraphLoader.h - Read any supported graph into canonical form -*- C++ -*-===//
+//
+// One entry point for the driver, the C API and the Python bindings: a
+// `.json` exported graph, or `.mlir` (Lethe's canonical form, generic-form
+// `aten.*` / `stablehlo.*` exports, or upstream tensor dialects), comes back
+// as a module whose training function is in Lethe's canonical form with a
+// time on every node.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_DRIVER_GRAPHLOADER_H
+#define LETHE_DRIVER_GRAPHLOADER_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace lethe {
+
+struct LoadOptions {
+  /// Device profile used to cost nodes that carry no measured time.
+  std::string device = "h200";
+};
+
+/// Loads `path` (`-` for stdin, read as MLIR). Errors are emitted through
+/// the context's diagnostic engine with the offending location; returns null
+/// on failure.
+mlir::OwningOpRef<mlir::ModuleOp> loadTrainingGraph(llvm::StringRef path,
+                                                    mlir::MLIRContext &context,
+                                                    const LoadOptions &options);
+
+/// The training function of a loaded module: `@step` if present, else the
+/// only function with a body. Emits an error and returns null otherwise.
+mlir::func::FuncOp getTrainingFunction(mlir::ModuleOp module);
+
+/// Registers every dialect a loaded graph may contain.
+void registerLoaderDialects(mlir::MLIRContext &context);
+
+} // namespace lethe
+
+#endif // LETHE_DRIVER_GRAPHLOADER_H

@@ -1,0 +1,105 @@
+//===- GraphLoader.cpp - Read any supported graph into canonical form -----===//
+
+#include "lethe/Driver/GraphLoader.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Import/JsonImporter.h"
+#include "lethe/InitAll.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+
+using namespace mlir;
+using namespace lethe;
+
+void lethe::registerLoaderDialects(MLIRContext &context) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  context.appendDialectRegistry(registry);
+  context.loadAllAvailableDialects();
+}
+
+func::FuncOp lethe::getTrainingFunction(ModuleOp module) {
+  if (auto step = module.lookupSymbol<func::FuncOp>("step"))
+    return step;
+  func::FuncOp found;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    if (found) {
+      module.emitError("several functions and none named @step: cannot tell "
+                       "which one is the training step");
+      return {};
+    }
+    found = func;
+  }
+  if (!found)
+    module.emitError("no training function (a func.func with a body) found");
+  return found;
+}
+
+/// Whether every op of `func` is already in canonical form and timed.
+static bool needsImport(func::FuncOp func) {
+  bool foreign = false;
+  func.walk([&](Operation *op) {
+    if (!isa<func::FuncOp, func::ReturnOp, NodeOp, CollectiveOp>(op))
+      foreign = true;
+  });
+  return foreign;
+}
+
+static bool needsCosts(func::FuncOp func) {
+  bool untimed = false;
+  func.walk([&](Operation *op) {
+    if (auto node = dyn_cast<NodeOp>(op); node && !node.getTimeUsAttr())
+      untimed = true;
+    if (auto coll = dyn_cast<CollectiveOp>(op); coll && !coll.getTimeUsAttr())
+      untimed = true;
+  });
+  return untimed;
+}
+
+OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
+                                               MLIRContext &context,
+                                               const LoadOptions &options) {
+  registerLoaderDialects(context);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(path, &error);
+  if (!buffer) {
+    emitError(UnknownLoc::get(&context)) << error;
+    return {};
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+
+  OwningOpRef<ModuleOp> module;
+  if (path.ends_with(".json")) {
+    module = importGraphJson(sourceMgr, &context);
+  } else {
+    // Generic-form exports name ops of dialects we do not register.
+    bool allowed = context.allowsUnregisteredDialects();
+    context.allowUnregisteredDialects(true);
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    context.allowUnregisteredDialects(allowed);
+  }
+  if (!module)
+    return {};
+  func::FuncOp func = getTrainingFunction(*module);
+  if (!func)
+    return {};
+
+  PassManager pm(&context);
+  if (needsImport(func))
+    pm.addPass(createLetheImportOps());
+  if (needsImport(func) || needsCosts(func)) {
+    LetheAnnotateCostsOptions costOptions;
+    costOptions.device = options.device;
+    pm.addPass(createLetheAnnotateCosts(costOptions));
+  }
+  if (!pm.getPasses().empty() && failed(pm.run(*module)))
+    return {};
+  return module;
+}

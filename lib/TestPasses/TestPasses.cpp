@@ -1,0 +1,9 @@
+//===- TestPasses.cpp - Register Lethe's test-only passes -----------------===//
+
+#include "lethe/TestPasses.h"
+
+namespace lethe::test {
+void registerTestLifetimesPass();
+
+void registerTestPasses() { registerTestLifetimesPass(); }
+} // namespace lethe::test
