@@ -24,6 +24,10 @@ func.func @memory(%x: tensor<8x1024xbf16>, %t0: !lethe.timepoint) -> tensor<8x10
   %h2, %t2 = lethe.offload %x await(%t0) : tensor<8x1024xbf16> -> !lethe.host<tensor<8x1024xbf16>>
   // CHECK: lethe.release %{{.*}} await(%[[T1]]) : tensor<8x1024xbf16>
   lethe.release %x await(%t1) : tensor<8x1024xbf16>
+  // CHECK: %[[B:.*]] = lethe.barrier{{$}}
+  %b = lethe.barrier
+  // CHECK: lethe.barrier {lethe.stream = #lethe<stream h2d>}
+  %b2 = lethe.barrier {lethe.stream = #lethe<stream h2d>}
   // CHECK: %[[J:.*]] = lethe.join %{{.*}}, %{{.*}}
   %j = lethe.join %t1, %t2
   // CHECK: %[[D:.*]], %[[T3:.*]] = lethe.prefetch %{{.*}} await(%[[J]]) : !lethe.host<tensor<8x1024xbf16>> -> tensor<8x1024xbf16>

@@ -155,6 +155,25 @@ def Lethe_AwaitOp : Lethe_Op<"await", [AttrSizedOperandSegments,
   let hasVerifier = 1;
 }
 
+def Lethe_BarrierOp : Lethe_Op<"barrier"> {
+  let summary = "a timepoint for the work issued so far on this stream";
+  let description = [{
+    Returns a timepoint reached when every op issued before it on its stream
+    (the `lethe.stream` attribute set by `lethe-schedule`; compute when
+    absent) has completed. Copies await it so that a D2H copy reads a tensor
+    only after its producer finished, and an H2D copy writes a buffer only
+    after the ops that used that memory before finished. Lowered to an event
+    record.
+
+    ```mlir
+    %t = lethe.barrier
+    %h, %done = lethe.offload %x await(%t) : tensor<8xf32> -> !lethe.host<tensor<8xf32>>
+    ```
+  }];
+  let results = (outs Lethe_Timepoint:$result);
+  let assemblyFormat = "attr-dict";
+}
+
 def Lethe_JoinOp : Lethe_Op<"join", [Pure]> {
   let summary = "a timepoint reached when all of its inputs are reached";
   let assemblyFormat = "$timepoints attr-dict";
