@@ -9,6 +9,7 @@
 #define LETHE_INITALL_H
 
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
+#include "lethe/Import/JsonImporter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -30,7 +31,9 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
 inline void registerAllPasses() {}
 
 /// Lethe's translations (importers and emitters).
-inline void registerAllTranslations() {}
+inline void registerAllTranslations() {
+  registerImportGraphJsonTranslation();
+}
 
 } // namespace lethe
 
