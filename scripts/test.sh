@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${LETHE_BUILD_DIR:-build}
 
 scripts/setup.sh || exit 1
-scripts/build.sh all || exit 1
+scripts/build.sh all lethe-doc || exit 1
 
 passed=0
 failed=0
