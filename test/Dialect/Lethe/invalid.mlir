@@ -194,6 +194,62 @@ func.func @all_gather_scalar(%x: tensor<f32>) {
 
 // -----
 
+func.func @send_no_peer(%x: tensor<4xf32>) {
+  // expected-error @+1 {{send requires a peer rank}}
+  lethe.collective send %x group [0, 1] fwd : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @recv_peer_outside_group() {
+  // expected-error @+1 {{recv peer 2 is not in the group}}
+  %0 = lethe.collective recv peer 2 group [0, 1] fwd : -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @send_with_result(%x: tensor<4xf32>) {
+  // expected-error @+1 {{send takes one tensor and returns none}}
+  %0 = lethe.collective send %x peer 1 group [0, 1] fwd : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @recv_with_input(%x: tensor<4xf32>) {
+  // expected-error @+1 {{recv takes no tensor and returns one}}
+  %0 = lethe.collective recv %x peer 1 group [0, 1] fwd : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_with_peer(%x: tensor<4xf32>) {
+  // expected-error @+1 {{all_reduce takes no peer (only send and recv do)}}
+  %0 = lethe.collective all_reduce %x peer 1 group [0, 1] fwd : tensor<4xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_gather_without_result(%x: tensor<4xf32>) {
+  // expected-error @+1 {{all_gather takes one tensor and returns one}}
+  lethe.collective all_gather %x group [0, 1] fwd : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @collective_no_types(%x: tensor<4xf32>) {
+  lethe.collective send %x peer 1 group [0, 1] fwd :
+  // expected-error @below {{expected a tensor type or '->'}}
+  return
+}
+
+// -----
+
 func.func @node_empty_kind(%x: tensor<4xf32>) {
   // expected-error @+1 {{requires a non-empty kind}}
   %0 = lethe.node "" fwd (%x) : (tensor<4xf32>) -> tensor<4xf32>

@@ -61,6 +61,10 @@ func.func @collectives(%p: tensor<512x768xbf16>, %g: tensor<1024x768xbf16>) {
   %2 = lethe.collective all_reduce %p group [3] opt : tensor<512x768xbf16> -> tensor<512x768xbf16>
   // CHECK: lethe.collective all_to_all
   %3 = lethe.collective all_to_all %p group [0, 1, 2, 3] fwd : tensor<512x768xbf16> -> tensor<512x768xbf16>
+  // CHECK: lethe.collective send %{{.*}} peer 1 group [0, 1] fwd {time_us = 2.000000e+00 : f64} : tensor<512x768xbf16>{{$}}
+  lethe.collective send %p peer 1 group [0, 1] fwd {time_us = 2.0 : f64} : tensor<512x768xbf16>
+  // CHECK: %{{.*}} = lethe.collective recv peer 0 group [0, 1] bwd : -> tensor<512x768xbf16>{{$}}
+  %4 = lethe.collective recv peer 0 group [0, 1] bwd : -> tensor<512x768xbf16>
   return
 }
 

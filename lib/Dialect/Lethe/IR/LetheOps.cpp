@@ -57,6 +57,32 @@ LogicalResult NodeOp::verify() {
 // CollectiveOp
 //===----------------------------------------------------------------------===//
 
+/// `: tensor<A> -> tensor<B>`; a send has no `-> type`, a recv no input type
+/// (`: -> tensor<B>`).
+static ParseResult parseCollectiveTypes(OpAsmParser &parser, Type &input,
+                                        Type &result) {
+  OptionalParseResult hasInput = parser.parseOptionalType(input);
+  if (hasInput.has_value() && failed(*hasInput))
+    return failure();
+  if (succeeded(parser.parseOptionalArrow()))
+    return parser.parseType(result);
+  if (!hasInput.has_value())
+    return parser.emitError(parser.getCurrentLocation(),
+                            "expected a tensor type or '->'");
+  return success();
+}
+
+static void printCollectiveTypes(OpAsmPrinter &printer, Operation *,
+                                 Type input, Type result) {
+  if (input)
+    printer << input;
+  if (result) {
+    if (input)
+      printer << ' ';
+    printer << "-> " << result;
+  }
+}
+
 LogicalResult CollectiveOp::verify() {
   ArrayRef<int64_t> group = getGroup();
   if (group.empty())
@@ -68,6 +94,25 @@ LogicalResult CollectiveOp::verify() {
     if (!seen.insert(rank).second)
       return emitOpError("group lists rank ") << rank << " twice";
   }
+  StringRef kindName = stringifyCollectiveKind(getKind());
+  if (isPointToPoint()) {
+    std::optional<int64_t> peer = getPeer();
+    if (!peer)
+      return emitOpError() << kindName << " requires a peer rank";
+    if (!seen.contains(*peer))
+      return emitOpError() << kindName << " peer " << *peer
+                           << " is not in the group";
+    bool send = getKind() == CollectiveKind::Send;
+    if (send && (!getInput() || getResult()))
+      return emitOpError("send takes one tensor and returns none");
+    if (!send && (getInput() || !getResult()))
+      return emitOpError("recv takes no tensor and returns one");
+    return success();
+  }
+  if (getPeer())
+    return emitOpError() << kindName << " takes no peer (only send and recv do)";
+  if (!getInput() || !getResult())
+    return emitOpError() << kindName << " takes one tensor and returns one";
   RankedTensorType in = getInput().getType();
   RankedTensorType out = getResult().getType();
   if (in.getElementType() != out.getElementType())
@@ -101,6 +146,9 @@ LogicalResult CollectiveOp::verify() {
       return emitOpError("input and result differ beyond dimension 0");
     return success();
   }
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
+    break;
   }
   return success();
 }

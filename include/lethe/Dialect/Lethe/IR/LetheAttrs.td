@@ -40,7 +40,9 @@ def Lethe_CollectiveKind : I32EnumAttr<"CollectiveKind",
       I32EnumAttrCase<"AllGather", 0, "all_gather">,
       I32EnumAttrCase<"ReduceScatter", 1, "reduce_scatter">,
       I32EnumAttrCase<"AllReduce", 2, "all_reduce">,
-      I32EnumAttrCase<"AllToAll", 3, "all_to_all">]> {
+      I32EnumAttrCase<"AllToAll", 3, "all_to_all">,
+      I32EnumAttrCase<"Send", 4, "send">,
+      I32EnumAttrCase<"Recv", 5, "recv">]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::lethe";
 }

@@ -62,29 +62,56 @@ def Lethe_NodeOp : Lethe_Op<"node"> {
 def Lethe_CollectiveOp : Lethe_Op<"collective"> {
   let summary = "a collective communication op over a group of ranks";
   let description = [{
-    All-gather, reduce-scatter, all-reduce or all-to-all over `group` (the
-    ranks taking part). It runs on the comm stream and is never recomputed:
-    every rank must issue the same collectives in the same order.
+    All-gather, reduce-scatter, all-reduce, all-to-all, or a point-to-point
+    send / recv over `group` (the ranks of the communicator). It runs on the
+    comm stream and is never recomputed: every rank must issue the same
+    collectives in the same order (a send on one rank matches the recv of
+    its `peer`).
 
     Shapes: all-gather concatenates along dimension 0 (result dim 0 = input
     dim 0 × group size), reduce-scatter splits along dimension 0, all-reduce
-    and all-to-all keep the shape.
+    and all-to-all keep the shape. `send` takes the tensor it sends and
+    returns nothing; `recv` takes nothing and returns the tensor it receives
+    (a fresh buffer). Both name the other rank, `peer`, which must be in
+    `group`; the other kinds have no `peer`.
 
     ```mlir
     %1 = lethe.collective all_gather %0 group [0, 1] fwd
         : tensor<512x768xbf16> -> tensor<1024x768xbf16>
+    lethe.collective send %act peer 1 group [0, 1] fwd : tensor<8x1024x768xbf16>
+    %g = lethe.collective recv peer 1 group [0, 1] bwd : -> tensor<8x1024x768xbf16>
     ```
   }];
-  let arguments = (ins Lethe_CollectiveKindAttr:$kind, Lethe_DeviceTensor:$input,
+  let arguments = (ins Lethe_CollectiveKindAttr:$kind,
+                       Optional<Lethe_DeviceTensor>:$input,
                        DenseI64ArrayAttr:$group, Lethe_PhaseAttr:$phase,
                        OptionalAttr<F64Attr>:$time_us,
                        OptionalAttr<StrAttr>:$scope,
-                       OptionalAttr<StrAttr>:$name);
-  let results = (outs Lethe_DeviceTensor:$result);
+                       OptionalAttr<StrAttr>:$name,
+                       OptionalAttr<I64Attr>:$peer);
+  let results = (outs Optional<Lethe_DeviceTensor>:$result);
   let assemblyFormat = [{
-    `` $kind $input `group` $group `` $phase attr-dict `:` type($input) `->` type($result)
+    `` $kind ($input^)? (`peer` $peer^)? `group` $group `` $phase attr-dict `:`
+    custom<CollectiveTypes>(type($input), type($result))
   }];
+  let builders = [
+    // The collectives that read and produce one tensor (no peer).
+    OpBuilder<(ins "::mlir::Type":$result, "::lethe::CollectiveKind":$kind,
+                   "::mlir::Value":$input, "::llvm::ArrayRef<int64_t>":$group,
+                   "::lethe::Phase":$phase, "::mlir::FloatAttr":$time_us,
+                   "::mlir::StringAttr":$scope, "::mlir::StringAttr":$name), [{
+      build($_builder, $_state, result, kind, input, group, phase, time_us,
+            scope, name, /*peer=*/nullptr);
+    }]>
+  ];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the op is a point-to-point send or recv.
+    bool isPointToPoint() {
+      return getKind() == ::lethe::CollectiveKind::Send ||
+             getKind() == ::lethe::CollectiveKind::Recv;
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
