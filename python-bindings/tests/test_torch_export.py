@@ -1,0 +1,276 @@
+"""Exports real training steps with the installed torch (Debian's 1.13 on
+CPU in CI) and checks the JSON against the schema and against the model."""
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import lethe.torch as lt  # noqa: E402
+from lethe.schema import validate  # noqa: E402
+from models import MLP, Block, ConvNet, TinyLM, lm_loss  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# Results that share storage with an operand although their schema does not
+# declare it (eager `_unsafe_view` returns a view).
+STORAGE_VIEWS = {"aten._unsafe_view.default"}
+
+
+def _mlp():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    return MLP(), (x,), lambda out: F.mse_loss(out, y)
+
+
+def _convnet():
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))
+    return ConvNet(), (x,), lambda out: F.cross_entropy(out, y)
+
+
+def _block():
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 16)
+    return Block(dim=16, heads=2, dropout=0.1), (x,), lambda out: out.pow(2).mean()
+
+
+MODELS = {"mlp": _mlp, "convnet": _convnet, "block": _block}
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def exported(request, tmp_path_factory):
+    model, inputs, loss_fn = MODELS[request.param]()
+    before = copy.deepcopy(model.state_dict())
+    path = tmp_path_factory.mktemp("export") / f"{request.param}.json"
+    graph = lt.export_training_step(model, inputs, loss_fn, path)
+    return request.param, model, before, graph, path
+
+
+def _schema_alias(op):
+    """Whether the ATen op's schema says some result aliases an argument."""
+    ns, name, overload = op.split(".")
+    target = getattr(getattr(getattr(torch.ops, ns), name), overload)
+    return [r.alias_info is not None for r in target._schema.returns]
+
+
+def test_valid_against_schema(exported):
+    _, _, _, graph, path = exported
+    assert validate(graph) == []
+    with open(path) as f:
+        assert json.load(f) == json.loads(json.dumps(graph))
+
+
+def test_param_bytes_match_model(exported):
+    _, model, _, graph, _ = exported
+    params = list(model.parameters())
+    expected = sum(p.numel() * p.element_size() for p in params)
+    assert graph["totals"]["param_bytes"] == expected
+    nodes = [n for n in graph["nodes"] if n["kind"] == "param"]
+    assert [n["name"] for n in nodes] == [n for n, _ in model.named_parameters()]
+    for n, p in zip(nodes, params):
+        assert n["outputs"][0]["shape"] == list(p.shape)
+
+
+def test_phases_forward_then_backward(exported):
+    _, _, _, graph, _ = exported
+    phases = [n["phase"] for n in graph["nodes"]]
+    first_bwd = phases.index("bwd")
+    assert "fwd" not in phases[first_bwd:]
+    assert graph["nodes"][first_bwd - 1]["kind"] == "output"
+    assert graph["nodes"][first_bwd]["kind"] == "tangent"
+    assert graph["totals"]["n_fwd_ops"] > 0 and graph["totals"]["n_bwd_ops"] > 0
+    # Every parameter gets a gradient from the backward output node.
+    bwd_out = graph["nodes"][-1]
+    grads = dict(zip(bwd_out["args"]["grad_of"], bwd_out["args"]["grads"]))
+    for n in graph["nodes"]:
+        if n["kind"] == "param":
+            assert grads[n["id"]] is not None, n["name"]
+
+
+def test_saved_set(exported):
+    _, _, _, graph, _ = exported
+    nodes = graph["nodes"]
+    saved = {tuple(s) for s in graph["saved"]}
+    assert saved
+    # Exactly the forward values that backward nodes read.
+    read = {tuple(r) for n in nodes if n["phase"] == "bwd"
+            for r in n["inputs"] if nodes[r[0]]["phase"] == "fwd"}
+    assert saved == read
+    assert graph["totals"]["saved_bytes_logical"] == sum(
+        nodes[i]["outputs"][k]["bytes"] for i, k in saved)
+
+
+def test_aliases_only_on_views(exported):
+    _, _, _, graph, _ = exported
+    aliased_ops = set()
+    for n in graph["nodes"]:
+        if n["kind"] != "op":
+            continue
+        declared = _schema_alias(n["op"])
+        for i, out in enumerate(n["outputs"]):
+            says = declared[min(i, len(declared) - 1)] if declared else False
+            if "alias" in out:
+                aliased_ops.add(n["op"])
+                assert says or n["op"] in STORAGE_VIEWS, (n["name"], n["op"])
+                src = graph["nodes"][n["inputs"][out["alias"]][0]]
+                assert src["outputs"], src
+            elif says and out["shape"] is not None and out["bytes"] > 0:
+                pytest.fail(f"{n['name']} ({n['op']}) result {i} is a view "
+                            "without alias")
+    assert aliased_ops  # every model here has views (t, view, detach)
+
+
+def test_model_unchanged(exported):
+    _, model, before, _, _ = exported
+    after = model.state_dict()
+    for key, value in before.items():
+        assert torch.equal(after[key], value), key
+
+
+def test_scopes(exported):
+    name, model, _, graph, _ = exported
+    ops = [n for n in graph["nodes"] if n["kind"] == "op"]
+    modules = {m for m, _ in model.named_modules()}
+    scoped = [n for n in ops if "scope" in n]
+    assert scoped
+    assert all(n["scope"] in modules for n in scoped)
+    # Backward ops inherit the scope of the forward op they differentiate.
+    assert any(n["phase"] == "bwd" for n in scoped)
+    matmuls = [n for n in ops if n["op"] in ("aten.addmm.default",
+                                             "aten.convolution.default")]
+    assert matmuls and all("scope" in n for n in matmuls)
+
+
+def test_convnet_batchnorm(exported):
+    name, model, _, graph, _ = exported
+    if name != "convnet":
+        pytest.skip("BatchNorm only in the conv net")
+    buffers = [n for n in graph["nodes"] if n.get("buffer")]
+    assert {n["name"] for n in buffers} == {b for b, _ in model.named_buffers()}
+    assert all(n["kind"] == "input" for n in buffers)
+    ops = [n["op"] for n in graph["nodes"]]
+    assert any("batch_norm" in op and "backward" in op for op in ops)
+    assert "aten.convolution_backward.default" in ops
+
+
+def test_dropout_is_rng_op(exported):
+    name, _, _, graph, _ = exported
+    rng = [n for n in graph["nodes"] if n["kind"] == "op"
+           and lt.is_rng_op(n["op"])]
+    if name != "block":
+        assert not rng
+        return
+    assert len(rng) == 2  # attention and MLP dropout
+    assert all(n["phase"] == "fwd" for n in rng)
+    assert {n.get("scope") for n in rng} == {"attn.drop", "mlp.3"}
+
+
+def test_deterministic(exported):
+    name, _, _, graph, _ = exported
+    model, inputs, loss_fn = MODELS[name]()
+    again = lt.export_training_step(model, inputs, loss_fn)
+    assert again["nodes"] == graph["nodes"]
+    assert again["saved"] == graph["saved"]
+
+
+def test_lm_export_and_totals(tmp_path):
+    torch.manual_seed(0)
+    vocab = 64
+    tokens = torch.randint(0, vocab, (2, 16))
+    model = TinyLM(vocab=vocab, layers=2)
+    graph = lt.export_training_step(model, (tokens,),
+                                    lm_loss(vocab, tokens.roll(-1, 1)),
+                                    tmp_path / "lm.json")
+    assert validate(graph) == []
+    assert graph["batch"] == 2 and graph["seq"] == 16
+    assert graph["capture"]["loss"] == pytest.approx(
+        F.cross_entropy(model(tokens).reshape(-1, vocab),
+                        tokens.roll(-1, 1).reshape(-1)).item(), rel=0.2)
+    scopes = {n.get("scope") for n in graph["nodes"]}
+    assert {"blocks.0.attn.qkv", "blocks.1.mlp.0", "embed"} <= scopes
+    assert graph["totals"]["saved_bytes_unique_storage"] <= \
+        graph["totals"]["saved_bytes_logical"]
+
+
+def test_bad_arguments(tmp_path):
+    model, inputs, loss_fn = _mlp()
+    path = tmp_path / "out.json"
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        lt.export_training_step(lambda x: x, inputs, loss_fn, path)
+    with pytest.raises(ValueError, match="format"):
+        lt.export_training_step(model, inputs, loss_fn, path, format="mlir")
+    with pytest.raises(ValueError, match="capture method"):
+        lt.export_training_step(model, inputs, loss_fn, path, method="jit")
+    with pytest.raises(lt.ExportError, match="scalar"):
+        lt.export_training_step(model, inputs, lambda out: out, path)
+    assert not path.exists()
+    assert os.listdir(tmp_path) == []  # no temporary left behind either
+
+
+def test_validator_rejects_broken_graphs(exported):
+    _, _, _, graph, _ = exported
+    nodes = graph["nodes"]
+    op = next(n for n in nodes if n["kind"] == "op" and n["inputs"])
+
+    def broken(edit):
+        g = json.loads(json.dumps(graph))
+        edit(g, g["nodes"][op["id"]])
+        return validate(g)
+
+    def dangling(g, n):
+        n["inputs"][0] = [len(nodes) + 5, 0]
+
+    def wrong_bytes(g, n):
+        n["outputs"][0]["bytes"] += 1
+
+    def bad_alias(g, n):
+        n["outputs"][0]["alias"] = len(n["inputs"])
+
+    def bad_ref(g, n):
+        n["args"] = [{"in": len(n["inputs"])}]
+
+    def bad_saved(g, n):
+        g["saved"].append([len(nodes) - 1, 0])
+
+    def bwd_first(g, n):
+        g["nodes"][0]["phase"] = "bwd"
+
+    for edit, message in ((dangling, "not an earlier node"),
+                          (wrong_bytes, "bytes"), (bad_alias, "alias"),
+                          (bad_ref, "operand index"), (bad_saved, "saved"),
+                          (bwd_first, "forward node after")):
+        errors = broken(edit)
+        assert errors and any(message in e for e in errors), (edit, errors)
+
+
+def test_validator_accepts_shared_graphs():
+    for name in ("graph_gpt2.json", "graph_resnet50.json"):
+        with open(os.path.join(REPO, "graphs", name)) as f:
+            assert validate(json.load(f)) == [], name
+
+
+def _translate():
+    tool = os.path.join(REPO, os.environ.get("LETHE_BUILD_DIR", "build"),
+                        "bin", "lethe-translate")
+    if not os.path.exists(tool):
+        return None
+    help_text = subprocess.run([tool, "--help"], capture_output=True,
+                               text=True).stdout
+    return tool if "--import-graph-json" in help_text else None
+
+
+def test_imports_with_lethe_translate(exported, tmp_path):
+    tool = _translate()
+    if tool is None or not shutil.which(tool):
+        pytest.skip("lethe-translate has no --import-graph-json yet")
+    _, _, _, _, path = exported
+    result = subprocess.run([tool, "--import-graph-json", str(path)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "lethe.node" in result.stdout
