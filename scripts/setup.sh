@@ -11,6 +11,8 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # tests
   libgtest-dev python3
+  # Python package tests: the PyTorch exporter (Debian's torch 1.13, CPU)
+  python3-torch python3-pytest python3-pip python3-setuptools python3-wheel
 )
 
 missing=()

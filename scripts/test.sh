@@ -35,5 +35,31 @@ passed=$((passed + ${gt:-0} - ${gf:-0}))
 failed=$((failed + ${gf:-0}))
 rm -f "$gtest_xml"
 
-echo "== summary: $passed passed, $failed failed (lit unsupported: ${u:-0}) =="
+echo "== python (pytest) =="
+# Debian's torch lives in the system interpreter, not in a pyenv/venv one.
+py_xml=$(mktemp --suffix=.xml)
+LETHE_BUILD_DIR="$BUILD_DIR" PYTHONPATH="$BUILD_DIR/python" /usr/bin/python3 \
+  -m pytest -q -p no:cacheprovider python-bindings/tests --junitxml="$py_xml"
+py_rc=$?
+# Exit 5 means no test ran: a failure here, the suite exists.
+[[ $py_rc -eq 0 ]] || status=1
+read -r pt pf ps < <(/usr/bin/python3 - "$py_xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except Exception:
+    print(0, 1, 0)
+    raise SystemExit
+suites = [root] if root.tag == "testsuite" else list(root)
+get = lambda k: sum(int(s.get(k, 0)) for s in suites)
+bad = get("failures") + get("errors")
+print(get("tests") - bad - get("skipped"), bad, get("skipped"))
+PY
+)
+if [[ $py_rc -ne 0 && ${pf:-0} -eq 0 ]]; then pf=1; fi
+passed=$((passed + ${pt:-0}))
+failed=$((failed + ${pf:-0}))
+rm -f "$py_xml"
+
+echo "== summary: $passed passed, $failed failed (lit unsupported: ${u:-0}, pytest skipped: ${ps:-0}) =="
 exit $status

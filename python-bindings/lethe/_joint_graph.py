@@ -119,7 +119,9 @@ def _mutated_argument_positions(target):
 
 def node_scope(node):
     """The module path that produced `node`, or None when unknown/top level."""
-    stack = node.meta.get("nn_module_stack")
+    # torch 2.x: backward nodes carry their forward node's module stack.
+    stack = (node.meta.get("nn_module_stack")
+             or node.meta.get("fwd_nn_module_stack"))
     if stack:
         path = list(stack.values())[-1]
         path = path[0] if isinstance(path, tuple) else path
@@ -348,6 +350,7 @@ def build_graph_json(cap, time_ops):
          "graph": 0, "inputs": grad_refs, "outputs": [], "time_us": None,
          "args": {"grads": grads, "grad_of": primal_ids}}, None)
 
+    _rebase_seq_nr(nodes)
     loss = fwd_outputs[0] if fwd_outputs else None
     facts = {
         "replay_s": replay_s,
@@ -456,6 +459,17 @@ def _op_entry(n, phase, replay, resolve):
     if isinstance(seq_nr, int):
         entry["seq_nr"] = seq_nr
     return entry
+
+
+def _rebase_seq_nr(nodes):
+    """Autograd sequence numbers count from process start; rebasing them to
+    the graph's first keeps exports deterministic and the fwd/bwd links."""
+    numbers = [n["seq_nr"] for n in nodes if "seq_nr" in n]
+    if numbers:
+        base = min(numbers)
+        for n in nodes:
+            if "seq_nr" in n:
+                n["seq_nr"] -= base
 
 
 def _value_of(x, replay):

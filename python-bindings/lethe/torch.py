@@ -225,6 +225,8 @@ def _scope_hooks(model):
     stack = []
 
     def mark():
+        if not hasattr(fx_traceback, "override_stack_trace"):
+            return
         fx_traceback.set_stack_trace(
             [f"<lethe-scope:{stack[-1]}>" if stack else _ROOT_MARK])
 
@@ -254,7 +256,10 @@ def _scope_hooks(model):
 def _capture_aot_function(model, inputs, loss_fn):
     from functorch.compile import aot_function
     import torch.fx.traceback as fx_traceback
-    from torch.nn.utils import stateless
+    try:
+        from torch.func import functional_call
+    except ImportError:  # torch 1.13
+        from torch.nn.utils.stateless import functional_call
 
     state = _named_state(model)
     names = [n for n, _, _ in state]
@@ -263,14 +268,16 @@ def _capture_aot_function(model, inputs, loss_fn):
 
     def step(*flat):
         params = dict(zip(names, flat[:len(state)]))
-        with fx_traceback.override_stack_trace(), \
+        # torch 1.13 only: later versions record scopes in node metadata.
+        override = getattr(fx_traceback, "override_stack_trace", None)
+        with (override() if override else contextlib.nullcontext()), \
                 warnings.catch_warnings(), _scope_hooks(model) as mark:
             warnings.filterwarnings("ignore", "Anomaly Detection")
             # Anomaly mode stores each autograd node's (tagged) stack, which
             # AOTAutograd then sets while tracing that node's backward.
             with torch.autograd.detect_anomaly(check_nan=False):
                 mark()
-                out = stateless.functional_call(
+                out = functional_call(
                     model, params, tuple(rebuild(flat[len(state):])))
                 mark()
                 return _check_loss(loss_fn(out))
