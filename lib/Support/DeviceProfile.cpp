@@ -1,0 +1,293 @@
+//===- DeviceProfile.cpp - Device profiles from JSON ----------------------===//
+
+#include "lethe/Support/DeviceProfile.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+
+using namespace llvm;
+using namespace lethe;
+
+namespace {
+
+struct BuiltinProfile {
+  const char *name;
+  const char *json;
+};
+
+// devices/*.json, embedded by cmake/EmbedDeviceProfiles.cmake.
+#define LETHE_DEVICE_PROFILE(NAME, JSON) {NAME, JSON},
+const BuiltinProfile builtinProfiles[] = {
+#include "DeviceProfiles.inc"
+};
+#undef LETHE_DEVICE_PROFILE
+
+enum class Range { Positive, NonNegative, Fraction, AtLeastOne };
+
+/// A numeric field of the file: its key, the member it fills, the factor
+/// from the file's unit to SI, whether it must be present, its valid range.
+struct NumericField {
+  StringLiteral key;
+  double DeviceProfile::*member;
+  double scale;
+  bool required;
+  Range range;
+};
+
+const NumericField numericFields[] = {
+    {"hbm_gb_per_s", &DeviceProfile::hbmBytesPerSec, 1e9, true,
+     Range::Positive},
+    {"d2h_gb_per_s", &DeviceProfile::d2hBytesPerSec, 1e9, true,
+     Range::Positive},
+    {"h2d_gb_per_s", &DeviceProfile::h2dBytesPerSec, 1e9, true,
+     Range::Positive},
+    {"duplex_factor", &DeviceProfile::duplexFactor, 1, false, Range::Fraction},
+    {"nvlink_gb_per_s", &DeviceProfile::nvlinkBytesPerSec, 1e9, false,
+     Range::NonNegative},
+    {"launch_overhead_us", &DeviceProfile::launchOverheadUs, 1, true,
+     Range::NonNegative},
+    {"view_us", &DeviceProfile::viewUs, 1, false, Range::NonNegative},
+    {"collective_slowdown_with_copies",
+     &DeviceProfile::collectiveSlowdownWithCopies, 1, false,
+     Range::AtLeastOne},
+    {"collective_slowdown_with_both_copies",
+     &DeviceProfile::collectiveSlowdownWithBothCopies, 1, false,
+     Range::AtLeastOne},
+    {"copy_slowdown_with_collectives",
+     &DeviceProfile::copySlowdownWithCollectives, 1, false, Range::Fraction},
+    {"device_memory_bytes", &DeviceProfile::deviceMemoryBytes, 1, true,
+     Range::Positive},
+    {"host_pinned_bytes", &DeviceProfile::hostMemoryBytes, 1, true,
+     Range::NonNegative},
+};
+
+const StringLiteral dtypeNames[] = {"bf16", "f16", "f32", "tf32",
+                                    "f8",   "f64", "i8"};
+
+const StringLiteral otherFields[] = {"name", "description", "peak_tflops",
+                                     "notes"};
+
+StringRef describe(Range range) {
+  switch (range) {
+  case Range::Positive:
+    return "a positive number";
+  case Range::NonNegative:
+    return "a non-negative number";
+  case Range::Fraction:
+    return "a number in (0, 1]";
+  case Range::AtLeastOne:
+    return "a number >= 1";
+  }
+  llvm_unreachable("unknown range");
+}
+
+bool inRange(double value, Range range) {
+  if (!std::isfinite(value))
+    return false;
+  switch (range) {
+  case Range::Positive:
+    return value > 0;
+  case Range::NonNegative:
+    return value >= 0;
+  case Range::Fraction:
+    return value > 0 && value <= 1;
+  case Range::AtLeastOne:
+    return value >= 1;
+  }
+  llvm_unreachable("unknown range");
+}
+
+std::string allFieldNames() {
+  SmallVector<StringRef> names(std::begin(otherFields), std::end(otherFields));
+  for (const NumericField &field : numericFields)
+    names.push_back(field.key);
+  return join(names, ", ");
+}
+
+bool isKnownField(StringRef key) {
+  return is_contained(otherFields, key) ||
+         any_of(numericFields,
+                [&](const NumericField &f) { return f.key == key; });
+}
+
+/// Builds errors of the form "<source>: field '<key>': <message>".
+class ErrorReporter {
+public:
+  explicit ErrorReporter(StringRef source) : source(source) {}
+
+  Error field(StringRef key, const Twine &message) const {
+    return createStringError(inconvertibleErrorCode(), "%s: field '%s': %s",
+                             source.str().c_str(), key.str().c_str(),
+                             message.str().c_str());
+  }
+  Error general(const Twine &message) const {
+    return createStringError(inconvertibleErrorCode(), "%s: %s",
+                             source.str().c_str(), message.str().c_str());
+  }
+
+private:
+  StringRef source;
+};
+
+/// The value as the user wrote it, more or less: numbers in %g rather than
+/// JSON's round-trip precision (0.9, not 0.90000000000000002).
+std::string printed(const json::Value &value) {
+  std::string text;
+  raw_string_ostream os(text);
+  if (value.kind() == json::Value::Number)
+    os << format("%g", *value.getAsNumber());
+  else
+    os << value;
+  return text;
+}
+
+Error parsePeakFlops(const json::Value &value, DeviceProfile &profile,
+                     const ErrorReporter &report) {
+  const json::Object *object = value.getAsObject();
+  if (!object)
+    return report.field("peak_tflops",
+                        "expected an object of TFLOP/s by dtype, got " +
+                            printed(value));
+  for (const auto &[key, rate] : *object) {
+    StringRef dtype = key;
+    if (!is_contained(dtypeNames, dtype))
+      return report.field(("peak_tflops." + dtype).str(),
+                          "unknown dtype (known: " + join(std::begin(dtypeNames), std::end(dtypeNames), ", ") +
+                              ")");
+    std::optional<double> tflops = rate.getAsNumber();
+    if (!tflops || !inRange(*tflops, Range::Positive))
+      return report.field(("peak_tflops." + dtype).str(),
+                          "expected a positive number, got " + printed(rate));
+    profile.peakFlops[dtype] = *tflops * 1e12;
+  }
+  if (!profile.peakFlops.count("f32"))
+    return report.field("peak_tflops", "missing required dtype 'f32' (the "
+                                       "rate other dtypes fall back to)");
+  return Error::success();
+}
+
+Error parseNotes(const json::Value &value, DeviceProfile &profile,
+                 const ErrorReporter &report) {
+  const json::Object *object = value.getAsObject();
+  if (!object)
+    return report.field("notes", "expected an object of strings by field "
+                                 "name, got " +
+                                     printed(value));
+  for (const auto &[key, note] : *object) {
+    // A note for a field that does not exist is almost always a typo.
+    if (!isKnownField(key))
+      return report.field(("notes." + StringRef(key)).str(),
+                          "names no field of the profile");
+    std::optional<StringRef> text = note.getAsString();
+    if (!text)
+      return report.field(("notes." + StringRef(key)).str(),
+                          "expected a string, got " + printed(note));
+    profile.notes[key] = text->str();
+  }
+  return Error::success();
+}
+
+} // namespace
+
+double DeviceProfile::flopsFor(StringRef dtype) const {
+  auto it = peakFlops.find(dtype);
+  if (it != peakFlops.end())
+    return it->second;
+  return peakFlops.lookup("f32");
+}
+
+std::vector<std::string> DeviceProfile::builtinNames() {
+  std::vector<std::string> names;
+  for (const BuiltinProfile &builtin : builtinProfiles)
+    names.push_back(builtin.name);
+  llvm::sort(names);
+  return names;
+}
+
+Expected<DeviceProfile> DeviceProfile::parse(StringRef text,
+                                             StringRef source) {
+  ErrorReporter report(source);
+  Expected<json::Value> root = json::parse(text);
+  if (!root)
+    return report.general("invalid JSON: " + toString(root.takeError()));
+  const json::Object *object = root->getAsObject();
+  if (!object)
+    return report.general("expected a JSON object at the top level");
+
+  for (const auto &entry : *object)
+    if (!isKnownField(entry.first))
+      return report.general("unknown field '" + StringRef(entry.first) +
+                            "' (known fields: " + allFieldNames() + ")");
+
+  DeviceProfile profile;
+  const json::Value *name = object->get("name");
+  if (!name)
+    return report.general("missing required field 'name'");
+  if (!name->getAsString() || name->getAsString()->empty())
+    return report.field("name", "expected a non-empty string, got " +
+                                    printed(*name));
+  profile.name = name->getAsString()->str();
+
+  if (const json::Value *description = object->get("description")) {
+    if (!description->getAsString())
+      return report.field("description",
+                          "expected a string, got " + printed(*description));
+    profile.description = description->getAsString()->str();
+  }
+
+  const json::Value *peak = object->get("peak_tflops");
+  if (!peak)
+    return report.general("missing required field 'peak_tflops'");
+  if (Error error = parsePeakFlops(*peak, profile, report))
+    return std::move(error);
+
+  for (const NumericField &field : numericFields) {
+    const json::Value *value = object->get(field.key);
+    if (!value) {
+      if (field.required)
+        return report.general("missing required field '" + field.key + "'");
+      continue;
+    }
+    std::optional<double> number = value->getAsNumber();
+    if (!number || !inRange(*number, field.range))
+      return report.field(field.key, "expected " + describe(field.range) +
+                                         ", got " + printed(*value));
+    profile.*field.member = *number * field.scale;
+  }
+
+  if (const json::Value *notes = object->get("notes"))
+    if (Error error = parseNotes(*notes, profile, report))
+      return std::move(error);
+  return profile;
+}
+
+Expected<DeviceProfile> DeviceProfile::load(StringRef nameOrPath) {
+  for (const BuiltinProfile &builtin : builtinProfiles)
+    if (nameOrPath == builtin.name)
+      return parse(builtin.json,
+                   ("devices/" + nameOrPath + ".json (built in)").str());
+
+  // Anything that is not a built-in name and does not look like a path is
+  // most likely a misspelt device name: say which names exist.
+  std::string known = join(builtinNames(), ", ");
+  if (!nameOrPath.ends_with(".json") && !nameOrPath.contains('/'))
+    return createStringError(inconvertibleErrorCode(),
+                             "unknown device '%s': built-in profiles are %s; "
+                             "or give the path of a JSON profile",
+                             nameOrPath.str().c_str(), known.c_str());
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFile(nameOrPath, /*IsText=*/true);
+  if (!buffer)
+    return createStringError(buffer.getError(),
+                             "cannot read device profile '%s': %s (built-in "
+                             "profiles are %s)",
+                             nameOrPath.str().c_str(),
+                             buffer.getError().message().c_str(),
+                             known.c_str());
+  return parse((*buffer)->getBuffer(), nameOrPath);
+}

@@ -1,0 +1,181 @@
+//===- DeviceProfileTest.cpp ----------------------------------------------===//
+
+#include "lethe/Support/DeviceProfile.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+using namespace lethe;
+using llvm::Expected;
+
+namespace {
+
+/// A minimal valid profile; tests edit one field at a time.
+std::string minimalProfile(llvm::StringRef extra = "",
+                           llvm::StringRef hbm = "\"hbm_gb_per_s\": 1000") {
+  return (llvm::Twine("{\"name\": \"toy\", \"peak_tflops\": {\"f32\": 10, "
+                      "\"bf16\": 100}, ") +
+          hbm +
+          ", \"d2h_gb_per_s\": 20, \"h2d_gb_per_s\": 25, "
+          "\"launch_overhead_us\": 2, \"device_memory_bytes\": 1e9, "
+          "\"host_pinned_bytes\": 2e9" +
+          extra + "}")
+      .str();
+}
+
+std::string errorOf(Expected<DeviceProfile> profile) {
+  if (profile)
+    return "<no error>";
+  return llvm::toString(profile.takeError());
+}
+
+TEST(DeviceProfileTest, BuiltinsLoadAndAreSane) {
+  std::vector<std::string> names = DeviceProfile::builtinNames();
+  for (const char *expected :
+       {"a100", "h100", "h200", "h200-nvlink", "h200-pcie"})
+    EXPECT_TRUE(llvm::is_contained(names, expected)) << expected;
+  for (const std::string &name : names) {
+    Expected<DeviceProfile> profile = DeviceProfile::load(name);
+    ASSERT_TRUE(bool(profile)) << llvm::toString(profile.takeError());
+    EXPECT_EQ(profile->name, name);
+    for (const char *dtype : {"bf16", "f16", "f32", "tf32", "f8", "f64"})
+      EXPECT_TRUE(profile->peakFlops.count(dtype)) << name << " " << dtype;
+    // Physical sanity: tensor cores beat plain f32, HBM beats PCIe, and
+    // every figure has its source written down.
+    EXPECT_GT(profile->flopsFor("bf16"), 4 * profile->flopsFor("f32"));
+    EXPECT_GT(profile->hbmBytesPerSec, 20 * profile->d2hBytesPerSec);
+    EXPECT_GT(profile->launchOverheadUs, profile->viewUs);
+    for (const char *field :
+         {"peak_tflops", "hbm_gb_per_s", "d2h_gb_per_s", "h2d_gb_per_s",
+          "duplex_factor", "nvlink_gb_per_s", "launch_overhead_us",
+          "view_us", "device_memory_bytes", "host_pinned_bytes"})
+      EXPECT_TRUE(profile->notes.count(field)) << name << " " << field;
+  }
+}
+
+TEST(DeviceProfileTest, H200FiguresInSIUnits) {
+  Expected<DeviceProfile> h200 = DeviceProfile::load("h200");
+  ASSERT_TRUE(bool(h200)) << llvm::toString(h200.takeError());
+  EXPECT_DOUBLE_EQ(h200->hbmBytesPerSec, 4.2e12);
+  EXPECT_DOUBLE_EQ(h200->d2hBytesPerSec, 55.3e9);
+  EXPECT_DOUBLE_EQ(h200->h2dBytesPerSec, 55.4e9);
+  EXPECT_DOUBLE_EQ(h200->duplexFactor, 0.92);
+  EXPECT_DOUBLE_EQ(h200->flopsFor("bf16"), 799.5e12);
+}
+
+TEST(DeviceProfileTest, CollectiveVariantsDifferOnlyInTheCollectivePath) {
+  Expected<DeviceProfile> nvlink = DeviceProfile::load("h200-nvlink");
+  Expected<DeviceProfile> pcie = DeviceProfile::load("h200-pcie");
+  ASSERT_TRUE(nvlink && pcie);
+  EXPECT_DOUBLE_EQ(nvlink->collectiveSlowdownWithCopies, 1.01);
+  EXPECT_DOUBLE_EQ(pcie->collectiveSlowdownWithCopies, 1.39);
+  EXPECT_DOUBLE_EQ(pcie->collectiveSlowdownWithBothCopies, 1.69);
+  EXPECT_DOUBLE_EQ(pcie->copySlowdownWithCollectives, 0.70);
+  EXPECT_LT(pcie->nvlinkBytesPerSec, nvlink->nvlinkBytesPerSec);
+  EXPECT_EQ(pcie->hbmBytesPerSec, nvlink->hbmBytesPerSec);
+  EXPECT_EQ(pcie->d2hBytesPerSec, nvlink->d2hBytesPerSec);
+}
+
+TEST(DeviceProfileTest, ParsesOptionalFieldsAndDefaults) {
+  Expected<DeviceProfile> toy = DeviceProfile::parse(minimalProfile(), "toy");
+  ASSERT_TRUE(bool(toy)) << llvm::toString(toy.takeError());
+  EXPECT_DOUBLE_EQ(toy->hbmBytesPerSec, 1e12);
+  EXPECT_DOUBLE_EQ(toy->duplexFactor, 1.0);
+  EXPECT_DOUBLE_EQ(toy->nvlinkBytesPerSec, 0.0);
+  EXPECT_DOUBLE_EQ(toy->viewUs, 0.0);
+  EXPECT_DOUBLE_EQ(toy->collectiveSlowdownWithCopies, 1.0);
+  // A dtype the profile lacks runs at the f32 rate.
+  EXPECT_DOUBLE_EQ(toy->flopsFor("f8"), 10e12);
+  EXPECT_DOUBLE_EQ(toy->flopsFor("bf16"), 100e12);
+
+  Expected<DeviceProfile> noted = DeviceProfile::parse(
+      minimalProfile(", \"duplex_factor\": 0.5, \"notes\": "
+                     "{\"duplex_factor\": \"guessed\"}"),
+      "toy");
+  ASSERT_TRUE(bool(noted)) << llvm::toString(noted.takeError());
+  EXPECT_DOUBLE_EQ(noted->duplexFactor, 0.5);
+  EXPECT_EQ(noted->notes.lookup("duplex_factor"), "guessed");
+}
+
+TEST(DeviceProfileTest, ErrorsNameTheFileAndTheField) {
+  EXPECT_EQ(errorOf(DeviceProfile::parse(minimalProfile(", \"hbm\": 3"),
+                                         "my.json")),
+            "my.json: unknown field 'hbm' (known fields: name, description, "
+            "peak_tflops, notes, hbm_gb_per_s, d2h_gb_per_s, h2d_gb_per_s, "
+            "duplex_factor, nvlink_gb_per_s, launch_overhead_us, view_us, "
+            "collective_slowdown_with_copies, "
+            "collective_slowdown_with_both_copies, "
+            "copy_slowdown_with_collectives, device_memory_bytes, "
+            "host_pinned_bytes)");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile("", "\"hbm_gb_per_s\": -5"), "my.json")),
+            "my.json: field 'hbm_gb_per_s': expected a positive number, got "
+            "-5");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile("", "\"hbm_gb_per_s\": \"fast\""), "my.json")),
+            "my.json: field 'hbm_gb_per_s': expected a positive number, got "
+            "\"fast\"");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile("", "\"nvlink_gb_per_s\": 0"), "my.json")),
+            "my.json: missing required field 'hbm_gb_per_s'");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(", \"duplex_factor\": 1.5"), "my.json")),
+            "my.json: field 'duplex_factor': expected a number in (0, 1], "
+            "got 1.5");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(", \"collective_slowdown_with_copies\": 0.9"),
+                "my.json")),
+            "my.json: field 'collective_slowdown_with_copies': expected a "
+            "number >= 1, got 0.9");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(", \"notes\": {\"hbm\": \"x\"}"), "my.json")),
+            "my.json: field 'notes.hbm': names no field of the profile");
+  EXPECT_EQ(
+      errorOf(DeviceProfile::parse(
+          "{\"name\": \"x\", \"peak_tflops\": {\"bf16\": 1}}", "my.json")),
+      "my.json: field 'peak_tflops': missing required dtype 'f32' (the rate "
+      "other dtypes fall back to)");
+  EXPECT_EQ(
+      errorOf(DeviceProfile::parse(
+          "{\"name\": \"x\", \"peak_tflops\": {\"f32\": 1, \"fp9\": 2}}",
+          "my.json")),
+      "my.json: field 'peak_tflops.fp9': unknown dtype (known: bf16, f16, "
+      "f32, tf32, f8, f64, i8)");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                "{\"name\": \"x\", \"peak_tflops\": {\"f32\": 0}}", "my.json")),
+            "my.json: field 'peak_tflops.f32': expected a positive number, "
+            "got 0");
+  std::string syntax = errorOf(DeviceProfile::parse("{\"name\": ", "my.json"));
+  EXPECT_EQ(syntax.rfind("my.json: invalid JSON: ", 0), 0u) << syntax;
+}
+
+TEST(DeviceProfileTest, LoadsAUserFileAndRejectsUnknownNames) {
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(
+      llvm::sys::fs::createTemporaryFile("lethe-profile", "json", path));
+  llvm::FileRemover remover(path);
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    ASSERT_FALSE(ec);
+    os << minimalProfile();
+  }
+  Expected<DeviceProfile> user = DeviceProfile::load(path);
+  ASSERT_TRUE(bool(user)) << llvm::toString(user.takeError());
+  EXPECT_EQ(user->name, "toy");
+
+  std::string unknown = errorOf(DeviceProfile::load("h300"));
+  EXPECT_EQ(unknown, "unknown device 'h300': built-in profiles are a100, "
+                     "h100, h200, h200-nvlink, h200-pcie; or give the path "
+                     "of a JSON profile");
+  std::string missing = errorOf(DeviceProfile::load("/nonexistent/x.json"));
+  EXPECT_EQ(missing.rfind("cannot read device profile '/nonexistent/x.json'",
+                          0),
+            0u)
+      << missing;
+}
+
+} // namespace
