@@ -9,6 +9,7 @@
 #define LETHE_INITALL_H
 
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Import/JsonImporter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -27,8 +28,8 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
                   mlir::tensor::TensorDialect, mlir::tosa::TosaDialect>();
 }
 
-/// Lethe's passes and pipelines (none yet in the foundation).
-inline void registerAllPasses() {}
+/// Lethe's passes and pipelines.
+inline void registerAllPasses() { registerLethePasses(); }
 
 /// Lethe's translations (importers and emitters).
 inline void registerAllTranslations() {

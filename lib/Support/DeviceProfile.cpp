@@ -272,22 +272,26 @@ Expected<DeviceProfile> DeviceProfile::load(StringRef nameOrPath) {
       return parse(builtin.json,
                    ("devices/" + nameOrPath + ".json (built in)").str());
 
-  // Anything that is not a built-in name and does not look like a path is
-  // most likely a misspelt device name: say which names exist.
+  // Every error says which names would have worked.
   std::string known = join(builtinNames(), ", ");
-  if (!nameOrPath.ends_with(".json") && !nameOrPath.contains('/'))
+  auto withBuiltinNames = [&](const Twine &message) -> Error {
     return createStringError(inconvertibleErrorCode(),
-                             "unknown device '%s': built-in profiles are %s; "
-                             "or give the path of a JSON profile",
-                             nameOrPath.str().c_str(), known.c_str());
+                             "%s (built-in profiles: %s)",
+                             message.str().c_str(), known.c_str());
+  };
+  // Anything that is not a built-in name and does not look like a path is
+  // most likely a misspelt device name.
+  if (!nameOrPath.ends_with(".json") && !nameOrPath.contains('/'))
+    return withBuiltinNames("unknown device '" + nameOrPath +
+                            "': give a built-in profile name or the path of "
+                            "a JSON profile");
   ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
       MemoryBuffer::getFile(nameOrPath, /*IsText=*/true);
   if (!buffer)
-    return createStringError(buffer.getError(),
-                             "cannot read device profile '%s': %s (built-in "
-                             "profiles are %s)",
-                             nameOrPath.str().c_str(),
-                             buffer.getError().message().c_str(),
-                             known.c_str());
-  return parse((*buffer)->getBuffer(), nameOrPath);
+    return withBuiltinNames("cannot read device profile '" + nameOrPath +
+                            "': " + buffer.getError().message());
+  Expected<DeviceProfile> profile = parse((*buffer)->getBuffer(), nameOrPath);
+  if (!profile)
+    return withBuiltinNames(toString(profile.takeError()));
+  return profile;
 }

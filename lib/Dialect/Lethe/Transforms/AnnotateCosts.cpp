@@ -1,0 +1,96 @@
+//===- AnnotateCosts.cpp - Time every node: measured, else modelled -------===//
+
+#include "lethe/Analysis/CostModel.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+namespace lethe {
+#define GEN_PASS_DEF_ANNOTATECOSTS
+#include "lethe/Dialect/Lethe/Transforms/Passes.h.inc"
+} // namespace lethe
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+struct AnnotateCostsPass
+    : public lethe::impl::AnnotateCostsBase<AnnotateCostsPass> {
+  using AnnotateCostsBase::AnnotateCostsBase;
+
+  void runOnOperation() override {
+    llvm::Expected<DeviceProfile> profile = DeviceProfile::load(device);
+    if (!profile) {
+      getOperation()->emitError()
+          << "cannot load device profile: "
+          << llvm::toString(profile.takeError());
+      return signalPassFailure();
+    }
+    CostModel model(std::move(*profile));
+    llvm::StringSet<> remarkedKinds;
+    Builder builder(&getContext());
+
+    auto record = [&](Operation *op, const OpCost &cost) {
+      // Nanosecond resolution is far below what the model can tell apart,
+      // and keeps the printed times readable.
+      double timeUs = std::round(cost.timeUs * 1000.0) / 1000.0;
+      op->setAttr("time_us", builder.getF64FloatAttr(timeUs));
+      op->setAttr(kCostSourceAttr,
+                  builder.getStringAttr(stringifyCostSource(cost.source)));
+      count(cost.source);
+    };
+
+    getOperation()->walk([&](Operation *op) {
+      if (auto node = dyn_cast<NodeOp>(op)) {
+        if (!overwrite && node.getTimeUsAttr()) {
+          keep(op, model.estimate(node).source, builder);
+          return;
+        }
+        OpCost cost = model.model(node);
+        if (!cost.knownKind && remarkedKinds.insert(node.getKind()).second)
+          node.emitRemark()
+              << "no cost formula for op kind '" << node.getKind()
+              << "': modelled as memory-bound ("
+              << static_cast<int64_t>(cost.bytes)
+              << " bytes over HBM bandwidth)";
+        record(op, cost);
+      } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+        if (!overwrite && collective.getTimeUsAttr()) {
+          keep(op, model.estimate(collective).source, builder);
+          return;
+        }
+        record(op, model.model(collective));
+      }
+    });
+  }
+
+  /// Counts an op whose time stays, marking it measured unless an earlier
+  /// run said where its time came from.
+  void keep(Operation *op, CostSource source, Builder &builder) {
+    if (!op->hasAttr(kCostSourceAttr))
+      op->setAttr(kCostSourceAttr,
+                  builder.getStringAttr(stringifyCostSource(source)));
+    count(source);
+  }
+
+  void count(CostSource source) {
+    switch (source) {
+    case CostSource::Measured:
+      ++numMeasured;
+      break;
+    case CostSource::Analytic:
+      ++numAnalytic;
+      break;
+    case CostSource::Bandwidth:
+      ++numBandwidth;
+      break;
+    }
+  }
+};
+
+} // namespace

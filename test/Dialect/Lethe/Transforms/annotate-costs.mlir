@@ -1,0 +1,78 @@
+// RUN: lethe-opt %s --lethe-annotate-costs -verify-diagnostics | FileCheck %s
+// RUN: lethe-opt %s --lethe-annotate-costs='overwrite=true' | FileCheck %s --check-prefix=OVERWRITE
+// RUN: lethe-opt %s --lethe-annotate-costs --lethe-annotate-costs='device=a100' | FileCheck %s --check-prefix=TWICE
+
+// Times on the built-in h200 profile, worked by hand: bf16 799.5 TFLOP/s,
+// f32 50.6 TFLOP/s, HBM 4.2 TB/s, launch 3.2 us, view 1.28 us, peer link
+// 258 GB/s. Analytic time = max(FLOPs / rate, bytes / HBM) + launch.
+
+// CHECK-LABEL: func.func @step
+func.func @step(%x: tensor<1024x4096xbf16>, %w: tensor<4096x4096xbf16>,
+                %s: tensor<8x4096xbf16>, %img: tensor<8x64x56x56xbf16>,
+                %k: tensor<128x64x3x3xbf16>, %q: tensor<4x16x2048x64xbf16>,
+                %p: tensor<1024x1024xbf16>) {
+  // mm 1024x4096 . 4096x4096: 2*1024*4096*4096 = 3.436e10 FLOP / 799.5e12
+  // = 42.977 us; bytes (2*4M + 16M elements)*2 B = 50.3 MB / 4.2 TB/s =
+  // 11.984 us: compute-bound, 42.977 + 3.2 = 46.177 us.
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.cost_source = "analytic", time_us = 4.617700e+01 : f64}
+  // A second run keeps the first run's times and sources rather than
+  // calling them measured.
+  // TWICE: lethe.node "aten.mm.default" fwd {{.*}}lethe.cost_source = "analytic", time_us = 4.617700e+01 : f64}
+  %0 = lethe.node "aten.mm.default" fwd (%x, %w) : (tensor<1024x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<1024x4096xbf16>
+
+  // mm 8x4096 . 4096x4096: 0.336 us of arithmetic, but the weight alone is
+  // 33.6 MB: 8.020 us of HBM, bandwidth-bound: 8.020 + 3.2 = 11.220 us.
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.cost_source = "analytic", time_us = 1.122000e+01 : f64}
+  %1 = lethe.node "aten.mm.default" fwd (%s, %w) : (tensor<8x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<8x4096xbf16>
+
+  // 3x3 convolution 64 -> 128 channels on 8x56x56: 2 * |out| (3,211,264)
+  // * 64*3*3 = 3.699e9 FLOP = 4.627 us (bytes: 2.329 us) + 3.2 = 7.827 us.
+  // CHECK: lethe.node "aten.convolution.default" fwd {{.*}}lethe.cost_source = "analytic", time_us = 7.827000e+00 : f64}
+  %2 = lethe.node "aten.convolution.default" fwd (%img, %k) {args = [{in = 0 : i64}, {in = 1 : i64}, unit, [1, 1], [1, 1], [1, 1], false, [0, 0], 1]} : (tensor<8x64x56x56xbf16>, tensor<128x64x3x3xbf16>) -> tensor<8x128x56x56xbf16>
+
+  // Its backward computes grad_input and grad_weight (grad_bias is none):
+  // two forward convolutions, 9.254 us (bytes: 3.129 us) + 3.2 = 12.454 us.
+  // CHECK: lethe.node "aten.convolution_backward.default" bwd {{.*}}lethe.cost_source = "analytic", time_us = 1.245400e+01 : f64}
+  %3:3 = lethe.node "aten.convolution_backward.default" bwd (%2, %img, %k) : (tensor<8x128x56x56xbf16>, tensor<8x64x56x56xbf16>, tensor<128x64x3x3xbf16>) -> (tensor<8x64x56x56xbf16>, tensor<128x64x3x3xbf16>, none)
+
+  // Causal flash attention, B=4 H=16 L=2048 D=64: 4*B*H*L*L*D / 2 =
+  // 3.436e10 FLOP = 42.977 us + 3.2 = 46.177 us.
+  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention.default" fwd {{.*}} time_us = 4.617700e+01 : f64}
+  %4:2 = lethe.node "aten._scaled_dot_product_flash_attention.default" fwd (%q, %q, %q) {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, 0.0 : f64, true]} : (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>) -> (tensor<4x16x2048x64xbf16>, tensor<4x16x2048xf32>)
+
+  // Its backward: 2.5 times the forward FLOPs, 107.441 us + 3.2 = 110.641;
+  // is_causal is at position 11 of the backward's arguments.
+  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention_backward.default" bwd {{.*}} time_us = 1.106410e+02 : f64}
+  %5:3 = lethe.node "aten._scaled_dot_product_flash_attention_backward.default" bwd (%4#0, %q, %q, %q, %4#0, %4#1) {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, {in = 3 : i64}, {in = 4 : i64}, {in = 5 : i64}, unit, unit, 2048, 2048, 0.0 : f64, true]} : (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048xf32>) -> (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>)
+
+  // Elementwise add of two 4096x4096 bf16 tensors: 3 x 33.6 MB moved =
+  // 23.967 us + 3.2 = 27.167 us; an operand read twice counts once
+  // (2 x 33.6 MB = 15.978 us + 3.2 = 19.178 us).
+  // CHECK: lethe.node "aten.add.Tensor" fwd {{.*}}lethe.cost_source = "bandwidth", time_us = 1.917800e+01 : f64}
+  // CHECK: lethe.node "aten.add.Tensor" fwd {{.*}}lethe.cost_source = "bandwidth", time_us = 2.716700e+01 : f64}
+  %6 = lethe.node "aten.add.Tensor" fwd (%w, %w) : (tensor<4096x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
+  %7 = lethe.node "aten.add.Tensor" fwd (%6, %w) : (tensor<4096x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
+
+  // A view launches no kernel: the view time, 1.28 us.
+  // CHECK: lethe.node "aten.view.default" fwd {{.*}} {aliases = array<i64: 0>, lethe.cost_source = "bandwidth", time_us = 1.280000e+00 : f64}
+  %8 = lethe.node "aten.view.default" fwd (%7) {aliases = array<i64: 0>} : (tensor<4096x4096xbf16>) -> tensor<16777216xbf16>
+
+  // An unknown kind falls back to the bandwidth model, with one remark for
+  // the kind (not one per node): 2 x 33.6 MB = 15.978 us + 3.2 = 19.178 us.
+  // CHECK: lethe.node "aten.frobnicate.default" fwd {{.*}}lethe.cost_source = "bandwidth", time_us = 1.917800e+01 : f64}
+  // expected-remark @+1 {{no cost formula for op kind 'aten.frobnicate.default': modelled as memory-bound (67108864 bytes over HBM bandwidth)}}
+  %9 = lethe.node "aten.frobnicate.default" fwd (%w) : (tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
+  %10 = lethe.node "aten.frobnicate.default" fwd (%9) : (tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
+
+  // A measured time wins (unless overwrite=true).
+  // CHECK: lethe.node "aten.mm.default" bwd {{.*}}lethe.cost_source = "measured", time_us = 5.000000e+01 : f64}
+  // OVERWRITE: lethe.node "aten.mm.default" bwd {{.*}}lethe.cost_source = "analytic", time_us = 4.617700e+01 : f64}
+  // TWICE: lethe.node "aten.mm.default" bwd {{.*}}lethe.cost_source = "measured", time_us = 5.000000e+01 : f64}
+  %11 = lethe.node "aten.mm.default" bwd (%x, %w) {time_us = 50.0 : f64} : (tensor<1024x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<1024x4096xbf16>
+
+  // Ring all-gather over 2 ranks: each rank receives half of the 4 MiB
+  // result, 2,097,152 B / 258 GB/s = 8.128 us + 3.2 = 11.328 us.
+  // CHECK: lethe.collective all_gather {{.*}}lethe.cost_source = "bandwidth", time_us = 1.132800e+01 : f64}
+  %12 = lethe.collective all_gather %p group [0, 1] fwd : tensor<1024x1024xbf16> -> tensor<2048x1024xbf16>
+  return
+}
