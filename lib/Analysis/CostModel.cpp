@@ -222,17 +222,23 @@ OpCost CostModel::estimate(NodeOp node) const {
 }
 
 OpCost CostModel::model(CollectiveOp op) const {
-  // Ring algorithms (NCCL's for large messages): each rank sends and
-  // receives (n-1)/n of the full buffer once, twice for all-reduce
-  // (reduce-scatter then all-gather).
   OpCost cost;
   cost.source = CostSource::Bandwidth;
   double ranks = static_cast<double>(op.getGroup().size());
-  int64_t inBytes = getTypeBytes(op.getInput().getType());
-  int64_t outBytes = getTypeBytes(op.getResult().getType());
+  int64_t inBytes = op.getInput() ? getTypeBytes(op.getInput().getType()) : 0;
+  int64_t outBytes =
+      op.getResult() ? getTypeBytes(op.getResult().getType()) : 0;
   double full = static_cast<double>(std::max(inBytes, outBytes));
-  double passes = op.getKind() == CollectiveKind::AllReduce ? 2.0 : 1.0;
-  cost.bytes = ranks > 1 ? passes * (ranks - 1) / ranks * full : 0.0;
+  if (op.isPointToPoint()) {
+    // A send (or the matching recv) moves its whole tensor across once.
+    cost.bytes = full;
+  } else if (ranks > 1) {
+    // Ring algorithms (NCCL's for large messages): each rank sends and
+    // receives (n-1)/n of the full buffer once, twice for all-reduce
+    // (reduce-scatter then all-gather).
+    double passes = op.getKind() == CollectiveKind::AllReduce ? 2.0 : 1.0;
+    cost.bytes = passes * (ranks - 1) / ranks * full;
+  }
   // Without a peer link, collectives go through host memory over PCIe.
   double bandwidth = profile.nvlinkBytesPerSec > 0
                          ? profile.nvlinkBytesPerSec

@@ -365,14 +365,17 @@ TEST_F(CostModelTest, RingCollectives) {
       "tensor<4000xf32> -> tensor<4000xf32>\n"
       "  %3 = lethe.collective all_reduce %b group [7] bwd : "
       "tensor<4000xf32> -> tensor<4000xf32>\n"
+      "  lethe.collective send %a peer 1 group [0, 1] fwd : tensor<1000xf32>\n"
+      "  %4 = lethe.collective recv peer 1 group [0, 1] bwd : -> "
+      "tensor<1000xf32>\n"
       "  return\n}\n",
       &context);
   ASSERT_TRUE(module);
   std::vector<double> bytes;
   module->walk([&](CollectiveOp op) { bytes.push_back(model.model(op).bytes); });
   // 3/4 of the 16,000-byte full buffer; twice that for all-reduce; nothing
-  // moves in a group of one.
-  EXPECT_EQ(bytes, (std::vector<double>{12000, 12000, 24000, 0}));
+  // moves in a group of one; a send or recv moves its whole tensor.
+  EXPECT_EQ(bytes, (std::vector<double>{12000, 12000, 24000, 0, 4000, 4000}));
 }
 
 TEST_F(CostModelTest, DtypeNames) {

@@ -74,5 +74,9 @@ func.func @step(%x: tensor<1024x4096xbf16>, %w: tensor<4096x4096xbf16>,
   // result, 2,097,152 B / 258 GB/s = 8.128 us + 3.2 = 11.328 us.
   // CHECK: lethe.collective all_gather {{.*}}lethe.cost_source = "bandwidth", time_us = 1.132800e+01 : f64}
   %12 = lethe.collective all_gather %p group [0, 1] fwd : tensor<1024x1024xbf16> -> tensor<2048x1024xbf16>
+
+  // A send moves its whole 2 MiB tensor to the peer: also 11.328 us.
+  // CHECK: lethe.collective send {{.*}}lethe.cost_source = "bandwidth", time_us = 1.132800e+01 : f64}
+  lethe.collective send %p peer 1 group [0, 1] fwd : tensor<1024x1024xbf16>
   return
 }
