@@ -27,13 +27,18 @@ failed=$((failed + ${f:-0}))
 rm -f "$lit_out"
 
 echo "== unit tests =="
-gtest_xml=$(mktemp --suffix=.xml)
-"$BUILD_DIR/bin/lethe-unittests" --gtest_brief=1 --gtest_output="xml:$gtest_xml" || status=1
-gt=$(grep -o 'tests="[0-9]*"' "$gtest_xml" | head -1 | tr -dc 0-9)
-gf=$(grep -o 'failures="[0-9]*"' "$gtest_xml" | head -1 | tr -dc 0-9)
-passed=$((passed + ${gt:-0} - ${gf:-0}))
-failed=$((failed + ${gf:-0}))
-rm -f "$gtest_xml"
+# lethe-runtime-unittests exists when the CUDA runtime is built.
+for unittests in "$BUILD_DIR/bin/lethe-unittests" \
+                 "$BUILD_DIR/bin/lethe-runtime-unittests"; do
+  [[ -x "$unittests" ]] || continue
+  gtest_xml=$(mktemp --suffix=.xml)
+  "$unittests" --gtest_brief=1 --gtest_output="xml:$gtest_xml" || status=1
+  gt=$(grep -o 'tests="[0-9]*"' "$gtest_xml" | head -1 | tr -dc 0-9)
+  gf=$(grep -o 'failures="[0-9]*"' "$gtest_xml" | head -1 | tr -dc 0-9)
+  passed=$((passed + ${gt:-0} - ${gf:-0}))
+  failed=$((failed + ${gf:-0}))
+  rm -f "$gtest_xml"
+done
 
 echo "== python (pytest) =="
 # Debian's torch lives in the system interpreter, not in a pyenv/venv one.

@@ -27,10 +27,19 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 tool_dirs = [config.lethe_tools_dir, config.llvm_tools_dir]
 tools = ["lethe-opt", "lethe-translate",
          ToolSubst("lethe", unresolved="ignore")]
-llvm_config.add_tool_substitutions(tools, tool_dirs)
 
-# GPU tests (test/integration) run only where a CUDA device is present.
+# The CUDA runtime's CPU-side tests (dry runs of compiled programs).
+if config.lethe_build_runtime in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("lethe-runtime")
+    config.substitutions.append(
+        ("%programs", os.path.join(config.lethe_obj_root, "programs")))
+    tools.append("lethe-run")
+
+# GPU tests (test/integration, a lit suite of its own) run only where a CUDA
+# device is present.
 if shutil.which("nvidia-smi") and os.system("nvidia-smi -L >/dev/null 2>&1") == 0:
     config.available_features.add("cuda")
 if shutil.which("python3"):
     config.available_features.add("python3")
+
+llvm_config.add_tool_substitutions(tools, tool_dirs)

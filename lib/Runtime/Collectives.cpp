@@ -1,0 +1,295 @@
+//===- Collectives.cpp - NCCL communicator and collectives
+//-----------------===//
+//
+// One process per GPU. Rank 0 makes the ncclUniqueId and publishes it as
+// hex, in a file (written to a temporary name, then renamed, so readers
+// never see half of it) or through $LETHE_NCCL_ID; the other ranks read it.
+// Collectives run on the comm stream. In checksum mode they move and sum
+// raw integers (exact in any order), so their outputs are a deterministic
+// function of every rank's inputs whatever bits the tensors hold.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeImpl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#if LETHE_RT_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+using namespace lethe::rt;
+
+namespace lethe::rt {
+
+#if LETHE_RT_HAVE_NCCL
+struct CommState {
+  ncclComm_t comm = nullptr;
+  int worldSize = 1;
+  int rank = 0;
+};
+
+static LetheRtStatus checkNccl(LetheRt *rt, ncclResult_t result,
+                               const std::string &at, const char *call) {
+  if (result == ncclSuccess)
+    return LETHE_RT_OK;
+  std::string detail = ncclGetErrorString(result);
+  if (rt->comm && rt->comm->comm) {
+    const char *last = ncclGetLastError(rt->comm->comm);
+    if (last && *last)
+      detail += std::string(": ") + last;
+  }
+  return fail(rt, LETHE_RT_NCCL_ERROR, at + ": " + call + " failed: " + detail);
+}
+
+void destroyCommState(LetheRt *rt) {
+  if (!rt->comm)
+    return;
+  if (rt->comm->comm)
+    ncclCommDestroy(rt->comm->comm);
+  delete rt->comm;
+  rt->comm = nullptr;
+}
+#else
+struct CommState {};
+void destroyCommState(LetheRt *rt) {
+  delete rt->comm;
+  rt->comm = nullptr;
+}
+#endif
+
+} // namespace lethe::rt
+
+#if LETHE_RT_HAVE_NCCL
+static std::string toHex(const ncclUniqueId &id) {
+  static const char digits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char byte : id.internal) {
+    hex += digits[byte >> 4];
+    hex += digits[byte & 15];
+  }
+  return hex;
+}
+
+static bool fromHex(const std::string &hex, ncclUniqueId *id) {
+  if (hex.size() < 2 * sizeof(id->internal))
+    return false;
+  for (size_t i = 0; i < sizeof(id->internal); ++i) {
+    unsigned value = 0;
+    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &value) != 1)
+      return false;
+    id->internal[i] = (char)value;
+  }
+  return true;
+}
+
+/// Rank 0: makes the id and publishes it. Others: read it.
+static LetheRtStatus rendezvous(LetheRt *rt, const std::string &at,
+                                int worldSize, int rank, const char *file,
+                                ncclUniqueId *id) {
+  if (worldSize == 1 && !file && !std::getenv("LETHE_NCCL_ID"))
+    return checkNccl(rt, ncclGetUniqueId(id), at, "ncclGetUniqueId");
+  if (!file) {
+    const char *env = std::getenv("LETHE_NCCL_ID");
+    if (!env)
+      return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                  at + ": no rendezvous file given and $LETHE_NCCL_ID unset");
+    if (!fromHex(env, id))
+      return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                  at + ": $LETHE_NCCL_ID is not " +
+                      std::to_string(2 * sizeof(id->internal)) + " hex digits");
+    return LETHE_RT_OK;
+  }
+  if (rank == 0) {
+    if (checkNccl(rt, ncclGetUniqueId(id), at, "ncclGetUniqueId"))
+      return rt->status;
+    std::string tmp = std::string(file) + ".tmp." + std::to_string(getpid());
+    {
+      std::ofstream out(tmp);
+      out << toHex(*id) << "\n";
+      if (!out.good())
+        return fail(rt, LETHE_RT_IO_ERROR, at + ": cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), file) != 0)
+      return fail(rt, LETHE_RT_IO_ERROR,
+                  at + ": cannot rename " + tmp + " to " + file);
+    return LETHE_RT_OK;
+  }
+  const char *timeoutEnv = std::getenv("LETHE_NCCL_TIMEOUT_S");
+  double timeoutS = timeoutEnv ? std::atof(timeoutEnv) : 120.0;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds((int64_t)(timeoutS * 1000));
+  while (true) {
+    std::ifstream in(file);
+    std::string hex;
+    if (in && (in >> hex) && fromHex(hex, id))
+      return LETHE_RT_OK;
+    if (std::chrono::steady_clock::now() > deadline)
+      return fail(rt, LETHE_RT_IO_ERROR,
+                  at + ": rank " + std::to_string(rank) + " waited " +
+                      std::to_string(timeoutS) + " s for rank 0 to write " +
+                      file);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+static ncclDataType_t ncclTypeOf(LetheRtDType dtype) {
+  switch (dtype) {
+  case LETHE_DTYPE_F32:
+    return ncclFloat32;
+  case LETHE_DTYPE_F16:
+    return ncclFloat16;
+  case LETHE_DTYPE_BF16:
+    return ncclBfloat16;
+  default:
+    return ncclUint8;
+  }
+}
+#endif
+
+extern "C" LetheRtStatus letheRtCommInit(LetheRt *rt, int worldSize, int rank,
+                                         const char *uniqueIdFile) {
+  if (!rt)
+    return LETHE_RT_INVALID_ARGUMENT;
+  if (rt->status != LETHE_RT_OK)
+    return rt->status;
+  std::string at = "letheRtCommInit(rank " + std::to_string(rank) + " of " +
+                   std::to_string(worldSize) + ")";
+  if (worldSize < 1 || rank < 0 || rank >= worldSize)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": rank must be in [0, worldSize)");
+  if (rt->comm)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": a communicator already exists");
+#if LETHE_RT_HAVE_NCCL
+  rt->comm = new CommState();
+  rt->comm->worldSize = worldSize;
+  rt->comm->rank = rank;
+  if (rt->dryRun)
+    return LETHE_RT_OK;
+  ncclUniqueId id;
+  if (rendezvous(rt, at, worldSize, rank, uniqueIdFile, &id))
+    return rt->status;
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  if (checkCuda(rt, cudaMemGetInfo(&freeBefore, &total), at,
+                "cudaMemGetInfo") ||
+      checkNccl(rt, ncclCommInitRank(&rt->comm->comm, worldSize, id, rank), at,
+                "ncclCommInitRank") ||
+      checkCuda(rt, cudaMemGetInfo(&freeAfter, &total), at, "cudaMemGetInfo"))
+    return rt->status;
+  rt->ncclBytes = freeBefore > freeAfter ? freeBefore - freeAfter : 0;
+  return LETHE_RT_OK;
+#else
+  (void)uniqueIdFile;
+  return fail(rt, LETHE_RT_UNSUPPORTED,
+              at + ": this runtime was built without NCCL");
+#endif
+}
+
+enum class Collective { AllGather, ReduceScatter, AllReduce };
+
+static LetheRtStatus collective(LetheRt *rt, Collective kind, const char *op,
+                                LetheRtBuf send, LetheRtBuf recv,
+                                LetheRtDType dtype) {
+  if (!rt)
+    return LETHE_RT_INVALID_ARGUMENT;
+  if (rt->status != LETHE_RT_OK)
+    return rt->status;
+  const char *api = kind == Collective::AllGather       ? "letheRtAllGather"
+                    : kind == Collective::ReduceScatter ? "letheRtReduceScatter"
+                                                        : "letheRtAllReduce";
+  std::string at = where(api, op);
+  if (!rt->comm)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": no communicator (call letheRtCommInit first)");
+  if (!isFloatDType(dtype) && dtype != LETHE_DTYPE_RAW)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": unknown dtype " + std::to_string((int)dtype));
+  if (!checkBuf(rt, at, "send", send, false, 16) ||
+      !checkBuf(rt, at, "recv", recv, false, 16))
+    return rt->status;
+#if LETHE_RT_HAVE_NCCL
+  uint64_t world = (uint64_t)rt->comm->worldSize;
+  uint64_t expected = kind == Collective::AllGather       ? send.bytes * world
+                      : kind == Collective::ReduceScatter ? send.bytes / world
+                                                          : send.bytes;
+  if (recv.bytes != expected ||
+      (kind == Collective::ReduceScatter && send.bytes % world != 0))
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": send holds " + std::to_string(send.bytes) +
+                    " bytes and recv " + std::to_string(recv.bytes) +
+                    "; over " + std::to_string(world) + " ranks recv needs " +
+                    std::to_string(expected));
+  uint64_t elt = dtypeSize(dtype);
+  uint64_t recvElts = recv.bytes / elt;
+  if (recv.bytes % elt != 0)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": " + std::to_string(recv.bytes) +
+                    " bytes is not a whole number of elements");
+  ++rt->stats.collectives;
+  ++rt->stats.opsPerStream[LETHE_STREAM_COMM];
+  rt->stats.bytesCollective += std::max(send.bytes, recv.bytes);
+  if (rt->dryRun)
+    return LETHE_RT_OK;
+
+  ncclDataType_t type = ncclTypeOf(dtype);
+  // Checksum mode: exact integer arithmetic, so any bit pattern and any
+  // reduction order give the same result.
+  if (rt->config.mode == LETHE_MODE_CHECKSUM || dtype == LETHE_DTYPE_RAW) {
+    bool words = recv.bytes % 8 == 0 && send.bytes % 8 == 0;
+    type = words && kind != Collective::AllGather ? ncclUint64 : ncclUint8;
+    recvElts = recv.bytes / (type == ncclUint64 ? 8 : 1);
+  }
+  ProfileScope profile(rt, LETHE_STREAM_COMM, op, recv.bytes);
+  void *sendPtr = rt->deviceArena + send.offset;
+  void *recvPtr = rt->deviceArena + recv.offset;
+  cudaStream_t stream = rt->streams[LETHE_STREAM_COMM];
+  ncclComm_t comm = rt->comm->comm;
+  switch (kind) {
+  case Collective::AllGather:
+    return checkNccl(
+        rt,
+        ncclAllGather(sendPtr, recvPtr, recvElts / world, type, comm, stream),
+        at, "ncclAllGather");
+  case Collective::ReduceScatter:
+    return checkNccl(rt,
+                     ncclReduceScatter(sendPtr, recvPtr, recvElts, type,
+                                       ncclSum, comm, stream),
+                     at, "ncclReduceScatter");
+  case Collective::AllReduce:
+    return checkNccl(
+        rt,
+        ncclAllReduce(sendPtr, recvPtr, recvElts, type, ncclSum, comm, stream),
+        at, "ncclAllReduce");
+  }
+  return LETHE_RT_OK;
+#else
+  return fail(rt, LETHE_RT_UNSUPPORTED,
+              at + ": this runtime was built without NCCL");
+#endif
+}
+
+extern "C" LetheRtStatus letheRtAllGather(LetheRt *rt, const char *op,
+                                          LetheRtBuf send, LetheRtBuf recv,
+                                          LetheRtDType dtype) {
+  return collective(rt, Collective::AllGather, op, send, recv, dtype);
+}
+
+extern "C" LetheRtStatus letheRtReduceScatter(LetheRt *rt, const char *op,
+                                              LetheRtBuf send, LetheRtBuf recv,
+                                              LetheRtDType dtype) {
+  return collective(rt, Collective::ReduceScatter, op, send, recv, dtype);
+}
+
+extern "C" LetheRtStatus letheRtAllReduce(LetheRt *rt, const char *op,
+                                          LetheRtBuf send, LetheRtBuf recv,
+                                          LetheRtDType dtype) {
+  return collective(rt, Collective::AllReduce, op, send, recv, dtype);
+}

@@ -1,0 +1,748 @@
+//===- Runner.cpp - lethe-run: load a compiled program, run it, report
+//-----===//
+//
+// A compiled program is a shared object exporting letheProgram() (see
+// lethe-c/Runtime.h). The runner makes a runtime of the program's arena
+// sizes and runs it in one of three modes:
+//
+//   timing    warm-up steps, N timed steps (eager, then as a CUDA graph), one
+//             profiled step (per-stream busy time, copy bandwidth), memory;
+//   checksum  init + one step + the program's checksums, repeated to check
+//             they are stable, optionally compared with a second program;
+//   dry-run   every call validated and counted, no device.
+//
+// It prints one JSON report (docs/Runtime.md). Exit codes: 0 ok, 1 runtime
+// error, 2 usage or loading error, 3 checksum mismatch (or, with
+// --expect-mismatch, none), 4 checksums not stable across repeats.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Json.h"
+#include "RuntimeImpl.h"
+#include "lethe/Runtime/Hash.h"
+#include "lethe/Runtime/Tools.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+
+using namespace lethe::rt;
+
+namespace {
+
+struct Options {
+  std::string program, compareTo, jsonPath, tracePath, ncclIdFile;
+  LetheRtMode mode = LETHE_MODE_TIMING;
+  int steps = 20, warmup = 3, repeat = 2, device = -1, world = -1, rank = 0;
+  bool graph = true, profile = true, replayGemms = false;
+  bool expectMismatch = false;
+};
+
+const char *kUsage =
+    "usage: lethe-run PROGRAM.so [options]\n"
+    "  --mode=timing|checksum|dry-run  (timing)\n"
+    "  --steps=N --warmup=N            timed and warm-up steps (20, 3)\n"
+    "  --no-graph                      skip the CUDA-graph timing\n"
+    "  --no-profile                    skip the profiled step\n"
+    "  --replay-gemms                  GEMMs as replay kernels of their time\n"
+    "  --repeat=N                      checksum runs that must agree (2)\n"
+    "  --compare=OTHER.so              checksum mode: compare with OTHER\n"
+    "  --expect-mismatch               with --compare: success = mismatch\n"
+    "  --device=N --world=N --rank=R --nccl-id-file=PATH\n"
+    "  --json=PATH --trace=PATH        also write the report / a Chrome "
+    "trace\n";
+
+bool parseInt(const std::string &text, int *out) {
+  char *end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end)
+    return false;
+  *out = (int)v;
+  return true;
+}
+
+bool parseOptions(int argc, char **argv, Options &o, std::string &err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string name = arg, value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    bool ok = true;
+    if (name == "--mode") {
+      if (value == "timing")
+        o.mode = LETHE_MODE_TIMING;
+      else if (value == "checksum")
+        o.mode = LETHE_MODE_CHECKSUM;
+      else if (value == "dry-run")
+        o.mode = LETHE_MODE_DRY_RUN;
+      else
+        ok = false;
+    } else if (name == "--steps")
+      ok = parseInt(value, &o.steps) && o.steps >= 1;
+    else if (name == "--warmup")
+      ok = parseInt(value, &o.warmup) && o.warmup >= 0;
+    else if (name == "--repeat")
+      ok = parseInt(value, &o.repeat) && o.repeat >= 1;
+    else if (name == "--device")
+      ok = parseInt(value, &o.device);
+    else if (name == "--world")
+      ok = parseInt(value, &o.world) && o.world >= 1;
+    else if (name == "--rank")
+      ok = parseInt(value, &o.rank) && o.rank >= 0;
+    else if (name == "--nccl-id-file")
+      o.ncclIdFile = value;
+    else if (name == "--compare")
+      o.compareTo = value;
+    else if (name == "--json")
+      o.jsonPath = value;
+    else if (name == "--trace")
+      o.tracePath = value;
+    else if (arg == "--no-graph")
+      o.graph = false;
+    else if (arg == "--no-profile")
+      o.profile = false;
+    else if (arg == "--replay-gemms")
+      o.replayGemms = true;
+    else if (arg == "--expect-mismatch")
+      o.expectMismatch = true;
+    else if (arg == "--help" || arg == "-h") {
+      err = "";
+      return false;
+    } else if (!arg.empty() && arg[0] != '-' && o.program.empty())
+      o.program = arg;
+    else
+      ok = false;
+    if (!ok) {
+      err = "bad argument '" + arg + "'";
+      return false;
+    }
+  }
+  if (o.program.empty()) {
+    err = "no program given";
+    return false;
+  }
+  if (!o.compareTo.empty() && o.mode != LETHE_MODE_CHECKSUM) {
+    err = "--compare needs --mode=checksum";
+    return false;
+  }
+  return true;
+}
+
+struct Program {
+  std::string path;
+  const LetheRtProgram *p = nullptr;
+};
+
+bool loadProgram(const std::string &path, Program &prog, std::string &err) {
+  std::string open = path.find('/') == std::string::npos ? "./" + path : path;
+  void *handle = dlopen(open.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    err = std::string("cannot load ") + path + ": " + dlerror();
+    return false;
+  }
+  auto entry = reinterpret_cast<LetheRtProgramEntry>(
+      dlsym(handle, LETHE_RT_PROGRAM_SYMBOL));
+  if (!entry) {
+    err = path + " exports no " LETHE_RT_PROGRAM_SYMBOL "()";
+    return false;
+  }
+  prog.path = path;
+  prog.p = entry();
+  if (!prog.p || !prog.p->step) {
+    err = path + ": " LETHE_RT_PROGRAM_SYMBOL "() gave no step function";
+    return false;
+  }
+  if (prog.p->abiVersion != LETHE_RT_ABI_VERSION) {
+    err = path + " was compiled against runtime ABI " +
+          std::to_string(prog.p->abiVersion) + ", this runner has " +
+          std::to_string(LETHE_RT_ABI_VERSION);
+    return false;
+  }
+  return true;
+}
+
+/// The first error of a run, with the runtime's message when it has one.
+struct RunError {
+  LetheRtStatus status = LETHE_RT_OK;
+  std::string message;
+  explicit operator bool() const { return status != LETHE_RT_OK; }
+};
+
+RunError errorOf(LetheRt *rt, LetheRtStatus returned, const char *what) {
+  RunError e;
+  LetheRtStatus s = letheRtGetStatus(rt);
+  if (s != LETHE_RT_OK) {
+    e.status = s;
+    e.message = letheRtGetErrorMessage(rt);
+  } else if (returned != LETHE_RT_OK) {
+    e.status = returned;
+    e.message = std::string(what) + " returned " + letheRtStatusName(returned);
+  }
+  return e;
+}
+
+/// Creates the runtime, joins the communicator and runs init.
+RunError setUp(const Program &prog, const Options &o, LetheRtMode mode,
+               LetheRt **rt) {
+  const LetheRtProgram &p = *prog.p;
+  LetheRtConfig config;
+  letheRtConfigInit(&config);
+  config.mode = mode;
+  config.device = o.device;
+  config.deviceArenaBytes = p.deviceArenaBytes;
+  config.hostArenaBytes = p.hostArenaBytes;
+  config.numEvents = p.numEvents;
+  config.replayGemms = o.replayGemms;
+  LetheRtStatus s = letheRtCreate(&config, rt);
+  if (s != LETHE_RT_OK)
+    return errorOf(*rt, s, "letheRtCreate");
+  if (p.worldSize > 0) {
+    int world = o.world > 0 ? o.world : p.worldSize;
+    if (world != p.worldSize)
+      return {LETHE_RT_INVALID_ARGUMENT,
+              prog.path + " was compiled for " + std::to_string(p.worldSize) +
+                  " ranks, --world is " + std::to_string(world)};
+    s = letheRtCommInit(*rt, world, o.rank,
+                        o.ncclIdFile.empty() ? nullptr : o.ncclIdFile.c_str());
+    if (s != LETHE_RT_OK)
+      return errorOf(*rt, s, "letheRtCommInit");
+  }
+  if (p.init && (s = p.init(*rt)) != LETHE_RT_OK)
+    return errorOf(*rt, s, "the program's init");
+  return errorOf(*rt, letheRtSynchronize(*rt), "letheRtSynchronize");
+}
+
+LetheRtStatus enqueueStep(LetheRt *rt, const LetheRtProgram &p) {
+  LetheRtStatus s = letheRtStepBegin(rt);
+  if (s == LETHE_RT_OK)
+    s = p.step(rt);
+  if (s == LETHE_RT_OK)
+    s = letheRtStepEnd(rt);
+  return s;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", (unsigned long long)v);
+  return buf;
+}
+
+void writeError(JsonWriter &json, const RunError &e) {
+  json.field("error", e.message);
+  json.field("status", letheRtStatusName(e.status));
+}
+
+int finish(const Options &o, JsonWriter &json, int code) {
+  std::cout << json.str();
+  if (!o.jsonPath.empty()) {
+    std::ofstream out(o.jsonPath);
+    out << json.str();
+  }
+  return code;
+}
+
+void writeProgram(JsonWriter &json, const Program &prog) {
+  json.field("program", prog.p->name ? prog.p->name : "");
+  json.field("path", prog.path);
+}
+
+void writeDevice(JsonWriter &json, LetheRt *rt) {
+  json.key("device").beginObject();
+  json.field("name", rt->deviceName);
+  json.field("ordinal", rt->device);
+  json.field("sms", rt->numSMs);
+  json.field("sm_clock_mhz_nominal", rt->smClockKHz / 1000.0);
+  json.field("sm_clock_mhz_measured", rt->cyclesPerUs);
+  json.field("replay_floor_us", rt->replayFloorUs);
+  json.endObject();
+}
+
+void writeCounts(JsonWriter &json, const LetheRtStats &s) {
+  json.key("counts").beginObject();
+  json.field("ops_compute", s.opsPerStream[LETHE_STREAM_COMPUTE]);
+  json.field("ops_d2h", s.opsPerStream[LETHE_STREAM_D2H]);
+  json.field("ops_h2d", s.opsPerStream[LETHE_STREAM_H2D]);
+  json.field("ops_comm", s.opsPerStream[LETHE_STREAM_COMM]);
+  json.field("gemms", s.gemms);
+  json.field("replays", s.replays);
+  json.field("collectives", s.collectives);
+  json.field("records", s.records);
+  json.field("waits", s.waits);
+  json.field("releases", s.releases);
+  json.field("bytes_d2h", s.bytesD2H);
+  json.field("bytes_h2d", s.bytesH2D);
+  json.field("bytes_collective", s.bytesCollective);
+  json.field("gemm_gflop", s.gemmFlops / 1e9);
+  json.field("kernel_us_planned", s.kernelUs);
+  json.field("device_high_water", s.deviceHighWater);
+  json.field("host_high_water", s.hostHighWater);
+  json.endObject();
+}
+
+//===----------------------------------------------------------------------===//
+// Dry run
+//===----------------------------------------------------------------------===//
+
+int runDry(const Options &o, const Program &prog) {
+  JsonWriter json;
+  json.beginObject();
+  writeProgram(json, prog);
+  json.field("mode", "dry-run");
+  LetheRt *rt = nullptr;
+  RunError e = setUp(prog, o, LETHE_MODE_DRY_RUN, &rt);
+  letheRtResetStats(rt); // count the step, not init
+  if (!e)
+    e = errorOf(rt, enqueueStep(rt, *prog.p), "the program's step");
+  if (!e && prog.p->checksum)
+    e = errorOf(rt, prog.p->checksum(rt), "the program's checksum");
+  LetheRtStats stats;
+  letheRtGetStats(rt, &stats);
+  json.field("ok", !e);
+  if (e)
+    writeError(json, e);
+  json.field("device_arena_bytes", prog.p->deviceArenaBytes);
+  json.field("host_arena_bytes", prog.p->hostArenaBytes);
+  json.field("checksums", (uint64_t)letheRtNumChecksums(rt));
+  writeCounts(json, stats);
+  json.endObject();
+  letheRtDestroy(rt);
+  return finish(o, json, e ? 1 : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Checksum mode
+//===----------------------------------------------------------------------===//
+
+using Checksums = std::vector<std::pair<std::string, uint64_t>>;
+
+RunError checksumRun(const Options &o, const Program &prog, Checksums &out) {
+  LetheRt *rt = nullptr;
+  RunError e = setUp(prog, o, LETHE_MODE_CHECKSUM, &rt);
+  if (!e)
+    e = errorOf(rt, enqueueStep(rt, *prog.p), "the program's step");
+  if (!e && prog.p->checksum)
+    e = errorOf(rt, prog.p->checksum(rt), "the program's checksum");
+  out.clear();
+  for (uint32_t i = 0; !e && i < letheRtNumChecksums(rt); ++i) {
+    const char *name = nullptr;
+    uint64_t value = 0;
+    e = errorOf(rt, letheRtGetChecksum(rt, i, &name, &value),
+                "letheRtGetChecksum");
+    if (!e)
+      out.emplace_back(name, value);
+  }
+  letheRtDestroy(rt);
+  return e;
+}
+
+uint64_t combine(const Checksums &sums) {
+  uint64_t c = seedStart((uint32_t)sums.size());
+  for (const auto &[name, value] : sums) {
+    uint64_t h = 1469598103934665603ull; // FNV-1a of the name
+    for (unsigned char ch : name)
+      h = (h ^ ch) * 1099511628211ull;
+    c = foldDigest(c, mix64(h) ^ value);
+  }
+  return c;
+}
+
+/// Runs `repeat` times; returns the first run's checksums and whether all
+/// runs agreed.
+RunError repeatedChecksums(const Options &o, const Program &prog,
+                           Checksums &first, bool &stable) {
+  stable = true;
+  for (int r = 0; r < o.repeat; ++r) {
+    Checksums sums;
+    if (RunError e = checksumRun(o, prog, sums))
+      return e;
+    if (r == 0)
+      first = sums;
+    else if (sums != first)
+      stable = false;
+  }
+  return {};
+}
+
+void writeChecksums(JsonWriter &json, const Checksums &sums) {
+  json.key("checksums").beginObject();
+  for (const auto &[name, value] : sums)
+    json.field(name, hex64(value));
+  json.endObject();
+  json.field("combined", hex64(combine(sums)));
+}
+
+int runChecksum(const Options &o, const Program &prog) {
+  JsonWriter json;
+  json.beginObject();
+  writeProgram(json, prog);
+  json.field("mode", "checksum");
+  json.field("repeats", o.repeat);
+  Checksums sums;
+  bool stable = true;
+  if (RunError e = repeatedChecksums(o, prog, sums, stable)) {
+    writeError(json, e);
+    json.endObject();
+    return finish(o, json, 1);
+  }
+  json.field("stable", stable);
+  writeChecksums(json, sums);
+  int code = 0;
+  if (!o.compareTo.empty()) {
+    Program other;
+    std::string err;
+    if (!loadProgram(o.compareTo, other, err)) {
+      json.field("error", err);
+      json.endObject();
+      return finish(o, json, 2);
+    }
+    Checksums otherSums;
+    bool otherStable = true;
+    json.key("compare").beginObject();
+    writeProgram(json, other);
+    if (RunError e = repeatedChecksums(o, other, otherSums, otherStable)) {
+      writeError(json, e);
+      json.endObject();
+      json.endObject();
+      return finish(o, json, 1);
+    }
+    json.field("stable", otherStable);
+    writeChecksums(json, otherSums);
+    std::map<std::string, uint64_t> theirs(otherSums.begin(), otherSums.end());
+    json.key("mismatched").beginArray();
+    bool equal = sums.size() == otherSums.size();
+    for (const auto &[name, value] : sums) {
+      auto it = theirs.find(name);
+      if (it == theirs.end() || it->second != value) {
+        json.value(name);
+        equal = false;
+      }
+    }
+    json.endArray();
+    json.endObject();
+    json.field("equal", equal);
+    json.field("expect_mismatch", o.expectMismatch);
+    if (equal == o.expectMismatch)
+      code = 3;
+    if (!o.expectMismatch && (!stable || !otherStable) && code == 0)
+      code = 4;
+  } else if (!stable) {
+    code = 4;
+  }
+  json.endObject();
+  return finish(o, json, code);
+}
+
+//===----------------------------------------------------------------------===//
+// Timing mode
+//===----------------------------------------------------------------------===//
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty())
+    return s;
+  std::sort(v.begin(), v.end());
+  s.median = v.size() % 2 ? v[v.size() / 2]
+                          : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+void writeSummary(JsonWriter &json, const std::string &name,
+                  const std::vector<double> &ms) {
+  Summary s = summarize(ms);
+  json.key(name).beginObject();
+  json.field("median", s.median);
+  json.field("min", s.min);
+  json.field("max", s.max);
+  json.field("n", (int)ms.size());
+  json.endObject();
+}
+
+/// Times `count` launches of `enqueue` back to back on the compute stream.
+RunError timeSteps(LetheRt *rt, int count, std::vector<double> &ms,
+                   const std::function<LetheRtStatus()> &enqueue) {
+  cudaStream_t compute = rt->streams[LETHE_STREAM_COMPUTE];
+  std::vector<cudaEvent_t> marks(count + 1, nullptr);
+  const std::string at = "lethe-run (step timing)";
+  for (cudaEvent_t &e : marks)
+    if (checkCuda(rt, cudaEventCreate(&e), at, "cudaEventCreate"))
+      return errorOf(rt, LETHE_RT_OK, "");
+  RunError err;
+  if (checkCuda(rt, cudaEventRecord(marks[0], compute), at, "cudaEventRecord"))
+    err = errorOf(rt, LETHE_RT_OK, "");
+  for (int i = 0; !err && i < count; ++i) {
+    err = errorOf(rt, enqueue(), "the program's step");
+    if (!err && checkCuda(rt, cudaEventRecord(marks[i + 1], compute), at,
+                          "cudaEventRecord"))
+      err = errorOf(rt, LETHE_RT_OK, "");
+  }
+  if (!err)
+    err = errorOf(rt, letheRtSynchronize(rt), "letheRtSynchronize");
+  for (int i = 0; !err && i < count; ++i) {
+    float elapsed = 0;
+    if (checkCuda(rt, cudaEventElapsedTime(&elapsed, marks[i], marks[i + 1]),
+                  at, "cudaEventElapsedTime"))
+      err = errorOf(rt, LETHE_RT_OK, "");
+    ms.push_back(elapsed);
+  }
+  for (cudaEvent_t e : marks)
+    if (e)
+      cudaEventDestroy(e);
+  return err;
+}
+
+struct StreamProfile {
+  double busyMs = 0;
+  uint64_t ops = 0, bytes = 0;
+};
+
+/// One eager step with every op timed; fills per-stream totals and writes
+/// the Chrome trace.
+RunError profiledStep(LetheRt *rt, const Options &o, const Program &prog,
+                      StreamProfile (&streams)[LETHE_RT_NUM_STREAMS],
+                      double &stepMs) {
+  const std::string at = "lethe-run (profiled step)";
+  cudaStream_t compute = rt->streams[LETHE_STREAM_COMPUTE];
+  cudaEvent_t begin = nullptr, end = nullptr;
+  RunError err;
+  rt->config.profile = 1;
+  rt->profile.clear();
+  rt->profilePoolUsed = 0;
+  if (checkCuda(rt, cudaEventCreate(&begin), at, "cudaEventCreate") ||
+      checkCuda(rt, cudaEventCreate(&end), at, "cudaEventCreate") ||
+      checkCuda(rt, cudaEventRecord(begin, compute), at, "cudaEventRecord"))
+    err = errorOf(rt, LETHE_RT_OK, "");
+  if (!err)
+    err = errorOf(rt, enqueueStep(rt, *prog.p), "the program's step");
+  if (!err &&
+      checkCuda(rt, cudaEventRecord(end, compute), at, "cudaEventRecord"))
+    err = errorOf(rt, LETHE_RT_OK, "");
+  if (!err)
+    err = errorOf(rt, letheRtSynchronize(rt), "letheRtSynchronize");
+  rt->config.profile = 0;
+  std::string trace = "{\"traceEvents\": [\n";
+  float total = 0;
+  if (!err && checkCuda(rt, cudaEventElapsedTime(&total, begin, end), at,
+                        "cudaEventElapsedTime"))
+    err = errorOf(rt, LETHE_RT_OK, "");
+  stepMs = total;
+  for (size_t i = 0; !err && i < rt->profile.size(); ++i) {
+    const ProfileRecord &r = rt->profile[i];
+    float startMs = 0, endMs = 0;
+    if (checkCuda(rt, cudaEventElapsedTime(&startMs, begin, r.start), at,
+                  "cudaEventElapsedTime") ||
+        checkCuda(rt, cudaEventElapsedTime(&endMs, begin, r.end), at,
+                  "cudaEventElapsedTime")) {
+      err = errorOf(rt, LETHE_RT_OK, "");
+      break;
+    }
+    StreamProfile &s = streams[r.stream];
+    s.busyMs += endMs - startMs;
+    ++s.ops;
+    s.bytes += r.bytes;
+    char line[160];
+    std::snprintf(line, sizeof(line),
+                  "%s{\"ph\": \"X\", \"pid\": 0, \"tid\": \"%s\", \"ts\": "
+                  "%.3f, \"dur\": %.3f, \"name\": ",
+                  i ? ",\n" : "", streamName(r.stream), startMs * 1000.0,
+                  (endMs - startMs) * 1000.0);
+    trace += line + JsonWriter::quote(r.op) + "}";
+  }
+  trace += "\n]}\n";
+  if (!err && !o.tracePath.empty()) {
+    std::ofstream out(o.tracePath);
+    out << trace;
+  }
+  if (begin)
+    cudaEventDestroy(begin);
+  if (end)
+    cudaEventDestroy(end);
+  return err;
+}
+
+/// Captures one step as a CUDA graph and times its replays.
+RunError graphSteps(LetheRt *rt, const Options &o, const Program &prog,
+                    std::vector<double> &ms) {
+  const std::string at = "lethe-run (CUDA graph)";
+  cudaStream_t compute = rt->streams[LETHE_STREAM_COMPUTE];
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  rt->capturing = true;
+  RunError err;
+  if (checkCuda(
+          rt, cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal),
+          at, "cudaStreamBeginCapture"))
+    err = errorOf(rt, LETHE_RT_OK, "");
+  if (!err) {
+    LetheRtStatus s = enqueueStep(rt, *prog.p);
+    cudaError_t endErr = cudaStreamEndCapture(compute, &graph);
+    err = errorOf(rt, s, "the program's step");
+    if (!err && checkCuda(rt, endErr, at, "cudaStreamEndCapture"))
+      err = errorOf(rt, LETHE_RT_OK, "");
+  }
+  rt->capturing = false;
+  if (!err && checkCuda(rt, cudaGraphInstantiate(&exec, graph, 0), at,
+                        "cudaGraphInstantiate"))
+    err = errorOf(rt, LETHE_RT_OK, "");
+  auto launch = [&]() -> LetheRtStatus {
+    return checkCuda(rt, cudaGraphLaunch(exec, compute), at, "cudaGraphLaunch");
+  };
+  for (int i = 0; !err && i < std::max(o.warmup, 1); ++i)
+    err = errorOf(rt, launch(), "cudaGraphLaunch");
+  if (!err)
+    err = timeSteps(rt, o.steps, ms, launch);
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  return err;
+}
+
+int runTiming(const Options &o, const Program &prog) {
+  JsonWriter json;
+  json.beginObject();
+  writeProgram(json, prog);
+  json.field("mode", "timing");
+  LetheRt *rt = nullptr;
+  RunError err = setUp(prog, o, LETHE_MODE_TIMING, &rt);
+  if (err) {
+    writeError(json, err);
+    json.endObject();
+    letheRtDestroy(rt);
+    return finish(o, json, 1);
+  }
+  writeDevice(json, rt);
+  json.field("steps", o.steps);
+  json.field("warmup", o.warmup);
+  json.field("replay_gemms", o.replayGemms);
+
+  uint64_t peakUsed = 0;
+  auto sampleMemory = [&] {
+    LetheRtMemoryInfo m;
+    if (letheRtGetMemoryInfo(rt, &m) == LETHE_RT_OK)
+      peakUsed = std::max(peakUsed, m.usedNowBytes);
+  };
+  sampleMemory();
+  auto eager = [&] { return enqueueStep(rt, *prog.p); };
+  for (int i = 0; !err && i < o.warmup; ++i)
+    err = errorOf(rt, eager(), "the program's step");
+  if (!err)
+    err = errorOf(rt, letheRtSynchronize(rt), "letheRtSynchronize");
+  sampleMemory();
+  std::vector<double> eagerMs, graphMs;
+  if (!err)
+    err = timeSteps(rt, o.steps, eagerMs, eager);
+  sampleMemory();
+
+  StreamProfile streams[LETHE_RT_NUM_STREAMS];
+  double profiledMs = 0;
+  LetheRtStats stats{};
+  if (!err && o.profile) {
+    letheRtResetStats(rt);
+    err = profiledStep(rt, o, prog, streams, profiledMs);
+    letheRtGetStats(rt, &stats);
+  }
+  // Read before the graph run: a capture failure leaves the runtime's
+  // status sticky.
+  LetheRtMemoryInfo m{};
+  if (!err)
+    letheRtGetMemoryInfo(rt, &m);
+  RunError graphErr;
+  if (!err && o.graph) {
+    graphErr = graphSteps(rt, o, prog, graphMs);
+    sampleMemory();
+  }
+
+  json.key("step_ms").beginObject();
+  writeSummary(json, "eager", eagerMs);
+  if (!graphMs.empty())
+    writeSummary(json, "graph", graphMs);
+  if (graphErr)
+    json.field("graph_error", graphErr.message);
+  json.endObject();
+  json.key("planned").beginObject();
+  json.field("step_us", prog.p->plannedStepUs);
+  json.field("peak_bytes", prog.p->plannedPeakBytes);
+  json.endObject();
+
+  uint64_t fixed = m.gemmWorkspaceBytes + m.scratchBytes + m.ncclBytes;
+  uint64_t processPeak =
+      peakUsed > m.usedAtContextBytes ? peakUsed - m.usedAtContextBytes : 0;
+  json.key("memory").beginObject();
+  json.field("device_total", m.deviceTotalBytes);
+  json.field("used_at_context", m.usedAtContextBytes);
+  json.field("peak_used", peakUsed);
+  json.field("peak_since_context", processPeak);
+  json.field("device_arena", m.deviceArenaBytes);
+  json.field("host_arena", m.hostArenaBytes);
+  json.field("gemm_workspace", m.gemmWorkspaceBytes);
+  json.field("scratch", m.scratchBytes);
+  json.field("nccl", m.ncclBytes);
+  json.field("fixed_overhead", fixed);
+  json.field("unaccounted",
+             (int64_t)processPeak - (int64_t)(m.deviceArenaBytes + fixed));
+  json.endObject();
+
+  if (o.profile && !err) {
+    json.field("profiled_step_ms", profiledMs);
+    json.key("streams").beginObject();
+    for (int s = 0; s < LETHE_RT_NUM_STREAMS; ++s) {
+      json.key(streamName(s)).beginObject();
+      json.field("busy_ms", streams[s].busyMs);
+      json.field("ops", streams[s].ops);
+      if (s != LETHE_STREAM_COMPUTE) {
+        json.field("bytes", streams[s].bytes);
+        json.field("gb_per_s", streams[s].busyMs > 0
+                                   ? streams[s].bytes / streams[s].busyMs / 1e6
+                                   : 0.0);
+      }
+      json.endObject();
+    }
+    json.endObject();
+    writeCounts(json, stats);
+  }
+  if (err)
+    writeError(json, err);
+  json.endObject();
+  letheRtDestroy(rt);
+  return finish(o, json, err ? 1 : 0);
+}
+
+} // namespace
+
+int lethe::rt::runnerMain(int argc, char **argv) {
+  Options o;
+  std::string err;
+  if (!parseOptions(argc, argv, o, err)) {
+    if (!err.empty())
+      std::cerr << "lethe-run: " << err << "\n";
+    std::cerr << kUsage;
+    return err.empty() ? 0 : 2;
+  }
+  Program prog;
+  if (!loadProgram(o.program, prog, err)) {
+    std::cerr << "lethe-run: " << err << "\n";
+    return 2;
+  }
+  switch (o.mode) {
+  case LETHE_MODE_DRY_RUN:
+    return runDry(o, prog);
+  case LETHE_MODE_CHECKSUM:
+    return runChecksum(o, prog);
+  default:
+    return runTiming(o, prog);
+  }
+}
