@@ -71,6 +71,10 @@ Operation *lethe::createCollectiveIfValid(
       return nullptr;
     break;
   }
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
+    // Point-to-point ops name a peer, which this form does not carry.
+    return nullptr;
   }
   return CollectiveOp::create(builder, loc, out, kind, inputs[0], group, phase,
                               timeUs, scope, name);
