@@ -344,14 +344,18 @@ static LetheRtStatus createOnDevice(LetheRt *rt) {
           rt,
           cudaMalloc(reinterpret_cast<void **>(&rt->scratch), rt->scratchBytes),
           at, "cudaMalloc(scratch)") ||
-      checkCuda(rt, cudaMemset(rt->scratch, 0, rt->scratchBytes), at,
-                "cudaMemset(scratch)"))
+      checkCuda(rt,
+                cudaMemsetAsync(rt->scratch, 0, rt->scratchBytes,
+                                rt->streams[LETHE_STREAM_COMPUTE]),
+                at, "cudaMemsetAsync(scratch)"))
     return rt->status;
   // Checksum mode starts from a known state, so a read of a slot nothing
   // wrote gives the same wrong answer every time.
   if (c.mode == LETHE_MODE_CHECKSUM && rt->deviceArena &&
-      checkCuda(rt, cudaMemset(rt->deviceArena, 0xA5, c.deviceArenaBytes), at,
-                "cudaMemset(device arena)"))
+      checkCuda(rt,
+                cudaMemsetAsync(rt->deviceArena, 0xA5, c.deviceArenaBytes,
+                                rt->streams[LETHE_STREAM_COMPUTE]),
+                at, "cudaMemsetAsync(device arena)"))
     return rt->status;
   if (initGemmState(rt) != LETHE_RT_OK)
     return rt->status;
@@ -360,7 +364,11 @@ static LetheRtStatus createOnDevice(LetheRt *rt) {
                                  &rt->cyclesPerUs),
                 at, "measuring the SM clock"))
     return rt->status;
-  return calibrateReplayFloor(rt);
+  if (calibrateReplayFloor(rt) != LETHE_RT_OK)
+    return rt->status;
+  // Everything above ran on the compute stream; the other streams start
+  // from a finished setup.
+  return checkCuda(rt, cudaDeviceSynchronize(), at, "cudaDeviceSynchronize");
 }
 
 extern "C" LetheRtStatus letheRtCreate(const LetheRtConfig *config,

@@ -67,8 +67,11 @@ uint64_t deviceDigest(LetheRt *rt, LetheRtBuf buf) {
   return namedChecksum(rt, "selftest");
 }
 
-/// Copies a device range into the host arena at 0 and returns a pointer.
+/// Copies a device range into the host arena at 0 and returns a pointer,
+/// after all work enqueued so far.
 const unsigned char *toHost(LetheRt *rt, LetheRtBuf buf) {
+  // The copy stream is not ordered after the compute stream's kernels.
+  letheRtSynchronize(rt);
   letheRtCopyD2H(rt, buf.offset, 0, buf.bytes);
   letheRtSynchronize(rt);
   return static_cast<const unsigned char *>(letheRtHostPointer(rt, 0));
