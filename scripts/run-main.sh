@@ -5,5 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-# Until the importer lands, the tool can only show its dialect.
-build/bin/lethe-opt --help | grep "Available Dialects"
+mkdir -p out
+# Where the memory and the time of the unplanned step go.
+build/bin/lethe report graphs/graph_gpt2.json \
+  --json out/gpt2-report.json --trace out/gpt2-unplanned.trace.json
+echo "wrote out/gpt2-report.json and out/gpt2-unplanned.trace.json (open in ui.perfetto.dev)"

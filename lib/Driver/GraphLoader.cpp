@@ -3,6 +3,7 @@
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Import/JsonImporter.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/InitAll.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -92,12 +93,11 @@ OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
     return {};
 
   PassManager pm(&context);
-  if (needsImport(func))
-    pm.addPass(createLetheImportOps());
-  if (needsImport(func) || needsCosts(func)) {
-    LetheAnnotateCostsOptions costOptions;
+  bool foreign = needsImport(func);
+  if (foreign || needsCosts(func)) {
+    AnnotateCostsOptions costOptions;
     costOptions.device = options.device;
-    pm.addPass(createLetheAnnotateCosts(costOptions));
+    pm.addPass(createAnnotateCosts(costOptions));
   }
   if (!pm.getPasses().empty() && failed(pm.run(*module)))
     return {};

@@ -86,6 +86,7 @@ StepReport lethe::buildStepReport(const LifetimeAnalysis &analysis,
   if (profile.peakNode >= 0) {
     const GraphNode &node = graph.getNode(profile.peakNode);
     report.peakOp = node.name.empty() ? node.kind : node.name;
+    report.peakKind = node.kind;
   }
   for (ValueId id : llvm::ArrayRef(profile.liveAtPeak).take_front(topN)) {
     LiveTensorEntry &entry = report.topLive.emplace_back();
@@ -179,6 +180,7 @@ void lethe::writeStepReportJSON(const StepReport &report, raw_ostream &os) {
     json.attributeObject("peak_op", [&] {
       json.attribute("node", report.peakNode);
       json.attribute("name", report.peakOp);
+      json.attribute("kind", report.peakKind);
     });
     json.attributeArray("top_live", [&] {
       for (const LiveTensorEntry &entry : report.topLive)

@@ -40,6 +40,7 @@ struct StepReport {
   double baselineStepUs = 0, forwardUs = 0, backwardUs = 0, optimizerUs = 0;
   NodeId peakNode = -1;
   std::string peakOp;
+  std::string peakKind;
   std::vector<LiveTensorEntry> topLive;
   /// Figures measured by the exporter (`lethe.totals`), when the graph has
   /// them: act_peak_bytes_eager, fwd_ms_sum_ops, bwd_ms_sum_ops, ...
