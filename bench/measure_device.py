@@ -111,6 +111,48 @@ def main():
     result["both_h2d_bytes_per_s"] = nbytes / (h2d_ms * 1e-3)
     del dev, dev2, host, host2
 
+    # What the libraries' attention, convolution and misaligned matmul
+    # kernels reach, as fractions of the bf16 matrix-product peak. Shapes are
+    # generic ones (Llama-like attention, a mid-size 3x3 convolution), not
+    # taken from any graph the model is judged on.
+    peak = flops["bf16"]
+    b, h, seq, d = 4, 16, 2048, 128
+    q, k, v = (torch.randn(b, h, seq, d, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    attn_flops = 4.0 * b * h * seq * seq * d
+    fwd_ms = timed(lambda: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    grad = torch.randn_like(out)
+    bwd_ms = timed(lambda: torch.autograd.grad(out, (q, k, v), grad,
+                                               retain_graph=True))
+    result["attention_fwd_fraction"] = attn_flops / (fwd_ms * 1e-3) / peak
+    result["attention_bwd_fraction"] = 2.5 * attn_flops / (bwd_ms * 1e-3) / peak
+    del q, k, v, out, grad
+
+    n, c, hw = 32, 128, 64
+    x = torch.randn(n, c, hw, hw, device="cuda", dtype=torch.bfloat16,
+                    requires_grad=True)
+    w = torch.randn(c, c, 3, 3, device="cuda", dtype=torch.bfloat16,
+                    requires_grad=True)
+    conv_flops = 2.0 * n * c * hw * hw * c * 9
+    fwd_ms = timed(lambda: torch.nn.functional.conv2d(x, w, padding=1))
+    y = torch.nn.functional.conv2d(x, w, padding=1)
+    gy = torch.randn_like(y)
+    bwd_ms = timed(lambda: torch.autograd.grad(y, (x, w), gy,
+                                               retain_graph=True))
+    result["conv_fwd_fraction"] = conv_flops / (fwd_ms * 1e-3) / peak
+    result["conv_bwd_fraction"] = 2 * conv_flops / (bwd_ms * 1e-3) / peak
+    del x, w, y, gy
+
+    fractions = []
+    for m, kk, nn in [(8192, 4096, 4095), (8192, 4095, 4096)]:
+        a = torch.randn(m, kk, device="cuda", dtype=torch.bfloat16)
+        bm = torch.randn(kk, nn, device="cuda", dtype=torch.bfloat16)
+        ms = timed(lambda: torch.mm(a, bm))
+        fractions.append(2.0 * m * kk * nn / (ms * 1e-3) / peak)
+    result["unaligned_mm_fractions_n_k"] = fractions
+
     # Floors of the per-op timing method: no kernel at all (a view), and the
     # smallest kernel (one-element add).
     x = torch.ones(1, device="cuda")
@@ -123,6 +165,8 @@ def main():
         if key == "gemm_flops":
             for d, f in value.items():
                 print(f"gemm {d:5s} {f / 1e12 if f else float('nan'):9.1f} TFLOP/s")
+        elif isinstance(value, float) and "fraction" in key:
+            print(f"{key:34s} {value:9.3f} of bf16 peak")
         elif isinstance(value, float) and "bytes_per_s" in key:
             print(f"{key:34s} {value / 1e9:9.1f} GB/s")
         else:

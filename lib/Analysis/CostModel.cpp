@@ -93,13 +93,47 @@ bool CostModel::isView(NodeOp node) {
   return true;
 }
 
+/// Bytes an ATen op reads of operand `index` when it reads only part of it,
+/// or nullopt when it reads all of it: gathers read from their source just
+/// the elements they gather, and the NLL-loss backward reads only the shape
+/// of its input.
+static std::optional<int64_t> partialRead(NodeOp node, StringRef root,
+                                          unsigned index) {
+  auto tensorBytes = [](Value value) {
+    return std::max<int64_t>(0, getTypeBytes(value.getType()));
+  };
+  if (index == 0 && node.getNumResults() > 0 &&
+      llvm::is_contained({"embedding", "index", "index_select", "gather",
+                          "take"},
+                         root))
+    return tensorBytes(node.getResult(0));
+  if (index == 0 && node.getInputs().size() > 1 &&
+      (root == "nll_loss_forward" || root == "nll_loss2d_forward")) {
+    // One element of the input per target.
+    auto input = dyn_cast<ShapedType>(node.getInputs()[0].getType());
+    auto target = dyn_cast<ShapedType>(node.getInputs()[1].getType());
+    if (input && target && input.hasStaticShape() && target.hasStaticShape())
+      return target.getNumElements() *
+             std::max<int64_t>(1, input.getElementTypeBitWidth() / 8);
+  }
+  if (index == 1 &&
+      (root == "nll_loss_backward" || root == "nll_loss2d_backward"))
+    return 0;
+  return std::nullopt;
+}
+
 double CostModel::bytesMoved(NodeOp node) {
+  StringRef root = atenRoot(node.getKind());
   double bytes = 0;
   llvm::SmallPtrSet<Value, 8> seen;
-  for (Value operand : node.getInputs())
-    if (seen.insert(operand).second)
-      bytes += std::max<int64_t>(0, getTypeBytes(operand.getType()));
-  StringRef root = atenRoot(node.getKind());
+  for (auto [index, operand] : llvm::enumerate(node.getInputs())) {
+    if (!seen.insert(operand).second)
+      continue;
+    std::optional<int64_t> partial =
+        root.empty() ? std::nullopt : partialRead(node, root, index);
+    bytes += partial ? *partial
+                     : std::max<int64_t>(0, getTypeBytes(operand.getType()));
+  }
   bool inPlace = !root.empty() && root.ends_with("_") && !root.ends_with("__");
   for (auto [index, result] : llvm::enumerate(node.getResults()))
     if (node.getAliasedOperand(index) < 0 || inPlace)
@@ -187,7 +221,8 @@ OpCost CostModel::model(NodeOp node) const {
   cost.bytes = bytesMoved(node);
   double memoryUs = transferUs(cost.bytes, profile.hbmBytesPerSec);
   if (std::optional<ComputeWork> work = computeWork(node)) {
-    double rate = profile.flopsFor(dtypeName(work->elementType));
+    double rate = profile.flopsFor(dtypeName(work->elementType)) *
+                  profile.efficiencyFor(work->opClass);
     cost.source = CostSource::Analytic;
     cost.flops = work->flops;
     cost.timeUs = std::max(work->flops / rate * 1e6, memoryUs) +

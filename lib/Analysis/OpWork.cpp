@@ -129,8 +129,29 @@ std::optional<SmallVector<int64_t>> findIntegers(StringRef text,
   return values;
 }
 
-ComputeWork work(double flops, RankedTensorType operand) {
-  return ComputeWork{flops, operand.getElementType()};
+ComputeWork work(double flops, RankedTensorType operand,
+                 StringRef opClass) {
+  return ComputeWork{flops, operand.getElementType(), opClass};
+}
+
+/// A matmul with a dimension (M, N or K) that is not a multiple of 16 bytes
+/// cannot use the libraries' fast tensor-core paths: cuBLAS needs 16-byte
+/// aligned leading dimensions, and each of M, N, K is the row length of
+/// some operand depending on transposes (M is, for the weight gradient
+/// dYᵀ·X of a linear layer), which the graph does not show.
+ComputeWork matmulWork(double flops, RankedTensorType lhs, double k,
+                       RankedTensorType out) {
+  Type element = lhs.getElementType();
+  unsigned bytes = element.isIntOrFloat()
+                       ? std::max(1u, element.getIntOrFloatBitWidth() / 8)
+                       : 2u;
+  int64_t align = std::max<int64_t>(1, 16 / bytes);
+  auto misaligned = [&](double size) {
+    return static_cast<int64_t>(std::llround(size)) % align != 0;
+  };
+  bool unaligned = misaligned(k) || misaligned(dim(out, -1)) ||
+                   (out.getRank() >= 2 && misaligned(dim(out, -2)));
+  return work(flops, lhs, unaligned ? "unaligned_matmul" : "matmul");
 }
 
 //===----------------------------------------------------------------------===//
@@ -152,10 +173,10 @@ std::optional<ComputeWork> atenMatmul(NodeOp node, StringRef root) {
   if (!lhs || !rhs || !out)
     return std::nullopt;
   if (root == "addbmm") // sums the batch: out has no batch dimension
-    return work(2 * numel(lhs) * dim(rhs, -1), lhs);
+    return matmulWork(2 * numel(lhs) * dim(rhs, -1), lhs, dim(lhs, -1), out);
   if (root == "dot" || root == "vdot")
-    return work(2 * numel(lhs), lhs);
-  return work(2 * numel(out) * dim(lhs, -1), lhs);
+    return work(2 * numel(lhs), lhs, "matmul");
+  return matmulWork(2 * numel(out) * dim(lhs, -1), lhs, dim(lhs, -1), out);
 }
 
 /// FLOPs of one convolution pass: 2 · |X| · |W| / W[0], where X is the
@@ -176,7 +197,8 @@ std::optional<ComputeWork> atenConvolution(NodeOp node, StringRef root) {
   bool transposed = root.contains("transpose");
   if (root == "convolution" || root == "_convolution")
     transposed = getFlag(node, 6, "transposed").value_or(false);
-  return work(convolutionFlops(out, input, weight, transposed), input);
+  return work(convolutionFlops(out, input, weight, transposed), input,
+              "convolution");
 }
 
 /// convolution_backward(grad_output, input, weight, bias_sizes, stride,
@@ -205,7 +227,7 @@ std::optional<ComputeWork> atenConvolutionBackward(NodeOp node) {
   if (passes == 0)
     return std::nullopt;
   return work(passes * convolutionFlops(gradOutput, input, weight, transposed),
-              input);
+              input, "convolution_backward");
 }
 
 /// How one scaled-dot-product-attention op lays out its arguments.
@@ -263,7 +285,7 @@ std::optional<ComputeWork> atenAttention(NodeOp node,
     flops *= 0.5;
   if (sig.backward)
     flops *= 2.5;
-  return work(flops, query);
+  return work(flops, query, sig.backward ? "attention_backward" : "attention");
 }
 
 std::optional<ComputeWork> atenWork(NodeOp node, StringRef root) {
@@ -308,7 +330,7 @@ std::optional<ComputeWork> hloDot(NodeOp node, bool general) {
         contracted *= dim(lhs, d);
     }
   }
-  return work(2 * numel(out) * contracted, lhs);
+  return matmulWork(2 * numel(out) * contracted, lhs, contracted, out);
 }
 
 /// The kernel's output-feature dimension from StableHLO convolution
@@ -343,7 +365,8 @@ std::optional<ComputeWork> hloConvolution(NodeOp node) {
   if (!input || !kernel || !out)
     return std::nullopt;
   double outFeatures = dim(kernel, kernelOutputFeatureDim(node, kernel));
-  return work(2 * numel(out) * numel(kernel) / outFeatures, input);
+  return work(2 * numel(out) * numel(kernel) / outFeatures, input,
+              "convolution");
 }
 
 //===----------------------------------------------------------------------===//
@@ -363,7 +386,7 @@ std::optional<ComputeWork> linalgContraction(NodeOp node, bool batched) {
     return std::nullopt;
   double batch = batched ? dim(lhs, 0) : 1.0;
   double k = std::sqrt(numel(lhs) * numel(rhs) / (numel(out) * batch));
-  return work(2 * numel(out) * k, lhs);
+  return matmulWork(2 * numel(out) * k, lhs, k, out);
 }
 
 /// linalg.conv_* / depthwise_conv_*: 2 · |out| · |filter| / (filter dims
@@ -386,7 +409,8 @@ std::optional<ComputeWork> linalgConvolution(NodeOp node, StringRef op) {
       if (letter == 'f' || letter == 'g' || letter == 'm' ||
           (depthwise && letter == 'c'))
         outputDims *= dim(filter, index);
-  return work(2 * numel(out) * numel(filter) / outputDims, input);
+  return work(2 * numel(out) * numel(filter) / outputDims, input,
+              "convolution");
 }
 
 std::optional<ComputeWork> tosaWork(NodeOp node, StringRef op) {
@@ -396,17 +420,21 @@ std::optional<ComputeWork> tosaWork(NodeOp node, StringRef op) {
   if (!input || !weight || !out)
     return std::nullopt;
   if (op == "matmul") // [N,H,C] x [N,C,W]
-    return work(2 * numel(out) * dim(input, -1), input);
+    return matmulWork(2 * numel(out) * dim(input, -1), input, dim(input, -1),
+                      out);
   if (op == "conv2d" || op == "conv3d") // weight [OC, ..., IC]
-    return work(2 * numel(out) * numel(weight) / dim(weight, 0), input);
+    return work(2 * numel(out) * numel(weight) / dim(weight, 0), input,
+                "convolution");
   if (op == "depthwise_conv2d") // weight [KH, KW, C, M]
     return work(2 * numel(out) * numel(weight) /
                     (dim(weight, 2) * dim(weight, 3)),
-                input);
+                input, "convolution");
   if (op == "transpose_conv2d") // weight [OC, KH, KW, IC]
-    return work(2 * numel(input) * numel(weight) / dim(weight, -1), input);
+    return work(2 * numel(input) * numel(weight) / dim(weight, -1), input,
+                "convolution");
   if (op == "fully_connected") // weight [OC, IC]
-    return work(2 * numel(out) * dim(weight, -1), input);
+    return matmulWork(2 * numel(out) * dim(weight, -1), input, dim(weight, -1),
+                      out);
   return std::nullopt;
 }
 

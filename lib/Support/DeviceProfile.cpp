@@ -69,8 +69,12 @@ const NumericField numericFields[] = {
 const StringLiteral dtypeNames[] = {"bf16", "f16", "f32", "tf32",
                                     "f8",   "f64", "i8"};
 
+const StringLiteral opClassNames[] = {"attention", "attention_backward",
+                                      "convolution", "convolution_backward",
+                                      "unaligned_matmul"};
+
 const StringLiteral otherFields[] = {"name", "description", "peak_tflops",
-                                     "notes"};
+                                     "kernel_efficiency", "notes"};
 
 StringRef describe(Range range) {
   switch (range) {
@@ -171,6 +175,30 @@ Error parsePeakFlops(const json::Value &value, DeviceProfile &profile,
   return Error::success();
 }
 
+Error parseKernelEfficiency(const json::Value &value, DeviceProfile &profile,
+                            const ErrorReporter &report) {
+  const json::Object *object = value.getAsObject();
+  if (!object)
+    return report.field("kernel_efficiency",
+                        "expected an object of fractions by op class, got " +
+                            printed(value));
+  for (const auto &[key, fraction] : *object) {
+    StringRef opClass = key;
+    std::string field = ("kernel_efficiency." + opClass).str();
+    if (!is_contained(opClassNames, opClass))
+      return report.field(field, "unknown op class (known: " +
+                                     join(std::begin(opClassNames),
+                                          std::end(opClassNames), ", ") +
+                                     ")");
+    std::optional<double> number = fraction.getAsNumber();
+    if (!number || !inRange(*number, Range::Fraction))
+      return report.field(field,
+                          "expected a number in (0, 1], got " + printed(fraction));
+    profile.kernelEfficiency[opClass] = *number;
+  }
+  return Error::success();
+}
+
 Error parseNotes(const json::Value &value, DeviceProfile &profile,
                  const ErrorReporter &report) {
   const json::Object *object = value.getAsObject();
@@ -193,6 +221,11 @@ Error parseNotes(const json::Value &value, DeviceProfile &profile,
 }
 
 } // namespace
+
+double DeviceProfile::efficiencyFor(StringRef opClass) const {
+  auto it = kernelEfficiency.find(opClass);
+  return it != kernelEfficiency.end() ? it->second : 1.0;
+}
 
 double DeviceProfile::flopsFor(StringRef dtype) const {
   auto it = peakFlops.find(dtype);
@@ -245,6 +278,10 @@ Expected<DeviceProfile> DeviceProfile::parse(StringRef text,
     return report.general("missing required field 'peak_tflops'");
   if (Error error = parsePeakFlops(*peak, profile, report))
     return std::move(error);
+
+  if (const json::Value *efficiency = object->get("kernel_efficiency"))
+    if (Error error = parseKernelEfficiency(*efficiency, profile, report))
+      return std::move(error);
 
   for (const NumericField &field : numericFields) {
     const json::Value *value = object->get(field.key);

@@ -338,6 +338,102 @@ TEST_F(CostModelTest, ModelChoiceAndTimes) {
   EXPECT_NEAR(relu.timeUs, 0.008 + 2, 1e-9);
 }
 
+TEST_F(CostModelTest, OpClassesPickKernelEfficiencies) {
+  auto opClass = [&](llvm::StringRef args, llvm::StringRef body) {
+    NodeOp node = parseNode(args, body);
+    std::optional<ComputeWork> work =
+        node ? CostModel::computeWork(node) : std::nullopt;
+    return work ? work->opClass.str() : std::string("none");
+  };
+  EXPECT_EQ(opClass("%a: tensor<64x128xbf16>, %b: tensor<128x32xbf16>",
+                    "%0 = lethe.node \"aten.mm.default\" fwd (%a, %b) : "
+                    "(tensor<64x128xbf16>, tensor<128x32xbf16>) -> "
+                    "tensor<64x32xbf16>"),
+            "matmul");
+  // N = 33 bf16 = 66 bytes: not a multiple of 16 bytes.
+  EXPECT_EQ(opClass("%a: tensor<64x128xbf16>, %b: tensor<128x33xbf16>",
+                    "%0 = lethe.node \"aten.mm.default\" fwd (%a, %b) : "
+                    "(tensor<64x128xbf16>, tensor<128x33xbf16>) -> "
+                    "tensor<64x33xbf16>"),
+            "unaligned_matmul");
+  // K = 12 f32 = 48 bytes is aligned; K = 12 bf16 = 24 bytes is not.
+  EXPECT_EQ(opClass("%a: tensor<64x12xf32>, %b: tensor<12x32xf32>",
+                    "%0 = lethe.node \"aten.mm.default\" fwd (%a, %b) : "
+                    "(tensor<64x12xf32>, tensor<12x32xf32>) -> "
+                    "tensor<64x32xf32>"),
+            "matmul");
+  EXPECT_EQ(opClass("%a: tensor<64x12xbf16>, %b: tensor<12x32xbf16>",
+                    "%0 = lethe.node \"aten.mm.default\" fwd (%a, %b) : "
+                    "(tensor<64x12xbf16>, tensor<12x32xbf16>) -> "
+                    "tensor<64x32xbf16>"),
+            "unaligned_matmul");
+  // M counts too: it is the row length of a transposed left operand (the
+  // weight gradient of a linear layer).
+  EXPECT_EQ(opClass("%a: tensor<63x128xbf16>, %b: tensor<128x32xbf16>",
+                    "%0 = lethe.node \"aten.mm.default\" fwd (%a, %b) : "
+                    "(tensor<63x128xbf16>, tensor<128x32xbf16>) -> "
+                    "tensor<63x32xbf16>"),
+            "unaligned_matmul");
+  EXPECT_EQ(opClass("%a: tensor<2x16x32x32xbf16>, %b: tensor<8x16x3x3xbf16>",
+                    "%0 = lethe.node \"aten.convolution.default\" fwd (%a, "
+                    "%b) : (tensor<2x16x32x32xbf16>, tensor<8x16x3x3xbf16>) "
+                    "-> tensor<2x8x32x32xbf16>"),
+            "convolution");
+  EXPECT_EQ(opClass("%q: tensor<2x4x128x64xbf16>",
+                    "%0:3 = lethe.node \"aten._scaled_dot_product_flash_"
+                    "attention_backward.default\" bwd (%q, %q, %q, %q) : "
+                    "(tensor<2x4x128x64xbf16>, tensor<2x4x128x64xbf16>, "
+                    "tensor<2x4x128x64xbf16>, tensor<2x4x128x64xbf16>) -> "
+                    "(tensor<2x4x128x64xbf16>, tensor<2x4x128x64xbf16>, "
+                    "tensor<2x4x128x64xbf16>)"),
+            "attention_backward");
+
+  // The class's efficiency divides the rate: 524288 FLOP at 100 TFLOP/s
+  // * 0.5 = 0.0105 us, still under the 0.0287 us of bytes; at 0.1 it is
+  // 0.0524 us.
+  DeviceProfile profile = roundProfile();
+  profile.kernelEfficiency["unaligned_matmul"] = 0.1;
+  CostModel model(profile);
+  NodeOp odd = parseNode("%a: tensor<64x128xbf16>, %b: tensor<128x32xbf16>, "
+                         "%c: tensor<128x33xbf16>",
+                         "%0 = lethe.node \"aten.mm.default\" fwd (%a, %b) : "
+                         "(tensor<64x128xbf16>, tensor<128x32xbf16>) -> "
+                         "tensor<64x32xbf16>\n"
+                         "%1 = lethe.node \"aten.mm.default\" fwd (%a, %c) : "
+                         "(tensor<64x128xbf16>, tensor<128x33xbf16>) -> "
+                         "tensor<64x33xbf16>");
+  ASSERT_TRUE(odd);
+  NodeOp unaligned = cast<NodeOp>(odd->getNextNode());
+  EXPECT_NEAR(model.model(odd).timeUs, 0.028672 + 2, 1e-9);
+  EXPECT_NEAR(model.model(unaligned).timeUs,
+              2.0 * 64 * 128 * 33 / (100e12 * 0.1) * 1e6 + 2, 1e-9);
+}
+
+TEST_F(CostModelTest, GathersReadOnlyWhatTheyGather) {
+  // index.Tensor(self [1000, 64] f32, idx [10] i64) -> [10, 64]: reads the
+  // 10 rows (2560 B) and the indices (80 B), writes 2560 B.
+  NodeOp index = parseNode(
+      "%a: tensor<1000x64xf32>, %i: tensor<10xi64>",
+      "%0 = lethe.node \"aten.index.Tensor\" fwd (%a, %i) : "
+      "(tensor<1000x64xf32>, tensor<10xi64>) -> tensor<10x64xf32>");
+  EXPECT_EQ(CostModel::bytesMoved(index), 2560.0 + 80 + 2560);
+  // nll_loss_forward(logp [8, 1000] f32, target [8] i64): one element per
+  // target (32 B) plus the targets (64 B); writes two f32 scalars.
+  NodeOp nll = parseNode(
+      "%a: tensor<8x1000xf32>, %t: tensor<8xi64>",
+      "%0:2 = lethe.node \"aten.nll_loss_forward.default\" fwd (%a, %t) : "
+      "(tensor<8x1000xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<f32>)");
+  EXPECT_EQ(CostModel::bytesMoved(nll), 32.0 + 64 + 8);
+  // nll_loss_backward(grad, self, target, weight?, total_weight): self is
+  // only a shape; the 32,000-byte gradient is written.
+  NodeOp nllBackward = parseNode(
+      "%g: tensor<f32>, %a: tensor<8x1000xf32>, %t: tensor<8xi64>",
+      "%0 = lethe.node \"aten.nll_loss_backward.default\" bwd (%g, %a, %t, "
+      "%g) : (tensor<f32>, tensor<8x1000xf32>, tensor<8xi64>, tensor<f32>) "
+      "-> tensor<8x1000xf32>");
+  EXPECT_EQ(CostModel::bytesMoved(nllBackward), 4.0 + 0 + 64 + 32000);
+}
+
 TEST_F(CostModelTest, KnownAndUnknownKinds) {
   for (const char *kind :
        {"aten.native_layer_norm_backward.default", "aten.add.Tensor",

@@ -87,6 +87,8 @@ TEST(DeviceProfileTest, ParsesOptionalFieldsAndDefaults) {
   EXPECT_DOUBLE_EQ(toy->nvlinkBytesPerSec, 0.0);
   EXPECT_DOUBLE_EQ(toy->viewUs, 0.0);
   EXPECT_DOUBLE_EQ(toy->collectiveSlowdownWithCopies, 1.0);
+  // An op class without an efficiency runs at the peak.
+  EXPECT_DOUBLE_EQ(toy->efficiencyFor("attention"), 1.0);
   // A dtype the profile lacks runs at the f32 rate.
   EXPECT_DOUBLE_EQ(toy->flopsFor("f8"), 10e12);
   EXPECT_DOUBLE_EQ(toy->flopsFor("bf16"), 100e12);
@@ -97,6 +99,12 @@ TEST(DeviceProfileTest, ParsesOptionalFieldsAndDefaults) {
       "toy");
   ASSERT_TRUE(bool(noted)) << llvm::toString(noted.takeError());
   EXPECT_DOUBLE_EQ(noted->duplexFactor, 0.5);
+  Expected<DeviceProfile> efficient = DeviceProfile::parse(
+      minimalProfile(", \"kernel_efficiency\": {\"attention\": 0.8}"),
+      "toy");
+  ASSERT_TRUE(bool(efficient)) << llvm::toString(efficient.takeError());
+  EXPECT_DOUBLE_EQ(efficient->efficiencyFor("attention"), 0.8);
+  EXPECT_DOUBLE_EQ(efficient->efficiencyFor("convolution"), 1.0);
   EXPECT_EQ(noted->notes.lookup("duplex_factor"), "guessed");
 }
 
@@ -104,7 +112,7 @@ TEST(DeviceProfileTest, ErrorsNameTheFileAndTheField) {
   EXPECT_EQ(errorOf(DeviceProfile::parse(minimalProfile(", \"hbm\": 3"),
                                          "my.json")),
             "my.json: unknown field 'hbm' (known fields: name, description, "
-            "peak_tflops, notes, hbm_gb_per_s, d2h_gb_per_s, h2d_gb_per_s, "
+            "peak_tflops, kernel_efficiency, notes, hbm_gb_per_s, d2h_gb_per_s, h2d_gb_per_s, "
             "duplex_factor, nvlink_gb_per_s, launch_overhead_us, view_us, "
             "collective_slowdown_with_copies, "
             "collective_slowdown_with_both_copies, "
@@ -148,6 +156,18 @@ TEST(DeviceProfileTest, ErrorsNameTheFileAndTheField) {
                 "{\"name\": \"x\", \"peak_tflops\": {\"f32\": 0}}", "my.json")),
             "my.json: field 'peak_tflops.f32': expected a positive number, "
             "got 0");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(", \"kernel_efficiency\": {\"conv\": 0.5}"),
+                "my.json")),
+            "my.json: field 'kernel_efficiency.conv': unknown op class "
+            "(known: attention, attention_backward, convolution, "
+            "convolution_backward, unaligned_matmul)");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(
+                    ", \"kernel_efficiency\": {\"convolution\": 1.2}"),
+                "my.json")),
+            "my.json: field 'kernel_efficiency.convolution': expected a "
+            "number in (0, 1], got 1.2");
   std::string syntax = errorOf(DeviceProfile::parse("{\"name\": ", "my.json"));
   EXPECT_EQ(syntax.rfind("my.json: invalid JSON: ", 0), 0u) << syntax;
 }

@@ -4,7 +4,8 @@
 // described by a DeviceProfile. A measured time (`time_us`) wins; otherwise
 // the op's kind selects an analytic model:
 //
-//   matmul / convolution / attention:  max(FLOPs / peak(dtype),
+//   matmul / convolution / attention:  max(FLOPs / (peak(dtype) ·
+//                                          efficiency(class)),
 //                                          bytes / HBM) + launch
 //   anything else:                     bytes / HBM + launch
 //   views (every result aliases):      the profile's view time
@@ -68,6 +69,10 @@ struct ComputeWork {
   /// The element type whose rate applies (that of the first matrix
   /// operand).
   mlir::Type elementType;
+  /// The op class whose kernel efficiency applies (DeviceProfile::
+  /// efficiencyFor): "matmul", "unaligned_matmul", "attention",
+  /// "attention_backward", "convolution", "convolution_backward".
+  llvm::StringRef opClass = "matmul";
 };
 
 class CostModel {

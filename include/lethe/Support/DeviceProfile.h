@@ -28,6 +28,12 @@ struct DeviceProfile {
   /// Peak dense FLOP/s by element type name ("bf16", "f16", "f32", "tf32",
   /// "f8", "f64", "i8"). "f32" is always present.
   llvm::StringMap<double> peakFlops;
+  /// What the libraries' kernels of an op class reach, as a fraction of
+  /// `peakFlops` (measured on generic shapes): "attention",
+  /// "attention_backward", "convolution", "convolution_backward",
+  /// "unaligned_matmul" (a matmul dimension not a multiple of 16 bytes).
+  /// A class missing here runs at the peak.
+  llvm::StringMap<double> kernelEfficiency;
   /// Device memory bandwidth, bytes/s (bytes read plus bytes written).
   double hbmBytesPerSec = 0;
   /// Pinned host<->device copy bandwidth, one direction alone, bytes/s.
@@ -58,6 +64,8 @@ struct DeviceProfile {
 
   /// FLOP/s for an element type name; falls back to f32's rate.
   double flopsFor(llvm::StringRef dtype) const;
+  /// The fraction of the peak an op class reaches (1 if not given).
+  double efficiencyFor(llvm::StringRef opClass) const;
 
   /// Loads a built-in profile by name (see builtinNames()) or a JSON file by
   /// path. Errors name the file and the field.

@@ -3,14 +3,18 @@
 // RUN: lethe-opt %s --lethe-annotate-costs --lethe-annotate-costs='device=a100' | FileCheck %s --check-prefix=TWICE
 
 // Times on the built-in h200 profile, worked by hand: bf16 799.5 TFLOP/s,
-// f32 50.6 TFLOP/s, HBM 4.2 TB/s, launch 3.2 us, view 1.28 us, peer link
-// 258 GB/s. Analytic time = max(FLOPs / rate, bytes / HBM) + launch.
+// HBM 4.2 TB/s, launch 3.2 us, view 1.28 us, peer link 258 GB/s; kernels
+// reach 0.37 (convolution), 0.31 (its backward), 0.79 (attention), 0.42
+// (its backward), 0.18 (a matmul with a dim not a multiple of 8 bf16) of
+// the peak. Analytic time = max(FLOPs / (rate * efficiency), bytes / HBM)
+// + launch.
 
 // CHECK-LABEL: func.func @step
 func.func @step(%x: tensor<1024x4096xbf16>, %w: tensor<4096x4096xbf16>,
                 %s: tensor<8x4096xbf16>, %img: tensor<8x64x56x56xbf16>,
                 %k: tensor<128x64x3x3xbf16>, %q: tensor<4x16x2048x64xbf16>,
-                %p: tensor<1024x1024xbf16>) {
+                %p: tensor<1024x1024xbf16>, %emb: tensor<4096x1001xbf16>,
+                %emb2: tensor<1001x4096xbf16>, %ids: tensor<1024xi64>) {
   // mm 1024x4096 . 4096x4096: 2*1024*4096*4096 = 3.436e10 FLOP / 799.5e12
   // = 42.977 us; bytes (2*4M + 16M elements)*2 B = 50.3 MB / 4.2 TB/s =
   // 11.984 us: compute-bound, 42.977 + 3.2 = 46.177 us.
@@ -26,23 +30,26 @@ func.func @step(%x: tensor<1024x4096xbf16>, %w: tensor<4096x4096xbf16>,
   %1 = lethe.node "aten.mm.default" fwd (%s, %w) : (tensor<8x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<8x4096xbf16>
 
   // 3x3 convolution 64 -> 128 channels on 8x56x56: 2 * |out| (3,211,264)
-  // * 64*3*3 = 3.699e9 FLOP = 4.627 us (bytes: 2.329 us) + 3.2 = 7.827 us.
-  // CHECK: lethe.node "aten.convolution.default" fwd {{.*}}lethe.cost_source = "analytic", time_us = 7.827000e+00 : f64}
+  // * 64*3*3 = 3.699e9 FLOP / (799.5e12 * 0.37) = 12.506 us (bytes: 2.329
+  // us) + 3.2 = 15.706 us.
+  // CHECK: lethe.node "aten.convolution.default" fwd {{.*}}lethe.cost_source = "analytic", time_us = 1.570600e+01 : f64}
   %2 = lethe.node "aten.convolution.default" fwd (%img, %k) {args = [{in = 0 : i64}, {in = 1 : i64}, unit, [1, 1], [1, 1], [1, 1], false, [0, 0], 1]} : (tensor<8x64x56x56xbf16>, tensor<128x64x3x3xbf16>) -> tensor<8x128x56x56xbf16>
 
   // Its backward computes grad_input and grad_weight (grad_bias is none):
-  // two forward convolutions, 9.254 us (bytes: 3.129 us) + 3.2 = 12.454 us.
-  // CHECK: lethe.node "aten.convolution_backward.default" bwd {{.*}}lethe.cost_source = "analytic", time_us = 1.245400e+01 : f64}
+  // two forward convolutions, 7.399e9 FLOP / (799.5e12 * 0.31) = 29.852 us
+  // (bytes: 3.129 us) + 3.2 = 33.052 us.
+  // CHECK: lethe.node "aten.convolution_backward.default" bwd {{.*}}lethe.cost_source = "analytic", time_us = 3.305200e+01 : f64}
   %3:3 = lethe.node "aten.convolution_backward.default" bwd (%2, %img, %k) : (tensor<8x128x56x56xbf16>, tensor<8x64x56x56xbf16>, tensor<128x64x3x3xbf16>) -> (tensor<8x64x56x56xbf16>, tensor<128x64x3x3xbf16>, none)
 
   // Causal flash attention, B=4 H=16 L=2048 D=64: 4*B*H*L*L*D / 2 =
-  // 3.436e10 FLOP = 42.977 us + 3.2 = 46.177 us.
-  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention.default" fwd {{.*}} time_us = 4.617700e+01 : f64}
+  // 3.436e10 FLOP / (799.5e12 * 0.79) = 54.401 us + 3.2 = 57.601 us.
+  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention.default" fwd {{.*}} time_us = 5.760100e+01 : f64}
   %4:2 = lethe.node "aten._scaled_dot_product_flash_attention.default" fwd (%q, %q, %q) {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, 0.0 : f64, true]} : (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>) -> (tensor<4x16x2048x64xbf16>, tensor<4x16x2048xf32>)
 
-  // Its backward: 2.5 times the forward FLOPs, 107.441 us + 3.2 = 110.641;
-  // is_causal is at position 11 of the backward's arguments.
-  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention_backward.default" bwd {{.*}} time_us = 1.106410e+02 : f64}
+  // Its backward: 2.5 times the forward FLOPs, at 0.42 of the peak:
+  // 255.813 us + 3.2 = 259.013 us; is_causal is at position 11 of the
+  // backward's arguments.
+  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention_backward.default" bwd {{.*}} time_us = 2.590130e+02 : f64}
   %5:3 = lethe.node "aten._scaled_dot_product_flash_attention_backward.default" bwd (%4#0, %q, %q, %q, %4#0, %4#1) {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, {in = 3 : i64}, {in = 4 : i64}, {in = 5 : i64}, unit, unit, 2048, 2048, 0.0 : f64, true]} : (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048xf32>) -> (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>)
 
   // Elementwise add of two 4096x4096 bf16 tensors: 3 x 33.6 MB moved =
@@ -52,6 +59,17 @@ func.func @step(%x: tensor<1024x4096xbf16>, %w: tensor<4096x4096xbf16>,
   // CHECK: lethe.node "aten.add.Tensor" fwd {{.*}}lethe.cost_source = "bandwidth", time_us = 2.716700e+01 : f64}
   %6 = lethe.node "aten.add.Tensor" fwd (%w, %w) : (tensor<4096x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
   %7 = lethe.node "aten.add.Tensor" fwd (%6, %w) : (tensor<4096x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<4096x4096xbf16>
+
+  // A vocabulary projection with an odd width (N = 1001): 2*1024*4096*1001
+  // = 8.397e9 FLOP / (799.5e12 * 0.18) = 58.349 us + 3.2 = 61.549 us.
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.cost_source = "analytic", time_us = {{6.154900e+01|61.54899+}} : f64}
+  %vocab = lethe.node "aten.mm.default" fwd (%x, %emb) : (tensor<1024x4096xbf16>, tensor<4096x1001xbf16>) -> tensor<1024x1001xbf16>
+
+  // An embedding reads only the rows it gathers: 1024 ids (8 KiB) plus
+  // 1024 rows of 4096 bf16 (8 MiB) read and written: 16,785,408 B =
+  // 3.997 us + 3.2 = 7.197 us (not the whole 8.2 MB table).
+  // CHECK: lethe.node "aten.embedding.default" fwd {{.*}}lethe.cost_source = "bandwidth", time_us = 7.197000e+00 : f64}
+  %rows = lethe.node "aten.embedding.default" fwd (%emb2, %ids) : (tensor<1001x4096xbf16>, tensor<1024xi64>) -> tensor<1024x4096xbf16>
 
   // A view launches no kernel: the view time, 1.28 us.
   // CHECK: lethe.node "aten.view.default" fwd {{.*}} {aliases = array<i64: 0>, lethe.cost_source = "bandwidth", time_us = 1.280000e+00 : f64}
