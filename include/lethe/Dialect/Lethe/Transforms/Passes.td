@@ -51,6 +51,95 @@ def AnnotateCosts : Pass<"lethe-annotate-costs"> {
     Statistic<"numBandwidth", "num-bandwidth",
               "Ops timed by bytes over bandwidth (views and collectives "
               "included)">,
+def AssignBuffers : Pass<"lethe-assign-buffers", "mlir::ModuleOp"> {
+  let summary = "Give every buffer a static offset in one device arena and "
+                "one pinned host arena";
+  let description = [{
+    Computes every buffer's lifetime from the program's issue order (from
+    its defining op to its `lethe.release`, or to the end for the step's
+    outputs; views, awaits and recompute results share their storage's
+    buffer) and packs the intervals into one device arena and one pinned
+    host arena: two buffers whose lifetimes intersect never overlap.
+
+    Packing runs several greedy orders (largest first, longest-lived first,
+    allocation order; each placing a buffer in the best-fitting gap among
+    the buffers it overlaps in time) and keeps the smallest arena. Every
+    offset and size is rounded up to `alignment`.
+
+    Writes `lethe.offsets = array<i64: ...>` on every op with an allocating
+    result (one entry per result, -1 for results that allocate nothing) and
+    the module attributes `lethe.device_arena_bytes`,
+    `lethe.host_arena_bytes`, `lethe.max_live_bytes`,
+    `lethe.host_max_live_bytes` (the lower bounds: most bytes live at once)
+    and `lethe.arena_alignment`. With several functions the arenas are
+    shared: each size is the largest over the functions. A remark on each
+    function states its arena against its max-live bound.
+
+    ```mlir
+    %0 = lethe.node "aten.mm.default" fwd (%a, %b) {lethe.offsets = array<i64: 0>} : ...
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "alignment of every offset and buffer size, bytes (a power of "
+           "two)">,
+  ];
+  let statistics = [
+    Statistic<"numDeviceBuffers", "num-device-buffers",
+              "Device buffers placed">,
+    Statistic<"numHostBuffers", "num-host-buffers",
+              "Pinned host buffers placed">,
+    Statistic<"deviceArenaBytes", "device-arena-bytes",
+              "Device arena size, bytes">,
+    Statistic<"maxLiveBytes", "max-live-bytes",
+              "Most device bytes live at once (the arena's lower bound)">,
+  ];
+  let dependentDialects = ["lethe::LetheDialect"];
+}
+
+def VerifyProgram : Pass<"lethe-verify", "mlir::ModuleOp"> {
+  let summary = "Check the explicit-program contract: memory, lifetimes, "
+                "stream ordering";
+  let description = [{
+    Checks every function of the module against the contract of
+    docs/Pipeline.md and fails with an error at the offending op, naming
+    the value, unless:
+
+    - memory: the device arena (`lethe.device_arena_bytes`) and every
+      buffer's end are within the budget (`budget` option, else the module's
+      `lethe.budget_bytes`); every allocating result has an offset, inside
+      its arena, aligned; no two buffers whose lifetimes intersect overlap.
+      With `allocated=false` (a materialized or scheduled program, before
+      lethe-assign-buffers) the offsets are not required and the bytes live
+      at any point must be within the budget instead;
+    - lifetimes: no value is used after its storage's release (through any
+      view or forward), no storage is released twice, every storage the
+      step allocates is released unless the step returns it;
+    - stream order: an op reads a value written on another stream only
+      after awaiting a timepoint that covers the write (a `lethe.await` on
+      its stream, or a copy's `await`), so an offload awaits a barrier of its
+      source's stream issued after the producer; a release (on the compute
+      stream) awaits every use on other streams, such as the D2H copy of an
+      offloaded value; an in-place write awaits earlier reads on other
+      streams; and an op writing arena bytes on another stream (a prefetch)
+      awaits a compute barrier issued after the release of the buffer that
+      held them before.
+
+    Happens-before is computed with one vector clock per stream: barriers
+    and copy timepoints carry the clock of their stream, `lethe.join` merges
+    them and an await raises the clock of the stream it is on.
+  }];
+  let options = [
+    Option<"budget", "budget", "std::string", /*default=*/"\"\"",
+           "device budget (bytes, or with a unit: 512MiB, 2GB); default: the "
+           "module's lethe.budget_bytes, if any">,
+    Option<"allocated", "allocated", "bool", /*default=*/"true",
+           "require the arena offsets of lethe-assign-buffers">,
+  ];
+  let statistics = [
+    Statistic<"numBuffers", "num-buffers", "Buffers checked">,
+    Statistic<"numCrossStreamReads", "num-cross-stream-reads",
+              "Reads of values written on another stream">,
   ];
   let dependentDialects = ["lethe::LetheDialect"];
 }

@@ -1,0 +1,123 @@
+//===- Program.h - Issue order, streams and buffers of a program -*- C++
+//-*-===//
+//
+// The view of an explicit (materialized, scheduled, allocated) program that
+// lethe-verify, lethe-assign-buffers and the simulator share:
+// - issue order: the ops of the function body in pre-order (a
+//   `lethe.recompute` is issued, then its region's ops, then its yield);
+// - the stream of every op (docs/Pipeline.md §5);
+// - storages: every value maps to the value owning its storage (views and
+//   in-place results to their operand, `lethe.await` and `lethe.recompute`
+//   results to what they forward); every storage the step allocates is a
+//   buffer, live from its defining op to its release in issue order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_ANALYSIS_PROGRAM_H
+#define LETHE_ANALYSIS_PROGRAM_H
+
+#include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
+
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir {
+class ModuleOp;
+namespace func {
+class FuncOp;
+} // namespace func
+} // namespace mlir
+
+namespace lethe {
+
+/// Attribute names of the scheduled and allocated forms (docs/Pipeline.md).
+namespace attrs {
+/// On any op: its stream (`#lethe<stream ...>`).
+constexpr llvm::StringLiteral kStream = "lethe.stream";
+/// On an op with allocating results: one arena offset per result (device
+/// arena for device tensors, pinned host arena for host tensors), -1 for
+/// results that allocate nothing.
+constexpr llvm::StringLiteral kOffsets = "lethe.offsets";
+/// On the module: arena sizes, the max-live lower bounds, the alignment of
+/// every offset and size, and the device budget the plan was made for.
+constexpr llvm::StringLiteral kDeviceArenaBytes = "lethe.device_arena_bytes";
+constexpr llvm::StringLiteral kHostArenaBytes = "lethe.host_arena_bytes";
+constexpr llvm::StringLiteral kMaxLiveBytes = "lethe.max_live_bytes";
+constexpr llvm::StringLiteral kHostMaxLiveBytes = "lethe.host_max_live_bytes";
+constexpr llvm::StringLiteral kArenaAlignment = "lethe.arena_alignment";
+constexpr llvm::StringLiteral kBudgetBytes = "lethe.budget_bytes";
+} // namespace attrs
+
+/// The stream an op runs on: its `lethe.stream` attribute, else the op's
+/// own (offload: d2h, prefetch: h2d, collective: comm, test.timeline_op:
+/// its `stream`), else compute.
+Stream getOpStream(mlir::Operation *op);
+
+/// Whether `op` is a compute node that writes its aliased operand in place
+/// (`aten.add_`, batch-norm statistics) rather than viewing it.
+bool isInPlaceWriter(mlir::Operation *op);
+
+/// One storage the program allocates.
+struct ProgramBuffer {
+  /// The allocating result (the storage owner).
+  mlir::Value value;
+  /// Issue position of its defining op, and of its first release (or the
+  /// number of ops when it is never released: it lives to the end).
+  unsigned defPos = 0;
+  unsigned endPos = 0;
+  mlir::Operation *release = nullptr;
+  int64_t bytes = 0;
+  /// Lives in the pinned host arena (a `!lethe.host` tensor).
+  bool host = false;
+  /// Returned by the function (through any alias or forward).
+  bool isOutput = false;
+
+  mlir::Operation *getDefiningOp() const { return value.getDefiningOp(); }
+};
+
+class ExplicitProgram {
+public:
+  /// Builds the view of `func`. Fails with an error at the op on what it
+  /// cannot represent: more than one block, a buffer of dynamic shape.
+  static mlir::FailureOr<ExplicitProgram> build(mlir::func::FuncOp func);
+
+  /// Ops in issue order (nested recompute bodies included, in place).
+  llvm::ArrayRef<mlir::Operation *> getOps() const { return ops; }
+  unsigned getPosition(mlir::Operation *op) const { return positions.at(op); }
+
+  /// The value owning the storage of `value` (itself for allocating
+  /// results and function arguments).
+  mlir::Value getStorage(mlir::Value value) const;
+  /// The buffer of `value`'s storage, or -1 (function arguments, values
+  /// that own no bytes such as timepoints).
+  int32_t getBufferIndex(mlir::Value value) const;
+  llvm::ArrayRef<ProgramBuffer> getBuffers() const { return buffers; }
+  /// Whether result `index` of `op` allocates a buffer.
+  static bool isAllocatingResult(mlir::Operation *op, unsigned index);
+
+  /// Bytes live (device or host) at every issue position: buffers whose
+  /// interval [defPos, endPos) contains it.
+  std::vector<int64_t> liveBytes(bool host) const;
+
+private:
+  std::vector<mlir::Operation *> ops;
+  llvm::DenseMap<mlir::Operation *, unsigned> positions;
+  llvm::DenseMap<mlir::Value, mlir::Value> storageOf;
+  llvm::DenseMap<mlir::Value, int32_t> bufferOf;
+  std::vector<ProgramBuffer> buffers;
+};
+
+/// "%3 ('aten.mm.default' "mm_1")": a value as printed in its function,
+/// with its node's kind and name when it has them, for messages.
+std::string describeProgramValue(mlir::Value value);
+
+} // namespace lethe
+
+#endif // LETHE_ANALYSIS_PROGRAM_H

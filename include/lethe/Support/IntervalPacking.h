@@ -1,0 +1,81 @@
+//===- IntervalPacking.h - Static offsets for buffers with lifetimes -*- C++
+//-*-===//
+//
+// Dynamic storage allocation with known lifetimes: give every buffer an
+// offset in one arena so that buffers whose lifetimes intersect do not
+// overlap, keeping the arena small. The most bytes live at one time is a
+// lower bound on the arena; the problem is NP-hard, so we run greedy
+// placements in several orders and keep the best.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_SUPPORT_INTERVALPACKING_H
+#define LETHE_SUPPORT_INTERVALPACKING_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace lethe {
+
+/// A buffer of `bytes` live over positions [begin, end).
+struct PackInterval {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t bytes = 0;
+};
+
+/// The order in which the greedy packer places buffers; each is placed in
+/// the smallest gap (lowest offset on ties) left by the already placed
+/// buffers whose lifetimes it intersects, or on top of them.
+enum class PackOrder {
+  /// Largest first, then longest-lived (TFLite's greedy by size).
+  BySize,
+  /// Longest-lived first, then largest.
+  ByLifetime,
+  /// Largest area (bytes x lifetime) first.
+  ByArea,
+  /// In allocation order (a stack for nested lifetimes).
+  ByBegin,
+};
+
+llvm::StringRef stringifyPackOrder(PackOrder order);
+
+struct PackResult {
+  /// Offset of each interval, a multiple of the alignment.
+  std::vector<int64_t> offsets;
+  /// Highest end of any placed buffer.
+  int64_t arenaBytes = 0;
+  /// Most (aligned) bytes live at one position: the lower bound.
+  int64_t maxLiveBytes = 0;
+  PackOrder order = PackOrder::BySize;
+};
+
+/// Sizes round up to `alignment` (a power of two, >= 1).
+int64_t alignBytes(int64_t bytes, int64_t alignment);
+
+/// The most (aligned) bytes live at one position.
+int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
+                       int64_t alignment);
+
+/// Packs in one order.
+PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
+                         int64_t alignment, PackOrder order);
+
+/// Packs in every order and returns the smallest arena (ties: the first
+/// order in PackOrder's declaration order). Deterministic.
+PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
+                         int64_t alignment);
+
+/// Whether two intervals whose lifetimes intersect overlap in the arena
+/// (for tests and checks); returns the first such pair's indices or
+/// {-1, -1}.
+std::pair<int, int> findOverlap(llvm::ArrayRef<PackInterval> intervals,
+                                llvm::ArrayRef<int64_t> offsets,
+                                int64_t alignment);
+
+} // namespace lethe
+
+#endif // LETHE_SUPPORT_INTERVALPACKING_H

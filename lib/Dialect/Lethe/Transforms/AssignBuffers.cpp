@@ -1,0 +1,122 @@
+//===- AssignBuffers.cpp - Static arena offsets from lifetimes ------------===//
+
+#include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Support/IntervalPacking.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Format.h"
+
+namespace lethe {
+#define GEN_PASS_DEF_ASSIGNBUFFERS
+#include "lethe/Dialect/Lethe/Transforms/Passes.h.inc"
+} // namespace lethe
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+struct ArenaSizes {
+  int64_t deviceArena = 0, deviceMaxLive = 0;
+  int64_t hostArena = 0, hostMaxLive = 0;
+};
+
+std::string percentOver(int64_t arena, int64_t bound) {
+  if (bound == 0)
+    return "+0.00%";
+  std::string text;
+  llvm::raw_string_ostream(text)
+      << llvm::format("%+.2f%%", 100.0 * (arena - bound) / bound);
+  return text;
+}
+
+struct AssignBuffersPass
+    : public lethe::impl::AssignBuffersBase<AssignBuffersPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (alignment < 1 || (alignment & (alignment - 1)) != 0) {
+      module.emitError("lethe-assign-buffers: alignment must be a power of "
+                       "two, got ")
+          << static_cast<int64_t>(alignment);
+      return signalPassFailure();
+    }
+    ArenaSizes total;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      FailureOr<ArenaSizes> sizes = assign(func);
+      if (failed(sizes))
+        return signalPassFailure();
+      total.deviceArena = std::max(total.deviceArena, sizes->deviceArena);
+      total.deviceMaxLive = std::max(total.deviceMaxLive, sizes->deviceMaxLive);
+      total.hostArena = std::max(total.hostArena, sizes->hostArena);
+      total.hostMaxLive = std::max(total.hostMaxLive, sizes->hostMaxLive);
+    }
+    Builder builder(module.getContext());
+    auto setBytes = [&](StringRef name, int64_t value) {
+      module->setAttr(name, builder.getI64IntegerAttr(value));
+    };
+    setBytes(attrs::kDeviceArenaBytes, total.deviceArena);
+    setBytes(attrs::kHostArenaBytes, total.hostArena);
+    setBytes(attrs::kMaxLiveBytes, total.deviceMaxLive);
+    setBytes(attrs::kHostMaxLiveBytes, total.hostMaxLive);
+    setBytes(attrs::kArenaAlignment, alignment);
+    deviceArenaBytes = total.deviceArena;
+    maxLiveBytes = total.deviceMaxLive;
+  }
+
+  FailureOr<ArenaSizes> assign(func::FuncOp func) {
+    FailureOr<ExplicitProgram> program = ExplicitProgram::build(func);
+    if (failed(program))
+      return failure();
+    ArrayRef<ProgramBuffer> buffers = program->getBuffers();
+
+    // Pack each arena.
+    std::vector<int64_t> offsets(buffers.size(), -1);
+    ArenaSizes sizes;
+    for (bool host : {false, true}) {
+      std::vector<PackInterval> intervals;
+      std::vector<size_t> indices;
+      for (auto [index, buffer] : llvm::enumerate(buffers)) {
+        if (buffer.host != host)
+          continue;
+        intervals.push_back({buffer.defPos, buffer.endPos, buffer.bytes});
+        indices.push_back(index);
+      }
+      PackResult packed = packIntervals(intervals, alignment);
+      for (auto [slot, index] : llvm::enumerate(indices))
+        offsets[index] = packed.offsets[slot];
+      (host ? sizes.hostArena : sizes.deviceArena) = packed.arenaBytes;
+      (host ? sizes.hostMaxLive : sizes.deviceMaxLive) = packed.maxLiveBytes;
+      (host ? numHostBuffers : numDeviceBuffers) += intervals.size();
+    }
+
+    // One offsets array per op with an allocating result.
+    Builder builder(func.getContext());
+    llvm::MapVector<Operation *, SmallVector<int64_t>> perOp;
+    for (auto [index, buffer] : llvm::enumerate(buffers)) {
+      Operation *op = buffer.getDefiningOp();
+      auto [it, inserted] = perOp.try_emplace(op);
+      if (inserted)
+        it->second.assign(op->getNumResults(), -1);
+      it->second[cast<OpResult>(buffer.value).getResultNumber()] =
+          offsets[index];
+    }
+    for (auto &[op, entries] : perOp)
+      op->setAttr(attrs::kOffsets, builder.getDenseI64ArrayAttr(entries));
+
+    func.emitRemark() << "device arena " << sizes.deviceArena
+                      << " bytes for a max-live of " << sizes.deviceMaxLive
+                      << " ("
+                      << percentOver(sizes.deviceArena, sizes.deviceMaxLive)
+                      << "); host arena " << sizes.hostArena
+                      << " bytes for a max-live of " << sizes.hostMaxLive;
+    return sizes;
+  }
+};
+} // namespace

@@ -1,0 +1,519 @@
+//===- Verify.cpp - Check the explicit-program contract -------------------===//
+//
+// One sweep over the program in issue order. Happens-before across streams
+// is a vector clock per stream: entry t of a clock counts the ops of stream
+// t known to have completed. An op starts with its stream's clock (raised by
+// the timepoints it awaits) and knows the ops issued before it on its own
+// stream; a barrier carries its stream's clock, a copy's timepoint the
+// copy's own. Op A completes before op B starts iff B's start clock counts
+// past A's index on A's stream.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/IR/LetheTypes.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Support/Bytes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <array>
+#include <map>
+
+namespace lethe {
+#define GEN_PASS_DEF_VERIFYPROGRAM
+#include "lethe/Dialect/Lethe/Transforms/Passes.h.inc"
+} // namespace lethe
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+constexpr unsigned kStreams = 4;
+using Clock = std::array<int32_t, kStreams>;
+
+void raise(Clock &clock, const Clock &other) {
+  for (unsigned s = 0; s < kStreams; ++s)
+    clock[s] = std::max(clock[s], other[s]);
+}
+
+StringRef streamName(unsigned stream) {
+  return stringifyStream(static_cast<Stream>(stream));
+}
+
+/// The last op of each stream that touched a storage.
+struct Access {
+  int32_t index = -1;
+  Operation *op = nullptr;
+};
+using StreamAccesses = std::array<Access, kStreams>;
+
+struct StorageAccesses {
+  StreamAccesses writes;
+  StreamAccesses accesses;
+};
+
+/// Arena bytes freed so far, as disjoint pieces, each remembering the
+/// (compute-stream) release that freed it last.
+class FreedMap {
+public:
+  struct Piece {
+    int64_t end;
+    int32_t releaseIndex;
+    int32_t buffer;
+  };
+
+  void assign(int64_t begin, int64_t end, int32_t releaseIndex,
+              int32_t buffer) {
+    if (begin >= end)
+      return;
+    split(begin);
+    split(end);
+    pieces.erase(pieces.lower_bound(begin), pieces.lower_bound(end));
+    pieces[begin] = {end, releaseIndex, buffer};
+  }
+
+  /// The piece within [begin, end) freed last, if any.
+  const Piece *latest(int64_t begin, int64_t end) const {
+    const Piece *best = nullptr;
+    auto it = pieces.upper_bound(begin);
+    if (it != pieces.begin())
+      --it;
+    for (; it != pieces.end() && it->first < end; ++it)
+      if (it->second.end > begin &&
+          (!best || it->second.releaseIndex > best->releaseIndex))
+        best = &it->second;
+    return best;
+  }
+
+private:
+  void split(int64_t at) {
+    auto it = pieces.upper_bound(at);
+    if (it == pieces.begin())
+      return;
+    --it;
+    if (it->first < at && it->second.end > at) {
+      Piece tail = it->second;
+      it->second.end = at;
+      pieces[at] = tail;
+    }
+  }
+
+  std::map<int64_t, Piece> pieces;
+};
+
+struct Limits {
+  std::optional<int64_t> budget;
+  bool allocated = true;
+  int64_t deviceArena = 0;
+  int64_t hostArena = 0;
+  int64_t alignment = 1;
+};
+
+class ProgramVerifier {
+public:
+  ProgramVerifier(const ExplicitProgram &program, const Limits &limits)
+      : program(program), limits(limits) {}
+
+  LogicalResult run();
+  unsigned numCrossStreamReads = 0;
+
+private:
+  LogicalResult visit(Operation *op, unsigned pos);
+  LogicalResult checkRead(Operation *op, Value value, unsigned stream,
+                          const Clock &start, int32_t index);
+  LogicalResult checkRelease(ReleaseOp release, unsigned pos,
+                             const Clock &start, int32_t index);
+  LogicalResult checkAllocation(Operation *op, OpResult result, unsigned stream,
+                                const Clock &start);
+  LogicalResult checkLeaks();
+  /// The clock of a timepoint (zero for function arguments).
+  Clock clockOf(Value timepoint) const {
+    auto it = timepoints.find(timepoint);
+    return it == timepoints.end() ? Clock{} : it->second;
+  }
+  std::string describe(Value value) const {
+    return describeProgramValue(value);
+  }
+
+  const ExplicitProgram &program;
+  const Limits &limits;
+
+  std::array<Clock, kStreams> streamClock = {};
+  std::array<int32_t, kStreams> streamCount = {};
+  DenseMap<Value, Clock> timepoints;
+  DenseMap<Value, StorageAccesses> storages;
+
+  /// Live buffers by offset (device, host): end and buffer index.
+  std::array<std::map<int64_t, std::pair<int64_t, int32_t>>, 2> live;
+  std::array<FreedMap, 2> freed;
+  std::vector<int64_t> offsets;
+  int64_t liveDeviceBytes = 0;
+};
+
+} // namespace
+
+/// Timepoints `op` waits for before it starts on its stream.
+static SmallVector<Value> awaitedTimepoints(Operation *op) {
+  if (auto await = dyn_cast<AwaitOp>(op))
+    return llvm::to_vector(await.getTimepoints());
+  if (auto timeline = dyn_cast<TestTimelineOp>(op))
+    return llvm::to_vector(timeline.getAwaits());
+  SmallVector<Value> result;
+  if (auto offload = dyn_cast<OffloadOp>(op);
+      offload && offload.getAwaitTimepoint())
+    result.push_back(offload.getAwaitTimepoint());
+  if (auto prefetch = dyn_cast<PrefetchOp>(op);
+      prefetch && prefetch.getAwaitTimepoint())
+    result.push_back(prefetch.getAwaitTimepoint());
+  if (auto release = dyn_cast<ReleaseOp>(op);
+      release && release.getAwaitTimepoint())
+    result.push_back(release.getAwaitTimepoint());
+  return result;
+}
+
+LogicalResult ProgramVerifier::run() {
+  offsets.assign(program.getBuffers().size(), -1);
+  for (auto [pos, op] : llvm::enumerate(program.getOps()))
+    if (failed(visit(op, pos)))
+      return failure();
+  return checkLeaks();
+}
+
+LogicalResult ProgramVerifier::visit(Operation *op, unsigned pos) {
+  if (auto join = dyn_cast<JoinOp>(op)) {
+    Clock clock = {};
+    for (Value timepoint : join.getTimepoints())
+      raise(clock, clockOf(timepoint));
+    timepoints[join.getResult()] = clock;
+    return success();
+  }
+
+  unsigned stream = static_cast<unsigned>(getOpStream(op));
+  for (Value timepoint : awaitedTimepoints(op))
+    raise(streamClock[stream], clockOf(timepoint));
+  Clock start = streamClock[stream];
+  int32_t index = streamCount[stream]++;
+  start[stream] = index;
+
+  if (auto release = dyn_cast<ReleaseOp>(op))
+    return checkRelease(release, pos, start, index);
+
+  // Uses: no value is used after its release; real reads (not forwards)
+  // must be ordered after every write on another stream.
+  bool forwardsOnly = isa<AwaitOp, YieldOp>(op);
+  for (Value operand : op->getOperands()) {
+    if (isa<TimepointType>(operand.getType()))
+      continue;
+    int32_t buffer = program.getBufferIndex(operand);
+    if (buffer >= 0) {
+      const ProgramBuffer &info = program.getBuffers()[buffer];
+      if (info.release && info.endPos < pos) {
+        InFlightDiagnostic diag = op->emitOpError("uses ")
+                                  << describe(operand) << " after its release";
+        diag.attachNote(info.release->getLoc()) << "released here";
+        return diag;
+      }
+    }
+    if (!forwardsOnly && failed(checkRead(op, operand, stream, start, index)))
+      return failure();
+  }
+
+  // Timepoints this op produces.
+  for (Value result : op->getResults()) {
+    if (!isa<TimepointType>(result.getType()))
+      continue;
+    Clock clock = start;
+    // A barrier covers the ops before it; a copy's timepoint the copy too.
+    if (!isa<BarrierOp>(op))
+      clock[stream] = index + 1;
+    timepoints[result] = clock;
+  }
+
+  if (limits.allocated)
+    if (auto offsetsAttr =
+            op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets)) {
+      ArrayRef<int64_t> entries = offsetsAttr.asArrayRef();
+      if (entries.size() != op->getNumResults())
+        return op->emitOpError("has ")
+               << entries.size() << " arena offsets for " << op->getNumResults()
+               << " results";
+      for (auto [index, entry] : llvm::enumerate(entries))
+        if (entry >= 0 && !ExplicitProgram::isAllocatingResult(op, index))
+          return op->emitOpError("result #")
+                 << index << " allocates nothing but has arena offset "
+                 << entry;
+    }
+
+  // Writes: fresh buffers, and storages written in place.
+  for (OpResult result : op->getResults()) {
+    if (ExplicitProgram::isAllocatingResult(op, result.getResultNumber())) {
+      if (failed(checkAllocation(op, result, stream, start)))
+        return failure();
+      StorageAccesses &record = storages[result];
+      record.writes[stream] = record.accesses[stream] = {index, op};
+      continue;
+    }
+    if (!isInPlaceWriter(op) || !isa<RankedTensorType>(result.getType()))
+      continue;
+    auto node = cast<NodeOp>(op);
+    int64_t operand = node.getAliasedOperand(result.getResultNumber());
+    if (operand < 0)
+      continue;
+    Value storage = program.getStorage(op->getOperand(operand));
+    StorageAccesses &record = storages[storage];
+    for (unsigned other = 0; other < kStreams; ++other) {
+      const Access &access = record.accesses[other];
+      if (other == stream || access.index < 0 || start[other] > access.index)
+        continue;
+      InFlightDiagnostic diag = op->emitOpError("writes ")
+                                << describe(op->getOperand(operand))
+                                << " in place on stream " << streamName(stream)
+                                << " before its use on stream "
+                                << streamName(other) << " is awaited";
+      diag.attachNote(access.op->getLoc()) << "used here";
+      return diag;
+    }
+    record.writes[stream] = record.accesses[stream] = {index, op};
+  }
+  return success();
+}
+
+LogicalResult ProgramVerifier::checkRead(Operation *op, Value value,
+                                         unsigned stream, const Clock &start,
+                                         int32_t index) {
+  Value storage = program.getStorage(value);
+  StorageAccesses &record = storages[storage];
+  for (unsigned other = 0; other < kStreams; ++other) {
+    const Access &write = record.writes[other];
+    if (other == stream || write.index < 0)
+      continue;
+    ++numCrossStreamReads;
+    if (start[other] > write.index)
+      continue;
+    InFlightDiagnostic diag =
+        op->emitOpError("reads ")
+        << describe(value) << " on stream " << streamName(stream)
+        << " before its write on stream " << streamName(other) << " is awaited";
+    diag.attachNote(write.op->getLoc())
+        << "written here by '" << write.op->getName() << "'";
+    return diag;
+  }
+  record.accesses[stream] = {index, op};
+  return success();
+}
+
+LogicalResult ProgramVerifier::checkRelease(ReleaseOp release, unsigned pos,
+                                            const Clock &start, int32_t index) {
+  unsigned stream = static_cast<unsigned>(getOpStream(release));
+  if (stream != static_cast<unsigned>(Stream::Compute))
+    return release.emitOpError("must be on the compute stream, not ")
+           << streamName(stream);
+  Value value = release.getValue();
+  int32_t buffer = program.getBufferIndex(value);
+  if (buffer < 0)
+    return release.emitOpError("releases ")
+           << describe(value) << ", which the program does not allocate";
+  const ProgramBuffer &info = program.getBuffers()[buffer];
+  if (info.release != release.getOperation()) {
+    InFlightDiagnostic diag = release.emitOpError("releases ")
+                              << describe(value) << " a second time";
+    diag.attachNote(info.release->getLoc()) << "first released here";
+    return diag;
+  }
+  if (info.isOutput)
+    return release.emitOpError("releases ")
+           << describe(value) << ", which the step returns";
+
+  // Every use on another stream must have completed.
+  StorageAccesses &record = storages[info.value];
+  for (unsigned other = 0; other < kStreams; ++other) {
+    const Access &access = record.accesses[other];
+    if (other == stream || access.index < 0 || start[other] > access.index)
+      continue;
+    InFlightDiagnostic diag = release.emitOpError("releases ")
+                              << describe(value) << " before its use on stream "
+                              << streamName(other)
+                              << " has completed; await that op's timepoint";
+    diag.attachNote(access.op->getLoc())
+        << "used here by '" << access.op->getName() << "'";
+    return diag;
+  }
+
+  if (!info.host)
+    liveDeviceBytes -= info.bytes;
+  int64_t offset = offsets[buffer];
+  if (offset >= 0) {
+    unsigned arena = info.host ? 1 : 0;
+    live[arena].erase(offset);
+    freed[arena].assign(offset, offset + info.bytes, index, buffer);
+  }
+  return success();
+}
+
+LogicalResult ProgramVerifier::checkAllocation(Operation *op, OpResult result,
+                                               unsigned stream,
+                                               const Clock &start) {
+  int32_t buffer = program.getBufferIndex(result);
+  const ProgramBuffer &info = program.getBuffers()[buffer];
+  unsigned resultNumber = result.getResultNumber();
+  if (!info.host) {
+    liveDeviceBytes += info.bytes;
+    if (!limits.allocated && limits.budget && liveDeviceBytes > *limits.budget)
+      return op->emitOpError("brings the live device bytes to ")
+             << liveDeviceBytes << ", over the budget of " << *limits.budget;
+  }
+  if (!limits.allocated)
+    return success();
+
+  auto offsetsAttr = op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets);
+  if (!offsetsAttr)
+    return op->emitOpError("result #")
+           << resultNumber << " (" << describe(result) << ") allocates "
+           << info.bytes << " bytes but has no arena offset";
+  ArrayRef<int64_t> entries = offsetsAttr.asArrayRef();
+  int64_t offset = entries[resultNumber];
+  if (offset < 0)
+    return op->emitOpError("result #")
+           << resultNumber << " (" << describe(result) << ") allocates "
+           << info.bytes << " bytes but has no arena offset";
+  if (offset % limits.alignment != 0)
+    return op->emitOpError("result #")
+           << resultNumber << " has arena offset " << offset
+           << ", not a multiple of the alignment " << limits.alignment;
+
+  StringRef arenaName = info.host ? "host" : "device";
+  int64_t end = offset + info.bytes;
+  int64_t arenaBytes = info.host ? limits.hostArena : limits.deviceArena;
+  if (!info.host && limits.budget && end > *limits.budget)
+    return op->emitOpError("result #")
+           << resultNumber << " (" << describe(result) << ") at device arena ["
+           << offset << ", " << end << ") ends beyond the budget of "
+           << *limits.budget << " bytes";
+  if (end > arenaBytes)
+    return op->emitOpError("result #")
+           << resultNumber << " (" << describe(result) << ") at " << arenaName
+           << " arena [" << offset << ", " << end
+           << ") ends beyond the arena of " << arenaBytes << " bytes";
+  offsets[buffer] = offset;
+  if (info.bytes == 0)
+    return success();
+
+  // No live buffer may overlap it.
+  unsigned arena = info.host ? 1 : 0;
+  auto &liveMap = live[arena];
+  auto next = liveMap.lower_bound(offset);
+  std::optional<std::pair<int64_t, std::pair<int64_t, int32_t>>> clash;
+  if (next != liveMap.end() && next->first < end)
+    clash = *next;
+  else if (next != liveMap.begin() && std::prev(next)->second.first > offset)
+    clash = *std::prev(next);
+  if (clash) {
+    const ProgramBuffer &other = program.getBuffers()[clash->second.second];
+    InFlightDiagnostic diag =
+        op->emitOpError("result #")
+        << resultNumber << " (" << describe(result) << ") at " << arenaName
+        << " arena [" << offset << ", " << end << ") overlaps "
+        << describe(other.value) << " at [" << clash->first << ", "
+        << clash->second.first << "), which is still live";
+    diag.attachNote(other.getDefiningOp()->getLoc()) << "allocated here";
+    return diag;
+  }
+
+  // The memory's previous holders must be released before this op writes
+  // it; on the compute stream that is issue order, elsewhere an await.
+  constexpr unsigned compute = static_cast<unsigned>(Stream::Compute);
+  if (const FreedMap::Piece *piece = freed[arena].latest(offset, end);
+      piece && start[compute] <= piece->releaseIndex) {
+    const ProgramBuffer &other = program.getBuffers()[piece->buffer];
+    InFlightDiagnostic diag =
+        op->emitOpError("writes ")
+        << arenaName << " arena bytes of " << describe(other.value)
+        << " on stream " << streamName(stream)
+        << " before their release is awaited; await a compute barrier "
+           "issued after the release";
+    diag.attachNote(other.release->getLoc()) << "released here";
+    return diag;
+  }
+  liveMap[offset] = {end, buffer};
+  return success();
+}
+
+LogicalResult ProgramVerifier::checkLeaks() {
+  for (const ProgramBuffer &buffer : program.getBuffers())
+    if (!buffer.release && !buffer.isOutput)
+      return buffer.getDefiningOp()->emitOpError("result #")
+             << cast<OpResult>(buffer.value).getResultNumber() << " ("
+             << describe(buffer.value)
+             << ") is never released and the step does not return it";
+  return success();
+}
+
+namespace {
+struct VerifyProgramPass
+    : public lethe::impl::VerifyProgramBase<VerifyProgramPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    Limits limits;
+    limits.allocated = allocated;
+    if (!budget.empty()) {
+      llvm::Expected<int64_t> parsed = parseByteCount(budget);
+      if (!parsed) {
+        module.emitError("lethe-verify: ") << toString(parsed.takeError());
+        return signalPassFailure();
+      }
+      limits.budget = *parsed;
+    } else if (auto attr =
+                   module->getAttrOfType<IntegerAttr>(attrs::kBudgetBytes)) {
+      limits.budget = attr.getInt();
+    }
+    if (allocated) {
+      auto getSize = [&](StringRef name) -> FailureOr<int64_t> {
+        auto attr = module->getAttrOfType<IntegerAttr>(name);
+        if (!attr)
+          return module.emitError("module has no '")
+                 << name << "': run lethe-assign-buffers, or verify with "
+                 << "allocated=false";
+        return attr.getInt();
+      };
+      FailureOr<int64_t> device = getSize(attrs::kDeviceArenaBytes);
+      if (failed(device))
+        return signalPassFailure();
+      FailureOr<int64_t> host = getSize(attrs::kHostArenaBytes);
+      if (failed(host))
+        return signalPassFailure();
+      limits.deviceArena = *device;
+      limits.hostArena = *host;
+      if (auto attr =
+              module->getAttrOfType<IntegerAttr>(attrs::kArenaAlignment))
+        limits.alignment = std::max<int64_t>(1, attr.getInt());
+    }
+
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      FailureOr<ExplicitProgram> program = ExplicitProgram::build(func);
+      if (failed(program))
+        return signalPassFailure();
+      ProgramVerifier verifier(*program, limits);
+      LogicalResult result = verifier.run();
+      numBuffers += program->getBuffers().size();
+      numCrossStreamReads += verifier.numCrossStreamReads;
+      if (failed(result))
+        return signalPassFailure();
+    }
+    if (allocated && limits.budget && limits.deviceArena > *limits.budget) {
+      module.emitError("device arena of ")
+          << limits.deviceArena << " bytes exceeds the budget of "
+          << *limits.budget << " bytes";
+      return signalPassFailure();
+    }
+    markAllAnalysesPreserved();
+  }
+};
+} // namespace

@@ -1,0 +1,179 @@
+//===- IntervalPacking.cpp - Static offsets for buffers with lifetimes ----===//
+
+#include "lethe/Support/IntervalPacking.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+
+using namespace lethe;
+
+llvm::StringRef lethe::stringifyPackOrder(PackOrder order) {
+  switch (order) {
+  case PackOrder::BySize:
+    return "by-size";
+  case PackOrder::ByLifetime:
+    return "by-lifetime";
+  case PackOrder::ByArea:
+    return "by-area";
+  case PackOrder::ByBegin:
+    return "by-begin";
+  }
+  return "unknown";
+}
+
+int64_t lethe::alignBytes(int64_t bytes, int64_t alignment) {
+  if (alignment <= 1)
+    return bytes;
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+int64_t lethe::computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
+                              int64_t alignment) {
+  // Frees at a position happen before allocations at it: [begin, end).
+  std::vector<std::pair<int64_t, int64_t>> events;
+  events.reserve(2 * intervals.size());
+  for (const PackInterval &interval : intervals) {
+    if (interval.bytes <= 0 || interval.begin >= interval.end)
+      continue;
+    int64_t bytes = alignBytes(interval.bytes, alignment);
+    events.push_back({interval.begin, bytes});
+    events.push_back({interval.end, -bytes});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, peak = 0;
+  for (auto [position, delta] : events) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
+                                 PackOrder order) {
+  std::vector<int> indices(intervals.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  auto length = [&](int i) { return intervals[i].end - intervals[i].begin; };
+  auto key = [&](int i) -> std::tuple<double, int64_t, int64_t> {
+    const PackInterval &in = intervals[i];
+    switch (order) {
+    case PackOrder::BySize:
+      return {-static_cast<double>(in.bytes), -length(i), in.begin};
+    case PackOrder::ByLifetime:
+      return {-static_cast<double>(length(i)), -in.bytes, in.begin};
+    case PackOrder::ByArea:
+      return {-static_cast<double>(in.bytes) * static_cast<double>(length(i)),
+              -in.bytes, in.begin};
+    case PackOrder::ByBegin:
+      return {static_cast<double>(in.begin), -length(i), -in.bytes};
+    }
+    return {0.0, 0, 0};
+  };
+  std::stable_sort(indices.begin(), indices.end(),
+                   [&](int a, int b) { return key(a) < key(b); });
+  return indices;
+}
+
+PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
+                                int64_t alignment, PackOrder order) {
+  PackResult result;
+  result.order = order;
+  result.offsets.assign(intervals.size(), 0);
+  result.maxLiveBytes = computeMaxLive(intervals, alignment);
+
+  // Placed intervals sorted by offset: (offset, end offset, index).
+  struct Placed {
+    int64_t offset;
+    int64_t end;
+    int index;
+  };
+  std::vector<Placed> placed;
+  placed.reserve(intervals.size());
+  for (int index : orderFor(intervals, order)) {
+    const PackInterval &in = intervals[index];
+    if (in.bytes <= 0 || in.begin >= in.end)
+      continue;
+    int64_t bytes = alignBytes(in.bytes, alignment);
+    // Walk the buffers it meets in time, in offset order, and pick the
+    // smallest gap that fits.
+    int64_t top = 0;
+    int64_t bestOffset = -1;
+    int64_t bestGap = std::numeric_limits<int64_t>::max();
+    for (const Placed &other : placed) {
+      const PackInterval &o = intervals[other.index];
+      if (!(o.begin < in.end && in.begin < o.end))
+        continue;
+      int64_t gap = other.offset - top;
+      if (gap >= bytes && gap < bestGap) {
+        bestGap = gap;
+        bestOffset = top;
+      }
+      top = std::max(top, other.end);
+    }
+    int64_t offset = bestOffset >= 0 ? bestOffset : top;
+    result.offsets[index] = offset;
+    Placed entry{offset, offset + bytes, index};
+    auto position = std::upper_bound(
+        placed.begin(), placed.end(), entry,
+        [](const Placed &a, const Placed &b) { return a.offset < b.offset; });
+    placed.insert(position, entry);
+    result.arenaBytes = std::max(result.arenaBytes, offset + bytes);
+  }
+  return result;
+}
+
+PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
+                                int64_t alignment) {
+  PackResult best;
+  bool first = true;
+  for (PackOrder order : {PackOrder::BySize, PackOrder::ByLifetime,
+                          PackOrder::ByArea, PackOrder::ByBegin}) {
+    PackResult result = packIntervals(intervals, alignment, order);
+    if (first || result.arenaBytes < best.arenaBytes)
+      best = std::move(result);
+    first = false;
+    if (best.arenaBytes == best.maxLiveBytes)
+      break;
+  }
+  return best;
+}
+
+std::pair<int, int> lethe::findOverlap(llvm::ArrayRef<PackInterval> intervals,
+                                       llvm::ArrayRef<int64_t> offsets,
+                                       int64_t alignment) {
+  // Sweep positions; keep the live buffers by offset.
+  std::vector<int> byBegin;
+  for (int i = 0, e = intervals.size(); i < e; ++i)
+    if (intervals[i].bytes > 0 && intervals[i].begin < intervals[i].end)
+      byBegin.push_back(i);
+  std::sort(byBegin.begin(), byBegin.end(), [&](int a, int b) {
+    return intervals[a].begin < intervals[b].begin;
+  });
+  std::multimap<int64_t, int> ending; // end position -> index
+  std::map<int64_t, int> live;        // offset -> index
+  for (int index : byBegin) {
+    const PackInterval &in = intervals[index];
+    while (!ending.empty() && ending.begin()->first <= in.begin) {
+      int done = ending.begin()->second;
+      auto it = live.find(offsets[done]);
+      if (it != live.end() && it->second == done)
+        live.erase(it);
+      ending.erase(ending.begin());
+    }
+    int64_t offset = offsets[index];
+    int64_t end = offset + alignBytes(in.bytes, alignment);
+    auto next = live.lower_bound(offset);
+    if (next != live.end() && next->first < end)
+      return {next->second, index};
+    if (next != live.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + alignBytes(intervals[prev->second].bytes, alignment) >
+          offset)
+        return {prev->second, index};
+    }
+    live[offset] = index;
+    ending.insert({in.end, index});
+  }
+  return {-1, -1};
+}

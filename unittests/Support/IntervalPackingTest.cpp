@@ -1,0 +1,154 @@
+//===- IntervalPackingTest.cpp - Arena packing properties -----------------===//
+
+#include "lethe/Support/IntervalPacking.h"
+
+#include "gtest/gtest.h"
+
+#include <random>
+
+using namespace lethe;
+
+namespace {
+
+void expectValid(llvm::ArrayRef<PackInterval> intervals,
+                 const PackResult &result, int64_t alignment) {
+  ASSERT_EQ(result.offsets.size(), intervals.size());
+  auto [a, b] = findOverlap(intervals, result.offsets, alignment);
+  EXPECT_EQ(a, -1) << "intervals " << a << " and " << b << " overlap";
+  EXPECT_GE(result.arenaBytes, result.maxLiveBytes);
+  EXPECT_EQ(result.maxLiveBytes, computeMaxLive(intervals, alignment));
+  for (auto [index, offset] : llvm::enumerate(result.offsets)) {
+    EXPECT_EQ(offset % alignment, 0);
+    EXPECT_LE(offset + alignBytes(intervals[index].bytes, alignment),
+              result.arenaBytes);
+  }
+}
+
+/// A training step's memory: L layers of forward activations (some saved
+/// for backward, some freed at once), then backward layers in reverse that
+/// free the saved ones, with gradient temporaries in between.
+std::vector<PackInterval> layeredWorkload(std::mt19937_64 &rng, int layers,
+                                          int perLayer) {
+  std::vector<PackInterval> intervals;
+  std::uniform_int_distribution<int> kind(0, 3);
+  std::bernoulli_distribution saved(0.6);
+  const int64_t hidden = 1 << 20;
+  auto sizeOf = [&](int k) {
+    switch (k) {
+    case 0:
+      return hidden;
+    case 1:
+      return 4 * hidden;
+    case 2:
+      return 2 * hidden;
+    default:
+      return hidden / 64;
+    }
+  };
+  // Same layer shapes repeat, as in transformer stacks.
+  std::vector<std::pair<int64_t, bool>> layerShape;
+  for (int i = 0; i < perLayer; ++i)
+    layerShape.push_back({sizeOf(kind(rng)), saved(rng)});
+
+  int64_t position = 0;
+  std::vector<std::vector<size_t>> savedByLayer(layers);
+  for (int layer = 0; layer < layers; ++layer) {
+    for (auto [bytes, isSaved] : layerShape) {
+      intervals.push_back({position, position + 2, bytes});
+      if (isSaved)
+        savedByLayer[layer].push_back(intervals.size() - 1);
+      ++position;
+    }
+  }
+  for (int layer = layers - 1; layer >= 0; --layer) {
+    for (auto [bytes, isSaved] : layerShape) {
+      intervals.push_back({position, position + 3, bytes});
+      ++position;
+    }
+    for (size_t index : savedByLayer[layer])
+      intervals[index].end = position;
+    ++position;
+  }
+  return intervals;
+}
+
+TEST(IntervalPackingTest, EmptyAndZeroSized) {
+  PackResult result = packIntervals({}, 256);
+  EXPECT_EQ(result.arenaBytes, 0);
+  std::vector<PackInterval> zero = {{0, 4, 0}, {1, 1, 100}};
+  result = packIntervals(zero, 256);
+  EXPECT_EQ(result.arenaBytes, 0);
+  EXPECT_EQ(result.maxLiveBytes, 0);
+}
+
+TEST(IntervalPackingTest, DisjointLifetimesShareMemory) {
+  std::vector<PackInterval> intervals = {
+      {0, 2, 1000}, {2, 4, 1000}, {4, 6, 1000}};
+  PackResult result = packIntervals(intervals, 256);
+  EXPECT_EQ(result.arenaBytes, 1024);
+  EXPECT_EQ(result.maxLiveBytes, 1024);
+  expectValid(intervals, result, 256);
+}
+
+TEST(IntervalPackingTest, StackIsPackedExactly) {
+  // Nested lifetimes (a stack) pack to exactly max-live.
+  std::vector<PackInterval> intervals;
+  for (int i = 0; i < 50; ++i)
+    intervals.push_back({i, 100 - i, 256 * (1 + i % 7)});
+  PackResult result = packIntervals(intervals, 256);
+  expectValid(intervals, result, 256);
+  EXPECT_EQ(result.arenaBytes, result.maxLiveBytes);
+}
+
+TEST(IntervalPackingTest, EveryOrderIsValidOnRandomSets) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::uniform_int_distribution<int> count(1, 120);
+    std::uniform_int_distribution<int64_t> position(0, 200);
+    std::uniform_int_distribution<int64_t> length(1, 60);
+    std::uniform_int_distribution<int64_t> bytes(1, 1 << 16);
+    std::vector<PackInterval> intervals;
+    for (int i = 0, n = count(rng); i < n; ++i) {
+      int64_t begin = position(rng);
+      intervals.push_back({begin, begin + length(rng), bytes(rng)});
+    }
+    for (int64_t alignment : {1, 256}) {
+      for (PackOrder order : {PackOrder::BySize, PackOrder::ByLifetime,
+                              PackOrder::ByArea, PackOrder::ByBegin}) {
+        SCOPED_TRACE(std::string(stringifyPackOrder(order)));
+        expectValid(intervals, packIntervals(intervals, alignment, order),
+                    alignment);
+      }
+      PackResult best = packIntervals(intervals, alignment);
+      expectValid(intervals, best, alignment);
+      // Within a small factor of the bound even on unstructured sets.
+      EXPECT_LE(best.arenaBytes, best.maxLiveBytes * 3 / 2);
+    }
+  }
+}
+
+TEST(IntervalPackingTest, LayeredWorkloadsNearMaxLive) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 30; ++trial) {
+    std::uniform_int_distribution<int> layers(2, 48);
+    std::uniform_int_distribution<int> perLayer(3, 30);
+    std::vector<PackInterval> intervals =
+        layeredWorkload(rng, layers(rng), perLayer(rng));
+    PackResult result = packIntervals(intervals, 256);
+    expectValid(intervals, result, 256);
+    EXPECT_LE(static_cast<double>(result.arenaBytes),
+              1.03 * static_cast<double>(result.maxLiveBytes))
+        << "trial " << trial << " via "
+        << stringifyPackOrder(result.order).str();
+  }
+}
+
+TEST(IntervalPackingTest, Deterministic) {
+  std::mt19937_64 rng(3);
+  std::vector<PackInterval> intervals = layeredWorkload(rng, 12, 17);
+  PackResult first = packIntervals(intervals, 256);
+  PackResult second = packIntervals(intervals, 256);
+  EXPECT_EQ(first.offsets, second.offsets);
+}
+
+} // namespace
