@@ -11,7 +11,6 @@
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Import/JsonImporter.h"
-#include "lethe/Dialect/Lethe/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
