@@ -51,6 +51,10 @@ def AnnotateCosts : Pass<"lethe-annotate-costs"> {
     Statistic<"numBandwidth", "num-bandwidth",
               "Ops timed by bytes over bandwidth (views and collectives "
               "included)">,
+  ];
+  let dependentDialects = ["lethe::LetheDialect"];
+}
+
 def AssignBuffers : Pass<"lethe-assign-buffers", "mlir::ModuleOp"> {
   let summary = "Give every buffer a static offset in one device arena and "
                 "one pinned host arena";
