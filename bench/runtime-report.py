@@ -68,8 +68,13 @@ def main():
         dev, mem = r["device"], r["memory"]
         print(f"Fixed overhead: GEMM workspace {mem['gemm_workspace'] / MIB:.0f}"
               f" MiB + scratch {mem['scratch'] / 1024:.0f} KiB + NCCL "
-              f"{mem['nccl'] / MIB:.0f} MiB; the CUDA context took "
+              f"{mem['nccl'] / MIB:.0f} MiB + other setup "
+              f"{mem.get('setup_other', 0) / MIB:.1f} MiB (cuBLASLt handle, "
+              f"kernels, streams, events); the CUDA context took "
               f"{mem['used_at_context'] / MIB:.0f} MiB before any of it. "
+              f"Device-wide use by stage (MiB): " + ", ".join(
+                  f"{k} {v / MIB:.0f}" for k, v in mem.get("samples", {}).items())
+              + ". "
               f"SM clock measured {dev['sm_clock_mhz_measured']:.0f} MHz, "
               f"shortest replay kernel {dev['replay_floor_us']:.2f} us.\n")
 

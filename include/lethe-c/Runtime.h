@@ -266,6 +266,9 @@ typedef struct LetheRtMemoryInfo {
   uint64_t scratchBytes;
   /* Measured around ncclCommInitRank. */
   uint64_t ncclBytes;
+  /* Device-wide use when letheRtCreate returned: the above less NCCL, plus
+   * what the libraries set up (cuBLASLt's handle, the runtime's kernels). */
+  uint64_t usedAfterCreateBytes;
 } LetheRtMemoryInfo;
 LetheRtStatus letheRtGetMemoryInfo(LetheRt *rt, LetheRtMemoryInfo *info);
 

@@ -7,7 +7,7 @@
 // time, measured by one thread spinning on the SM clock; the other blocks
 // only move bytes, so a grid larger than the GPU holds does not multiply the
 // spin. Checksum mode swaps them for kernels whose outputs hash the inputs'
-// contents (Hash.h).
+// contents (Hash.h), read at the op's start and written at its end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,10 +132,18 @@ __global__ void finishDigestKernel(uint64_t *slot, uint64_t bytes) {
   *slot = finishDigest(*slot, bytes);
 }
 
-/// Writes every output of a checksum-mode op from its inputs' digests.
+/// Writes every output of a checksum-mode op from its inputs' digests, at
+/// the end of the op's time: every block spins first (the grid is small
+/// enough to be resident at once), so a reader that does not wait for the
+/// producer sees the old contents. (The digests read the inputs at the
+/// start, so a producer that does not wait for an input's writer is caught
+/// too.)
 __global__ void __launch_bounds__(kThreads)
     hashWriteKernel(SpanList list, const uint64_t *sums, uint64_t spinCycles) {
   uint64_t start = clock64();
+  if (threadIdx.x == 0)
+    spinFrom(start, spinCycles);
+  __syncthreads();
   uint64_t seed = seedStart((uint32_t)list.numInputs);
   for (int j = 0; j < list.numInputs; ++j)
     seed = foldDigest(seed, finishDigest(sums[j], list.spans[j].bytes));
@@ -154,8 +162,6 @@ __global__ void __launch_bounds__(kThreads)
         out.ptr[words * 8 + b] = (unsigned char)(last >> (8 * b));
     }
   }
-  if (blockIdx.x == 0 && threadIdx.x == 0)
-    spinFrom(start, spinCycles);
 }
 
 __global__ void __launch_bounds__(kThreads)

@@ -629,23 +629,30 @@ int runTiming(const Options &o, const Program &prog) {
   json.field("warmup", o.warmup);
   json.field("replay_gemms", o.replayGemms);
 
+  // Device-wide memory in use at each stage; the peak is their maximum
+  // (static arenas: use only grows when libraries allocate lazily).
   uint64_t peakUsed = 0;
-  auto sampleMemory = [&] {
+  std::vector<std::pair<std::string, uint64_t>> samples;
+  auto sampleMemory = [&](const char *stage) {
     LetheRtMemoryInfo m;
-    if (letheRtGetMemoryInfo(rt, &m) == LETHE_RT_OK)
-      peakUsed = std::max(peakUsed, m.usedNowBytes);
+    if (letheRtGetMemoryInfo(rt, &m) != LETHE_RT_OK)
+      return;
+    if (samples.empty())
+      samples.emplace_back("after_create", m.usedAfterCreateBytes);
+    samples.emplace_back(stage, m.usedNowBytes);
+    peakUsed = std::max({peakUsed, m.usedNowBytes, m.usedAfterCreateBytes});
   };
-  sampleMemory();
+  sampleMemory("after_init");
   auto eager = [&] { return enqueueStep(rt, *prog.p); };
   for (int i = 0; !err && i < o.warmup; ++i)
     err = errorOf(rt, eager(), "the program's step");
   if (!err)
     err = errorOf(rt, letheRtSynchronize(rt), "letheRtSynchronize");
-  sampleMemory();
+  sampleMemory("after_warmup");
   std::vector<double> eagerMs, graphMs;
   if (!err)
     err = timeSteps(rt, o.steps, eagerMs, eager);
-  sampleMemory();
+  sampleMemory("after_eager_steps");
 
   StreamProfile streams[LETHE_RT_NUM_STREAMS];
   double profiledMs = 0;
@@ -663,7 +670,7 @@ int runTiming(const Options &o, const Program &prog) {
   RunError graphErr;
   if (!err && o.graph) {
     graphErr = graphSteps(rt, o, prog, graphMs);
-    sampleMemory();
+    sampleMemory("after_graph_steps");
   }
 
   json.key("step_ms").beginObject();
@@ -678,7 +685,13 @@ int runTiming(const Options &o, const Program &prog) {
   json.field("peak_bytes", prog.p->plannedPeakBytes);
   json.endObject();
 
-  uint64_t fixed = m.gemmWorkspaceBytes + m.scratchBytes + m.ncclBytes;
+  // What letheRtCreate set up beyond its own allocations: cuBLASLt's
+  // handle, the runtime's kernels, streams and events.
+  int64_t setupOther =
+      (int64_t)m.usedAfterCreateBytes - (int64_t)m.usedAtContextBytes -
+      (int64_t)(m.deviceArenaBytes + m.gemmWorkspaceBytes + m.scratchBytes);
+  uint64_t fixed = m.gemmWorkspaceBytes + m.scratchBytes + m.ncclBytes +
+                   (uint64_t)std::max<int64_t>(setupOther, 0);
   uint64_t processPeak =
       peakUsed > m.usedAtContextBytes ? peakUsed - m.usedAtContextBytes : 0;
   json.key("memory").beginObject();
@@ -691,9 +704,14 @@ int runTiming(const Options &o, const Program &prog) {
   json.field("gemm_workspace", m.gemmWorkspaceBytes);
   json.field("scratch", m.scratchBytes);
   json.field("nccl", m.ncclBytes);
+  json.field("setup_other", setupOther);
   json.field("fixed_overhead", fixed);
   json.field("unaccounted",
              (int64_t)processPeak - (int64_t)(m.deviceArenaBytes + fixed));
+  json.key("samples").beginObject();
+  for (const auto &[stage, used] : samples)
+    json.field(stage, used);
+  json.endObject();
   json.endObject();
 
   if (o.profile && !err) {

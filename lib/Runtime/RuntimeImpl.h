@@ -80,6 +80,7 @@ struct LetheRt {
   LetheRtStats stats{};
   uint64_t deviceTotalBytes = 0;
   uint64_t usedAtContextBytes = 0;
+  uint64_t usedAfterCreateBytes = 0;
   uint64_t ncclBytes = 0;
 
   // Profiling: records of the ops enqueued since the last reset, and a pool

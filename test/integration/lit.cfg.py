@@ -12,7 +12,8 @@ import sys
 import lit.formats
 
 config.name = "LETHE-GPU"
-config.test_format = lit.formats.ShTest(True)
+# lit's internal shell (execute_external=False): no bash needed.
+config.test_format = lit.formats.ShTest(False)
 config.suffixes = [".test"]
 config.excludes = ["programs"]
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))
