@@ -76,7 +76,7 @@ def main():
                   f"{k} {v / MIB:.0f}" for k, v in mem.get("samples", {}).items())
               + ". "
               f"SM clock measured {dev['sm_clock_mhz_measured']:.0f} MHz, "
-              f"shortest replay kernel {dev['replay_floor_us']:.2f} us.\n")
+              f"empty replay kernel back to back {dev['replay_floor_us']:.2f} us.\n")
 
     print("## Checksums (checksum mode, 3 runs each)\n")
     print("| program | vs mlp-unplanned | stable | mismatched tensors | "

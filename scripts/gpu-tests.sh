@@ -22,8 +22,9 @@ if ! python3 -c 'import lit' 2>/dev/null && ! command -v lit >/dev/null; then
     "$wheel" || exit 1
   export PYTHONPATH=/tmp/lethe-lit${PYTHONPATH:+:$PYTHONPATH}
 fi
+# One test at a time: they share one GPU and read device-wide memory use.
 if python3 -c 'import lit' 2>/dev/null; then
-  python3 -c 'import lit.main; lit.main.main()' -sv "$@" test/integration
+  python3 -c 'import lit.main; lit.main.main()' -sv -j1 "$@" test/integration
 else
-  lit -sv "$@" test/integration
+  lit -sv -j1 "$@" test/integration
 fi

@@ -262,10 +262,11 @@ void gemmBench(Bench &b) {
 
 void replayBench(Bench &b) {
   std::printf("## Replay kernels: asked vs measured time\n\n");
-  std::printf("SM clock measured %.0f MHz; shortest replay kernel %.2f us "
-              "on the device (subtracted from every spin). Each kernel timed "
-              "alone, event to event, behind a spin that hides host launch "
-              "latency.\n\n",
+  std::printf("SM clock measured %.0f MHz; an empty replay kernel occupies "
+              "the stream %.2f us back to back (subtracted from every spin). "
+              "Each kernel below is timed alone, event to event, behind a spin "
+              "that hides host launch latency: the event pair adds its own "
+              "overhead to short kernels.\n\n",
               b.rt->cyclesPerUs, b.rt->replayFloorUs);
   // Device-to-device copy rate: the floor for replays that move bytes.
   uint64_t big = 512 * kMiB;

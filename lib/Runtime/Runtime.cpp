@@ -220,9 +220,10 @@ namespace lethe::rt {
 LetheRtStatus initGemmState(LetheRt *rt); // Gemm.cpp
 }
 
-/// Times the shortest replay kernel, event to event, on the device alone
-/// (median of 21): a 50 us spin ahead of the events keeps the GPU busy while
-/// the host enqueues them, so host launch latency stays out.
+/// Measures how long an empty replay kernel occupies the compute stream when
+/// kernels run back to back (as a step's do): 64 of them between two events,
+/// behind a 1 ms spin that keeps the GPU busy while the host enqueues them,
+/// so host launch latency stays out. Median of 5.
 static LetheRtStatus calibrateReplayFloor(LetheRt *rt) {
   cudaStream_t stream = rt->streams[LETHE_STREAM_COMPUTE];
   cudaEvent_t start, end;
@@ -232,13 +233,14 @@ static LetheRtStatus calibrateReplayFloor(LetheRt *rt) {
     return rt->status;
   std::vector<float> times;
   uint64_t *sink = rt->scratch + kMaxKernelBuffers;
-  uint64_t fillerCycles = (uint64_t)(50 * rt->cyclesPerUs);
-  for (int i = 0; i < 24 && rt->status == LETHE_RT_OK; ++i) {
+  uint64_t fillerCycles = (uint64_t)(1000 * rt->cyclesPerUs);
+  const int kernels = 64;
+  for (int i = 0; i < 6 && rt->status == LETHE_RT_OK; ++i) {
     cudaError_t err = launchReplay(nullptr, 0, nullptr, 0, fillerCycles,
                                    rt->numSMs, sink, stream);
     if (err == cudaSuccess)
       err = cudaEventRecord(start, stream);
-    if (err == cudaSuccess)
+    for (int k = 0; k < kernels && err == cudaSuccess; ++k)
       err = launchReplay(nullptr, 0, nullptr, 0, 0, rt->numSMs, sink, stream);
     if (err == cudaSuccess)
       err = cudaEventRecord(end, stream);
@@ -247,10 +249,10 @@ static LetheRtStatus calibrateReplayFloor(LetheRt *rt) {
     float ms = 0;
     if (err == cudaSuccess)
       err = cudaEventElapsedTime(&ms, start, end);
-    if (checkCuda(rt, err, at, "timing an empty replay kernel"))
+    if (checkCuda(rt, err, at, "timing empty replay kernels"))
       break;
-    if (i >= 3)
-      times.push_back(ms);
+    if (i >= 1)
+      times.push_back(ms / kernels);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(end);

@@ -48,8 +48,8 @@ struct LetheRt {
   int numSMs = 1;
   std::string deviceName = "none (dry run)";
   int smClockKHz = 0;
-  /// Measured SM cycles per microsecond, and the shortest time a replay
-  /// kernel takes (event to event), which replay spins subtract.
+  /// Measured SM cycles per microsecond, and how long an empty replay kernel
+  /// occupies the stream back to back, which replay spins subtract.
   double cyclesPerUs = 0;
   double replayFloorUs = 0;
 
