@@ -39,6 +39,15 @@ if config.lethe_build_runtime in ("ON", "1", "TRUE", "YES"):
 # device is present.
 if shutil.which("nvidia-smi") and os.system("nvidia-smi -L >/dev/null 2>&1") == 0:
     config.available_features.add("cuda")
+# Upstream mlir-opt (Debian's, linked against libMLIR.so) for the plugin test.
+for mlir_opt in [os.path.join(config.llvm_tools_dir, "mlir-opt"), "/usr/bin/mlir-opt-22"]:
+    if os.path.exists(mlir_opt):
+        config.available_features.add("mlir-opt-22")
+        config.substitutions.append(("mlir-opt-22", mlir_opt))
+        break
+config.substitutions.append(
+    ("%lethe_plugin", os.path.join(config.lethe_obj_root, "lib", "LethePlugin.so")))
+
 if shutil.which("python3"):
     config.available_features.add("python3")
 

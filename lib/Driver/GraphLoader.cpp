@@ -5,6 +5,7 @@
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/InitAll.h"
+#include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Parser/Parser.h"
@@ -67,6 +68,13 @@ OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
                                                MLIRContext &context,
                                                const LoadOptions &options) {
   registerLoaderDialects(context);
+  // Check the device up front: a graph whose ops all carry measured times
+  // never consults it, and a typo must not pass silently.
+  if (llvm::Expected<DeviceProfile> profile = DeviceProfile::load(options.device);
+      !profile) {
+    emitError(UnknownLoc::get(&context)) << llvm::toString(profile.takeError());
+    return {};
+  }
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(path, &error);
   if (!buffer) {
