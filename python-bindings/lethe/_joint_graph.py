@@ -11,6 +11,7 @@ although its schema does not say so). On CUDA every op is also re-run alone
 and timed. The layout written is graphs/SCHEMA.md's.
 """
 
+import contextlib
 import math
 import operator
 import re
@@ -26,6 +27,10 @@ _SLEEP_CYCLES = 200_000
 _TIMING_SAMPLES = 5
 
 _SCOPE_MARK = re.compile(r"<lethe-scope:([^>]*)>")
+
+# Ops whose eager result shares its first operand's storage although the
+# schema does not say so; used when the replay has no real storages (fake).
+_EAGER_VIEWS = {"aten._unsafe_view.default"}
 
 
 class ExportError(RuntimeError):
@@ -100,12 +105,19 @@ def _schema_aliases(target):
         if arg.alias_info is not None:
             for name in arg.alias_info.before_set:
                 by_set.setdefault(name, i)
+    # `Tensor(a -> *) self ... -> Tensor(a)[]` (split, unbind): the list's
+    # alias set is not visible from Python; its elements alias `self`.
+    wildcard = next((i for i, arg in enumerate(schema.arguments)
+                     if arg.alias_info is not None
+                     and "*" in arg.alias_info.after_set), None)
     aliases = []
     for ret in schema.returns:
         info = ret.alias_info
-        aliases.append(None if info is None else
-                       next((by_set[s] for s in info.before_set if s in by_set),
-                            None))
+        if info is None:
+            aliases.append(None)
+            continue
+        aliases.append(next((by_set[s] for s in info.before_set
+                             if s in by_set), wildcard))
     return aliases
 
 
@@ -151,14 +163,22 @@ def normalize_module_path(path):
 
 class _Replay(torch.fx.Interpreter):
     """Runs the joint graph once, recording each node's results (and, on
-    CUDA, each op's time alone)."""
+    CUDA, each op's time alone). With fake tensors nothing is computed:
+    shapes come from the ops' meta kernels and decompositions."""
 
-    def __init__(self, gm, time_ops):
+    def __init__(self, gm, time_ops, fake_mode):
         super().__init__(gm)
         self.time_ops = time_ops
+        self.fake_mode = fake_mode
         self.results = {}      # node -> list of output descriptions
         self.storages = {}     # node -> list of storage keys (None if none)
         self.times = {}        # node -> list of microseconds
+
+    def get_attr(self, target, args, kwargs):
+        value = super().get_attr(target, args, kwargs)
+        if self.fake_mode is not None and isinstance(value, torch.Tensor):
+            return self.fake_mode.from_tensor(value)
+        return value
 
     def run_node(self, n):
         result = super().run_node(n)
@@ -170,7 +190,9 @@ class _Replay(torch.fx.Interpreter):
             return result
         self.results[n] = [_describe_output(v) for v in values]
         self.storages[n] = [_storage_key(v) if isinstance(v, torch.Tensor)
-                            and v.numel() > 0 else None for v in values]
+                            and v.numel() > 0 and self.fake_mode is None
+                            else None
+                            for v in values]
         if (self.time_ops and n.op == "call_function"
                 and isinstance(n.target, torch._ops.OpOverload)):
             args, kwargs = self.fetch_args_kwargs_from_env(n)
@@ -219,8 +241,13 @@ class JointCapture:
         self.__dict__.update(fields)
 
 
-def build_graph_json(cap, time_ops):
-    """Returns (graph dict without top-level metadata, replay facts)."""
+def build_graph_json(cap, time_ops, replay_mode="auto"):
+    """Returns (graph dict without top-level metadata, replay facts).
+
+    replay_mode: "real" runs the step's arithmetic once (needed for op times;
+    aliases also from shared storage), "fake" only propagates shapes with
+    fake tensors, "auto" is real when timing and fake otherwise, falling
+    back to real when an op cannot run on fake tensors."""
     joint = cap.joint
     graph_nodes = list(joint.graph.nodes)
     placeholders = [n for n in graph_nodes if n.op == "placeholder"]
@@ -237,12 +264,29 @@ def build_graph_json(cap, time_ops):
     device = next((p["value"].device for p in cap.primals
                    if isinstance(p["value"], torch.Tensor)),
                   torch.device("cpu"))
-    tangent_values = [_ones_like_meta(n, device) for n in tangent_nodes]
-    replay = _Replay(joint, time_ops)
+    notes = list(getattr(cap, "notes", []))
+    modes = {"real": [False], "fake": [True], "auto": [False] if time_ops
+             else [True, False]}[replay_mode]
     start = time.perf_counter()
-    with torch.no_grad():
-        outputs = replay.run(*[p["value"] for p in cap.primals],
-                             *tangent_values, enable_io_processing=False)
+    for fake in modes:
+        values = [p["value"] for p in cap.primals]
+        fake_mode = _fake_mode() if fake else None
+        with fake_mode if fake else contextlib.nullcontext():
+            if fake:
+                values = [fake_mode.from_tensor(v)
+                          if isinstance(v, torch.Tensor) else v
+                          for v in values]
+            values += [_ones_like_meta(n, device) for n in tangent_nodes]
+            replay = _Replay(joint, time_ops, fake_mode)
+            try:
+                with torch.no_grad():
+                    outputs = replay.run(*values, enable_io_processing=False)
+                break
+            except Exception as e:  # noqa: BLE001 - op without a fake kernel
+                if not fake or replay_mode == "fake":
+                    raise
+                notes.append("replayed with real tensors (fake replay failed: "
+                             f"{str(e).splitlines()[0][:160]})")
     replay_s = time.perf_counter() - start
     flat_outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
 
@@ -253,7 +297,7 @@ def build_graph_json(cap, time_ops):
     fwd_ops = [n for n in ops if n.name in cap.fwd_names]
     bwd_ops = [n for n in ops if n.name not in cap.fwd_names
                and n.name in cap.bwd_names]
-    warnings = []
+    warnings = notes
     dropped = [n.name for n in ops if n.name not in cap.fwd_names
                and n.name not in cap.bwd_names]
     if dropped:
@@ -355,11 +399,16 @@ def build_graph_json(cap, time_ops):
     facts = {
         "replay_s": replay_s,
         "loss": float(loss) if isinstance(loss, torch.Tensor)
-        and loss.numel() == 1 else None,
-        "storages": {ref[n][0]: s for n, s in replay.storages.items() if n in ref},
+        and loss.numel() == 1 and replay.fake_mode is None else None,
+        "replay": "real" if replay.fake_mode is None else "fake",
         "warnings": warnings,
     }
     return {"nodes": nodes, "saved": saved}, facts
+
+
+def _fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    return FakeTensorMode()
 
 
 def _is_tuple_node(n, replay):
@@ -435,6 +484,9 @@ def _op_entry(n, phase, replay, resolve):
             if schema_alias else None
         if schema_i is not None:
             k = arg_input_index.get(schema_i)
+        if k is None and replay.fake_mode is not None \
+                and op_name(n.target) in _EAGER_VIEWS and inputs:
+            k = 0
         if k is None:
             storage = replay.storages[n][i]
             if storage is not None:

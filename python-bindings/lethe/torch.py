@@ -37,15 +37,24 @@ __all__ = ["export_training_step", "ExportError", "is_rng_op"]
 
 
 def export_training_step(model, example_inputs, loss_fn, path=None, *,
-                         format="json", method=None, time_ops=None, meta=None):
+                         targets=(), format="json", method=None,
+                         time_ops=None, replay="auto", meta=None):
     """Exports one training step of `model` and returns the graph as a dict.
 
     model: a torch.nn.Module. example_inputs: a tensor or a tuple of model
     arguments (non-tensor arguments are baked into the graph). loss_fn: maps
-    the model's output to a scalar loss tensor. path: where to write the JSON
-    (written atomically; None writes nothing). method: "dynamo" or
+    the model's output (and `targets`) to a scalar loss tensor. path: where
+    to write the JSON (written atomically; None writes nothing). targets:
+    tensors passed to `loss_fn` after the output; they become graph inputs
+    (tensors the loss closes over become constants instead, and make torch
+    1.13 trace with real tensors, i.e. run the model while tracing). method: "dynamo" or
     "aot_function" (default: dynamo when available). time_ops: re-time every
-    op alone on the GPU (default: when the model is on a CUDA device). meta:
+    op alone on the GPU (default: when the model is on a CUDA device).
+    replay: how the joint graph is replayed for shapes and aliases: "real"
+    (computes one step; required for time_ops), "fake" (shapes only with
+    fake tensors, no arithmetic), "auto" (real when timing, else fake with
+    a real fallback).
+    meta:
     extra top-level fields (model name, config, batch, seq) to record.
     """
     if format != "json":
@@ -58,6 +67,15 @@ def export_training_step(model, example_inputs, loss_fn, path=None, *,
         raise TypeError("loss_fn must be callable (model output -> scalar loss)")
     inputs = (tuple(example_inputs) if isinstance(example_inputs, (tuple, list))
               else (example_inputs,))
+    targets = (tuple(targets) if isinstance(targets, (tuple, list))
+               else (targets,))
+    num_model_inputs = len(inputs)
+
+    def step_loss(run_model, args):
+        """The step's loss given a model call and the (rebuilt) arguments."""
+        out = run_model(*args[:num_model_inputs])
+        return _check_loss(loss_fn(out, *args[num_model_inputs:]))
+
     method = method or ("dynamo" if _has_dynamo() else "aot_function")
     if method not in ("dynamo", "aot_function"):
         raise ValueError(f"unknown capture method '{method}' "
@@ -70,13 +88,19 @@ def export_training_step(model, example_inputs, loss_fn, path=None, *,
         time_ops = device.type == "cuda"
     if time_ops and device.type != "cuda":
         raise ValueError("time_ops needs the model and inputs on a CUDA device")
+    if replay not in ("auto", "real", "fake"):
+        raise ValueError(f"unknown replay mode '{replay}' "
+                         "(expected 'auto', 'real' or 'fake')")
+    if replay == "fake" and time_ops:
+        raise ValueError("time_ops needs replay='real' or 'auto'")
 
     start = time.perf_counter()
     with _preserved_state(model, device):
         capture = (_capture_dynamo if method == "dynamo"
-                   else _capture_aot_function)(model, inputs, loss_fn)
+                   else _capture_aot_function)(model, inputs + targets,
+                                               step_loss)
         capture_s = time.perf_counter() - start
-        graph, facts = build_graph_json(capture, time_ops)
+        graph, facts = build_graph_json(capture, time_ops, replay)
         eager = _measure_eager(capture) if device.type == "cuda" else {}
 
     result = _top_level(model, inputs, device, method, capture_s, time_ops,
@@ -196,9 +220,14 @@ def _partition_recorder(record):
             fwd_names={n.name for n in fw_module.graph.nodes},
             bwd_names={n.name for n in bw_module.graph.nodes},
             saved_names=saved, fw_module=fw_module, bw_module=bw_module)
-        return fw_module, bw_module
+        # Nothing needs compiling or running: stop AOTAutograd here.
+        raise _Captured()
 
     return partition
+
+
+class _Captured(Exception):
+    """Raised by the partition function once the graphs are recorded."""
 
 
 def _is_tensor_node(n):
@@ -253,7 +282,7 @@ def _scope_hooks(model):
             h.remove()
 
 
-def _capture_aot_function(model, inputs, loss_fn):
+def _capture_aot_function(model, inputs, step_loss):
     from functorch.compile import aot_function
     import torch.fx.traceback as fx_traceback
     try:
@@ -276,47 +305,72 @@ def _capture_aot_function(model, inputs, loss_fn):
             # Anomaly mode stores each autograd node's (tagged) stack, which
             # AOTAutograd then sets while tracing that node's backward.
             with torch.autograd.detect_anomaly(check_nan=False):
-                mark()
-                out = functional_call(
-                    model, params, tuple(rebuild(flat[len(state):])))
-                mark()
-                return _check_loss(loss_fn(out))
+                def run_model(*args):
+                    mark()
+                    out = functional_call(model, params, tuple(args))
+                    mark()
+                    return out
+
+                return step_loss(run_model, rebuild(flat[len(state):]))
 
     # Buffers are cloned: the traced BatchNorm updates them in place.
     primal_values = [t.detach().clone() if is_buf else t
                      for _, t, is_buf in state] + list(tensors)
-    compiled = aot_function(step, fw_compiler=_boxed_compiler,
-                            bw_compiler=_boxed_compiler,
-                            partition_fn=_partition_recorder(record))
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=UserWarning)
-        compiled(*primal_values)
+    from functorch.compile import config as aot_config
+    notes = []
+    saved_flag = aot_config.use_fake_tensor
+    # Fake tensors first: nothing of the model runs while tracing. Tensors
+    # that the loss function closes over (targets) are real, which 1.13's
+    # fake mode refuses; then trace again with real tensors.
+    for fake in (True, False):
+        aot_config.use_fake_tensor = fake
+        record.clear()
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=UserWarning)
+                compiled = aot_function(
+                    step, fw_compiler=_boxed_compiler,
+                    bw_compiler=_boxed_compiler,
+                    partition_fn=_partition_recorder(record))
+                compiled(*primal_values)
+            break
+        except _Captured:
+            break
+        except ExportError:
+            raise
+        except Exception as e:  # noqa: BLE001 - retried with real tensors
+            if not fake:
+                raise
+            notes.append("traced with real tensors (fake tracing failed: "
+                         f"{str(e).splitlines()[0][:160]})")
+        finally:
+            aot_config.use_fake_tensor = saved_flag
     if "joint" not in record:
         raise ExportError("AOTAutograd did not produce a joint graph (does "
                           "the loss depend on a parameter?)")
 
     primals = [{"name": n, "kind": "input" if is_buf else "param",
-                "buffer": is_buf, "value": v}
-               for (n, _, is_buf), v in zip(state, primal_values)]
-    primals += [{"name": None, "kind": "input", "buffer": False, "value": t}
-                for t in tensors]
-    return _finish(record, primals, "aot_function")
+                "buffer": is_buf, "value": v, "source": t}
+               for (n, t, is_buf), v in zip(state, primal_values)]
+    primals += [{"name": None, "kind": "input", "buffer": False, "value": t,
+                 "source": t} for t in tensors]
+    return _finish(record, primals, "aot_function", notes)
 
 
 # --- torch 2.x: torch.compile with an aot_autograd backend ---------------
 
 class _Step(torch.nn.Module):
-    def __init__(self, model, loss_fn, rebuild):
+    def __init__(self, model, step_loss, rebuild):
         super().__init__()
         self.model = model
-        self.loss_fn = loss_fn
+        self.step_loss = step_loss
         self.rebuild = rebuild
 
     def forward(self, *tensors):
-        return self.loss_fn(self.model(*self.rebuild(tensors)))
+        return self.step_loss(self.model, self.rebuild(tensors))
 
 
-def _capture_dynamo(model, inputs, loss_fn):
+def _capture_dynamo(model, inputs, step_loss):
     import torch._dynamo
     from torch._dynamo.backends.common import aot_autograd
 
@@ -337,18 +391,22 @@ def _capture_dynamo(model, inputs, loss_fn):
         return aot_backend(gm, example_inputs)
 
     torch._dynamo.reset()
-    step = _Step(model, loss_fn, rebuild)
+    step = _Step(model, step_loss, rebuild)
     compiled = torch.compile(step, backend=backend, fullgraph=True,
                              dynamic=False)
     try:
-        loss = compiled(*tensors)
-    except Exception as e:  # dynamo wraps the user's errors
-        if isinstance(e, ExportError):
-            raise
-        raise ExportError(f"torch.compile could not capture the step: {e}") from e
+        compiled(*tensors)
+    except Exception as e:  # dynamo wraps what the backend raises
+        captured = any(isinstance(c, _Captured) for c in _causes(e))
+        if not captured or "joint" not in record:
+            user_error = next((c for c in _causes(e)
+                               if isinstance(c, ExportError)), None)
+            if user_error is not None:
+                raise user_error from None
+            raise ExportError(
+                f"torch.compile could not capture the step: {e}") from e
     finally:
         torch._dynamo.reset()
-    _check_loss(loss)
     if record.get("graphs", 0) != 1 or "joint" not in record:
         raise ExportError(f"expected one captured graph, got "
                           f"{record.get('graphs', 0)}")
@@ -366,21 +424,32 @@ def _capture_dynamo(model, inputs, loss_fn):
             is_buf = model_buf
         value = t.detach().clone() if is_buf else t
         primals.append({"name": name, "kind": kind, "buffer": bool(is_buf),
-                        "value": value})
+                        "value": value, "source": t})
     return _finish(record, primals, "dynamo")
 
 
-def _finish(record, primals, method):
+def _causes(e):
+    while e is not None:
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _finish(record, primals, method, notes=()):
     joint = record["joint"]
     primal_nodes = [n for n in joint.graph.nodes if n.op == "placeholder"
                     and not n.name.startswith("tangents")]
+    # AOTAutograd passes a tensor given twice (an input that is also a
+    # target) once: keep its first occurrence.
+    seen = set()
+    primals = [p for p in primals
+               if id(p["source"]) not in seen and not seen.add(id(p["source"]))]
     if len(primal_nodes) != len(primals):
         raise ExportError(f"{method}: the joint graph has {len(primal_nodes)} "
                           f"primals, {len(primals)} inputs were lifted")
     for node, info in zip(primal_nodes, primals):
         if info["name"] is None:
             info["name"] = node.name
-    return JointCapture(primals=primals, method=method, **{
+    return JointCapture(primals=primals, method=method, notes=list(notes), **{
         k: record[k] for k in ("joint", "num_fwd_outputs", "fwd_names",
                                "bwd_names", "saved_names", "fw_module",
                                "bw_module")})
@@ -454,7 +523,8 @@ def _top_level(model, inputs, device, method, capture_s, time_ops, facts,
                    else "cpu"),
         "torch": torch.__version__,
         "capture": {"method": method, "fullgraph": True, "n_subgraphs": 1,
-                    "capture_s": capture_s, "replay_s": facts["replay_s"],
+                    "capture_s": capture_s, "replay": facts["replay"],
+                    "replay_s": facts["replay_s"],
                     "loss": facts["loss"]},
         "timing": ({"per_op": "median of 5 CUDA-event timings per op run "
                               "alone, each preceded by a ~100us GPU sleep "
@@ -466,30 +536,25 @@ def _top_level(model, inputs, device, method, capture_s, time_ops, facts,
     return top
 
 
+def _storage_root(nodes, nid, index):
+    """The value owning the storage of result `index` of node `nid`."""
+    while "alias" in nodes[nid]["outputs"][index]:
+        nid, index = nodes[nid]["inputs"][nodes[nid]["outputs"][index]["alias"]]
+    return nid, index
+
+
 def _totals(graph, facts, eager):
     nodes = graph["nodes"]
     ops = [n for n in nodes if n["kind"] == "op"]
-    storages = facts["storages"]
-    param_bytes, seen = 0, set()
-    for n in nodes:
-        if n["kind"] == "param":
-            key = (storages.get(n["id"]) or [None])[0]
-            if key is None or key[0] not in seen:
-                param_bytes += n["outputs"][0]["bytes"]
-                if key is not None:
-                    seen.add(key[0])
-    saved_logical, saved_unique, seen = 0, 0, set()
+    param_bytes = sum(n["outputs"][0]["bytes"] for n in nodes
+                      if n["kind"] == "param")
+    saved_logical, saved_unique, roots = 0, 0, set()
     for nid, index in graph["saved"]:
-        out = nodes[nid]["outputs"][index]
-        saved_logical += out["bytes"]
-        if nodes[nid]["kind"] == "param":
-            continue
-        key = (storages.get(nid) or [None] * (index + 1))[index]
-        if key is None:
-            saved_unique += out["bytes"]
-        elif key[0] not in seen:
-            seen.add(key[0])
-            saved_unique += key[1]
+        saved_logical += nodes[nid]["outputs"][index]["bytes"]
+        root = _storage_root(nodes, nid, index)
+        if root not in roots and nodes[root[0]]["kind"] != "param":
+            roots.add(root)
+            saved_unique += nodes[root[0]]["outputs"][root[1]]["bytes"]
     totals = {
         "saved_bytes_unique_storage": saved_unique,
         "saved_bytes_logical": saved_logical,

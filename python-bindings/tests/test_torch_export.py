@@ -25,19 +25,20 @@ STORAGE_VIEWS = {"aten._unsafe_view.default"}
 def _mlp():
     torch.manual_seed(0)
     x, y = torch.randn(8, 16), torch.randn(8, 4)
-    return MLP(), (x,), lambda out: F.mse_loss(out, y)
+    return MLP(), (x,), F.mse_loss, (y,)
 
 
 def _convnet():
     torch.manual_seed(0)
     x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))
-    return ConvNet(), (x,), lambda out: F.cross_entropy(out, y)
+    return ConvNet(), (x,), F.cross_entropy, (y,)
 
 
 def _block():
     torch.manual_seed(0)
     x = torch.randn(2, 8, 16)
-    return Block(dim=16, heads=2, dropout=0.1), (x,), lambda out: out.pow(2).mean()
+    return (Block(dim=16, heads=2, dropout=0.1), (x,),
+            lambda out: out.pow(2).mean(), ())
 
 
 MODELS = {"mlp": _mlp, "convnet": _convnet, "block": _block}
@@ -45,10 +46,11 @@ MODELS = {"mlp": _mlp, "convnet": _convnet, "block": _block}
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def exported(request, tmp_path_factory):
-    model, inputs, loss_fn = MODELS[request.param]()
+    model, inputs, loss_fn, targets = MODELS[request.param]()
     before = copy.deepcopy(model.state_dict())
     path = tmp_path_factory.mktemp("export") / f"{request.param}.json"
-    graph = lt.export_training_step(model, inputs, loss_fn, path)
+    graph = lt.export_training_step(model, inputs, loss_fn, path,
+                                    targets=targets)
     return request.param, model, before, graph, path
 
 
@@ -173,8 +175,8 @@ def test_dropout_is_rng_op(exported):
 
 def test_deterministic(exported):
     name, _, _, graph, _ = exported
-    model, inputs, loss_fn = MODELS[name]()
-    again = lt.export_training_step(model, inputs, loss_fn)
+    model, inputs, loss_fn, targets = MODELS[name]()
+    again = lt.export_training_step(model, inputs, loss_fn, targets=targets)
     assert again["nodes"] == graph["nodes"]
     assert again["saved"] == graph["saved"]
 
@@ -186,9 +188,10 @@ def test_lm_export_and_totals(tmp_path):
     model = TinyLM(vocab=vocab, layers=2)
     graph = lt.export_training_step(model, (tokens,),
                                     lm_loss(vocab, tokens.roll(-1, 1)),
-                                    tmp_path / "lm.json")
+                                    tmp_path / "lm.json", replay="real")
     assert validate(graph) == []
     assert graph["batch"] == 2 and graph["seq"] == 16
+    assert graph["capture"]["replay"] == "real"
     assert graph["capture"]["loss"] == pytest.approx(
         F.cross_entropy(model(tokens).reshape(-1, vocab),
                         tokens.roll(-1, 1).reshape(-1)).item(), rel=0.2)
@@ -196,15 +199,44 @@ def test_lm_export_and_totals(tmp_path):
     assert {"blocks.0.attn.qkv", "blocks.1.mlp.0", "embed"} <= scopes
     assert graph["totals"]["saved_bytes_unique_storage"] <= \
         graph["totals"]["saved_bytes_logical"]
+    # The loss closes over the targets: a constant input of the graph.
+    constants = [n for n in graph["nodes"] if n["kind"] == "input"
+                 and n["name"].startswith("_tensor_constant")]
+    assert len(constants) == 1 and constants[0]["outputs"][0]["shape"] == [2, 16]
+    if graph["capture"]["method"] == "aot_function":
+        assert any("real tensors" in w for w in graph["warnings"])
+
+
+def test_fake_replay_matches_real(exported):
+    name, _, _, graph, _ = exported
+    model, inputs, loss_fn, targets = MODELS[name]()
+    real = lt.export_training_step(model, inputs, loss_fn, targets=targets,
+                                   replay="real")
+    assert graph["capture"]["replay"] == "fake"  # the CPU default
+    assert real["capture"]["replay"] == "real"
+    assert real["nodes"] == graph["nodes"]
+    assert real["totals"] == graph["totals"]
+
+
+def test_targets_are_inputs():
+    model, inputs, loss_fn, targets = _convnet()
+    graph = lt.export_training_step(model, inputs, loss_fn, targets=targets)
+    placeholders = [n for n in graph["nodes"] if n["kind"] == "input"
+                    and not n.get("buffer")]
+    assert [n["outputs"][0]["shape"] for n in placeholders] == [[4, 3, 8, 8], [4]]
+    assert graph["warnings"] == []
 
 
 def test_bad_arguments(tmp_path):
-    model, inputs, loss_fn = _mlp()
+    model, inputs, loss_fn, targets = _mlp()
+    loss_fn = lambda out: F.mse_loss(out, targets[0])  # noqa: E731
     path = tmp_path / "out.json"
     with pytest.raises(TypeError, match="torch.nn.Module"):
         lt.export_training_step(lambda x: x, inputs, loss_fn, path)
     with pytest.raises(ValueError, match="format"):
         lt.export_training_step(model, inputs, loss_fn, path, format="mlir")
+    with pytest.raises(ValueError, match="replay mode"):
+        lt.export_training_step(model, inputs, loss_fn, path, replay="meta")
     with pytest.raises(ValueError, match="capture method"):
         lt.export_training_step(model, inputs, loss_fn, path, method="jit")
     with pytest.raises(lt.ExportError, match="scalar"):
@@ -290,7 +322,7 @@ def _methods():
 
 @pytest.mark.parametrize("method", _methods())
 def test_capture_methods_agree(method):
-    model, inputs, loss_fn = _block()
+    model, inputs, loss_fn, _ = _block()
     graph = lt.export_training_step(model, inputs, loss_fn, method=method)
     assert validate(graph) == []
     assert graph["capture"]["method"] == method
@@ -320,3 +352,15 @@ def test_cuda_op_times(tmp_path):
     assert totals["fwd_ms_sum_ops"] > 0 and totals["bwd_ms_sum_ops"] > 0
     assert totals["act_peak_bytes_eager"] >= totals["act_fwd_end_bytes_eager"] > 0
     assert graph["device"] != "cpu" and graph["timing"]
+
+
+def test_tensor_passed_twice():
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 64, (2, 16))
+    model = TinyLM(vocab=64, layers=1)
+    graph = lt.export_training_step(
+        model, (tokens,), lambda logits, t: F.cross_entropy(
+            logits.reshape(-1, 64), t.reshape(-1)), targets=(tokens,))
+    assert validate(graph) == []
+    inputs = [n for n in graph["nodes"] if n["kind"] == "input"]
+    assert len(inputs) == 1 and inputs[0]["outputs"][0]["shape"] == [2, 16]
