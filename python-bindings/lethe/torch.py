@@ -318,12 +318,15 @@ def _capture_aot_function(model, inputs, step_loss):
                      for _, t, is_buf in state] + list(tensors)
     from functorch.compile import config as aot_config
     notes = []
-    saved_flag = aot_config.use_fake_tensor
     # Fake tensors first: nothing of the model runs while tracing. Tensors
     # that the loss function closes over (targets) are real, which 1.13's
-    # fake mode refuses; then trace again with real tensors.
-    for fake in (True, False):
-        aot_config.use_fake_tensor = fake
+    # fake mode refuses; then trace again with real tensors. (torch 2.x
+    # always traces with fake tensors and has no such switch.)
+    has_switch = hasattr(aot_config, "use_fake_tensor")
+    saved_flag = getattr(aot_config, "use_fake_tensor", None)
+    for fake in ((True, False) if has_switch else (True,)):
+        if has_switch:
+            aot_config.use_fake_tensor = fake
         record.clear()
         try:
             with warnings.catch_warnings():
@@ -339,12 +342,13 @@ def _capture_aot_function(model, inputs, step_loss):
         except ExportError:
             raise
         except Exception as e:  # noqa: BLE001 - retried with real tensors
-            if not fake:
+            if not fake or not has_switch:
                 raise
             notes.append("traced with real tensors (fake tracing failed: "
                          f"{str(e).splitlines()[0][:160]})")
         finally:
-            aot_config.use_fake_tensor = saved_flag
+            if has_switch:
+                aot_config.use_fake_tensor = saved_flag
     if "joint" not in record:
         raise ExportError("AOTAutograd did not produce a joint graph (does "
                           "the loss depend on a parameter?)")
