@@ -36,6 +36,22 @@ std::optional<CollectiveKind> lethe::getCollectiveKind(StringRef kind) {
   return std::nullopt;
 }
 
+std::optional<int64_t> lethe::getC10dGroupSize(CollectiveKind kind,
+                                               ArrayAttr args) {
+  if (!args || (kind != CollectiveKind::AllGather &&
+                kind != CollectiveKind::ReduceScatter))
+    return std::nullopt;
+  size_t at = kind == CollectiveKind::ReduceScatter ? 2 : 1;
+  if (args.size() <= at)
+    return std::nullopt;
+  auto size = dyn_cast<IntegerAttr>(args[at]);
+  // Bounded so that a group can be materialised as a rank list.
+  if (!size || size.getType().isUnsignedInteger() || size.getInt() <= 0 ||
+      size.getInt() > 65536)
+    return std::nullopt;
+  return size.getInt();
+}
+
 Operation *lethe::createCollectiveIfValid(
     OpBuilder &builder, Location loc, CollectiveKind kind, ValueRange inputs,
     TypeRange resultTypes, ArrayRef<int64_t> group, Phase phase,

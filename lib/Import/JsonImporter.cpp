@@ -675,17 +675,10 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
     }
     Operation *op = nullptr;
     if (std::optional<CollectiveKind> collective = getCollectiveKind(node.op)) {
-      // _c10d_functional passes the group size after the input (and the
-      // reduce op for reduce-scatter); ranks are not recorded, so the group
-      // is 0..size-1.
-      std::optional<int64_t> groupSize;
-      if (const json::Array *list =
-              node.args ? node.args->getAsArray() : nullptr) {
-        size_t at = *collective == CollectiveKind::ReduceScatter ? 2 : 1;
-        if (*collective != CollectiveKind::AllReduce && list->size() > at)
-          groupSize = (*list)[at].getAsInteger();
-      }
-      if (groupSize && *groupSize > 0 && *groupSize <= 65536) {
+      // Ranks are not recorded: the group is 0..size-1.
+      std::optional<int64_t> groupSize =
+          getC10dGroupSize(*collective, dyn_cast_or_null<ArrayAttr>(args));
+      if (groupSize) {
         SmallVector<int64_t> group(
             llvm::to_vector(llvm::seq<int64_t>(0, *groupSize)));
         op = createCollectiveIfValid(builder, node.loc, *collective, operands,

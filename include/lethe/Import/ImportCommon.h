@@ -37,6 +37,12 @@ llvm::StringRef stripDynamoScope(llvm::StringRef scope);
 /// collectives.
 std::optional<CollectiveKind> getCollectiveKind(llvm::StringRef kind);
 
+/// The group size a `_c10d_functional` collective names in its positional
+/// arguments (after the input, and the reduce op for reduce-scatter), if
+/// any: all-reduce and all-to-all name only the group.
+std::optional<int64_t> getC10dGroupSize(CollectiveKind kind,
+                                        mlir::ArrayAttr args);
+
 /// Creates a `lethe.collective` for a source op with one tensor input and one
 /// tensor result over `group`, or returns null (creating nothing) when the
 /// op does not fit that form (then the caller keeps it as a `lethe.node`,

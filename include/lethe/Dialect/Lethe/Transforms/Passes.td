@@ -207,4 +207,50 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
   let dependentDialects = ["lethe::LetheDialect"];
 }
 
+def ImportOps : Pass<"lethe-import-ops", "mlir::ModuleOp"> {
+  let summary = "Normalise every imported compute op into the lethe graph form";
+  let description = [{
+    Rewrites, inside each `func.func`, every op that is not already a
+    `lethe` or `func` op into a `lethe.node` (or a `lethe.collective`): the
+    unregistered generic-form ops of PyTorch (`aten.*`, torch-mlir's
+    `torch.aten.*` with `!torch.vtensor` types) and JAX (`stablehlo.*`)
+    exports, and upstream `linalg`, `tensor`, `tosa` and `arith` ops. The
+    result is the canonical form `TrainingGraph::fromFunction` reads (see
+    docs/Import.md).
+
+    - `kind` is the source op's name (torch-mlir's `torch.` prefix dropped,
+      an `overload` attribute appended).
+    - Types become static builtin tensors (`!torch.vtensor<[2,3],f32>` ->
+      `tensor<2x3xf32>`); dynamic shapes, unranked tensors and unknown
+      element types are errors at the op.
+    - Results alias an operand for views (ATen view ops, `is_view`,
+      `tensor.expand_shape` / `collapse_shape` / `extract_slice` / `cast`),
+      in-place ATen ops and the `outs` of destination-passing ops (linalg).
+    - Scalar constants (`torch.constant.*`, scalar `arith.constant`,
+      `tosa.const_shape`) and `torch.prim.ListConstruct` are folded into
+      the user's positional `args` (`{in = k}` marks tensor input k).
+      Tensor constants stay, as nodes that allocate their bytes.
+    - `time_us`, `phase` and `scope` attributes of the source op are kept;
+      its other attributes go to `lethe.attrs`. Regions (reduction bodies)
+      are dropped; control flow is an error.
+    - Without a `phase`, an op is backward iff it transitively depends on a
+      gradient seed (an argument with `lethe.kind = "tangent"` or named
+      `tangents_*`) or its JAX name stack contains `transpose(`.
+    - `func.call`s of functions in the module are inlined first (JAX puts
+      model code in private functions); functions left without uses are
+      erased.
+  }];
+  let statistics = [
+    Statistic<"numNodes", "num-nodes", "Ops rewritten into lethe.node">,
+    Statistic<"numCollectives", "num-collectives",
+              "Ops rewritten into lethe.collective">,
+    Statistic<"numFolded", "num-folded-constants",
+              "Scalar constants and lists folded into args">,
+    Statistic<"numInlined", "num-inlined-calls", "Calls inlined">,
+    Statistic<"numBackward", "num-backward",
+              "Ops without a phase attribute inferred to be backward">,
+  ];
+  let dependentDialects = ["lethe::LetheDialect", "mlir::func::FuncDialect"];
+}
+
 #endif // LETHE_DIALECT_LETHE_TRANSFORMS_PASSES_TD
