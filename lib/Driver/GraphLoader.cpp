@@ -2,8 +2,8 @@
 
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
-#include "lethe/Import/JsonImporter.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Import/JsonImporter.h"
 #include "lethe/InitAll.h"
 #include "lethe/Support/DeviceProfile.h"
 
@@ -96,12 +96,20 @@ OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
   }
   if (!module)
     return {};
+  // Generic-form and upstream-dialect graphs go through the importer first:
+  // it also inlines private callees, which leaves the one step function.
+  bool foreign = llvm::any_of(module->getOps<func::FuncOp>(), needsImport);
+  if (foreign) {
+    PassManager importPm(&context);
+    importPm.addPass(createImportOps());
+    if (failed(importPm.run(*module)))
+      return {};
+  }
   func::FuncOp func = getTrainingFunction(*module);
   if (!func)
     return {};
 
   PassManager pm(&context);
-  bool foreign = needsImport(func);
   if (foreign || needsCosts(func)) {
     AnnotateCostsOptions costOptions;
     costOptions.device = options.device;
