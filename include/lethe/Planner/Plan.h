@@ -45,7 +45,9 @@ struct PlanOptions {
   /// Device bytes the step may allocate at any instant.
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
   Policy policy = Policy::Auto;
-  /// every-n: keep the inputs of every n-th layer.
+  /// every-n: apply `full` to every n-th layer (layers 0, n, 2n, ...) and
+  /// retain the activations of the others, as torchtune's selective layer
+  /// checkpointing does.
   int everyN = 2;
   /// selective-op: op kinds whose outputs are kept (substring match on the
   /// op name); empty means the default matmul-like and attention kinds.
@@ -54,6 +56,9 @@ struct PlanOptions {
   bool offloadKept = false;
   /// Never offload a storage smaller than this.
   int64_t minOffloadBytes = 1 << 20;
+  /// Allow re-running RNG ops (dropout) in recompute chains: only sound
+  /// when the runtime replays their RNG state. Off by default.
+  bool replayRng = false;
   /// Pinned host bytes offloaded storages may occupy at once.
   int64_t hostBudgetBytes = std::numeric_limits<int64_t>::max();
   /// auto: which solver (Auto = exact when the graph is small, else fast).
@@ -67,14 +72,26 @@ struct ActivationDecision {
   /// The storage-owning value the decision is about.
   ValueId value = -1;
   Decision decision = Decision::Retain;
-  /// Offload: the D2H copy is issued when its producer finishes; the H2D
-  /// copy is issued after node `prefetchAfter` finishes (-1: as early as the
-  /// scheduler likes) and must complete before `firstBackwardUse`.
+  /// Offload: the D2H copy is issued when the storage's forward contents
+  /// are final (after its producer or its last in-place write); the device
+  /// buffer is released after node `releaseAfter` (at or after the last
+  /// forward use), the compute stream waiting there for the copy to
+  /// complete; the H2D copy is issued after node `prefetchAfter` finishes and
+  /// must complete before `firstBackwardUse`. -1 in either field: the
+  /// schedule builder places it (placeDecisions, lethe/Planner/Placement.h:
+  /// release when the copy is predicted done, prefetch as late as the H2D
+  /// queue allows).
+  NodeId releaseAfter = -1;
   NodeId prefetchAfter = -1;
+  /// Recompute and offload: the node before which the activation is back
+  /// on the device (the restore point). It is the first backward use, or
+  /// earlier when a recompute chain of another activation reads it.
   NodeId firstBackwardUse = -1;
   /// Recompute: the forward nodes re-run, in program order, just before
-  /// `firstBackwardUse`. A chain shared with another recomputed activation
-  /// lists the same nodes; they run once.
+  /// `firstBackwardUse`. A chain shared with another activation restored at
+  /// the same point lists the same nodes; they run once. Offload: the view
+  /// nodes re-run on the prefetched storage to re-create the aliases that
+  /// backward nodes read.
   std::vector<NodeId> recomputeNodes;
   /// Why: the alternative this beat and what it costs, for remarks.
   std::string reason;

@@ -1,0 +1,282 @@
+//===- PlannerBench.cpp - Plan quality and solve time of every policy -----===//
+//
+// lethe-planner-bench [--graph FILE.json]... [--random N] [--budgets a,b,..]
+//                     [--csv FILE]
+// For each graph and budget (a fraction of the unplanned peak) it plans with
+// auto, every fixed policy and the knapsack baselines, simulates each plan
+// on the device profile and prints peak, overhead and solve time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Evaluator.h"
+#include "lethe/Planner/Knapsack.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/Policies.h"
+
+#include "../unittests/Planner/RandomGraph.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <ctime>
+#include <map>
+
+using namespace lethe;
+
+static llvm::cl::list<std::string> graphFiles("graph",
+                                              llvm::cl::desc("graph JSON"));
+static llvm::cl::opt<unsigned> numRandom("random",
+                                         llvm::cl::desc("random graphs"),
+                                         llvm::cl::init(0));
+static llvm::cl::opt<unsigned> randomLayers(
+    "random-layers", llvm::cl::desc("layers of the random graphs (0: 2-8)"),
+    llvm::cl::init(0));
+static llvm::cl::opt<std::string>
+    budgetList("budgets", llvm::cl::desc("budget fractions"),
+               llvm::cl::init("0.3,0.4,0.5,0.6,0.7,0.8,0.9"));
+static llvm::cl::opt<std::string> csvFile("csv", llvm::cl::desc("CSV output"),
+                                          llvm::cl::init(""));
+static llvm::cl::opt<bool>
+    explain("explain",
+            llvm::cl::desc("print what may be recomputed and why not"));
+static llvm::cl::opt<unsigned>
+    repeat("repeat",
+           llvm::cl::desc("plan this many times, report the least solve time"),
+           llvm::cl::init(1));
+static llvm::cl::opt<std::string>
+    policyList("policies", llvm::cl::desc("policies to run"),
+               llvm::cl::init("auto,full,every-n,selective-op,"
+                              "selective-op-offload,offload-all,"
+                              "knapsack-greedy,knapsack-dp"));
+
+/// Reads the exporter's JSON schema (graphs/SCHEMA.md) into a graph. A
+/// stand-in until the benchmark goes through lethe-translate.
+static llvm::Expected<TrainingGraph> loadJsonGraph(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(), "cannot read %s",
+                                   path.str().c_str());
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return json.takeError();
+  TrainingGraph g;
+  std::map<std::pair<int64_t, int64_t>, ValueId> ids;
+  const llvm::json::Array *nodes = json->getAsObject()->getArray("nodes");
+  for (const llvm::json::Value &nv : *nodes) {
+    const llvm::json::Object &n = *nv.getAsObject();
+    int64_t id = *n.getInteger("id");
+    llvm::StringRef kind = *n.getString("kind");
+    const llvm::json::Array &outputs = *n.getArray("outputs");
+    if (kind == "param" || kind == "input" || kind == "tangent") {
+      InputKind k = kind == "param"     ? InputKind::Param
+                    : kind == "tangent" ? InputKind::Tangent
+                                        : InputKind::Input;
+      ids[{id, 0}] =
+          g.addInput(*outputs[0].getAsObject()->getInteger("bytes"), k);
+      continue;
+    }
+    std::vector<ValueId> operands;
+    for (const llvm::json::Value &in : *n.getArray("inputs")) {
+      const llvm::json::Array &pair = *in.getAsArray();
+      operands.push_back(ids.at({*pair[0].getAsInteger(), *pair[1].getAsInteger()}));
+    }
+    if (kind == "output") {
+      for (ValueId v : operands)
+        g.addOutput(v);
+      continue;
+    }
+    std::vector<int64_t> bytes, aliases;
+    for (const llvm::json::Value &ov : outputs) {
+      const llvm::json::Object &o = *ov.getAsObject();
+      bytes.push_back(o.getInteger("bytes").value_or(0));
+      aliases.push_back(o.getInteger("alias").value_or(-1));
+    }
+    llvm::StringRef op = *n.getString("op");
+    uint32_t flags = 0;
+    // Attention with dropout draws random numbers.
+    if (op.contains("scaled_dot_product"))
+      if (const llvm::json::Array *args = n.getArray("args"))
+        for (const llvm::json::Value &arg : *args)
+          if (std::optional<double> p = arg.getAsNumber())
+            if (!arg.getAsInteger() && *p > 0.0 && *p < 1.0)
+              flags |= NodeFlagRandom;
+    Phase phase = n.getString("phase").value_or("fwd") == "fwd" ? Phase::Fwd
+                                                               : Phase::Bwd;
+    double time = n.getNumber("time_us").value_or(0.0);
+    NodeId node = g.addNode(op, phase, time, operands, bytes, aliases, flags,
+                            n.getString("scope").value_or(""));
+    for (auto [i, r] : llvm::enumerate(g.getNode(node).results))
+      ids[{id, static_cast<int64_t>(i)}] = r;
+  }
+  return g;
+}
+
+/// H200 figures from docs (DESIGN.md §8) until devices/*.json land.
+static DeviceProfile h200() {
+  DeviceProfile d;
+  d.name = "h200";
+  d.peakFlops["bf16"] = 701e12;
+  d.hbmBytesPerSec = 4.2e12;
+  d.d2hBytesPerSec = 55.3e9;
+  d.h2dBytesPerSec = 55.4e9;
+  d.duplexFactor = 0.92;
+  d.deviceMemoryBytes = 141e9;
+  d.hostMemoryBytes = 1e12;
+  return d;
+}
+
+struct Row {
+  std::string graph, policy;
+  double fraction;
+  int64_t budget, peak;
+  bool feasible;
+  double stepUs, baseStepUs, solveMs;
+};
+
+int main(int argc, char **argv) {
+  llvm::cl::ParseCommandLineOptions(argc, argv, "Lethe planner benchmark\n");
+  std::vector<std::pair<std::string, TrainingGraph>> graphs;
+  for (const std::string &file : graphFiles) {
+    llvm::Expected<TrainingGraph> g = loadJsonGraph(file);
+    if (!g) {
+      llvm::errs() << file << ": " << llvm::toString(g.takeError()) << "\n";
+      return 1;
+    }
+    graphs.emplace_back(llvm::sys::path::filename(file).str(), std::move(*g));
+  }
+  for (unsigned i = 0; i < numRandom; ++i) {
+    lethe::testing::RandomGraphOptions opts;
+    if (randomLayers) {
+      opts.minLayers = opts.maxLayers = randomLayers;
+    }
+    graphs.emplace_back(llvm::formatv("random-{0}", i).str(),
+                        lethe::testing::randomLayeredGraph(1000 + i, opts));
+  }
+  std::vector<double> fractions;
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(budgetList).split(parts, ',');
+  for (llvm::StringRef p : parts)
+    fractions.push_back(std::stod(p.str()));
+  llvm::SmallVector<llvm::StringRef> policies;
+  llvm::StringRef(policyList).split(policies, ',');
+  DeviceProfile device = h200();
+
+  std::vector<Row> rows;
+  for (auto &entry : graphs) {
+    const std::string &name = entry.first;
+    TrainingGraph &g = entry.second;
+    PlanOptions base;
+    base.policy = Policy::None;
+    llvm::Expected<Plan> none = planTrainingStep(g, device, base);
+    if (!none) {
+      llvm::errs() << name << ": " << llvm::toString(none.takeError()) << "\n";
+      return 1;
+    }
+    llvm::outs() << llvm::formatv(
+        "== {0}: {1} nodes, unplanned peak {2:F3} GB, step {3:F2} ms\n", name,
+        g.numNodes(), none->peakBytes / 1e9, none->stepUs / 1e3);
+    if (explain) {
+      PlanOptions o;
+      ActivationAnalysis analysis(g, o);
+      std::map<std::string, std::pair<int, int64_t>> reasons;
+      for (const ActivationInfo &a : analysis.getActivations()) {
+        auto &e = reasons[a.recomputable ? std::string("recomputable")
+                                         : a.notRecomputableReason.substr(0, 60)];
+        e.first++;
+        e.second += a.bytes;
+      }
+      size_t total = 0, maxLen = 0, n = 0;
+      for (const ActivationInfo &a : analysis.getActivations())
+        if (a.recomputable) {
+          total += a.recomputeNodes.size();
+          maxLen = std::max(maxLen, a.recomputeNodes.size());
+          ++n;
+        }
+      llvm::outs() << "  chain length avg " << (n ? double(total) / n : 0)
+                   << " max " << maxLen << "\n";
+      for (auto &[k, v] : reasons)
+        llvm::outs() << "  " << k << ": " << v.first << " (" << v.second / 1e6
+                     << " MB)\n";
+    }
+    llvm::outs() << llvm::formatv("{0,-22} {1,6} {2,9} {3,9} {4,10} {5,9}\n",
+                                  "policy", "budget", "feasible", "peak%",
+                                  "overhead%", "solve ms");
+    for (double f : fractions) {
+      int64_t budget = static_cast<int64_t>(f * none->peakBytes);
+      for (llvm::StringRef policy : policies) {
+        PlanOptions options;
+        options.budgetBytes = budget;
+        Row row{name, policy.str(), f, budget, 0, false, 0, none->stepUs, 0};
+        auto once = [&]() -> llvm::Expected<Plan> {
+          if (policy.starts_with("knapsack")) {
+            KnapsackOptions ko;
+            ko.solver = policy == "knapsack-dp" ? KnapsackSolver::DP
+                                                : KnapsackSolver::Greedy;
+            return planKnapsack(g, device, options, ko);
+          }
+          if (policy == "selective-op-offload") {
+            options.policy = Policy::SelectiveOp;
+            options.offloadKept = true;
+          } else {
+            options.policy = *parsePolicy(policy);
+          }
+          return planTrainingStep(g, device, options);
+        };
+        // CPU time of the solve: the machine may be shared.
+        auto timed = [&]() -> llvm::Expected<Plan> {
+          std::clock_t c0 = std::clock();
+          llvm::Expected<Plan> p = once();
+          if (p)
+            p->solveMs = 1000.0 * (std::clock() - c0) / CLOCKS_PER_SEC;
+          return p;
+        };
+        llvm::Expected<Plan> plan = timed();
+        for (unsigned r = 1; r < repeat && plan; ++r) {
+          llvm::Expected<Plan> again = timed();
+          if (!again) {
+            plan = again.takeError();
+            break;
+          }
+          again->solveMs = std::min(again->solveMs, plan->solveMs);
+          plan = std::move(again);
+        }
+        if (!plan) {
+          llvm::errs() << name << " " << policy << ": "
+                       << llvm::toString(plan.takeError()) << "\n";
+          return 1;
+        }
+        row.peak = plan->peakBytes;
+        row.feasible = plan->peakBytes <= budget;
+        row.stepUs = plan->stepUs;
+        row.solveMs = plan->solveMs;
+        rows.push_back(row);
+        llvm::outs() << llvm::formatv(
+            "{0,-22} {1,5:F0}% {2,9} {3,8:F1}% {4,9:F2}% {5,9:F1}\n", policy,
+            f * 100, row.feasible ? "yes" : "NO",
+            100.0 * row.peak / none->peakBytes,
+            100.0 * (row.stepUs / row.baseStepUs - 1.0), row.solveMs);
+      }
+    }
+  }
+  if (!csvFile.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(csvFile, ec);
+    os << "graph,policy,fraction,budget_bytes,peak_bytes,feasible,step_us,"
+          "baseline_step_us,solve_ms\n";
+    for (const Row &r : rows)
+      os << llvm::formatv("{0},{1},{2},{3},{4},{5},{6:F3},{7:F3},{8:F3}\n",
+                          r.graph, r.policy, r.fraction, r.budget, r.peak,
+                          r.feasible ? 1 : 0, r.stepUs, r.baseStepUs,
+                          r.solveMs);
+  }
+  return 0;
+}

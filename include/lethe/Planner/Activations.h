@@ -1,0 +1,134 @@
+//===- Activations.h - What the planner may decide, and how -----*- C++ -*-===//
+//
+// Static facts about a training graph that every policy and solver uses:
+// the lifetime of every storage the step allocates, which storages are
+// activations (produced in the forward part, read by a later part), where
+// the gap between their forward and backward uses lies, whether they may be
+// recomputed or offloaded and, for recompute, the producer chain to re-run.
+//
+// Rules (docs/Planner.md):
+// - Uses count through every alias of a storage (views, in-place results).
+// - The *gap* of an activation lies between its last forward use and its
+//   first backward use: its first use by a non-forward node, and every use
+//   after that, is a backward use.
+// - Recompute re-creates the storage by re-running its producer, the view
+//   nodes of its aliases that backward nodes read, and, for every operand
+//   that is not itself available, the producers of that operand in turn. A
+//   graph input and any activation are available (an activation is
+//   retained, prefetched or recomputed before the chain needs it), so the
+//   chain is a fixed set of forward nodes. It cannot contain an RNG node
+//   (unless RNG state is replayed), a collective or a mutating node, and a
+//   storage written in place during the forward cannot be recomputed.
+// - Offload copies the storage to host after its producer or its last
+//   in-place write, whichever is later; after the prefetch, the view nodes
+//   of its backward-read aliases are re-run (aliases made by in-place ops
+//   are the storage itself). Storages below the size threshold and storages
+//   the step returns are never offloaded.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PLANNER_ACTIVATIONS_H
+#define LETHE_PLANNER_ACTIVATIONS_H
+
+#include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Planner/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace lethe {
+
+/// A storage the step allocates (owned by a node result).
+struct StorageInfo {
+  ValueId storage = -1;
+  int64_t bytes = 0;
+  NodeId producer = -1;
+  /// Every node reading the storage through any alias, in program order.
+  std::vector<NodeId> uses;
+  /// Last node reading it (the producer when nothing reads it).
+  NodeId lastUse = -1;
+  /// Returned by the step (through any alias): lives to the end.
+  bool isOutput = false;
+  /// Index into ActivationAnalysis::getActivations(), or -1.
+  int32_t activation = -1;
+};
+
+struct ActivationInfo {
+  ValueId storage = -1;
+  int64_t bytes = 0;
+  NodeId producer = -1;
+  /// Last use before the gap (the producer when only later parts read it).
+  NodeId lastForwardUse = -1;
+  /// First use after the gap; every use from here on is a backward use.
+  NodeId firstBackwardUse = -1;
+  NodeId lastUse = -1;
+  /// The storage holds its final forward contents after this node (its
+  /// producer or its last in-place write): the D2H copy starts after it.
+  NodeId contentReadyAfter = -1;
+
+  bool recomputable = false;
+  bool offloadable = false;
+  /// Why not, for remarks ("produced by an RNG op", "below 1 MiB").
+  std::string notRecomputableReason;
+  std::string notOffloadableReason;
+
+  /// Forward nodes re-run to recompute the storage and its backward-read
+  /// aliases, in program order.
+  std::vector<NodeId> recomputeNodes;
+  /// Activations the recompute chain reads (must be present when it runs),
+  /// sorted by storage id.
+  std::vector<ValueId> recomputeInputs;
+  /// Sum of the chain's node times.
+  double recomputeUs = 0.0;
+  /// View nodes re-run on the prefetched storage to re-create its
+  /// backward-read aliases, in program order.
+  std::vector<NodeId> rederiveNodes;
+  /// Activations those view nodes read besides the storage itself.
+  std::vector<ValueId> rederiveInputs;
+};
+
+class ActivationAnalysis {
+public:
+  ActivationAnalysis(const TrainingGraph &graph, const PlanOptions &options);
+
+  const TrainingGraph &getGraph() const { return graph; }
+  /// Activations ordered by storage id.
+  llvm::ArrayRef<ActivationInfo> getActivations() const { return activations; }
+  /// Storages the step allocates, ordered by storage id.
+  llvm::ArrayRef<StorageInfo> getStorages() const { return storages; }
+  /// Index of the storage of `value` in getStorages(), or -1 for graph
+  /// inputs and values that own no bytes.
+  int32_t storageIndex(ValueId value) const {
+    return storageIndexOf[graph.getValue(value).storage];
+  }
+  /// The activation index of the storage of `value`, or -1.
+  int32_t activationIndex(ValueId value) const {
+    int32_t s = storageIndex(value);
+    return s < 0 ? -1 : storages[s].activation;
+  }
+  /// Whether `node` may be re-run (not RNG unless replayed, not a
+  /// collective, not mutating).
+  bool isRecomputableNode(NodeId node) const;
+
+private:
+  void computeRecompute(ActivationInfo &info);
+  void computeRederive(ActivationInfo &info);
+  /// Adds the nodes needed to re-create `value` to `nodes` (marking them in
+  /// `inChain`); `target` is the storage being restored. Returns false with
+  /// `reason` when a node may not be re-run.
+  bool needValue(ValueId value, ValueId target, bool targetAvailable,
+                 std::vector<uint8_t> &inChain, std::vector<NodeId> &nodes,
+                 std::vector<ValueId> &inputs, std::string &reason) const;
+
+  const TrainingGraph &graph;
+  bool replayRng;
+  std::vector<StorageInfo> storages;
+  std::vector<int32_t> storageIndexOf;
+  std::vector<ActivationInfo> activations;
+  /// Alias values of each storage (storage owner excluded), by value id.
+  std::vector<std::vector<ValueId>> aliasesOf;
+};
+
+} // namespace lethe
+
+#endif // LETHE_PLANNER_ACTIVATIONS_H

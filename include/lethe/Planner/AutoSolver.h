@@ -1,0 +1,67 @@
+//===- AutoSolver.h - The fast solver of policy `auto` ----------*- C++ -*-===//
+//
+// Joint recompute + offload that minimises the simulated step time subject
+// to device memory <= budget at every instant.
+//
+// The solver builds a *budget-independent* family of plans and returns the
+// fastest member whose peak fits the budget:
+// - a greedy ladder: starting from "retain everything", for memory levels
+//   L_j = (1 - j * levelStep) * unplanned peak, it adds decisions until the
+//   exact peak is <= L_j (at the op holding the highest memory, it picks the
+//   cheapest freed-bytes candidate: offload when its copies hide in the
+//   D2H/H2D windows, else the recompute with the least marginal chain time,
+//   shared sub-chains counted once), then undoes decisions no longer needed
+//   for L_j; every level's plan is a member;
+// - seeds: plans of the fixed policies, evaluated the same way.
+// Because neither the ladder nor the seeds depend on the budget, the peak of
+// the chosen plan can only fall as the budget falls, and `auto` is never
+// slower than a fixed policy whose plan fits (docs/Planner.md has the
+// argument).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PLANNER_AUTOSOLVER_H
+#define LETHE_PLANNER_AUTOSOLVER_H
+
+#include "lethe/Planner/Evaluator.h"
+#include "lethe/Planner/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace lethe {
+
+struct AutoSeed {
+  std::string name;
+  std::vector<Decision> decisions;
+  std::vector<std::string> reasons;
+};
+
+struct AutoSolution {
+  std::vector<Decision> decisions;
+  std::vector<std::string> reasons;
+  /// Whether some member fits the budget.
+  bool feasible = false;
+  /// The least peak over every member and seed evaluated.
+  int64_t leastPeakBytes = 0;
+  /// Which member won: "ladder level 12" or "seed full".
+  std::string chosen;
+  Evaluation evaluation;
+  /// Ladder levels built.
+  unsigned levels = 0;
+};
+
+struct AutoSolverOptions {
+  /// Spacing of the ladder's memory levels, as a fraction of the unplanned
+  /// peak.
+  double levelStep = 0.01;
+};
+
+llvm::Expected<AutoSolution> solveAuto(const Evaluator &evaluator,
+                                       const PlanOptions &options,
+                                       llvm::ArrayRef<AutoSeed> seeds,
+                                       const AutoSolverOptions &solver = {});
+
+} // namespace lethe
+
+#endif // LETHE_PLANNER_AUTOSOLVER_H

@@ -1,0 +1,85 @@
+//===- Placement.h - From decisions to a placed plan and schedule -*- C++ -*-===//
+//
+// A solver says, per activation, retain / recompute / offload. Placement
+// turns that into a plan a program can follow:
+// - restore points: an activation is restored before its first backward
+//   use, or earlier when a recompute chain restored at an earlier point
+//   reads it (restore points are processed in program order, so a chain's
+//   inputs are moved to the chain's point and shared from there);
+// - recompute chains: the union of the chains of the activations restored
+//   at the same point, run once, in program order, before that point;
+// - copies: D2H copies queue FIFO on the D2H stream after the storage's
+//   contents are final; the device buffer is released at the first node
+//   (at or after the last forward use) by whose end the copy is predicted to
+//   be done; H2D copies are placed as late as possible: walking restore
+//   deadlines backwards, each copy must end before its deadline and before
+//   the next copy in the FIFO starts, and it is issued after the last node
+//   ending before that start (never before its release).
+// Predicted times use the compute stream alone (node times plus recompute
+// chains); the simulator then gives the real figures.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PLANNER_PLACEMENT_H
+#define LETHE_PLANNER_PLACEMENT_H
+
+#include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Plan.h"
+#include "lethe/Simulator/Schedule.h"
+#include "lethe/Simulator/Simulator.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace lethe {
+
+struct Placement {
+  /// One per activation (ActivationAnalysis order), fully placed.
+  std::vector<ActivationDecision> decisions;
+  /// Per node: time of the recompute chain run just before it, and its
+  /// nodes in program order (empty when none).
+  std::vector<double> chainUs;
+  std::vector<std::vector<NodeId>> chainNodes;
+  /// Per node: predicted start of the chain before it (chain + node start),
+  /// and end of the node, on the compute stream.
+  std::vector<double> chainStartUs;
+  std::vector<double> nodeEndUs;
+  /// Per activation (offload only): predicted D2H end and H2D start.
+  std::vector<double> d2hEndUs;
+  std::vector<double> h2dStartUs;
+  /// Sum of chain times.
+  double recomputeUs = 0.0;
+};
+
+/// Places `decisions` (one per activation). Retained activations and
+/// decisions the analysis forbids (recompute of a non-recomputable
+/// activation, offload of a non-offloadable one) are an error.
+llvm::Expected<Placement> placeDecisions(const ActivationAnalysis &analysis,
+                                         const DeviceProfile &device,
+                                         llvm::ArrayRef<Decision> decisions);
+
+/// Completes a plan whose decisions state only retain / recompute / offload
+/// (as the exact solver writes them): fills restore points, chains and copy
+/// placements; placements already set (>= 0) are kept.
+llvm::Error completePlacement(const ActivationAnalysis &analysis,
+                              const DeviceProfile &device, Plan &plan);
+
+/// Writes the placed plan out as a schedule. Fails, naming the value and
+/// node, on a plan a program could not follow (a value read while dropped, a
+/// release before the last forward use, a prefetch before its release).
+llvm::Expected<Schedule>
+buildSchedule(const ActivationAnalysis &analysis,
+              llvm::ArrayRef<ActivationDecision> decisions);
+
+/// buildSchedule + simulate.
+llvm::Expected<SimResult>
+simulateDecisions(const ActivationAnalysis &analysis,
+                  const DeviceProfile &device,
+                  llvm::ArrayRef<ActivationDecision> decisions,
+                  const SimOptions &options = {});
+
+} // namespace lethe
+
+#endif // LETHE_PLANNER_PLACEMENT_H

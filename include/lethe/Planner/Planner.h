@@ -1,0 +1,43 @@
+//===- Planner.h - Plan a training step under a memory budget ---*- C++ -*-===//
+//
+// The entry point the `lethe-plan` pass, the driver, the C API and the
+// benchmarks call: runs a policy or the `auto` solver on a TrainingGraph,
+// places the decisions, simulates the planned and the unplanned step on the
+// device profile, and fills every field of a Plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PLANNER_PLANNER_H
+#define LETHE_PLANNER_PLANNER_H
+
+#include "lethe/Planner/Plan.h"
+#include "lethe/Simulator/Simulator.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include "llvm/Support/Error.h"
+
+namespace lethe {
+
+/// Plans `graph`. Errors are for input that cannot be planned at all (a
+/// device profile without copy bandwidth when offloading is asked for, a
+/// malformed graph); a budget the policy cannot meet gives a Plan with
+/// `feasible == false` and `leastFeasibleBudget` set.
+llvm::Expected<Plan> planTrainingStep(const TrainingGraph &graph,
+                                      const DeviceProfile &device,
+                                      const PlanOptions &options);
+
+/// Simulates a plan made for `graph` with `options` (the same options: they
+/// decide what may be recomputed or offloaded), with a timeline. Plans whose
+/// decisions give only retain / recompute / offload are placed first.
+llvm::Expected<SimResult> simulatePlan(const TrainingGraph &graph,
+                                       const DeviceProfile &device,
+                                       const PlanOptions &options,
+                                       const Plan &plan);
+
+/// The error message for an infeasible plan: "budget B is below the least
+/// budget policy P can meet on this graph (L)".
+std::string infeasibleMessage(const Plan &plan);
+
+} // namespace lethe
+
+#endif // LETHE_PLANNER_PLANNER_H

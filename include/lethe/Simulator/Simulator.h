@@ -1,0 +1,79 @@
+//===- Simulator.h - Discrete-event run of a schedule -----------*- C++ -*-===//
+//
+// Runs a Schedule on a device profile and predicts the step time, the
+// memory curve and a per-op timeline.
+//
+// Time model (docs/Planner.md states it in full):
+// - Each stream runs its ops one at a time in program order; an op starts
+//   when its stream is free and its dependencies have completed.
+// - Compute and comm ops take their duration; copies take bytes / bandwidth
+//   of their direction (the profile's D2H / H2D figure).
+// - Rates change while streams overlap: a copy runs at `duplexFactor` of its
+//   rate while the other direction copies too and at
+//   `copySlowdownWithCollectives` while a collective runs; a collective runs
+//   `collectiveSlowdownWithCopies` times slower while any copy runs. The
+//   simulation is fluid: remaining work is re-rated at every event.
+// - Exposed copy time is compute-stream idle time spent waiting for a copy
+//   (a prefetch not done before its use, a release waiting for its D2H).
+//
+// Memory follows program order (lethe/Simulator/Schedule.h); the curve maps
+// each op's memory to the time the compute stream reaches it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_SIMULATOR_SIMULATOR_H
+#define LETHE_SIMULATOR_SIMULATOR_H
+
+#include "lethe/Simulator/Schedule.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace lethe {
+
+struct OpTiming {
+  double startUs = 0.0;
+  double endUs = 0.0;
+};
+
+struct MemoryPoint {
+  double timeUs = 0.0;
+  int64_t bytes = 0;
+};
+
+struct SimOptions {
+  /// Fill `timeline` and `memoryCurve` (off for the planner's inner loop).
+  bool recordTimeline = true;
+};
+
+struct SimResult {
+  /// Time at which the last op of any stream ends.
+  double stepUs = 0.0;
+  int64_t peakBytes = 0;
+  int64_t hostPeakBytes = 0;
+  /// Compute-stream idle time waiting for copies / for collectives.
+  double exposedCopyUs = 0.0;
+  double exposedCommUs = 0.0;
+  /// Busy time per stream, indexed by lethe::Stream.
+  std::array<double, kNumStreams> busyUs = {0.0, 0.0, 0.0, 0.0};
+  /// Device bytes while each op runs (program order).
+  std::vector<int64_t> memoryAtOp;
+  /// Per op (indexed like Schedule::ops), when recordTimeline.
+  std::vector<OpTiming> timeline;
+  /// Device memory over time (a step function), when recordTimeline.
+  std::vector<MemoryPoint> memoryCurve;
+};
+
+/// Simulates `schedule`. Fails if the schedule is malformed or a device
+/// bandwidth it needs is not positive.
+llvm::Expected<SimResult> simulate(const Schedule &schedule,
+                                   const DeviceProfile &device,
+                                   const SimOptions &options = {});
+
+} // namespace lethe
+
+#endif // LETHE_SIMULATOR_SIMULATOR_H

@@ -1,0 +1,271 @@
+//===- Activations.cpp - What the planner may decide, and how -------------===//
+
+#include "lethe/Planner/Activations.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace lethe;
+
+static std::string formatSize(int64_t bytes) {
+  if (bytes >= (int64_t(1) << 20) && bytes % (int64_t(1) << 20) == 0)
+    return llvm::formatv("{0} MiB", bytes >> 20).str();
+  if (bytes >= 1024 && bytes % 1024 == 0)
+    return llvm::formatv("{0} KiB", bytes >> 10).str();
+  return llvm::formatv("{0} B", bytes).str();
+}
+
+ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
+                                       const PlanOptions &options)
+    : graph(graph), replayRng(options.replayRng) {
+  const size_t numValues = graph.numValues();
+  storageIndexOf.assign(numValues, -1);
+  aliasesOf.resize(numValues);
+
+  // Storages the step allocates: node results that own bytes.
+  for (ValueId v = 0; v < static_cast<ValueId>(numValues); ++v) {
+    const GraphValue &value = graph.getValue(v);
+    if (value.isInput() || value.storage != v || value.bytes <= 0)
+      continue;
+    storageIndexOf[v] = static_cast<int32_t>(storages.size());
+    StorageInfo &info = storages.emplace_back();
+    info.storage = v;
+    info.bytes = value.bytes;
+    info.producer = value.producer;
+  }
+  // Uses and outputs through every alias.
+  for (ValueId v = 0; v < static_cast<ValueId>(numValues); ++v) {
+    const GraphValue &value = graph.getValue(v);
+    int32_t s = storageIndexOf[value.storage];
+    if (s < 0)
+      continue;
+    StorageInfo &info = storages[s];
+    llvm::append_range(info.uses, value.users);
+    info.isOutput |= value.isOutput;
+    if (v != value.storage)
+      aliasesOf[value.storage].push_back(v);
+  }
+  std::vector<uint8_t> mutatedInForward(storages.size(), 0);
+  std::vector<NodeId> lastInPlaceWrite(storages.size(), -1);
+  for (auto [s, info] : llvm::enumerate(storages)) {
+    llvm::sort(info.uses);
+    info.uses.erase(std::unique(info.uses.begin(), info.uses.end()),
+                    info.uses.end());
+    info.lastUse = info.uses.empty() ? info.producer
+                                     : std::max(info.producer, info.uses.back());
+    for (NodeId use : info.uses) {
+      const GraphNode &node = graph.getNode(use);
+      if (node.phase == Phase::Fwd && node.hasFlag(NodeFlagMutates)) {
+        mutatedInForward[s] = 1;
+        lastInPlaceWrite[s] = std::max(lastInPlaceWrite[s], use);
+      }
+    }
+  }
+
+  // Activations: produced by a forward node, read after the gap.
+  for (auto [s, info] : llvm::enumerate(storages)) {
+    if (graph.getNode(info.producer).phase != Phase::Fwd)
+      continue;
+    auto firstLater = llvm::find_if(info.uses, [&](NodeId use) {
+      return graph.getNode(use).phase != Phase::Fwd;
+    });
+    if (firstLater == info.uses.end())
+      continue;
+    info.activation = static_cast<int32_t>(activations.size());
+    ActivationInfo &act = activations.emplace_back();
+    act.storage = info.storage;
+    act.bytes = info.bytes;
+    act.producer = info.producer;
+    act.firstBackwardUse = *firstLater;
+    act.lastForwardUse = info.producer;
+    for (NodeId use : info.uses)
+      if (use < act.firstBackwardUse)
+        act.lastForwardUse = std::max(act.lastForwardUse, use);
+    act.lastUse = info.isOutput ? static_cast<NodeId>(graph.numNodes())
+                                : info.lastUse;
+    act.contentReadyAfter = std::max(info.producer, lastInPlaceWrite[s]);
+  }
+
+  for (ActivationInfo &act : activations) {
+    const StorageInfo &info = storages[storageIndexOf[act.storage]];
+    if (info.isOutput) {
+      act.notRecomputableReason = "returned by the step";
+      act.notOffloadableReason = "returned by the step";
+      continue;
+    }
+    if (mutatedInForward[storageIndexOf[act.storage]])
+      act.notRecomputableReason = "written in place during the forward";
+    else
+      computeRecompute(act);
+    if (act.bytes < options.minOffloadBytes)
+      act.notOffloadableReason =
+          "smaller than the offload threshold (" +
+          formatSize(options.minOffloadBytes) + ")";
+    else
+      computeRederive(act);
+  }
+}
+
+bool ActivationAnalysis::isRecomputableNode(NodeId node) const {
+  const GraphNode &n = graph.getNode(node);
+  if (n.hasFlag(NodeFlagCollective) || n.hasFlag(NodeFlagMutates))
+    return false;
+  return replayRng || !n.hasFlag(NodeFlagRandom);
+}
+
+static std::string whyNotRecomputable(const GraphNode &node, NodeId id) {
+  std::string what = node.hasFlag(NodeFlagCollective) ? "a collective"
+                     : node.hasFlag(NodeFlagMutates)  ? "a mutating op"
+                                                      : "an RNG op";
+  return llvm::formatv("its chain needs {0} ({1} #{2})", what, node.kind, id)
+      .str();
+}
+
+bool ActivationAnalysis::needValue(ValueId value, ValueId target,
+                                   bool targetAvailable,
+                                   std::vector<uint8_t> &inChain,
+                                   std::vector<NodeId> &nodes,
+                                   std::vector<ValueId> &inputs,
+                                   std::string &reason) const {
+  std::vector<ValueId> worklist = {value};
+  while (!worklist.empty()) {
+    ValueId w = worklist.back();
+    worklist.pop_back();
+    const GraphValue &gv = graph.getValue(w);
+    if (gv.isInput())
+      continue;
+    ValueId storage = gv.storage;
+    int32_t s = storageIndexOf[storage];
+    // Views of resident graph inputs (or of zero-byte values) stay valid.
+    if (s < 0)
+      continue;
+    const StorageInfo &info = storages[s];
+    bool isTarget = storage == target;
+    bool isOtherActivation = !isTarget && info.activation >= 0;
+    if (w == storage) {
+      if ((isTarget && targetAvailable) || isOtherActivation) {
+        if (isOtherActivation)
+          inputs.push_back(storage);
+        continue;
+      }
+    } else {
+      // An alias made by an in-place op is the (restored) storage itself.
+      const GraphNode &producer = graph.getNode(gv.producer);
+      if (producer.hasFlag(NodeFlagMutates) &&
+          ((isTarget && targetAvailable) || isOtherActivation)) {
+        if (isOtherActivation)
+          inputs.push_back(storage);
+        continue;
+      }
+    }
+    // Re-run the producer of `w` (the storage's producer or a view node).
+    NodeId node = gv.producer;
+    if (inChain[node])
+      continue;
+    if (!isRecomputableNode(node)) {
+      reason = whyNotRecomputable(graph.getNode(node), node);
+      return false;
+    }
+    inChain[node] = 1;
+    nodes.push_back(node);
+    for (ValueId operand : graph.getNode(node).operands)
+      worklist.push_back(operand);
+  }
+  return true;
+}
+
+/// Aliases of `storage` that nodes after the gap read.
+static std::vector<ValueId>
+backwardReadAliases(const TrainingGraph &graph,
+                    llvm::ArrayRef<ValueId> aliases,
+                    NodeId firstBackwardUse) {
+  std::vector<ValueId> result;
+  for (ValueId alias : aliases) {
+    const GraphValue &value = graph.getValue(alias);
+    if (value.producer >= firstBackwardUse)
+      continue;
+    if (llvm::any_of(value.users,
+                     [&](NodeId use) { return use >= firstBackwardUse; }))
+      result.push_back(alias);
+  }
+  return result;
+}
+
+void ActivationAnalysis::computeRecompute(ActivationInfo &act) {
+  std::vector<uint8_t> inChain(graph.numNodes(), 0);
+  std::vector<NodeId> nodes;
+  std::vector<ValueId> inputs;
+  std::string reason;
+  bool ok = needValue(act.storage, act.storage, /*targetAvailable=*/false,
+                      inChain, nodes, inputs, reason);
+  for (ValueId alias : backwardReadAliases(graph, aliasesOf[act.storage],
+                                           act.firstBackwardUse)) {
+    if (!ok)
+      break;
+    ok = needValue(alias, act.storage, false, inChain, nodes, inputs, reason);
+  }
+  // A chain must not read a storage written in place during the forward:
+  // it would see the later contents.
+  if (ok) {
+    for (NodeId node : nodes) {
+      for (ValueId operand : graph.getNode(node).operands) {
+        int32_t s = storageIndex(operand);
+        if (s < 0)
+          continue;
+        for (NodeId use : storages[s].uses) {
+          const GraphNode &user = graph.getNode(use);
+          if (user.phase == Phase::Fwd && user.hasFlag(NodeFlagMutates) &&
+              !inChain[use]) {
+            ok = false;
+            reason = llvm::formatv("its chain reads a storage written in "
+                                   "place ({0} #{1})",
+                                   user.kind, use)
+                         .str();
+            break;
+          }
+        }
+        if (!ok)
+          break;
+      }
+      if (!ok)
+        break;
+    }
+  }
+  if (!ok) {
+    act.notRecomputableReason = reason;
+    return;
+  }
+  llvm::sort(nodes);
+  llvm::sort(inputs);
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  act.recomputable = true;
+  act.recomputeNodes = std::move(nodes);
+  act.recomputeInputs = std::move(inputs);
+  act.recomputeUs = 0.0;
+  for (NodeId node : act.recomputeNodes)
+    act.recomputeUs += graph.getNode(node).timeUs;
+}
+
+void ActivationAnalysis::computeRederive(ActivationInfo &act) {
+  std::vector<uint8_t> inChain(graph.numNodes(), 0);
+  std::vector<NodeId> nodes;
+  std::vector<ValueId> inputs;
+  std::string reason;
+  for (ValueId alias : backwardReadAliases(graph, aliasesOf[act.storage],
+                                           act.firstBackwardUse)) {
+    if (!needValue(alias, act.storage, /*targetAvailable=*/true, inChain,
+                   nodes, inputs, reason)) {
+      act.notOffloadableReason =
+          "its backward-read views cannot be re-created: " + reason;
+      return;
+    }
+  }
+  llvm::sort(nodes);
+  llvm::sort(inputs);
+  inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());
+  act.offloadable = true;
+  act.rederiveNodes = std::move(nodes);
+  act.rederiveInputs = std::move(inputs);
+}

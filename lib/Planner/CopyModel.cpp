@@ -1,0 +1,132 @@
+//===- CopyModel.cpp - What-if model of the D2H and H2D queues ------------===//
+
+#include "CopyModel.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace lethe;
+using namespace lethe::planner;
+
+CopyModel::CopyModel(const ActivationAnalysis &analysis,
+                     const DeviceProfile &device, const Placement &placement)
+    : analysis(analysis), placement(placement) {
+  d2hRate = device.d2hBytesPerSec;
+  h2dRate = device.h2dBytesPerSec *
+            (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
+  for (auto [a, d] : llvm::enumerate(placement.decisions))
+    if (d.decision == Decision::Offload)
+      entries.push_back(makeEntry(static_cast<int32_t>(a), d.firstBackwardUse));
+  for (uint32_t i = 0; i < entries.size(); ++i)
+    d2hOrder.push_back(i);
+  h2dOrder = d2hOrder;
+  llvm::sort(d2hOrder, [&](uint32_t x, uint32_t y) {
+    return entries[x].d2hKey < entries[y].d2hKey;
+  });
+  llvm::sort(h2dOrder, [&](uint32_t x, uint32_t y) {
+    return entries[x].h2dKey < entries[y].h2dKey;
+  });
+  update();
+}
+
+CopyEntry CopyModel::makeEntry(int32_t act, NodeId restore) const {
+  const ActivationInfo &info = analysis.getActivations()[act];
+  CopyEntry e;
+  e.act = act;
+  e.d2hKey = {info.contentReadyAfter, info.storage};
+  e.h2dKey = {restore, info.storage};
+  e.bytes = info.bytes;
+  e.restore = restore;
+  return e;
+}
+
+void CopyModel::add(int32_t act, NodeId restore) {
+  entries.push_back(makeEntry(act, restore));
+  uint32_t index = static_cast<uint32_t>(entries.size() - 1);
+  d2hOrder = inserted(d2hOrder, index,
+                      [&](uint32_t i) { return entries[i].d2hKey; });
+  h2dOrder = inserted(h2dOrder, index,
+                      [&](uint32_t i) { return entries[i].h2dKey; });
+}
+
+void CopyModel::update() { exposure = run(entries, d2hOrder, h2dOrder); }
+
+double CopyModel::run(std::vector<CopyEntry> &list,
+                      llvm::ArrayRef<uint32_t> d2hSeq,
+                      llvm::ArrayRef<uint32_t> h2dSeq) const {
+  const std::vector<double> &nodeEnd = placement.nodeEndUs;
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  auto firstEndingAfter = [&](double t, NodeId lo, NodeId hi) {
+    auto it = std::lower_bound(nodeEnd.begin() + lo, nodeEnd.begin() + hi + 1,
+                               t - 1e-9);
+    return std::min(hi, static_cast<NodeId>(it - nodeEnd.begin()));
+  };
+  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
+    auto it = std::upper_bound(nodeEnd.begin() + lo, nodeEnd.begin() + hi + 1,
+                               t + 1e-9);
+    return std::max(lo, static_cast<NodeId>(it - nodeEnd.begin()) - 1);
+  };
+  // D2H: FIFO in issue order; release when predicted done.
+  double wait = 0.0;
+  double free = 0.0;
+  for (uint32_t i : d2hSeq) {
+    CopyEntry &e = list[i];
+    const ActivationInfo &info = acts[e.act];
+    double start = std::max(nodeEnd[info.contentReadyAfter], free);
+    e.d2hEnd = start + static_cast<double>(e.bytes) / d2hRate * 1e6;
+    free = e.d2hEnd;
+    e.release = firstEndingAfter(e.d2hEnd, info.lastForwardUse, e.restore - 1);
+    e.stallUs = std::max(0.0, e.d2hEnd - nodeEnd[e.release]);
+    wait += e.stallUs;
+  }
+  // H2D: as late as possible, backwards from the deadlines.
+  double next = std::numeric_limits<double>::infinity();
+  for (size_t k = h2dSeq.size(); k-- > 0;) {
+    CopyEntry &e = list[h2dSeq[k]];
+    double end = std::min(placement.chainStartUs[e.restore], next);
+    double start = end - static_cast<double>(e.bytes) / h2dRate * 1e6;
+    e.prefetch = lastEndingBefore(start, e.release, e.restore - 1);
+    e.h2dStart = std::max(start, nodeEnd[e.prefetch]);
+    next = e.h2dStart;
+  }
+  // Forward: when the prefetches can really run; the compute stream waits
+  // for the ones that end after their deadline (counted once along the
+  // running maximum, since one wait delays everything after it).
+  double h2dFree = 0.0, worst = 0.0;
+  for (uint32_t i : h2dSeq) {
+    const CopyEntry &e = list[i];
+    double start = std::max({nodeEnd[e.prefetch], e.d2hEnd, h2dFree});
+    h2dFree = start + static_cast<double>(e.bytes) / h2dRate * 1e6;
+    double late = h2dFree - placement.chainStartUs[e.restore];
+    if (late > worst) {
+      wait += late - worst;
+      worst = late;
+    }
+  }
+  return wait;
+}
+
+CopyWhatIf CopyModel::whatIf(int32_t act, NodeId restore) const {
+  std::vector<CopyEntry> list = entries;
+  list.push_back(makeEntry(act, restore));
+  uint32_t mineIndex = static_cast<uint32_t>(list.size() - 1);
+  std::vector<uint32_t> d2h = inserted(
+      d2hOrder, mineIndex, [&](uint32_t i) { return list[i].d2hKey; });
+  std::vector<uint32_t> h2d = inserted(
+      h2dOrder, mineIndex, [&](uint32_t i) { return list[i].h2dKey; });
+  CopyWhatIf result;
+  result.extraUs = std::max(0.0, run(list, d2h, h2d) - exposure);
+  for (uint32_t i = 0; i < mineIndex; ++i)
+    if (list[i].release != entries[i].release ||
+        list[i].prefetch != entries[i].prefetch)
+      result.moved.push_back({i, entries[i].release, entries[i].prefetch,
+                              list[i].release, list[i].prefetch});
+  const CopyEntry &mine = list.back();
+  result.release = mine.release;
+  result.prefetch = mine.prefetch;
+  result.d2hEnd = mine.d2hEnd;
+  result.h2dStart = mine.h2dStart;
+  return result;
+}

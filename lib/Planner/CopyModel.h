@@ -1,0 +1,105 @@
+//===- CopyModel.h - What-if model of the D2H and H2D queues ----*- C++ -*-===//
+//
+// The auto solver asks "what if this activation were offloaded too?" many
+// times per step. The answer depends on the copy queues: a new D2H copy
+// delays every copy issued after it (their releases may move past the
+// memory peak), and a new prefetch pushes the prefetches due before it
+// earlier (their buffers may now cover the peak). CopyModel keeps both
+// queues exactly as placeDecisions (lethe/Planner/Placement.h) builds them
+// and answers the question by re-running the two passes with the copy
+// inserted.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_LIB_PLANNER_COPYMODEL_H
+#define LETHE_LIB_PLANNER_COPYMODEL_H
+
+#include "lethe/Planner/Placement.h"
+
+#include <utility>
+#include <vector>
+
+namespace lethe::planner {
+
+struct CopyEntry {
+  int32_t act = -1;
+  /// D2H order: (contentReadyAfter, storage); H2D order: (restore, storage).
+  std::pair<NodeId, ValueId> d2hKey, h2dKey;
+  int64_t bytes = 0;
+  NodeId restore = -1;
+  // Results of the passes.
+  double d2hEnd = 0.0;
+  NodeId release = -1;
+  double stallUs = 0.0;
+  double h2dStart = 0.0;
+  NodeId prefetch = -1;
+};
+
+/// What adding one offload would do, independent of where memory is
+/// judged: the new copy's placement and every other copy that moves.
+struct CopyWhatIf {
+  NodeId release = -1, prefetch = -1;
+  double d2hEnd = 0.0, h2dStart = 0.0;
+  /// Predicted extra compute-stream wait (release stalls, late prefetches).
+  double extraUs = 0.0;
+  struct Move {
+    uint32_t entry;
+    NodeId oldRelease, oldPrefetch, newRelease, newPrefetch;
+  };
+  std::vector<Move> moved;
+};
+
+class CopyModel {
+public:
+  CopyModel(const ActivationAnalysis &analysis, const DeviceProfile &device,
+            const Placement &placement);
+
+  /// Adds an offloaded activation restored before `restore`.
+  void add(int32_t act, NodeId restore);
+  /// Recomputes both queues; call after add().
+  void update();
+
+  /// What offloading `act` (restored before `restore`) would do.
+  CopyWhatIf whatIf(int32_t act, NodeId restore) const;
+
+  llvm::ArrayRef<CopyEntry> getEntries() const { return entries; }
+  double exposureUs() const { return exposure; }
+
+private:
+  CopyEntry makeEntry(int32_t act, NodeId restore) const;
+  /// Runs the D2H FIFO and the H2D as-late-as-possible passes over `list`
+  /// taken in the given orders; returns the predicted compute wait.
+  double run(std::vector<CopyEntry> &list, llvm::ArrayRef<uint32_t> d2hOrder,
+             llvm::ArrayRef<uint32_t> h2dOrder) const;
+  /// `order` with `index` inserted where `key` sorts.
+  template <typename KeyOf>
+  static std::vector<uint32_t> inserted(llvm::ArrayRef<uint32_t> order,
+                                        uint32_t index, KeyOf keyOf);
+
+  const ActivationAnalysis &analysis;
+  const Placement &placement;
+  double d2hRate, h2dRate;
+  std::vector<CopyEntry> entries;
+  /// Entry indices in D2H (issue) and H2D (deadline) order.
+  std::vector<uint32_t> d2hOrder, h2dOrder;
+  double exposure = 0.0;
+};
+
+template <typename KeyOf>
+std::vector<uint32_t> CopyModel::inserted(llvm::ArrayRef<uint32_t> order,
+                                          uint32_t index, KeyOf keyOf) {
+  std::vector<uint32_t> result;
+  result.reserve(order.size() + 1);
+  auto key = keyOf(index);
+  size_t k = 0;
+  while (k < order.size() && keyOf(order[k]) < key)
+    result.push_back(order[k++]);
+  result.push_back(index);
+  for (; k < order.size(); ++k)
+    result.push_back(order[k]);
+  return result;
+}
+
+} // namespace lethe::planner
+
+#endif // LETHE_LIB_PLANNER_COPYMODEL_H

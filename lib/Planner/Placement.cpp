@@ -1,0 +1,230 @@
+//===- Placement.cpp - From decisions to a placed plan --------------------===//
+
+#include "lethe/Planner/Placement.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+using namespace lethe;
+
+static llvm::Error placementError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static double nodeComputeUs(const GraphNode &node) {
+  // Collectives run on the comm stream and do not occupy the compute
+  // stream.
+  return node.hasFlag(NodeFlagCollective) ? 0.0 : std::max(0.0, node.timeUs);
+}
+
+llvm::Expected<Placement>
+lethe::placeDecisions(const ActivationAnalysis &analysis,
+                      const DeviceProfile &device,
+                      llvm::ArrayRef<Decision> decisions) {
+  const TrainingGraph &graph = analysis.getGraph();
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  const size_t numNodes = graph.numNodes();
+  const size_t numActs = acts.size();
+  if (decisions.size() != numActs)
+    return placementError(llvm::formatv(
+        "expected one decision per activation ({0}), got {1}", numActs,
+        decisions.size()));
+  bool anyOffload = false;
+  for (auto [a, decision] : llvm::enumerate(decisions)) {
+    if (decision == Decision::Recompute && !acts[a].recomputable)
+      return placementError(llvm::formatv(
+          "value %{0} cannot be recomputed: {1}", acts[a].storage,
+          acts[a].notRecomputableReason));
+    if (decision == Decision::Offload && !acts[a].offloadable)
+      return placementError(llvm::formatv("value %{0} cannot be offloaded: {1}",
+                                          acts[a].storage,
+                                          acts[a].notOffloadableReason));
+    anyOffload |= decision == Decision::Offload;
+  }
+  if (anyOffload && !(device.d2hBytesPerSec > 0 && device.h2dBytesPerSec > 0))
+    return placementError(llvm::formatv(
+        "device profile '{0}' has no host copy bandwidth; cannot offload",
+        device.name));
+
+  // Restore points, moved earlier when a chain restored earlier reads them.
+  std::vector<NodeId> restore(numActs, -1);
+  std::vector<std::vector<int32_t>> restoredAt(numNodes);
+  for (size_t a = 0; a < numActs; ++a) {
+    if (decisions[a] == Decision::Retain)
+      continue;
+    restore[a] = acts[a].firstBackwardUse;
+    restoredAt[restore[a]].push_back(static_cast<int32_t>(a));
+  }
+  Placement result;
+  result.chainUs.assign(numNodes, 0.0);
+  result.chainNodes.resize(numNodes);
+  std::vector<uint8_t> inChain(numNodes, 0);
+  std::vector<NodeId> chain;
+  for (NodeId point = 0; point < static_cast<NodeId>(numNodes); ++point) {
+    std::vector<int32_t> &targets = restoredAt[point];
+    for (size_t i = 0; i < targets.size(); ++i) {
+      int32_t a = targets[i];
+      if (restore[a] != point)
+        continue;
+      const ActivationInfo &act = acts[a];
+      llvm::ArrayRef<ValueId> inputs = decisions[a] == Decision::Recompute
+                                           ? act.recomputeInputs
+                                           : act.rederiveInputs;
+      for (ValueId input : inputs) {
+        int32_t x = analysis.activationIndex(input);
+        if (x < 0 || decisions[x] == Decision::Retain || restore[x] <= point)
+          continue;
+        if (point <= acts[x].lastForwardUse)
+          return placementError(llvm::formatv(
+              "value %{0} is read by the chain restoring %{1} before node "
+              "{2}, inside its own forward life",
+              acts[x].storage, act.storage, point));
+        restore[x] = point;
+        targets.push_back(x);
+      }
+    }
+    // The chain run before `point`: the union of its targets' nodes.
+    chain.clear();
+    for (int32_t a : targets) {
+      if (restore[a] != point)
+        continue;
+      const ActivationInfo &act = acts[a];
+      for (NodeId node : decisions[a] == Decision::Recompute
+                             ? act.recomputeNodes
+                             : act.rederiveNodes)
+        if (!inChain[node]) {
+          inChain[node] = 1;
+          chain.push_back(node);
+        }
+    }
+    for (NodeId node : chain) {
+      inChain[node] = 0;
+      result.chainUs[point] += nodeComputeUs(graph.getNode(node));
+    }
+    if (!chain.empty()) {
+      llvm::sort(chain);
+      result.chainNodes[point] = chain;
+    }
+    result.recomputeUs += result.chainUs[point];
+  }
+
+  // Compute-stream times.
+  result.chainStartUs.resize(numNodes);
+  result.nodeEndUs.resize(numNodes);
+  double now = 0.0;
+  for (size_t i = 0; i < numNodes; ++i) {
+    result.chainStartUs[i] = now;
+    now += result.chainUs[i] + nodeComputeUs(graph.getNode(i));
+    result.nodeEndUs[i] = now;
+  }
+  // First node k in [lo, hi] whose end is >= t (hi when none).
+  auto firstEndingAfter = [&](double t, NodeId lo, NodeId hi) {
+    auto begin = result.nodeEndUs.begin();
+    auto it = std::lower_bound(begin + lo, begin + hi + 1, t - 1e-9);
+    return std::min(hi, static_cast<NodeId>(it - begin));
+  };
+  // Last node k <= hi whose end is <= t (lo when none).
+  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
+    auto begin = result.nodeEndUs.begin();
+    auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
+    return std::max(lo, static_cast<NodeId>(it - begin) - 1);
+  };
+
+  result.decisions.resize(numActs);
+  result.d2hEndUs.assign(numActs, 0.0);
+  result.h2dStartUs.assign(numActs, 0.0);
+  std::vector<int32_t> offloaded;
+  for (size_t a = 0; a < numActs; ++a) {
+    ActivationDecision &d = result.decisions[a];
+    d.value = acts[a].storage;
+    d.decision = decisions[a];
+    if (decisions[a] == Decision::Retain)
+      continue;
+    d.firstBackwardUse = restore[a];
+    if (decisions[a] == Decision::Recompute) {
+      d.recomputeNodes = acts[a].recomputeNodes;
+    } else {
+      d.recomputeNodes = acts[a].rederiveNodes;
+      offloaded.push_back(static_cast<int32_t>(a));
+    }
+  }
+
+  // D2H: FIFO in order of issue; release once predicted done.
+  llvm::sort(offloaded, [&](int32_t x, int32_t y) {
+    return std::make_pair(acts[x].contentReadyAfter, acts[x].storage) <
+           std::make_pair(acts[y].contentReadyAfter, acts[y].storage);
+  });
+  double d2hFree = 0.0;
+  for (int32_t a : offloaded) {
+    const ActivationInfo &act = acts[a];
+    double start = std::max(result.nodeEndUs[act.contentReadyAfter], d2hFree);
+    double end =
+        start + static_cast<double>(act.bytes) / device.d2hBytesPerSec * 1e6;
+    d2hFree = end;
+    result.d2hEndUs[a] = end;
+    result.decisions[a].releaseAfter =
+        firstEndingAfter(end, act.lastForwardUse, restore[a] - 1);
+  }
+
+  // H2D: as late as possible, walking deadlines backwards.
+  llvm::sort(offloaded, [&](int32_t x, int32_t y) {
+    return std::make_pair(restore[x], acts[x].storage) >
+           std::make_pair(restore[y], acts[y].storage);
+  });
+  double h2dRate = device.h2dBytesPerSec *
+                   (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
+  double nextStart = std::numeric_limits<double>::infinity();
+  for (int32_t a : offloaded) {
+    const ActivationInfo &act = acts[a];
+    ActivationDecision &d = result.decisions[a];
+    double deadline = result.chainStartUs[restore[a]];
+    double end = std::min(deadline, nextStart);
+    double start = end - static_cast<double>(act.bytes) / h2dRate * 1e6;
+    NodeId issue = lastEndingBefore(start, d.releaseAfter, restore[a] - 1);
+    d.prefetchAfter = issue;
+    result.h2dStartUs[a] = std::max(start, result.nodeEndUs[issue]);
+    nextStart = result.h2dStartUs[a];
+  }
+  return result;
+}
+
+llvm::Error lethe::completePlacement(const ActivationAnalysis &analysis,
+                                     const DeviceProfile &device, Plan &plan) {
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  std::vector<Decision> decisions(acts.size(), Decision::Retain);
+  std::vector<const ActivationDecision *> given(acts.size(), nullptr);
+  for (const ActivationDecision &d : plan.decisions) {
+    int32_t a = d.value >= 0 && static_cast<size_t>(d.value) <
+                                    analysis.getGraph().numValues()
+                    ? analysis.activationIndex(d.value)
+                    : -1;
+    if (a < 0 || acts[a].storage != d.value)
+      return placementError(llvm::formatv(
+          "plan has a decision for value %{0}, which is not an activation",
+          d.value));
+    decisions[a] = d.decision;
+    given[a] = &d;
+  }
+  llvm::Expected<Placement> placed =
+      placeDecisions(analysis, device, decisions);
+  if (!placed)
+    return placed.takeError();
+  for (size_t a = 0; a < acts.size(); ++a) {
+    ActivationDecision &d = placed->decisions[a];
+    if (!given[a])
+      continue;
+    d.reason = given[a]->reason;
+    if (d.decision == Decision::Offload) {
+      if (given[a]->releaseAfter >= 0)
+        d.releaseAfter = given[a]->releaseAfter;
+      if (given[a]->prefetchAfter >= 0)
+        d.prefetchAfter = given[a]->prefetchAfter;
+    }
+  }
+  plan.decisions = std::move(placed->decisions);
+  return llvm::Error::success();
+}

@@ -1,0 +1,146 @@
+//===- Planner.cpp - Plan a training step under a memory budget -----------===//
+
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/AutoSolver.h"
+#include "lethe/Planner/Evaluator.h"
+#include "lethe/Planner/Layers.h"
+#include "lethe/Planner/Policies.h"
+
+#include "PlannerUtils.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <chrono>
+
+using namespace lethe;
+
+static llvm::Error planError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The fixed-policy plans `auto` starts from and must never lose to.
+static std::vector<AutoSeed> autoSeeds(const ActivationAnalysis &analysis,
+                                       const LayerInfo &layers,
+                                       const PlanOptions &options) {
+  std::vector<AutoSeed> seeds;
+  auto add = [&](const std::string &name, Policy policy, PlanOptions opts) {
+    PolicyDecisions pd = fixedPolicyDecisions(analysis, layers, policy, opts);
+    // Skip duplicates: the family only needs each plan once.
+    for (const AutoSeed &seed : seeds)
+      if (seed.decisions == pd.decisions)
+        return;
+    seeds.push_back({name, std::move(pd.decisions), std::move(pd.reasons)});
+  };
+  PlanOptions opts = options;
+  add("full", Policy::Full, opts);
+  std::vector<int> ns = {options.everyN, 2, 3, 4};
+  for (int n : ns) {
+    if (n < 2)
+      continue;
+    opts.everyN = n;
+    add(llvm::formatv("every-{0}", n).str(), Policy::EveryN, opts);
+  }
+  opts = options;
+  opts.offloadKept = false;
+  add("selective-op", Policy::SelectiveOp, opts);
+  opts.offloadKept = true;
+  add("selective-op (offload-kept)", Policy::SelectiveOp, opts);
+  add("offload-all", Policy::OffloadAll, options);
+  return seeds;
+}
+
+llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
+                                             const DeviceProfile &device,
+                                             const PlanOptions &options) {
+  auto started = std::chrono::steady_clock::now();
+  ActivationAnalysis analysis(graph, options);
+  Evaluator evaluator(analysis, device);
+  std::vector<Decision> retainAll(analysis.getActivations().size(),
+                                  Decision::Retain);
+  llvm::Expected<Evaluation> baseline = evaluator.evaluate(retainAll);
+  if (!baseline)
+    return baseline.takeError();
+
+  Plan plan;
+  plan.policy = options.policy;
+  plan.budgetBytes = options.budgetBytes;
+  plan.baselinePeakBytes = baseline->peakBytes;
+  plan.baselineStepUs = baseline->stepUs;
+
+  LayerInfo layers = findLayers(graph);
+  std::vector<Decision> decisions;
+  std::vector<std::string> reasons;
+  std::optional<Evaluation> evaluation;
+  std::optional<int64_t> least;
+  if (options.policy != Policy::Auto) {
+    PolicyDecisions pd =
+        fixedPolicyDecisions(analysis, layers, options.policy, options);
+    decisions = std::move(pd.decisions);
+    reasons = std::move(pd.reasons);
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(decisions);
+    if (!eval)
+      return eval.takeError();
+    evaluation = std::move(*eval);
+    least = evaluation->peakBytes;
+  } else {
+    if (options.solver == SolverKind::Exact)
+      return planError("the exact solver (solver=exact) is not available in "
+                       "this build; use solver=fast");
+    std::vector<AutoSeed> seeds = autoSeeds(analysis, layers, options);
+    llvm::Expected<AutoSolution> solution =
+        solveAuto(evaluator, options, seeds);
+    if (!solution)
+      return solution.takeError();
+    decisions = std::move(solution->decisions);
+    reasons = std::move(solution->reasons);
+    evaluation = std::move(solution->evaluation);
+    least = solution->leastPeakBytes;
+  }
+
+  plan.decisions = evaluation->placement.decisions;
+  for (size_t a = 0; a < plan.decisions.size() && a < reasons.size(); ++a)
+    plan.decisions[a].reason = reasons[a];
+  plan.peakBytes = evaluation->peakBytes;
+  plan.stepUs = evaluation->stepUs;
+  bool hostFits = evaluation->hostPeakBytes <= options.hostBudgetBytes;
+  plan.feasible = plan.peakBytes <= options.budgetBytes && hostFits;
+  if (!plan.feasible)
+    plan.leastFeasibleBudget = least;
+  plan.solveMs = std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - started)
+                     .count();
+  return plan;
+}
+
+llvm::Expected<SimResult> lethe::simulatePlan(const TrainingGraph &graph,
+                                              const DeviceProfile &device,
+                                              const PlanOptions &options,
+                                              const Plan &plan) {
+  ActivationAnalysis analysis(graph, options);
+  Plan placed = plan;
+  bool needsPlacement = false;
+  for (const ActivationDecision &d : plan.decisions)
+    needsPlacement |= d.decision != Decision::Retain &&
+                      (d.firstBackwardUse < 0 ||
+                       (d.decision == Decision::Offload &&
+                        (d.releaseAfter < 0 || d.prefetchAfter < 0)));
+  if (needsPlacement || plan.decisions.size() != analysis.getActivations().size())
+    if (llvm::Error err = completePlacement(analysis, device, placed))
+      return std::move(err);
+  return simulateDecisions(analysis, device, placed.decisions);
+}
+
+std::string lethe::infeasibleMessage(const Plan &plan) {
+  std::string policy = stringifyPolicy(plan.policy).str();
+  if (!plan.leastFeasibleBudget)
+    return llvm::formatv("budget {0} cannot be met by policy {1}",
+                         planner::humanBytes(plan.budgetBytes), policy)
+        .str();
+  return llvm::formatv("budget {0} ({1} B) is below the least budget policy "
+                       "{2} can meet on this graph: {3} ({4} B)",
+                       planner::humanBytes(plan.budgetBytes), plan.budgetBytes,
+                       policy,
+                       planner::humanBytes(*plan.leastFeasibleBudget),
+                       *plan.leastFeasibleBudget)
+      .str();
+}

@@ -1,0 +1,358 @@
+//===- ScheduleBuilder.cpp - A placed plan written out as a schedule ------===//
+//
+// Program order: for every node i, first the recompute chain restored
+// before i (the union of its targets' nodes, in program order), then node i,
+// then the D2H copies issued after i, the releases after i and the
+// prefetches issued after i. Buffers are freed when the last op reading them
+// ends; an offloaded storage's device buffer by its release instead.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Planner/Placement.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <tuple>
+
+using namespace lethe;
+
+static llvm::Error buildError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+namespace {
+class Builder {
+public:
+  Builder(const ActivationAnalysis &analysis,
+          llvm::ArrayRef<ActivationDecision> decisions)
+      : analysis(analysis), graph(analysis.getGraph()), decisions(decisions) {}
+
+  llvm::Expected<Schedule> build();
+
+private:
+  llvm::Error checkPlacement();
+  /// Emits an op reading the current buffers of `operands`.
+  llvm::Error addReads(ScheduleOp &op, llvm::ArrayRef<ValueId> operands,
+                       NodeId node, bool recompute);
+  OpIndex emit(ScheduleOp op) {
+    OpIndex index = static_cast<OpIndex>(schedule.ops.size());
+    if (op.stream == Stream::Compute)
+      lastCompute = index;
+    schedule.ops.push_back(std::move(op));
+    return index;
+  }
+  BufferId newBuffer(ValueId storage, int64_t bytes, BufferOrigin origin,
+                     OpIndex producer) {
+    BufferId id = static_cast<BufferId>(schedule.buffers.size());
+    schedule.buffers.push_back({storage, bytes, origin});
+    bufferProducer.push_back(producer);
+    explicitFree.push_back(0);
+    return id;
+  }
+
+  const ActivationAnalysis &analysis;
+  const TrainingGraph &graph;
+  llvm::ArrayRef<ActivationDecision> decisions;
+  Schedule schedule;
+  /// Current buffer of every storage (by storage index), -1 when dropped.
+  std::vector<BufferId> current;
+  std::vector<OpIndex> bufferProducer;
+  std::vector<uint8_t> explicitFree;
+  OpIndex lastCompute = -1;
+};
+} // namespace
+
+llvm::Error Builder::checkPlacement() {
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  if (decisions.size() != acts.size())
+    return buildError(llvm::formatv(
+        "expected one decision per activation ({0}), got {1}", acts.size(),
+        decisions.size()));
+  const NodeId numNodes = static_cast<NodeId>(graph.numNodes());
+  for (auto [a, d] : llvm::enumerate(decisions)) {
+    const ActivationInfo &act = acts[a];
+    if (d.value != act.storage)
+      return buildError(llvm::formatv(
+          "decision {0} is for value %{1}, expected %{2}", a, d.value,
+          act.storage));
+    if (d.decision == Decision::Retain)
+      continue;
+    if (d.firstBackwardUse <= act.lastForwardUse ||
+        d.firstBackwardUse > act.firstBackwardUse)
+      return buildError(llvm::formatv(
+          "value %{0} is restored before node {1}, outside its gap "
+          "(after node {2}, up to node {3})",
+          act.storage, d.firstBackwardUse, act.lastForwardUse,
+          act.firstBackwardUse));
+    if (d.decision == Decision::Recompute && !act.recomputable)
+      return buildError(llvm::formatv("value %{0} cannot be recomputed: {1}",
+                                      act.storage,
+                                      act.notRecomputableReason));
+    if (d.decision != Decision::Offload)
+      continue;
+    if (!act.offloadable)
+      return buildError(llvm::formatv("value %{0} cannot be offloaded: {1}",
+                                      act.storage, act.notOffloadableReason));
+    if (d.releaseAfter < act.lastForwardUse ||
+        d.releaseAfter >= d.firstBackwardUse || d.releaseAfter >= numNodes)
+      return buildError(llvm::formatv(
+          "value %{0} is released after node {1}; expected a node from its "
+          "last forward use ({2}) to before its restore point ({3})",
+          act.storage, d.releaseAfter, act.lastForwardUse,
+          d.firstBackwardUse));
+    if (d.prefetchAfter < d.releaseAfter ||
+        d.prefetchAfter >= d.firstBackwardUse)
+      return buildError(llvm::formatv(
+          "value %{0} is prefetched after node {1}; expected a node from its "
+          "release ({2}) to before its restore point ({3})",
+          act.storage, d.prefetchAfter, d.releaseAfter, d.firstBackwardUse));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<ValueId> operands,
+                              NodeId node, bool recompute) {
+  for (ValueId operand : operands) {
+    int32_t s = analysis.storageIndex(operand);
+    if (s < 0)
+      continue;
+    BufferId buffer = current[s];
+    if (buffer < 0)
+      return buildError(llvm::formatv(
+          "{0} of node {1} ({2}) reads value %{3} while it is dropped (not "
+          "restored before this point)",
+          recompute ? "the re-run" : "the run", node, graph.getNode(node).kind,
+          analysis.getStorages()[s].storage));
+    if (llvm::is_contained(op.reads, buffer))
+      continue;
+    op.reads.push_back(buffer);
+    OpIndex producer = bufferProducer[buffer];
+    if (producer >= 0 && schedule.ops[producer].stream != op.stream &&
+        !llvm::is_contained(op.deps, producer))
+      op.deps.push_back(producer);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<Schedule> Builder::build() {
+  if (llvm::Error err = checkPlacement())
+    return std::move(err);
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
+  const size_t numNodes = graph.numNodes();
+  current.assign(storages.size(), -1);
+
+  // Per-node work lists, as (node, tie-break, activation) sorted.
+  using Entry = std::tuple<NodeId, int32_t, int32_t>;
+  std::vector<Entry> restoredList, offloadList, releaseList, prefetchList,
+      droppedList;
+  for (auto [index, d] : llvm::enumerate(decisions)) {
+    int32_t a = static_cast<int32_t>(index);
+    if (d.decision == Decision::Retain)
+      continue;
+    restoredList.push_back({d.firstBackwardUse, a, a});
+    if (d.decision == Decision::Recompute) {
+      droppedList.push_back({acts[a].lastForwardUse, a, a});
+      continue;
+    }
+    offloadList.push_back({acts[a].contentReadyAfter, a, a});
+    releaseList.push_back({d.releaseAfter, a, a});
+    prefetchList.push_back({d.prefetchAfter, d.firstBackwardUse, a});
+  }
+  for (std::vector<Entry> *list :
+       {&restoredList, &offloadList, &releaseList, &prefetchList, &droppedList})
+    llvm::sort(*list);
+  // The activations of `list` at node i, advancing `cursor`.
+  auto at = [](const std::vector<Entry> &list, size_t &cursor, NodeId i) {
+    llvm::SmallVector<int32_t, 4> result;
+    while (cursor < list.size() && std::get<0>(list[cursor]) == i)
+      result.push_back(std::get<2>(list[cursor++]));
+    return result;
+  };
+  size_t restoredCursor = 0, offloadCursor = 0, releaseCursor = 0,
+         prefetchCursor = 0, droppedCursor = 0;
+  schedule.ops.reserve(numNodes + 3 * offloadList.size() + restoredList.size());
+  schedule.buffers.reserve(storages.size() + 2 * restoredList.size());
+
+  std::vector<OpIndex> offloadOp(acts.size(), -1);
+  std::vector<BufferId> hostBuffer(acts.size(), -1);
+  std::vector<uint8_t> inChain(numNodes, 0);
+  std::vector<uint8_t> isTargetHere(storages.size(), 0);
+  std::vector<NodeId> chain;
+
+  for (NodeId i = 0; i < static_cast<NodeId>(numNodes); ++i) {
+    llvm::SmallVector<int32_t, 4> restoredAt =
+        at(restoredList, restoredCursor, i);
+    // The chain restored before node i.
+    chain.clear();
+    for (int32_t a : restoredAt) {
+      if (decisions[a].decision == Decision::Recompute)
+        isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
+      for (NodeId node : decisions[a].recomputeNodes) {
+        if (node < 0 || node >= i)
+          return buildError(llvm::formatv(
+              "value %{0} lists node {1} to re-run before node {2}",
+              acts[a].storage, node, i));
+        if (!inChain[node]) {
+          inChain[node] = 1;
+          chain.push_back(node);
+        }
+      }
+    }
+    llvm::sort(chain);
+    for (NodeId node : chain) {
+      inChain[node] = 0;
+      const GraphNode &n = graph.getNode(node);
+      if (!analysis.isRecomputableNode(node))
+        return buildError(llvm::formatv("node {0} ({1}) may not be re-run",
+                                        node, n.kind));
+      ScheduleOp op;
+      op.kind = ScheduleOpKind::Recompute;
+      op.stream = Stream::Compute;
+      op.node = node;
+      op.durationUs = std::max(0.0, n.timeUs);
+      if (llvm::Error err = addReads(op, n.operands, node, true))
+        return std::move(err);
+      OpIndex index = static_cast<OpIndex>(schedule.ops.size());
+      for (ValueId result : n.results) {
+        int32_t s = analysis.storageIndex(result);
+        if (s < 0 || storages[s].storage != result)
+          continue;
+        BufferId buffer = newBuffer(result, storages[s].bytes,
+                                    BufferOrigin::Recomputed, index);
+        op.allocs.push_back(buffer);
+        // The re-created value replaces the dropped one only where it is
+        // needed: a target restored here, or a forward temporary the chain
+        // reads. Other results are thrown away when the op ends.
+        bool keep = isTargetHere[s] || storages[s].activation < 0;
+        if (keep)
+          current[s] = buffer;
+      }
+      emit(std::move(op));
+    }
+    for (int32_t a : restoredAt)
+      isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
+
+    // Node i.
+    const GraphNode &n = graph.getNode(i);
+    ScheduleOp op;
+    op.kind = ScheduleOpKind::Node;
+    op.node = i;
+    op.durationUs = std::max(0.0, n.timeUs);
+    op.stream = n.hasFlag(NodeFlagCollective) ? Stream::Comm : Stream::Compute;
+    if (op.stream != Stream::Compute && lastCompute >= 0)
+      op.deps.push_back(lastCompute);
+    if (llvm::Error err = addReads(op, n.operands, i, false))
+      return std::move(err);
+    OpIndex nodeOp = static_cast<OpIndex>(schedule.ops.size());
+    for (ValueId result : n.results) {
+      int32_t s = analysis.storageIndex(result);
+      if (s < 0 || storages[s].storage != result)
+        continue;
+      BufferId buffer =
+          newBuffer(result, storages[s].bytes, BufferOrigin::Produced, nodeOp);
+      op.allocs.push_back(buffer);
+      current[s] = buffer;
+    }
+    emit(std::move(op));
+    // Recomputed activations are dropped after their last forward use (the
+    // buffer itself is freed by that use).
+    for (int32_t a : at(droppedList, droppedCursor, i))
+      current[analysis.storageIndex(acts[a].storage)] = -1;
+
+    for (int32_t a : at(offloadList, offloadCursor, i)) {
+      ScheduleOp copy;
+      copy.kind = ScheduleOpKind::Offload;
+      copy.stream = Stream::D2H;
+      copy.storage = acts[a].storage;
+      copy.copyBytes = acts[a].bytes;
+      if (lastCompute >= 0)
+        copy.deps.push_back(lastCompute);
+      if (llvm::Error err = addReads(copy, acts[a].storage, i, false))
+        return std::move(err);
+      OpIndex index = static_cast<OpIndex>(schedule.ops.size());
+      hostBuffer[a] =
+          newBuffer(acts[a].storage, acts[a].bytes, BufferOrigin::Host, index);
+      copy.allocs.push_back(hostBuffer[a]);
+      offloadOp[a] = emit(std::move(copy));
+    }
+    for (int32_t a : at(releaseList, releaseCursor, i)) {
+      int32_t s = analysis.storageIndex(acts[a].storage);
+      if (offloadOp[a] < 0)
+        return buildError(llvm::formatv(
+            "value %{0} is released after node {1}, before its D2H copy is "
+            "issued (after node {2})",
+            acts[a].storage, i, acts[a].contentReadyAfter));
+      ScheduleOp release;
+      release.kind = ScheduleOpKind::Release;
+      release.stream = Stream::Compute;
+      release.storage = acts[a].storage;
+      release.deps.push_back(offloadOp[a]);
+      if (current[s] < 0)
+        return buildError(llvm::formatv(
+            "value %{0} is released after node {1} but is not on the device",
+            acts[a].storage, i));
+      release.frees.push_back(current[s]);
+      explicitFree[current[s]] = 1;
+      current[s] = -1;
+      emit(std::move(release));
+    }
+    for (int32_t a : at(prefetchList, prefetchCursor, i)) {
+      int32_t s = analysis.storageIndex(acts[a].storage);
+      ScheduleOp copy;
+      copy.kind = ScheduleOpKind::Prefetch;
+      copy.stream = Stream::H2D;
+      copy.storage = acts[a].storage;
+      copy.copyBytes = acts[a].bytes;
+      copy.deps.push_back(offloadOp[a]);
+      if (lastCompute >= 0 && lastCompute != offloadOp[a])
+        copy.deps.push_back(lastCompute);
+      copy.reads.push_back(hostBuffer[a]);
+      copy.frees.push_back(hostBuffer[a]);
+      explicitFree[hostBuffer[a]] = 1;
+      OpIndex index = static_cast<OpIndex>(schedule.ops.size());
+      BufferId buffer = newBuffer(acts[a].storage, acts[a].bytes,
+                                  BufferOrigin::Prefetched, index);
+      copy.allocs.push_back(buffer);
+      current[s] = buffer;
+      emit(std::move(copy));
+    }
+  }
+
+  // Free every other buffer when the last op reading it ends; buffers of
+  // returned storages live to the end.
+  std::vector<OpIndex> lastReader(bufferProducer);
+  for (auto [index, op] : llvm::enumerate(schedule.ops))
+    for (BufferId buffer : op.reads)
+      lastReader[buffer] =
+          std::max(lastReader[buffer], static_cast<OpIndex>(index));
+  for (auto [buffer, info] : llvm::enumerate(schedule.buffers)) {
+    if (explicitFree[buffer] || info.isHost())
+      continue;
+    int32_t s = analysis.storageIndex(info.storage);
+    if (storages[s].isOutput && info.origin != BufferOrigin::Recomputed)
+      continue;
+    schedule.ops[lastReader[buffer]].frees.push_back(
+        static_cast<BufferId>(buffer));
+  }
+  return std::move(schedule);
+}
+
+llvm::Expected<Schedule>
+lethe::buildSchedule(const ActivationAnalysis &analysis,
+                     llvm::ArrayRef<ActivationDecision> decisions) {
+  return Builder(analysis, decisions).build();
+}
+
+llvm::Expected<SimResult>
+lethe::simulateDecisions(const ActivationAnalysis &analysis,
+                         const DeviceProfile &device,
+                         llvm::ArrayRef<ActivationDecision> decisions,
+                         const SimOptions &options) {
+  llvm::Expected<Schedule> schedule = buildSchedule(analysis, decisions);
+  if (!schedule)
+    return schedule.takeError();
+  return simulate(*schedule, device, options);
+}

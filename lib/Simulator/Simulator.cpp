@@ -1,0 +1,225 @@
+//===- Simulator.cpp - Discrete-event run of a schedule -------------------===//
+//
+// A fluid discrete-event simulation: between two events (an op starting or
+// ending) every running op progresses at a constant rate, so the next event
+// is the earliest finish at the current rates.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Simulator/Simulator.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace lethe;
+
+static llvm::Error simError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static unsigned streamIndex(Stream stream) {
+  return static_cast<unsigned>(stream);
+}
+
+static bool isCopy(const ScheduleOp &op) {
+  return op.kind == ScheduleOpKind::Offload ||
+         op.kind == ScheduleOpKind::Prefetch;
+}
+
+llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
+                                          const DeviceProfile &device,
+                                          const SimOptions &options) {
+  const size_t numOps = schedule.ops.size();
+  SimResult result;
+
+  // Work of every op in microseconds at full rate.
+  std::vector<double> work(numOps, 0.0);
+  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+    if (streamIndex(op.stream) >= kNumStreams)
+      return simError(llvm::formatv("op {0} is on an unknown stream", index));
+    switch (op.kind) {
+    case ScheduleOpKind::Node:
+    case ScheduleOpKind::Recompute:
+      work[index] = std::max(0.0, op.durationUs);
+      break;
+    case ScheduleOpKind::Offload:
+    case ScheduleOpKind::Prefetch: {
+      double bandwidth = op.kind == ScheduleOpKind::Offload
+                             ? device.d2hBytesPerSec
+                             : device.h2dBytesPerSec;
+      if (!(bandwidth > 0.0))
+        return simError(llvm::formatv(
+            "device profile '{0}' has no {1} bandwidth, needed to copy "
+            "value %{2}",
+            device.name,
+            op.kind == ScheduleOpKind::Offload ? "D2H" : "H2D", op.storage));
+      work[index] = static_cast<double>(op.copyBytes) / bandwidth * 1e6;
+      break;
+    }
+    case ScheduleOpKind::Release:
+      work[index] = 0.0;
+      break;
+    }
+    if (!std::isfinite(work[index]))
+      return simError(llvm::formatv("op {0} ({1}) has no finite duration",
+                                    index, stringifyScheduleOpKind(op.kind)));
+  }
+  auto positiveOr = [](double value, double fallback) {
+    return value > 0.0 ? value : fallback;
+  };
+  const double duplex = positiveOr(device.duplexFactor, 1.0);
+  const double copySlowdown = positiveOr(device.copySlowdownWithCollectives, 1.0);
+  const double commSlowdown =
+      positiveOr(device.collectiveSlowdownWithCopies, 1.0);
+
+  std::array<std::vector<OpIndex>, kNumStreams> queues;
+  for (auto [index, op] : llvm::enumerate(schedule.ops))
+    queues[streamIndex(op.stream)].push_back(static_cast<OpIndex>(index));
+
+  std::vector<OpTiming> timing(numOps);
+  std::vector<double> remaining = work;
+  std::vector<uint8_t> done(numOps, 0);
+  std::array<size_t, kNumStreams> head = {0, 0, 0, 0};
+  std::array<OpIndex, kNumStreams> active = {-1, -1, -1, -1};
+  size_t numDone = 0;
+  double now = 0.0;
+
+  auto ready = [&](OpIndex op) {
+    for (OpIndex dep : schedule.ops[op].deps)
+      if (dep < 0 || static_cast<size_t>(dep) >= numOps || !done[dep])
+        return false;
+    return true;
+  };
+
+  while (numDone < numOps) {
+    // Start every op that can start now; zero-work ops finish at once.
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (unsigned s = 0; s < kNumStreams; ++s) {
+        if (active[s] >= 0 || head[s] >= queues[s].size())
+          continue;
+        OpIndex op = queues[s][head[s]];
+        if (!ready(op))
+          continue;
+        ++head[s];
+        timing[op].startUs = now;
+        progress = true;
+        if (remaining[op] <= 0.0) {
+          timing[op].endUs = now;
+          done[op] = 1;
+          ++numDone;
+        } else {
+          active[s] = op;
+        }
+      }
+    }
+    if (numDone == numOps)
+      break;
+
+    std::array<double, kNumStreams> rate = {1.0, 1.0, 1.0, 1.0};
+    bool d2hBusy = active[streamIndex(Stream::D2H)] >= 0;
+    bool h2dBusy = active[streamIndex(Stream::H2D)] >= 0;
+    bool commBusy = active[streamIndex(Stream::Comm)] >= 0;
+    double commFactor = commBusy ? copySlowdown : 1.0;
+    rate[streamIndex(Stream::D2H)] = (h2dBusy ? duplex : 1.0) * commFactor;
+    rate[streamIndex(Stream::H2D)] = (d2hBusy ? duplex : 1.0) * commFactor;
+    rate[streamIndex(Stream::Comm)] =
+        (d2hBusy || h2dBusy) ? 1.0 / commSlowdown : 1.0;
+
+    double step = std::numeric_limits<double>::infinity();
+    unsigned first = kNumStreams;
+    for (unsigned s = 0; s < kNumStreams; ++s) {
+      if (active[s] < 0)
+        continue;
+      double finish = remaining[active[s]] / rate[s];
+      if (finish < step) {
+        step = finish;
+        first = s;
+      }
+    }
+    if (first == kNumStreams) {
+      // Nothing runs and nothing can start: a dependency is never met.
+      for (unsigned s = 0; s < kNumStreams; ++s)
+        if (head[s] < queues[s].size())
+          return simError(llvm::formatv(
+              "schedule deadlocks: op {0} on the {1} stream waits for a "
+              "dependency that never completes",
+              queues[s][head[s]], stringifyStream(static_cast<Stream>(s))));
+      return simError("schedule deadlocks");
+    }
+    now += step;
+    for (unsigned s = 0; s < kNumStreams; ++s) {
+      OpIndex op = active[s];
+      if (op < 0)
+        continue;
+      remaining[op] -= rate[s] * step;
+      if (s == first || remaining[op] <= 1e-9 * work[op]) {
+        remaining[op] = 0.0;
+        timing[op].endUs = now;
+        done[op] = 1;
+        ++numDone;
+        active[s] = -1;
+      }
+    }
+  }
+
+  // Step time, busy time per stream, exposed waits on the compute stream.
+  double previousComputeEnd = 0.0;
+  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+    const OpTiming &t = timing[index];
+    result.stepUs = std::max(result.stepUs, t.endUs);
+    result.busyUs[streamIndex(op.stream)] += t.endUs - t.startUs;
+    if (op.stream != Stream::Compute)
+      continue;
+    double gap = t.startUs - previousComputeEnd;
+    previousComputeEnd = t.endUs;
+    if (gap <= 1e-9)
+      continue;
+    // Blame the dependency that completed last.
+    OpIndex culprit = -1;
+    for (OpIndex dep : op.deps)
+      if (culprit < 0 || timing[dep].endUs > timing[culprit].endUs)
+        culprit = dep;
+    if (culprit < 0)
+      continue;
+    if (isCopy(schedule.ops[culprit]))
+      result.exposedCopyUs += gap;
+    else if (schedule.ops[culprit].stream == Stream::Comm)
+      result.exposedCommUs += gap;
+  }
+
+  MemoryWalk walk = walkMemory(schedule);
+  result.peakBytes = walk.peakBytes;
+  result.hostPeakBytes = walk.hostPeakBytes;
+  result.memoryAtOp = std::move(walk.deviceAtOp);
+
+  if (options.recordTimeline) {
+    // Memory changes at compute-stream positions: an op's allocations when
+    // the compute stream reaches it, its frees when it ends (for ops on
+    // other streams: when the compute stream issued them).
+    double anchor = 0.0;
+    result.memoryCurve.reserve(2 * numOps + 1);
+    result.memoryCurve.push_back({0.0, 0});
+    for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+      bool onCompute = op.stream == Stream::Compute;
+      double start = onCompute ? timing[index].startUs : anchor;
+      double end = onCompute ? timing[index].endUs : anchor;
+      int64_t during = result.memoryAtOp[index];
+      int64_t freed = 0;
+      for (BufferId buffer : op.frees)
+        if (!schedule.buffers[buffer].isHost())
+          freed += schedule.buffers[buffer].bytes;
+      result.memoryCurve.push_back({start, during});
+      if (freed)
+        result.memoryCurve.push_back({end, during - freed});
+      if (onCompute)
+        anchor = timing[index].endUs;
+    }
+    result.timeline = std::move(timing);
+  }
+  return result;
+}

@@ -1,0 +1,163 @@
+//===- PlannerPropertyTest.cpp - Planner properties on random graphs -------===//
+//
+// Hundreds of seeded random layered graphs (RandomGraph.h), every policy,
+// budgets from 30% to 95% of the unplanned peak:
+// - a plan called feasible fits: its simulated peak is <= the budget, and
+//   re-simulating it from its decisions gives the same numbers;
+// - the peak never rises as the budget falls, and once a budget is
+//   infeasible every smaller one is too;
+// - `auto` is never slower than a fixed policy whose plan fits the budget;
+// - planning is deterministic;
+// - `none` has the plain lifetime peak.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RandomGraph.h"
+
+#include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Placement.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/Policies.h"
+
+#include <gtest/gtest.h>
+
+using namespace lethe;
+using namespace lethe::testing;
+
+namespace {
+
+constexpr uint64_t kNumGraphs = 120;
+
+RandomGraphOptions optionsFor(uint64_t seed) {
+  RandomGraphOptions options;
+  options.scopes = seed % 3 != 0;
+  // Smaller activations on some graphs so that offload hides better.
+  options.unitBytes = (seed % 2 ? 4 : 1) << 20;
+  return options;
+}
+
+llvm::Expected<Plan> planWith(const TrainingGraph &g, Policy policy,
+                              int64_t budget) {
+  PlanOptions options;
+  options.policy = policy;
+  options.budgetBytes = budget;
+  return planTrainingStep(g, testDeviceProfile(), options);
+}
+
+TEST(PlannerPropertyTest, AutoFitsIsMonotonicAndBeatsFixedPolicies) {
+  const std::vector<Policy> fixed = {Policy::Full, Policy::EveryN,
+                                     Policy::SelectiveOp, Policy::OffloadAll};
+  const std::vector<double> fractions = {0.95, 0.8, 0.65, 0.5, 0.4, 0.3};
+  for (uint64_t seed = 0; seed < kNumGraphs; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(seed, optionsFor(seed));
+    llvm::Expected<Plan> none = planWith(g, Policy::None, INT64_MAX);
+    ASSERT_TRUE(static_cast<bool>(none)) << llvm::toString(none.takeError());
+    std::vector<Plan> fixedPlans;
+    for (Policy p : fixed) {
+      llvm::Expected<Plan> plan = planWith(g, p, INT64_MAX);
+      ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+      fixedPlans.push_back(std::move(*plan));
+    }
+    int64_t previousPeak = INT64_MAX;
+    bool wasInfeasible = false;
+    for (double fraction : fractions) {
+      int64_t budget =
+          static_cast<int64_t>(fraction * static_cast<double>(none->peakBytes));
+      SCOPED_TRACE("budget " + std::to_string(budget));
+      llvm::Expected<Plan> plan = planWith(g, Policy::Auto, budget);
+      ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+      if (!plan->feasible) {
+        ASSERT_TRUE(plan->leastFeasibleBudget.has_value());
+        EXPECT_GT(*plan->leastFeasibleBudget, budget);
+        wasInfeasible = true;
+        continue;
+      }
+      EXPECT_FALSE(wasInfeasible) << "a smaller budget became feasible";
+      EXPECT_LE(plan->peakBytes, budget);
+      EXPECT_LE(plan->peakBytes, previousPeak);
+      previousPeak = plan->peakBytes;
+      // The plan's numbers are the simulator's.
+      PlanOptions options;
+      llvm::Expected<SimResult> sim =
+          simulatePlan(g, testDeviceProfile(), options, *plan);
+      ASSERT_TRUE(static_cast<bool>(sim)) << llvm::toString(sim.takeError());
+      EXPECT_EQ(sim->peakBytes, plan->peakBytes);
+      EXPECT_DOUBLE_EQ(sim->stepUs, plan->stepUs);
+      for (auto [i, fp] : llvm::enumerate(fixedPlans))
+        if (fp.peakBytes <= budget)
+          EXPECT_LE(plan->stepUs, fp.stepUs + 1e-6)
+              << "slower than policy " << stringifyPolicy(fixed[i]).str();
+    }
+  }
+}
+
+TEST(PlannerPropertyTest, EveryPolicyBuildsAValidSchedule) {
+  const std::vector<Policy> policies = {Policy::None, Policy::Full,
+                                        Policy::EveryN, Policy::SelectiveOp,
+                                        Policy::OffloadAll};
+  for (uint64_t seed = 0; seed < 2 * kNumGraphs; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(seed, optionsFor(seed));
+    PlanOptions options;
+    ActivationAnalysis analysis(g, options);
+    LayerInfo layers = findLayers(g);
+    for (Policy policy : policies) {
+      for (bool offloadKept : {false, true}) {
+        if (offloadKept && policy != Policy::SelectiveOp)
+          continue;
+        options.policy = policy;
+        options.offloadKept = offloadKept;
+        PolicyDecisions pd =
+            fixedPolicyDecisions(analysis, layers, policy, options);
+        llvm::Expected<Placement> placed =
+            placeDecisions(analysis, testDeviceProfile(), pd.decisions);
+        ASSERT_TRUE(static_cast<bool>(placed))
+            << llvm::toString(placed.takeError());
+        llvm::Expected<Schedule> schedule =
+            buildSchedule(analysis, placed->decisions);
+        ASSERT_TRUE(static_cast<bool>(schedule))
+            << llvm::toString(schedule.takeError());
+        llvm::Error err = schedule->verify();
+        EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
+        llvm::Expected<SimResult> sim =
+            simulate(*schedule, testDeviceProfile());
+        ASSERT_TRUE(static_cast<bool>(sim)) << llvm::toString(sim.takeError());
+        if (policy == Policy::None)
+          EXPECT_EQ(sim->peakBytes, lifetimePeak(g));
+        // Nothing is faster than doing nothing.
+        EXPECT_GE(sim->stepUs + 1e-6, sim->busyUs[0] - 1e-6);
+      }
+    }
+  }
+}
+
+TEST(PlannerPropertyTest, PlanningIsDeterministic) {
+  for (uint64_t seed = 0; seed < kNumGraphs / 2; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g1 = randomLayeredGraph(seed, optionsFor(seed));
+    TrainingGraph g2 = randomLayeredGraph(seed, optionsFor(seed));
+    llvm::Expected<Plan> base = planWith(g1, Policy::None, INT64_MAX);
+    ASSERT_TRUE(static_cast<bool>(base));
+    int64_t budget = base->peakBytes / 2;
+    llvm::Expected<Plan> a = planWith(g1, Policy::Auto, budget);
+    llvm::Expected<Plan> b = planWith(g2, Policy::Auto, budget);
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(a->decisions.size(), b->decisions.size());
+    for (size_t i = 0; i < a->decisions.size(); ++i) {
+      const ActivationDecision &x = a->decisions[i], &y = b->decisions[i];
+      EXPECT_EQ(x.value, y.value);
+      EXPECT_EQ(x.decision, y.decision);
+      EXPECT_EQ(x.releaseAfter, y.releaseAfter);
+      EXPECT_EQ(x.prefetchAfter, y.prefetchAfter);
+      EXPECT_EQ(x.firstBackwardUse, y.firstBackwardUse);
+      EXPECT_EQ(x.recomputeNodes, y.recomputeNodes);
+      EXPECT_EQ(x.reason, y.reason);
+    }
+    EXPECT_EQ(a->peakBytes, b->peakBytes);
+    EXPECT_EQ(a->stepUs, b->stepUs);
+    EXPECT_EQ(a->feasible, b->feasible);
+  }
+}
+
+} // namespace

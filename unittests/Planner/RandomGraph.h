@@ -1,0 +1,53 @@
+//===- RandomGraph.h - Seeded random layered training graphs ----*- C++ -*-===//
+//
+// Generates training steps shaped like real ones, for property tests and
+// the planner benchmark: a stack of layers (each a small random DAG over the
+// layer input with matmul-like, elementwise, view, dropout and multi-output
+// ops, a residual add at the end), a loss, and the backward pass in reverse
+// order where every backward op reads a random subset of its forward op's
+// operands and results (the saved activations) and gradients accumulate.
+// Occasional collectives (all-gather of a weight) and in-place ops exercise
+// the planner's rules. The generator uses its own PRNG (splitmix64), so a
+// seed gives the same graph on every platform.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_UNITTESTS_PLANNER_RANDOMGRAPH_H
+#define LETHE_UNITTESTS_PLANNER_RANDOMGRAPH_H
+
+#include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include <cstdint>
+
+namespace lethe::testing {
+
+struct RandomGraphOptions {
+  int minLayers = 2, maxLayers = 8;
+  int minOpsPerLayer = 3, maxOpsPerLayer = 10;
+  /// Bytes of the residual stream; intermediate values are 1-4x this.
+  int64_t unitBytes = 4 << 20;
+  /// Give nodes module scopes (`model.layers.3.op2`).
+  bool scopes = true;
+  /// Probabilities (percent) of special ops inside a layer.
+  int dropoutPercent = 10;
+  int viewPercent = 10;
+  int collectivePercent = 3;
+  int inPlacePercent = 3;
+};
+
+/// A random layered graph for `seed`.
+TrainingGraph randomLayeredGraph(uint64_t seed,
+                                 const RandomGraphOptions &options = {});
+
+/// Peak memory by the plain lifetime rule (a storage lives from its
+/// producer to its last use through any alias; returned storages to the
+/// end), computed independently of the planner.
+int64_t lifetimePeak(const TrainingGraph &graph);
+
+/// An H100-like device profile: 55 GB/s copies each way.
+DeviceProfile testDeviceProfile();
+
+} // namespace lethe::testing
+
+#endif // LETHE_UNITTESTS_PLANNER_RANDOMGRAPH_H

@@ -1,0 +1,163 @@
+//===- SimulatorTest.cpp - The discrete-event simulator --------------------===//
+
+#include "lethe/Simulator/Simulator.h"
+
+#include <gtest/gtest.h>
+
+using namespace lethe;
+
+namespace {
+
+DeviceProfile copyDevice() {
+  DeviceProfile device;
+  device.name = "test";
+  // 1000 bytes per microsecond in each direction.
+  device.d2hBytesPerSec = 1e9;
+  device.h2dBytesPerSec = 1e9;
+  device.duplexFactor = 0.5;
+  device.collectiveSlowdownWithCopies = 2.0;
+  device.copySlowdownWithCollectives = 0.5;
+  return device;
+}
+
+ScheduleOp computeOp(double us, std::vector<OpIndex> deps = {}) {
+  ScheduleOp op;
+  op.kind = ScheduleOpKind::Node;
+  op.stream = Stream::Compute;
+  op.durationUs = us;
+  op.deps.assign(deps.begin(), deps.end());
+  return op;
+}
+
+ScheduleOp copyOp(ScheduleOpKind kind, int64_t bytes,
+                  std::vector<OpIndex> deps = {}) {
+  ScheduleOp op;
+  op.kind = kind;
+  op.stream = kind == ScheduleOpKind::Offload ? Stream::D2H : Stream::H2D;
+  op.copyBytes = bytes;
+  op.deps.assign(deps.begin(), deps.end());
+  return op;
+}
+
+TEST(SimulatorTest, ComputeStreamRunsInProgramOrder) {
+  Schedule s;
+  s.ops = {computeOp(10), computeOp(5), computeOp(2.5)};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->stepUs, 17.5);
+  EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 10);
+  EXPECT_DOUBLE_EQ(r->busyUs[0], 17.5);
+  EXPECT_DOUBLE_EQ(r->exposedCopyUs, 0);
+}
+
+TEST(SimulatorTest, CopiesOverlapComputeAndExposeWaits) {
+  Schedule s;
+  // compute 10us, then a 20,000-byte D2H copy (20us alone) that overlaps
+  // 5us of compute; a compute op that needs the copy waits 15us.
+  s.ops = {computeOp(10), copyOp(ScheduleOpKind::Offload, 20000, {0}),
+           computeOp(5), computeOp(1, {1})};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 10);
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 30);
+  EXPECT_DOUBLE_EQ(r->timeline[3].startUs, 30);
+  EXPECT_DOUBLE_EQ(r->exposedCopyUs, 15);
+  EXPECT_DOUBLE_EQ(r->stepUs, 31);
+  EXPECT_DOUBLE_EQ(r->busyUs[static_cast<unsigned>(Stream::D2H)], 20);
+}
+
+TEST(SimulatorTest, DuplexCopiesShareTheLink) {
+  Schedule s;
+  // Both directions copy 10,000 bytes at once: each runs at half rate while
+  // the other runs, so both end at 20us instead of 10us.
+  s.ops = {copyOp(ScheduleOpKind::Offload, 10000),
+           copyOp(ScheduleOpKind::Prefetch, 10000)};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 20);
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 20);
+}
+
+TEST(SimulatorTest, RatesChangeWhenAnOverlapEnds) {
+  Schedule s;
+  // D2H 5,000 bytes and H2D 15,000 bytes start together at half rate; the
+  // D2H ends at 10us (5,000 bytes at 500 B/us), having moved 5,000 of the
+  // H2D bytes; the last 10,000 run at full rate: 10us more.
+  s.ops = {copyOp(ScheduleOpKind::Offload, 5000),
+           copyOp(ScheduleOpKind::Prefetch, 15000)};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 10);
+  EXPECT_NEAR(r->timeline[1].endUs, 20, 1e-9);
+}
+
+TEST(SimulatorTest, CollectivesSlowDownBesideCopies) {
+  Schedule s;
+  ScheduleOp coll;
+  coll.kind = ScheduleOpKind::Node;
+  coll.stream = Stream::Comm;
+  coll.durationUs = 10;
+  s.ops = {coll, copyOp(ScheduleOpKind::Offload, 5000)};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  // Both slowed by 2x: the copy needs 5us alone -> 10us; by then the
+  // collective has done 5 of its 10us; the rest runs alone.
+  EXPECT_NEAR(r->timeline[1].endUs, 10, 1e-9);
+  EXPECT_NEAR(r->timeline[0].endUs, 15, 1e-9);
+}
+
+TEST(SimulatorTest, MemoryFollowsProgramOrder) {
+  Schedule s;
+  s.buffers = {{0, 100, BufferOrigin::Produced},
+               {1, 50, BufferOrigin::Produced},
+               {0, 100, BufferOrigin::Host}};
+  ScheduleOp a = computeOp(1);
+  a.allocs = {0};
+  ScheduleOp b = computeOp(1);
+  b.allocs = {1};
+  b.reads = {0};
+  ScheduleOp c = copyOp(ScheduleOpKind::Offload, 100, {0});
+  c.reads = {0};
+  c.allocs = {2};
+  ScheduleOp d = computeOp(1);
+  d.frees = {0, 1};
+  s.ops = {a, b, c, d};
+  ASSERT_FALSE(static_cast<bool>(s.verify()));
+  s.ops[3].reads = {1};
+  s.ops.push_back(computeOp(1));
+  s.ops.back().reads = {0};
+  llvm::Error useAfterFree = s.verify();
+  ASSERT_TRUE(static_cast<bool>(useAfterFree));
+  EXPECT_NE(llvm::toString(std::move(useAfterFree)).find("already freed"),
+            std::string::npos);
+  s.ops.pop_back();
+  llvm::Expected<SimResult> r = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->peakBytes, 150);
+  EXPECT_EQ(r->hostPeakBytes, 100);
+  EXPECT_EQ(r->memoryAtOp, (std::vector<int64_t>{100, 150, 150, 150}));
+  EXPECT_EQ(r->memoryCurve.back().bytes, 0);
+}
+
+TEST(SimulatorTest, ReportsDeadlocksAndBadSchedules) {
+  Schedule s;
+  s.ops = {computeOp(1, {1}), computeOp(1)};
+  llvm::Error bad = s.verify();
+  ASSERT_TRUE(static_cast<bool>(bad));
+  EXPECT_NE(llvm::toString(std::move(bad)).find("does not precede"),
+            std::string::npos);
+  llvm::Expected<SimResult> r = simulate(s, copyDevice());
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_NE(llvm::toString(r.takeError()).find("deadlock"), std::string::npos);
+
+  Schedule copy;
+  copy.ops = {copyOp(ScheduleOpKind::Offload, 10)};
+  DeviceProfile none;
+  none.name = "nocopy";
+  llvm::Expected<SimResult> r2 = simulate(copy, none);
+  ASSERT_FALSE(static_cast<bool>(r2));
+  EXPECT_NE(llvm::toString(r2.takeError()).find("D2H bandwidth"),
+            std::string::npos);
+}
+
+} // namespace
