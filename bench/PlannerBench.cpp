@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Import/JsonImporter.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/Knapsack.h"
@@ -17,6 +18,8 @@
 
 #include "../unittests/Planner/RandomGraph.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -57,82 +60,33 @@ static llvm::cl::opt<std::string>
                               "selective-op-offload,offload-all,"
                               "knapsack-greedy,knapsack-dp"));
 
-/// Reads the exporter's JSON schema (graphs/SCHEMA.md) into a graph. A
-/// stand-in until the benchmark goes through lethe-translate.
-static llvm::Expected<TrainingGraph> loadJsonGraph(llvm::StringRef path) {
+/// Imports a graph JSON (graphs/SCHEMA.md) as lethe-translate does and
+/// builds its TrainingGraph.
+static llvm::Expected<TrainingGraph> loadJsonGraph(llvm::StringRef path,
+                                                   mlir::MLIRContext &context) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return llvm::createStringError(buffer.getError(), "cannot read %s",
                                    path.str().c_str());
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!json)
-    return json.takeError();
-  TrainingGraph g;
-  std::map<std::pair<int64_t, int64_t>, ValueId> ids;
-  const llvm::json::Array *nodes = json->getAsObject()->getArray("nodes");
-  for (const llvm::json::Value &nv : *nodes) {
-    const llvm::json::Object &n = *nv.getAsObject();
-    int64_t id = *n.getInteger("id");
-    llvm::StringRef kind = *n.getString("kind");
-    const llvm::json::Array &outputs = *n.getArray("outputs");
-    if (kind == "param" || kind == "input" || kind == "tangent") {
-      InputKind k = kind == "param"     ? InputKind::Param
-                    : kind == "tangent" ? InputKind::Tangent
-                                        : InputKind::Input;
-      ids[{id, 0}] =
-          g.addInput(*outputs[0].getAsObject()->getInteger("bytes"), k);
-      continue;
-    }
-    std::vector<ValueId> operands;
-    for (const llvm::json::Value &in : *n.getArray("inputs")) {
-      const llvm::json::Array &pair = *in.getAsArray();
-      operands.push_back(ids.at({*pair[0].getAsInteger(), *pair[1].getAsInteger()}));
-    }
-    if (kind == "output") {
-      for (ValueId v : operands)
-        g.addOutput(v);
-      continue;
-    }
-    std::vector<int64_t> bytes, aliases;
-    for (const llvm::json::Value &ov : outputs) {
-      const llvm::json::Object &o = *ov.getAsObject();
-      bytes.push_back(o.getInteger("bytes").value_or(0));
-      aliases.push_back(o.getInteger("alias").value_or(-1));
-    }
-    llvm::StringRef op = *n.getString("op");
-    uint32_t flags = 0;
-    // Attention with dropout draws random numbers.
-    if (op.contains("scaled_dot_product"))
-      if (const llvm::json::Array *args = n.getArray("args"))
-        for (const llvm::json::Value &arg : *args)
-          if (std::optional<double> p = arg.getAsNumber())
-            if (!arg.getAsInteger() && *p > 0.0 && *p < 1.0)
-              flags |= NodeFlagRandom;
-    Phase phase = n.getString("phase").value_or("fwd") == "fwd" ? Phase::Fwd
-                                                               : Phase::Bwd;
-    double time = n.getNumber("time_us").value_or(0.0);
-    NodeId node = g.addNode(op, phase, time, operands, bytes, aliases, flags,
-                            n.getString("scope").value_or(""));
-    for (auto [i, r] : llvm::enumerate(g.getNode(node).results))
-      ids[{id, static_cast<int64_t>(i)}] = r;
-  }
-  return g;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importGraphJson((*buffer)->getBuffer(), path, &context);
+  if (!module)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot import %s", path.str().c_str());
+  auto func = *module->getOps<mlir::func::FuncOp>().begin();
+  mlir::FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
+  if (mlir::failed(graph))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "%s is not a training graph",
+                                   path.str().c_str());
+  // The graph keeps pointers into the module; the bench only needs the
+  // index data, so the module may go.
+  return std::move(*graph);
 }
 
-/// H200 figures from docs (DESIGN.md §8) until devices/*.json land.
-static DeviceProfile h200() {
-  DeviceProfile d;
-  d.name = "h200";
-  d.peakFlops["bf16"] = 701e12;
-  d.hbmBytesPerSec = 4.2e12;
-  d.d2hBytesPerSec = 55.3e9;
-  d.h2dBytesPerSec = 55.4e9;
-  d.duplexFactor = 0.92;
-  d.deviceMemoryBytes = 141e9;
-  d.hostMemoryBytes = 1e12;
-  return d;
-}
+static llvm::cl::opt<std::string> deviceName(
+    "device", llvm::cl::desc("device profile (name or JSON path)"),
+    llvm::cl::init("h200"));
 
 struct Row {
   std::string graph, policy;
@@ -145,8 +99,9 @@ struct Row {
 int main(int argc, char **argv) {
   llvm::cl::ParseCommandLineOptions(argc, argv, "Lethe planner benchmark\n");
   std::vector<std::pair<std::string, TrainingGraph>> graphs;
+  mlir::MLIRContext context;
   for (const std::string &file : graphFiles) {
-    llvm::Expected<TrainingGraph> g = loadJsonGraph(file);
+    llvm::Expected<TrainingGraph> g = loadJsonGraph(file, context);
     if (!g) {
       llvm::errs() << file << ": " << llvm::toString(g.takeError()) << "\n";
       return 1;
@@ -168,7 +123,12 @@ int main(int argc, char **argv) {
     fractions.push_back(std::stod(p.str()));
   llvm::SmallVector<llvm::StringRef> policies;
   llvm::StringRef(policyList).split(policies, ',');
-  DeviceProfile device = h200();
+  llvm::Expected<DeviceProfile> loaded = DeviceProfile::load(deviceName);
+  if (!loaded) {
+    llvm::errs() << llvm::toString(loaded.takeError()) << "\n";
+    return 1;
+  }
+  DeviceProfile device = std::move(*loaded);
 
   std::vector<Row> rows;
   for (auto &entry : graphs) {

@@ -108,6 +108,28 @@ static InputKind parseInputKind(Attribute attr) {
       .Default(InputKind::Input);
 }
 
+/// Fused attention kernels (ATen `_scaled_dot_product_*_attention`) draw
+/// their dropout mask inside the kernel, so with a non-zero dropout they
+/// are RNG ops too. The probability is a positional float argument or a
+/// `dropout_p` keyword; any positional float in (0, 1) counts (a positional
+/// `scale` can only make the answer conservative).
+static bool attentionHasDropout(NodeOp node) {
+  StringRef kind = node.getKind();
+  if (!kind.contains("scaled_dot_product") || kind.contains("_backward"))
+    return false;
+  auto positive = [](Attribute attr) {
+    auto f = dyn_cast_or_null<FloatAttr>(attr);
+    return f && f.getValueAsDouble() > 0.0 && f.getValueAsDouble() < 1.0;
+  };
+  if (auto args = dyn_cast_or_null<ArrayAttr>(node.getArgsAttr()))
+    if (llvm::any_of(args, positive))
+      return true;
+  if (auto kwargs = node->getAttrOfType<DictionaryAttr>("lethe.attrs"))
+    if (positive(kwargs.get("dropout_p")))
+      return true;
+  return false;
+}
+
 FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
   TrainingGraph graph;
   DenseMap<Value, ValueId> ids;
@@ -170,7 +192,9 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
                         ? node.getTimeUsAttr().getValueAsDouble()
                         : 0.0;
       id = graph.addNode(node.getKind(), node.getPhase(), time, operands,
-                         resultBytes, aliases, NodeFlagNone,
+                         resultBytes, aliases,
+                         attentionHasDropout(node) ? NodeFlagRandom
+                                                   : NodeFlagNone,
                          node.getScope().value_or(""), &op);
       graph.nodes[id].name = node.getName().value_or("").str();
     } else if (auto coll = dyn_cast<CollectiveOp>(op)) {

@@ -89,3 +89,31 @@ TEST(TrainingGraphTest, FromFunction) {
 }
 
 } // namespace
+
+namespace {
+TEST(TrainingGraphTest, AttentionWithDropoutIsRandom) {
+  MLIRContext context;
+  context.loadDialect<LetheDialect, func::FuncDialect>();
+  const char *source = R"mlir(
+    func.func @step(%q: tensor<2x4xbf16>) {
+      %0:2 = lethe.node "aten._scaled_dot_product_cudnn_attention.default" fwd (%q, %q, %q)
+          {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, true, 1.000000e-01]}
+          : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<2xf32>)
+      %1:2 = lethe.node "aten._scaled_dot_product_cudnn_attention.default" fwd (%q, %q, %q)
+          {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, true, 0.000000e+00]}
+          : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<2xf32>)
+      %2:2 = lethe.node "aten._scaled_dot_product_flash_attention.default" fwd (%q, %q, %q)
+          {lethe.attrs = {dropout_p = 2.000000e-01 : f64}}
+          : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<2xf32>)
+      return
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  auto func = *module->getOps<func::FuncOp>().begin();
+  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
+  ASSERT_TRUE(succeeded(graph));
+  EXPECT_TRUE(graph->getNode(0).hasFlag(NodeFlagRandom));
+  EXPECT_FALSE(graph->getNode(1).hasFlag(NodeFlagRandom));
+  EXPECT_TRUE(graph->getNode(2).hasFlag(NodeFlagRandom));
+}
+} // namespace

@@ -14,6 +14,7 @@
 
 #include "RandomGraph.h"
 
+#include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Placement.h"
 #include "lethe/Planner/Planner.h"
@@ -123,8 +124,11 @@ TEST(PlannerPropertyTest, EveryPolicyBuildsAValidSchedule) {
         llvm::Expected<SimResult> sim =
             simulate(*schedule, testDeviceProfile());
         ASSERT_TRUE(static_cast<bool>(sim)) << llvm::toString(sim.takeError());
-        if (policy == Policy::None)
+        if (policy == Policy::None) {
           EXPECT_EQ(sim->peakBytes, lifetimePeak(g));
+          EXPECT_EQ(sim->peakBytes,
+                    MemoryProfile::compute(Lifetimes(g)).peakBytes);
+        }
         // Nothing is faster than doing nothing.
         EXPECT_GE(sim->stepUs + 1e-6, sim->busyUs[0] - 1e-6);
       }

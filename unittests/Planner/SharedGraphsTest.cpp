@@ -1,0 +1,71 @@
+//===- SharedGraphsTest.cpp - The planner on the bundled real graphs ------===//
+//
+// The real exported steps in graphs/ (GPT-2, ResNet-50) through the JSON
+// importer: the planner's unplanned peak is the lifetime analysis's, and a
+// plan called feasible fits its budget when simulated again.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Import/JsonImporter.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/Policies.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <gtest/gtest.h>
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+class SharedGraphs : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(SharedGraphs, PlansFitAndAgreeWithLifetimes) {
+  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(buffer) << "cannot read " << path;
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module =
+      importGraphJson((*buffer)->getBuffer(), path, &context);
+  ASSERT_TRUE(module);
+  FailureOr<TrainingGraph> graph =
+      TrainingGraph::fromFunction(*module->getOps<func::FuncOp>().begin());
+  ASSERT_TRUE(succeeded(graph));
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
+  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
+
+  Lifetimes lifetimes(*graph);
+  MemoryProfile profile = MemoryProfile::compute(lifetimes);
+  PlanOptions options;
+  options.policy = Policy::None;
+  llvm::Expected<Plan> none = planTrainingStep(*graph, *device, options);
+  ASSERT_TRUE(static_cast<bool>(none)) << llvm::toString(none.takeError());
+  EXPECT_EQ(none->peakBytes, profile.peakBytes);
+
+  for (Policy policy : {Policy::Auto, Policy::Full, Policy::SelectiveOp}) {
+    options.policy = policy;
+    options.budgetBytes = none->peakBytes * 6 / 10;
+    llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, options);
+    ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+    if (policy == Policy::Auto)
+      EXPECT_TRUE(plan->feasible) << infeasibleMessage(*plan);
+    if (!plan->feasible)
+      continue;
+    EXPECT_LE(plan->peakBytes, options.budgetBytes);
+    llvm::Expected<SimResult> sim =
+        simulatePlan(*graph, *device, options, *plan);
+    ASSERT_TRUE(static_cast<bool>(sim)) << llvm::toString(sim.takeError());
+    EXPECT_EQ(sim->peakBytes, plan->peakBytes);
+    EXPECT_DOUBLE_EQ(sim->stepUs, plan->stepUs);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, SharedGraphs,
+                         ::testing::Values("graph_gpt2.json",
+                                           "graph_resnet50.json"));
+
+} // namespace
