@@ -173,6 +173,20 @@ def _named_state(model):
     return params + buffers
 
 
+def _tied_names(model, state):
+    """[(fqn, index into state)] for every name of every parameter/buffer,
+    tied ones included (a weight shared by two modules has two names)."""
+    index = {id(t): i for i, (_, t, _) in enumerate(state)}
+    names = []
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        for table in (module._parameters, module._buffers):
+            for name, t in table.items():
+                if t is not None and id(t) in index:
+                    fqn = f"{prefix}.{name}" if prefix else name
+                    names.append((fqn, index[id(t)]))
+    return names
+
+
 def _split_inputs(inputs):
     """Tensors become traced arguments; other values are baked in."""
     tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
@@ -291,12 +305,12 @@ def _capture_aot_function(model, inputs, step_loss):
         from torch.nn.utils.stateless import functional_call
 
     state = _named_state(model)
-    names = [n for n, _, _ in state]
+    all_names = _tied_names(model, state)
     tensors, rebuild = _split_inputs(inputs)
     record = {}
 
     def step(*flat):
-        params = dict(zip(names, flat[:len(state)]))
+        params = {name: flat[i] for name, i in all_names}
         # torch 1.13 only: later versions record scopes in node metadata.
         override = getattr(fx_traceback, "override_stack_trace", None)
         with (override() if override else contextlib.nullcontext()), \

@@ -364,3 +364,23 @@ def test_tensor_passed_twice():
     assert validate(graph) == []
     inputs = [n for n in graph["nodes"] if n["kind"] == "input"]
     assert len(inputs) == 1 and inputs[0]["outputs"][0]["shape"] == [2, 16]
+
+
+@pytest.mark.parametrize("method", _methods())
+def test_tied_weights(method):
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 64, (2, 16))
+    model = TinyLM(vocab=64, layers=1)
+    model.head.weight = model.embed.weight
+    graph = lt.export_training_step(
+        model, (tokens,), lambda logits, t: F.cross_entropy(
+            logits.reshape(-1, 64), t.reshape(-1)),
+        targets=(tokens.roll(-1, 1),), method=method)
+    assert validate(graph) == [] and graph["warnings"] == []
+    params = [n["name"] for n in graph["nodes"] if n["kind"] == "param"]
+    assert "embed.weight" in params and "head.weight" not in params
+    assert graph["totals"]["param_bytes"] == sum(
+        p.numel() * p.element_size() for p in model.parameters())
+    # The shared weight gets one gradient, summed over both uses.
+    bwd_out = graph["nodes"][-1]
+    assert sum(g is not None for g in bwd_out["args"]["grads"]) == len(params)
