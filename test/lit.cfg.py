@@ -25,7 +25,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.lethe_tools_dir, config.llvm_tools_dir]
-tools = ["lethe-opt", "lethe-translate",
+tools = ["lethe-opt", "lethe-translate", "lethe-capi-test",
          ToolSubst("lethe", unresolved="ignore")]
 
 # The CUDA runtime's CPU-side tests (dry runs of compiled programs).

@@ -81,11 +81,24 @@ OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
     emitError(UnknownLoc::get(&context)) << error;
     return {};
   }
+  return loadTrainingGraph(std::move(buffer), path.ends_with(".json"), context,
+                           options);
+}
+
+OwningOpRef<ModuleOp>
+lethe::loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
+                         MLIRContext &context, const LoadOptions &options) {
+  registerLoaderDialects(context);
+  if (llvm::Expected<DeviceProfile> profile = DeviceProfile::load(options.device);
+      !profile) {
+    emitError(UnknownLoc::get(&context)) << llvm::toString(profile.takeError());
+    return {};
+  }
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
 
   OwningOpRef<ModuleOp> module;
-  if (path.ends_with(".json")) {
+  if (json) {
     module = importGraphJson(sourceMgr, &context);
   } else {
     // Generic-form exports name ops of dialects we do not register.

@@ -15,6 +15,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <memory>
 
 namespace lethe {
 
@@ -29,6 +32,12 @@ struct LoadOptions {
 mlir::OwningOpRef<mlir::ModuleOp> loadTrainingGraph(llvm::StringRef path,
                                                     mlir::MLIRContext &context,
                                                     const LoadOptions &options);
+
+/// Loads a graph held in `buffer` (its identifier names it in errors): JSON
+/// if `json`, else MLIR text. The file overload reads the file and calls this.
+mlir::OwningOpRef<mlir::ModuleOp>
+loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
+                  mlir::MLIRContext &context, const LoadOptions &options);
 
 /// The training function of a loaded module: `@step` if present, else the
 /// only function with a body. Emits an error and returns null otherwise.

@@ -1,0 +1,215 @@
+//===- Lethe.cpp - C API of Lethe -----------------------------------------===//
+//
+// Thin wrappers over the library functions the `lethe` driver calls
+// (GraphLoader, Report): each entry point runs with a diagnostic handler that
+// collects every error into the returned status instead of printing it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe-c/Lethe.h"
+
+#include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Driver/GraphLoader.h"
+#include "lethe/Driver/Report.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+using namespace mlir;
+
+struct LetheGraphImpl {
+  std::unique_ptr<MLIRContext> context;
+  OwningOpRef<ModuleOp> module;
+  std::string device;
+};
+
+namespace {
+
+LetheString makeString(llvm::StringRef text) {
+  char *data = static_cast<char *>(std::malloc(text.size() + 1));
+  if (!data)
+    return {nullptr, 0};
+  std::memcpy(data, text.data(), text.size());
+  data[text.size()] = '\0';
+  return {data, text.size()};
+}
+
+LetheStatus okStatus() { return {{nullptr, 0}}; }
+
+LetheStatus errorStatus(llvm::StringRef message) {
+  return {makeString(message.empty() ? "lethe: unknown error" : message)};
+}
+
+/// Collects the errors (and the notes attached to them) emitted in a
+/// context while it is alive, one per line, with their locations.
+class ErrorCollector {
+public:
+  explicit ErrorCollector(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &diag) {
+          // Errors go to the status; warnings and remarks are dropped rather
+          // than printed by a library.
+          if (diag.getSeverity() == DiagnosticSeverity::Error) {
+            append(diag);
+            for (Diagnostic &note : diag.getNotes())
+              append(note);
+          }
+          return mlir::success();
+        }) {}
+
+  LetheStatus status(llvm::StringRef fallback) const {
+    return errorStatus(messages.empty() ? fallback : llvm::StringRef(messages));
+  }
+
+private:
+  void append(Diagnostic &diag) {
+    llvm::raw_string_ostream os(messages);
+    if (!messages.empty())
+      os << "\n";
+    // `file:line:col: ` of the first file position in the location (a
+    // node's NameLoc wraps one); the message itself names the node.
+    FileLineColLoc position;
+    diag.getLocation()->walk([&](Location loc) {
+      if ((position = dyn_cast<FileLineColLoc>(loc)))
+        return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (position)
+      os << position.getFilename().getValue() << ":" << position.getLine()
+         << ":" << position.getColumn() << ": ";
+    os << diag.str();
+  }
+
+  std::string messages;
+  ScopedDiagnosticHandler handler;
+};
+
+LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
+                 const char *device, LetheGraph *graph) {
+  if (!graph)
+    return errorStatus("lethe: no LetheGraph to store the result in");
+  *graph = nullptr;
+  auto impl = std::make_unique<LetheGraphImpl>();
+  impl->context = std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
+  impl->device = device ? device : "h200";
+  ErrorCollector errors(*impl->context);
+  lethe::LoadOptions options;
+  options.device = impl->device;
+  impl->module = lethe::loadTrainingGraph(std::move(buffer), json,
+                                          *impl->context, options);
+  if (!impl->module)
+    return errors.status("lethe: could not load the graph");
+  *graph = impl.release();
+  return okStatus();
+}
+
+} // namespace
+
+extern "C" {
+
+int letheStatusIsSuccess(LetheStatus status) {
+  return status.message.data == nullptr;
+}
+
+void letheStatusDestroy(LetheStatus status) {
+  letheStringDestroy(status.message);
+}
+
+void letheStringDestroy(LetheString string) { std::free(string.data); }
+
+const char *letheVersion(void) { return "0.1.0"; }
+
+LetheStatus letheGraphLoadFile(const char *path, const char *device,
+                               LetheGraph *graph) {
+  if (!path)
+    return errorStatus("lethe: no graph path given");
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(path, &error);
+  if (!buffer)
+    return errorStatus("lethe: " + error);
+  return load(std::move(buffer), llvm::StringRef(path).ends_with(".json"),
+              device, graph);
+}
+
+LetheStatus letheGraphLoadString(const char *data, size_t length,
+                                 const char *format, const char *name,
+                                 const char *device, LetheGraph *graph) {
+  if (!data && length)
+    return errorStatus("lethe: no graph text given");
+  llvm::StringRef kind = format ? format : "";
+  if (kind != "json" && kind != "mlir")
+    return errorStatus(("lethe: unknown graph format '" + kind +
+                    "' (expected 'json' or 'mlir')")
+                       .str());
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(data, length),
+                                           name ? name : "<string>");
+  return load(std::move(buffer), kind == "json", device, graph);
+}
+
+void letheGraphDestroy(LetheGraph graph) { delete graph; }
+
+LetheStatus letheGraphPrint(LetheGraph graph, LetheString *mlir) {
+  if (!graph || !mlir)
+    return errorStatus("lethe: null graph or output");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  graph->module->print(os);
+  *mlir = makeString(text);
+  return okStatus();
+}
+
+LetheStatus letheGraphReport(LetheGraph graph, unsigned top,
+                             LetheString *json) {
+  if (!graph || !json)
+    return errorStatus("lethe: null graph or output");
+  ErrorCollector errors(*graph->context);
+  func::FuncOp func = lethe::getTrainingFunction(*graph->module);
+  if (!func)
+    return errors.status("lethe: no training function");
+  lethe::LifetimeAnalysis analysis(func);
+  if (!analysis.isValid())
+    return errors.status("lethe: the graph's lifetimes could not be analysed");
+  lethe::StepReport report =
+      lethe::buildStepReport(analysis, *graph->module, graph->device, top);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  lethe::writeStepReportJSON(report, os);
+  *json = makeString(text);
+  return okStatus();
+}
+
+LetheStatus letheGraphWriteTrace(LetheGraph graph, const char *path) {
+  if (!graph || !path)
+    return errorStatus("lethe: null graph or path");
+  ErrorCollector errors(*graph->context);
+  func::FuncOp func = lethe::getTrainingFunction(*graph->module);
+  if (!func)
+    return errors.status("lethe: no training function");
+  lethe::LifetimeAnalysis analysis(func);
+  if (!analysis.isValid())
+    return errors.status("lethe: the graph's lifetimes could not be analysed");
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
+  if (!file)
+    return errorStatus("lethe: " + error);
+  lethe::writeChromeTrace(
+      lethe::buildUnplannedTimeline(analysis.getGraph(), analysis.getProfile()),
+      file->os());
+  file->os().flush();
+  if (file->os().has_error()) {
+    file->os().clear_error();
+    return errorStatus(("lethe: could not write '" + llvm::Twine(path) + "'").str());
+  }
+  file->keep();
+  return okStatus();
+}
+
+} // extern "C"
