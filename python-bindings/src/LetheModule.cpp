@@ -1,0 +1,98 @@
+//===- LetheModule.cpp - Python bindings over the C API -------------------===//
+//
+// The compiled part of the `lethe` package (`lethe._lethe`). It uses only the
+// C API (lethe-c/Lethe.h): a failed call raises `lethe.LetheError` with the
+// message Lethe produced. The Python-facing API is in lethe/__init__.py.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe-c/Lethe.h"
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace py = pybind11;
+
+namespace {
+
+/// Raised (as lethe.LetheError) when a C API call fails.
+struct LetheError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(LetheStatus status) {
+  if (letheStatusIsSuccess(status))
+    return;
+  std::string message(status.message.data, status.message.length);
+  letheStatusDestroy(status);
+  throw LetheError(message);
+}
+
+std::string take(LetheString string) {
+  std::string result(string.data, string.length);
+  letheStringDestroy(string);
+  return result;
+}
+
+/// Owns a LetheGraph.
+class Graph {
+public:
+  explicit Graph(LetheGraph graph) : graph(graph, &letheGraphDestroy) {}
+
+  static Graph load(const std::string &path, const std::string &device) {
+    LetheGraph graph = nullptr;
+    check(letheGraphLoadFile(path.c_str(), device.c_str(), &graph));
+    return Graph(graph);
+  }
+
+  static Graph loads(const std::string &text, const std::string &format,
+                     const std::string &name, const std::string &device) {
+    LetheGraph graph = nullptr;
+    check(letheGraphLoadString(text.data(), text.size(), format.c_str(),
+                               name.c_str(), device.c_str(), &graph));
+    return Graph(graph);
+  }
+
+  std::string report(unsigned top) const {
+    LetheString json{nullptr, 0};
+    check(letheGraphReport(graph.get(), top, &json));
+    return take(json);
+  }
+
+  std::string mlir() const {
+    LetheString text{nullptr, 0};
+    check(letheGraphPrint(graph.get(), &text));
+    return take(text);
+  }
+
+  void writeTrace(const std::string &path) const {
+    check(letheGraphWriteTrace(graph.get(), path.c_str()));
+  }
+
+private:
+  std::shared_ptr<LetheGraphImpl> graph;
+};
+
+} // namespace
+
+PYBIND11_MODULE(_lethe, m) {
+  m.doc() = "Lethe's compiled bindings (over the C API); use the `lethe` "
+            "package rather than this module";
+  py::register_exception<LetheError>(m, "LetheError", PyExc_ValueError);
+  m.def("version", &letheVersion);
+  // Loading and analysing release the GIL: they touch no Python object.
+  py::class_<Graph>(m, "Graph")
+      .def_static("load", &Graph::load, py::arg("path"), py::arg("device"),
+                  py::call_guard<py::gil_scoped_release>())
+      .def_static("loads", &Graph::loads, py::arg("text"), py::arg("format"),
+                  py::arg("name"), py::arg("device"),
+                  py::call_guard<py::gil_scoped_release>())
+      .def("report", &Graph::report, py::arg("top"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("mlir", &Graph::mlir, py::call_guard<py::gil_scoped_release>())
+      .def("write_trace", &Graph::writeTrace, py::arg("path"),
+           py::call_guard<py::gil_scoped_release>());
+}
