@@ -26,9 +26,8 @@ struct AnnotateCostsPass
   void runOnOperation() override {
     llvm::Expected<DeviceProfile> profile = DeviceProfile::load(device);
     if (!profile) {
-      getOperation()->emitError()
-          << "cannot load device profile: "
-          << llvm::toString(profile.takeError());
+      getOperation()->emitError() << "cannot load device profile: "
+                                  << llvm::toString(profile.takeError());
       return signalPassFailure();
     }
     CostModel model(std::move(*profile));
@@ -53,11 +52,10 @@ struct AnnotateCostsPass
         }
         OpCost cost = model.model(node);
         if (!cost.knownKind && remarkedKinds.insert(node.getKind()).second)
-          node.emitRemark()
-              << "no cost formula for op kind '" << node.getKind()
-              << "': modelled as memory-bound ("
-              << static_cast<int64_t>(cost.bytes)
-              << " bytes over HBM bandwidth)";
+          node.emitRemark() << "no cost formula for op kind '" << node.getKind()
+                            << "': modelled as memory-bound ("
+                            << static_cast<int64_t>(cost.bytes)
+                            << " bytes over HBM bandwidth)";
         record(op, cost);
       } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
         if (!overwrite && collective.getTimeUsAttr()) {

@@ -98,11 +98,12 @@ std::optional<PhaseSlot> slotOf(Operation *op) {
   return std::nullopt;
 }
 
-Phase phaseOf(PhaseSlot slot) { return slot == FwdSlot ? Phase::Fwd : Phase::Bwd; }
+Phase phaseOf(PhaseSlot slot) {
+  return slot == FwdSlot ? Phase::Fwd : Phase::Bwd;
+}
 
 struct InsertFsdpCollectivesPass
-    : public lethe::impl::InsertFsdpCollectivesBase<
-          InsertFsdpCollectivesPass> {
+    : public lethe::impl::InsertFsdpCollectivesBase<InsertFsdpCollectivesPass> {
   using InsertFsdpCollectivesBase::InsertFsdpCollectivesBase;
 
   void runOnOperation() override;
@@ -116,10 +117,9 @@ private:
   LogicalResult rewriteUses(ArrayRef<Operation *> ops);
   void reduceScatter(Unit &unit, func::ReturnOp ret,
                      SmallVectorImpl<Value> &results);
-  Value createCollective(OpBuilder &builder, Location loc,
-                                CollectiveKind kind, Value input,
-                                RankedTensorType resultType, Phase phase,
-                                StringRef unitName, StringRef what);
+  Value createCollective(OpBuilder &builder, Location loc, CollectiveKind kind,
+                         Value input, RankedTensorType resultType, Phase phase,
+                         StringRef unitName, StringRef what);
   /// Buckets of one unit's parameters: one per element type (or one per
   /// parameter with bucket=param), in parameter order.
   SmallVector<SmallVector<unsigned>> buckets(ArrayRef<unsigned> params);
@@ -158,8 +158,8 @@ void InsertFsdpCollectivesPass::runOnOperation() {
     return signalPassFailure();
   }
   if (func->hasAttr(kWorldAttr)) {
-    func.emitError() << "step is already sharded for FSDP ("
-                     << kWorldAttr << " is set)";
+    func.emitError() << "step is already sharded for FSDP (" << kWorldAttr
+                     << " is set)";
     return signalPassFailure();
   }
   if (!func.getBody().hasOneBlock()) {
@@ -256,9 +256,8 @@ LogicalResult InsertFsdpCollectivesPass::collectParams(func::FuncOp func) {
       emitRemark(arg.getLoc())
           << "parameter '" << param.name << "': dimension 0 ("
           << type.getDimSize(0) << ") is not divisible by "
-          << static_cast<int64_t>(world)
-          << " ranks; each rank holds " << param.shardType.getDimSize(0)
-          << " rows, the last "
+          << static_cast<int64_t>(world) << " ranks; each rank holds "
+          << param.shardType.getDimSize(0) << " rows, the last "
           << param.shardType.getDimSize(0) * world - type.getDimSize(0)
           << " of them zero padding";
   }
@@ -330,14 +329,14 @@ LogicalResult InsertFsdpCollectivesPass::matchGradients(func::FuncOp func,
     named = true;
     auto it = byName.find(gradOf.getValue());
     if (it == byName.end())
-      return ret.emitError() << "result " << result << " is the gradient of '"
-                             << gradOf.getValue()
-                             << "', which is not a parameter of the step";
+      return ret.emitError()
+             << "result " << result << " is the gradient of '"
+             << gradOf.getValue() << "', which is not a parameter of the step";
     Param &param = params[it->second];
     if (param.gradResult >= 0)
-      return ret.emitError() << "results " << param.gradResult << " and "
-                             << result << " are both gradients of '"
-                             << param.name << "'";
+      return ret.emitError()
+             << "results " << param.gradResult << " and " << result
+             << " are both gradients of '" << param.name << "'";
     if (ret.getOperand(result).getType() != param.fullType)
       return ret.emitError()
              << "result " << result << " (gradient of '" << param.name
@@ -457,13 +456,12 @@ void InsertFsdpCollectivesPass::gather(Unit &unit, PhaseSlot slot) {
                                 "fsdp.all_gather_copy_in", phase, shards,
                                 nullptr, nullptr, scope, nullptr, nullptr)
                      ->getResult(0);
-    Value gathered = createCollective(builder, loc, CollectiveKind::AllGather,
-                                      flat, gatheredType, phase, unit.key,
-                                      what);
-    auto copyOut = NodeOp::create(builder, loc, fullTypes,
-                                  "fsdp.all_gather_copy_out", phase,
-                                  ValueRange{gathered}, nullptr, nullptr,
-                                  scope, nullptr, nullptr);
+    Value gathered =
+        createCollective(builder, loc, CollectiveKind::AllGather, flat,
+                         gatheredType, phase, unit.key, what);
+    auto copyOut = NodeOp::create(
+        builder, loc, fullTypes, "fsdp.all_gather_copy_out", phase,
+        ValueRange{gathered}, nullptr, nullptr, scope, nullptr, nullptr);
     for (auto [index, result] :
          llvm::zip_equal(members, copyOut.getResults())) {
       params[index].gathered[slot] = result;
@@ -545,18 +543,17 @@ void InsertFsdpCollectivesPass::reduceScatter(Unit &unit, func::ReturnOp ret,
     if (Operation *producer = grad.getDefiningOp())
       builder.setInsertionPointAfter(producer);
     ++numReduceScatters;
-    results[param.gradResult] =
-        createCollective(builder, ret.getLoc(), CollectiveKind::AllReduce, grad,
-                         param.fullType, Phase::Bwd, unit.key,
-                         "all_reduce_grad");
+    results[param.gradResult] = createCollective(
+        builder, ret.getLoc(), CollectiveKind::AllReduce, grad, param.fullType,
+        Phase::Bwd, unit.key, "all_reduce_grad");
   }
   for (ArrayRef<unsigned> members : buckets(withGrad)) {
     // After the last producer of the bucket's gradients, in program order.
     Operation *last = nullptr;
     for (unsigned index : members) {
       Operation *producer = results[params[index].gradResult].getDefiningOp();
-      if (producer && (!last || position.lookup(producer) >
-                                    position.lookup(last)))
+      if (producer &&
+          (!last || position.lookup(producer) > position.lookup(last)))
         last = producer;
     }
     OpBuilder builder(ret);
@@ -593,15 +590,14 @@ void InsertFsdpCollectivesPass::reduceScatter(Unit &unit, func::ReturnOp ret,
     auto paddedType = RankedTensorType::get({flatElements * world}, element);
     auto shardType = RankedTensorType::get({flatElements}, element);
     // Rank-major: rank r's rows of every gradient, then rank r+1's.
-    Value flat = NodeOp::create(builder, loc, TypeRange{paddedType},
-                                "fsdp.reduce_scatter_copy_in", Phase::Bwd,
-                                grads, nullptr, nullptr, scope, nullptr,
-                                nullptr)
-                     ->getResult(0);
-    Value scattered = createCollective(builder, loc,
-                                       CollectiveKind::ReduceScatter, flat,
-                                       shardType, Phase::Bwd, unit.key,
-                                       "reduce_scatter");
+    Value flat =
+        NodeOp::create(builder, loc, TypeRange{paddedType},
+                       "fsdp.reduce_scatter_copy_in", Phase::Bwd, grads,
+                       nullptr, nullptr, scope, nullptr, nullptr)
+            ->getResult(0);
+    Value scattered =
+        createCollective(builder, loc, CollectiveKind::ReduceScatter, flat,
+                         shardType, Phase::Bwd, unit.key, "reduce_scatter");
     // Each gradient shard is a slice of the scattered buffer: views.
     SmallVector<int64_t> aliases(members.size(), 0);
     auto copyOut = NodeOp::create(

@@ -1,16 +1,12 @@
 //===- Verify.cpp - Check the explicit-program contract -------------------===//
 //
-// One sweep over the program in issue order. Happens-before across streams
-// is a vector clock per stream: entry t of a clock counts the ops of stream
-// t known to have completed. An op starts with its stream's clock (raised by
-// the timepoints it awaits) and knows the ops issued before it on its own
-// stream; a barrier carries its stream's clock, a copy's timepoint the
-// copy's own. Op A completes before op B starts iff B's start clock counts
-// past A's index on A's stream.
+// One sweep over the program in issue order: lifetimes and arena overlap
+// here, happens-before across streams from StreamOrder (vector clocks).
 //
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/Program.h"
+#include "lethe/Analysis/StreamOrder.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
@@ -32,29 +28,9 @@ using namespace lethe;
 
 namespace {
 
-constexpr unsigned kStreams = 4;
-using Clock = std::array<int32_t, kStreams>;
-
-void raise(Clock &clock, const Clock &other) {
-  for (unsigned s = 0; s < kStreams; ++s)
-    clock[s] = std::max(clock[s], other[s]);
-}
-
 StringRef streamName(unsigned stream) {
   return stringifyStream(static_cast<Stream>(stream));
 }
-
-/// The last op of each stream that touched a storage.
-struct Access {
-  int32_t index = -1;
-  Operation *op = nullptr;
-};
-using StreamAccesses = std::array<Access, kStreams>;
-
-struct StorageAccesses {
-  StreamAccesses writes;
-  StreamAccesses accesses;
-};
 
 /// Arena bytes freed so far, as disjoint pieces, each remembering the
 /// (compute-stream) release that freed it last.
@@ -116,36 +92,28 @@ struct Limits {
 class ProgramVerifier {
 public:
   ProgramVerifier(const ExplicitProgram &program, const Limits &limits)
-      : program(program), limits(limits) {}
+      : program(program), limits(limits), order(program) {}
 
   LogicalResult run();
-  unsigned numCrossStreamReads = 0;
+  unsigned getNumCrossStreamReads() const {
+    return order.getNumCrossStreamReads();
+  }
 
 private:
   LogicalResult visit(Operation *op, unsigned pos);
-  LogicalResult checkRead(Operation *op, Value value, unsigned stream,
-                          const Clock &start, int32_t index);
-  LogicalResult checkRelease(ReleaseOp release, unsigned pos,
-                             const Clock &start, int32_t index);
+  LogicalResult checkNeeds(Operation *op, unsigned stream);
+  LogicalResult checkRelease(ReleaseOp release, const StreamClock &start);
+  LogicalResult checkOffsets(Operation *op);
   LogicalResult checkAllocation(Operation *op, OpResult result, unsigned stream,
-                                const Clock &start);
+                                const StreamClock &start);
   LogicalResult checkLeaks();
-  /// The clock of a timepoint (zero for function arguments).
-  Clock clockOf(Value timepoint) const {
-    auto it = timepoints.find(timepoint);
-    return it == timepoints.end() ? Clock{} : it->second;
-  }
   std::string describe(Value value) const {
     return describeProgramValue(value);
   }
 
   const ExplicitProgram &program;
   const Limits &limits;
-
-  std::array<Clock, kStreams> streamClock = {};
-  std::array<int32_t, kStreams> streamCount = {};
-  DenseMap<Value, Clock> timepoints;
-  DenseMap<Value, StorageAccesses> storages;
+  StreamOrder order;
 
   /// Live buffers by offset (device, host): end and buffer index.
   std::array<std::map<int64_t, std::pair<int64_t, int32_t>>, 2> live;
@@ -156,25 +124,6 @@ private:
 
 } // namespace
 
-/// Timepoints `op` waits for before it starts on its stream.
-static SmallVector<Value> awaitedTimepoints(Operation *op) {
-  if (auto await = dyn_cast<AwaitOp>(op))
-    return llvm::to_vector(await.getTimepoints());
-  if (auto timeline = dyn_cast<TestTimelineOp>(op))
-    return llvm::to_vector(timeline.getAwaits());
-  SmallVector<Value> result;
-  if (auto offload = dyn_cast<OffloadOp>(op);
-      offload && offload.getAwaitTimepoint())
-    result.push_back(offload.getAwaitTimepoint());
-  if (auto prefetch = dyn_cast<PrefetchOp>(op);
-      prefetch && prefetch.getAwaitTimepoint())
-    result.push_back(prefetch.getAwaitTimepoint());
-  if (auto release = dyn_cast<ReleaseOp>(op);
-      release && release.getAwaitTimepoint())
-    result.push_back(release.getAwaitTimepoint());
-  return result;
-}
-
 LogicalResult ProgramVerifier::run() {
   offsets.assign(program.getBuffers().size(), -1);
   for (auto [pos, op] : llvm::enumerate(program.getOps()))
@@ -184,130 +133,82 @@ LogicalResult ProgramVerifier::run() {
 }
 
 LogicalResult ProgramVerifier::visit(Operation *op, unsigned pos) {
-  if (auto join = dyn_cast<JoinOp>(op)) {
-    Clock clock = {};
-    for (Value timepoint : join.getTimepoints())
-      raise(clock, clockOf(timepoint));
-    timepoints[join.getResult()] = clock;
+  unsigned stream = static_cast<unsigned>(getOpStream(op));
+  if (isa<JoinOp>(op)) {
+    order.issue(op, stream);
     return success();
   }
+  StreamClock start = order.startClock(op, stream);
 
-  unsigned stream = static_cast<unsigned>(getOpStream(op));
-  for (Value timepoint : awaitedTimepoints(op))
-    raise(streamClock[stream], clockOf(timepoint));
-  Clock start = streamClock[stream];
-  int32_t index = streamCount[stream]++;
-  start[stream] = index;
-
-  if (auto release = dyn_cast<ReleaseOp>(op))
-    return checkRelease(release, pos, start, index);
-
-  // Uses: no value is used after its release; real reads (not forwards)
-  // must be ordered after every write on another stream.
-  bool forwardsOnly = isa<AwaitOp, YieldOp>(op);
+  // No value is used (read, viewed, forwarded) after its release.
   for (Value operand : op->getOperands()) {
-    if (isa<TimepointType>(operand.getType()))
-      continue;
     int32_t buffer = program.getBufferIndex(operand);
-    if (buffer >= 0) {
-      const ProgramBuffer &info = program.getBuffers()[buffer];
-      if (info.release && info.endPos < pos) {
-        InFlightDiagnostic diag = op->emitOpError("uses ")
-                                  << describe(operand) << " after its release";
-        diag.attachNote(info.release->getLoc()) << "released here";
-        return diag;
-      }
-    }
-    if (!forwardsOnly && failed(checkRead(op, operand, stream, start, index)))
-      return failure();
-  }
-
-  // Timepoints this op produces.
-  for (Value result : op->getResults()) {
-    if (!isa<TimepointType>(result.getType()))
+    if (buffer < 0)
       continue;
-    Clock clock = start;
-    // A barrier covers the ops before it; a copy's timepoint the copy too.
-    if (!isa<BarrierOp>(op))
-      clock[stream] = index + 1;
-    timepoints[result] = clock;
-  }
-
-  if (limits.allocated)
-    if (auto offsetsAttr =
-            op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets)) {
-      ArrayRef<int64_t> entries = offsetsAttr.asArrayRef();
-      if (entries.size() != op->getNumResults())
-        return op->emitOpError("has ")
-               << entries.size() << " arena offsets for " << op->getNumResults()
-               << " results";
-      for (auto [index, entry] : llvm::enumerate(entries))
-        if (entry >= 0 && !ExplicitProgram::isAllocatingResult(op, index))
-          return op->emitOpError("result #")
-                 << index << " allocates nothing but has arena offset "
-                 << entry;
-    }
-
-  // Writes: fresh buffers, and storages written in place.
-  for (OpResult result : op->getResults()) {
-    if (ExplicitProgram::isAllocatingResult(op, result.getResultNumber())) {
-      if (failed(checkAllocation(op, result, stream, start)))
-        return failure();
-      StorageAccesses &record = storages[result];
-      record.writes[stream] = record.accesses[stream] = {index, op};
-      continue;
-    }
-    if (!isInPlaceWriter(op) || !isa<RankedTensorType>(result.getType()))
-      continue;
-    auto node = cast<NodeOp>(op);
-    int64_t operand = node.getAliasedOperand(result.getResultNumber());
-    if (operand < 0)
-      continue;
-    Value storage = program.getStorage(op->getOperand(operand));
-    StorageAccesses &record = storages[storage];
-    for (unsigned other = 0; other < kStreams; ++other) {
-      const Access &access = record.accesses[other];
-      if (other == stream || access.index < 0 || start[other] > access.index)
-        continue;
-      InFlightDiagnostic diag = op->emitOpError("writes ")
-                                << describe(op->getOperand(operand))
-                                << " in place on stream " << streamName(stream)
-                                << " before its use on stream "
-                                << streamName(other) << " is awaited";
-      diag.attachNote(access.op->getLoc()) << "used here";
+    const ProgramBuffer &info = program.getBuffers()[buffer];
+    if (info.release && info.endPos < pos) {
+      InFlightDiagnostic diag =
+          op->emitOpError(isa<ReleaseOp>(op) ? "releases " : "uses ")
+          << describe(operand)
+          << (isa<ReleaseOp>(op) ? " a second time" : " after its release");
+      diag.attachNote(info.release->getLoc())
+          << (isa<ReleaseOp>(op) ? "first released here" : "released here");
       return diag;
     }
-    record.writes[stream] = record.accesses[stream] = {index, op};
   }
+  if (auto release = dyn_cast<ReleaseOp>(op))
+    if (failed(checkRelease(release, start)))
+      return failure();
+  if (failed(checkNeeds(op, stream)) || failed(checkOffsets(op)))
+    return failure();
+  for (OpResult result : op->getResults())
+    if (ExplicitProgram::isAllocatingResult(op, result.getResultNumber()) &&
+        failed(checkAllocation(op, result, stream, start)))
+      return failure();
+  order.issue(op, stream);
   return success();
 }
 
-LogicalResult ProgramVerifier::checkRead(Operation *op, Value value,
-                                         unsigned stream, const Clock &start,
-                                         int32_t index) {
-  Value storage = program.getStorage(value);
-  StorageAccesses &record = storages[storage];
-  for (unsigned other = 0; other < kStreams; ++other) {
-    const Access &write = record.writes[other];
-    if (other == stream || write.index < 0)
+LogicalResult ProgramVerifier::checkNeeds(Operation *op, unsigned stream) {
+  SmallVector<StreamNeed> needs;
+  order.getNeeds(op, stream, /*keepCopiesFromCollectives=*/false, needs);
+  for (const StreamNeed &need : needs) {
+    // Memory reuse is checked against the arena, exactly, in
+    // checkAllocation; contention is a performance choice.
+    if (need.kind == StreamNeed::Reuse || need.kind == StreamNeed::Contention)
       continue;
-    ++numCrossStreamReads;
-    if (start[other] > write.index)
-      continue;
-    InFlightDiagnostic diag =
-        op->emitOpError("reads ")
-        << describe(value) << " on stream " << streamName(stream)
-        << " before its write on stream " << streamName(other) << " is awaited";
-    diag.attachNote(write.op->getLoc())
-        << "written here by '" << write.op->getName() << "'";
+    InFlightDiagnostic diag = [&]() -> InFlightDiagnostic {
+      switch (need.kind) {
+      case StreamNeed::Read:
+        return op->emitOpError("reads ")
+               << describe(need.value) << " on stream " << streamName(stream)
+               << " before its write on stream " << streamName(need.stream)
+               << " is awaited";
+      case StreamNeed::Overwrite:
+        if (isa<ReleaseOp>(op))
+          return op->emitOpError("releases ")
+                 << describe(need.value) << " before its use on stream "
+                 << streamName(need.stream)
+                 << " has completed; await that op's timepoint";
+        return op->emitOpError("writes ")
+               << describe(need.value) << " in place on stream "
+               << streamName(stream) << " before its use on stream "
+               << streamName(need.stream) << " is awaited";
+      default:
+        llvm_unreachable("filtered above");
+      }
+    }();
+    diag.attachNote(need.op->getLoc())
+        << (need.kind == StreamNeed::Read ? "written here by '"
+                                          : "used here by '")
+        << need.op->getName() << "'";
     return diag;
   }
-  record.accesses[stream] = {index, op};
   return success();
 }
 
-LogicalResult ProgramVerifier::checkRelease(ReleaseOp release, unsigned pos,
-                                            const Clock &start, int32_t index) {
+LogicalResult ProgramVerifier::checkRelease(ReleaseOp release,
+                                            const StreamClock &start) {
   unsigned stream = static_cast<unsigned>(getOpStream(release));
   if (stream != static_cast<unsigned>(Stream::Compute))
     return release.emitOpError("must be on the compute stream, not ")
@@ -318,45 +219,38 @@ LogicalResult ProgramVerifier::checkRelease(ReleaseOp release, unsigned pos,
     return release.emitOpError("releases ")
            << describe(value) << ", which the program does not allocate";
   const ProgramBuffer &info = program.getBuffers()[buffer];
-  if (info.release != release.getOperation()) {
-    InFlightDiagnostic diag = release.emitOpError("releases ")
-                              << describe(value) << " a second time";
-    diag.attachNote(info.release->getLoc()) << "first released here";
-    return diag;
-  }
   if (info.isOutput)
     return release.emitOpError("releases ")
            << describe(value) << ", which the step returns";
-
-  // Every use on another stream must have completed.
-  StorageAccesses &record = storages[info.value];
-  for (unsigned other = 0; other < kStreams; ++other) {
-    const Access &access = record.accesses[other];
-    if (other == stream || access.index < 0 || start[other] > access.index)
-      continue;
-    InFlightDiagnostic diag = release.emitOpError("releases ")
-                              << describe(value) << " before its use on stream "
-                              << streamName(other)
-                              << " has completed; await that op's timepoint";
-    diag.attachNote(access.op->getLoc())
-        << "used here by '" << access.op->getName() << "'";
-    return diag;
-  }
-
   if (!info.host)
     liveDeviceBytes -= info.bytes;
   int64_t offset = offsets[buffer];
   if (offset >= 0) {
     unsigned arena = info.host ? 1 : 0;
     live[arena].erase(offset);
-    freed[arena].assign(offset, offset + info.bytes, index, buffer);
+    freed[arena].assign(offset, offset + info.bytes, start[stream], buffer);
   }
+  return success();
+}
+
+LogicalResult ProgramVerifier::checkOffsets(Operation *op) {
+  auto offsetsAttr = op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets);
+  if (!limits.allocated || !offsetsAttr)
+    return success();
+  ArrayRef<int64_t> entries = offsetsAttr.asArrayRef();
+  if (entries.size() != op->getNumResults())
+    return op->emitOpError("has ") << entries.size() << " arena offsets for "
+                                   << op->getNumResults() << " results";
+  for (auto [index, entry] : llvm::enumerate(entries))
+    if (entry >= 0 && !ExplicitProgram::isAllocatingResult(op, index))
+      return op->emitOpError("result #")
+             << index << " allocates nothing but has arena offset " << entry;
   return success();
 }
 
 LogicalResult ProgramVerifier::checkAllocation(Operation *op, OpResult result,
                                                unsigned stream,
-                                               const Clock &start) {
+                                               const StreamClock &start) {
   int32_t buffer = program.getBufferIndex(result);
   const ProgramBuffer &info = program.getBuffers()[buffer];
   unsigned resultNumber = result.getResultNumber();
@@ -503,7 +397,7 @@ struct VerifyProgramPass
       ProgramVerifier verifier(*program, limits);
       LogicalResult result = verifier.run();
       numBuffers += program->getBuffers().size();
-      numCrossStreamReads += verifier.numCrossStreamReads;
+      numCrossStreamReads += verifier.getNumCrossStreamReads();
       if (failed(result))
         return signalPassFailure();
     }

@@ -101,6 +101,57 @@ def AssignBuffers : Pass<"lethe-assign-buffers", "mlir::ModuleOp"> {
   let dependentDialects = ["lethe::LetheDialect"];
 }
 
+def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
+  let summary = "Put every op on a stream and make every cross-stream "
+                "dependence an explicit barrier and await";
+  let description = [{
+    Turns an explicit program (docs/Pipeline.md §4) into a scheduled one
+    (§5), keeping its issue order, which lethe-materialize took from the
+    plan's placement (prefetches issued as late as the H2D queue allows
+    while still hidden, releases when the D2H copy is predicted done):
+
+    - every op gets `lethe.stream`: copies on d2h / h2d, collectives on
+      comm, everything else on compute (an explicit `lethe.stream` is kept);
+    - every dependence across streams is made explicit: an op that reads a
+      value written on another stream, a release of (or in-place write to)
+      a storage another stream still uses, and an op that allocates on a
+      non-compute stream after a release (so that lethe-assign-buffers may
+      hand it the released memory) wait for a timepoint covering the other
+      stream's op: that op's own timepoint when it is a copy, else a
+      `lethe.barrier` of its stream inserted just before the waiting op.
+      Copies and releases take the timepoint as their `await` operand
+      (joined with the one they had); other ops get a `lethe.await` on their
+      stream just before them;
+    - contention: when the device profile says host copies and collectives
+      slow each other down (`collectiveSlowdownWithCopies` above
+      `contention-threshold`, or `copySlowdownWithCollectives` below its
+      inverse) or `contention=on`, copies are kept out of collective
+      windows: a copy awaits every collective issued before it and a
+      collective every copy issued before it. Otherwise they overlap.
+
+    Dependences already covered by the program's own barriers and awaits
+    get nothing new, so running the pass twice changes nothing.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h200\"",
+           "built-in device profile name, or the path of a JSON profile">,
+    Option<"contention", "contention", "std::string", /*default=*/"\"auto\"",
+           "keep copies out of collective windows: auto (from the device "
+           "profile), on, off">,
+    Option<"contentionThreshold", "contention-threshold", "double",
+           /*default=*/"1.05",
+           "slowdown factor above which copies and collectives contend">,
+  ];
+  let statistics = [
+    Statistic<"numBarriers", "num-barriers", "Barriers inserted">,
+    Statistic<"numAwaits", "num-awaits",
+              "Awaits inserted or timepoints added to an op's await">,
+    Statistic<"numContentionWaits", "num-contention-waits",
+              "Waits that keep copies and collectives apart">,
+  ];
+  let dependentDialects = ["lethe::LetheDialect"];
+}
+
 def VerifyProgram : Pass<"lethe-verify", "mlir::ModuleOp"> {
   let summary = "Check the explicit-program contract: memory, lifetimes, "
                 "stream ordering";
