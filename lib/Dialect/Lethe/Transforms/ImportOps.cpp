@@ -39,10 +39,22 @@ constexpr unsigned kMaxInlineDepth = 64;
 /// `lethe.attrs`: planning needs their size, not their contents.
 constexpr int64_t kMaxKeptElements = 16;
 
-/// tensor ops whose result is a view of operand 0.
-constexpr StringLiteral kTensorViews[] = {
-    "tensor.expand_shape", "tensor.collapse_shape", "tensor.extract_slice",
-    "tensor.cast",         "tensor.bitcast",        "tensor.reshape"};
+/// Ops whose results are views of operand 0: tensor reshapes and slices,
+/// and torch-mlir's casts between its tensors and builtin ones.
+constexpr StringLiteral kViewOps[] = {"tensor.expand_shape",
+                                      "tensor.collapse_shape",
+                                      "tensor.extract_slice",
+                                      "tensor.cast",
+                                      "tensor.bitcast",
+                                      "tensor.reshape",
+                                      "torch_c.to_builtin_tensor",
+                                      "torch_c.from_builtin_tensor",
+                                      "torch.tensor_static_info_cast"};
+
+/// Ops that pass every operand through unchanged: result i is operand i
+/// (JAX's remat barrier).
+constexpr StringLiteral kIdentityOps[] = {"stablehlo.optimization_barrier",
+                                          "mhlo.optimization_barrier"};
 
 struct ImportOpsPass : lethe::impl::ImportOpsBase<ImportOpsPass> {
   void runOnOperation() override;
@@ -276,9 +288,12 @@ LogicalResult ImportOpsPass::importOp(Operation *op) {
         aliasOperand(result.getResultNumber(), init->getOperandNumber());
   } else if (isView || isAtenViewKind(kind) ||
              StringRef(kind).contains("wait_tensor") ||
-             llvm::is_contained(kTensorViews, opName)) {
+             llvm::is_contained(kViewOps, opName)) {
     for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
       aliasOperand(i, 0);
+  } else if (llvm::is_contained(kIdentityOps, opName)) {
+    for (unsigned i = 0, e = op->getNumResults(); i < e; ++i)
+      aliasOperand(i, i);
   } else if (opName == "tensor.insert_slice") {
     aliasOperand(0, 1);
   } else if (isAtenInPlaceKind(kind) && op->getNumResults() > 0) {

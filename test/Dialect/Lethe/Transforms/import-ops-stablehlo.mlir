@@ -122,3 +122,4 @@
 #loc27 = loc("jit(step)/mul"(#loc2))
 #loc28 = loc("jit(step)/sub"(#loc2))
 #loc29 = loc("jit(step)/jvp(loss)/jit(relu)/max"(#loc1))
+
