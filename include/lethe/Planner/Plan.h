@@ -97,6 +97,27 @@ struct ActivationDecision {
   std::string reason;
 };
 
+/// How the exact solver's search ended; set only by solveExact.
+struct ExactSolveReport {
+  /// CBC proved the plan optimal for the exact model (docs/ExactSolver.md)
+  /// within its tolerances.
+  bool provenOptimal = false;
+  /// The search stopped at PlanOptions::exactTimeLimitSec with the best
+  /// plan found so far: it may differ between machines of unequal speed.
+  bool hitTimeLimit = false;
+  /// The MILP objective of the plan and the best lower bound CBC proved:
+  /// model step time in microseconds, or, for an infeasible budget, the
+  /// least peak in MiB.
+  double objective = 0.0;
+  double bound = 0.0;
+  /// (objective - bound) / objective; 0 when proven optimal.
+  double gap = 0.0;
+  int64_t branchNodes = 0;
+  int rows = 0;
+  int columns = 0;
+  int integerColumns = 0;
+};
+
 struct Plan {
   Policy policy = Policy::Auto;
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
@@ -111,6 +132,8 @@ struct Plan {
   /// When infeasible: the least budget this policy/solver can meet.
   std::optional<int64_t> leastFeasibleBudget;
   double solveMs = 0.0;
+  /// Exact solver only: optimality status and gap.
+  std::optional<ExactSolveReport> exactReport;
 };
 
 } // namespace lethe

@@ -1,0 +1,45 @@
+//===- ExactSolver.h - The exact `auto` solver (MILP, CBC) ------*- C++ -*-===//
+//
+// Finds the plan of least predicted step time under the device-memory
+// budget by solving a mixed-integer program with COIN-OR CBC. The model it
+// optimises is ExactModel (docs/ExactSolver.md): it is the oracle the fast
+// solver, the property tests and the benchmarks compare against. Usable up
+// to a few hundred ops within PlanOptions::exactTimeLimitSec.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PLANNER_EXACTSOLVER_H
+#define LETHE_PLANNER_EXACTSOLVER_H
+
+#include "lethe/Planner/Plan.h"
+
+#include "llvm/Support/Error.h"
+
+namespace lethe {
+
+struct DeviceProfile;
+
+/// Solves `auto` exactly. Reads budgetBytes, hostBudgetBytes,
+/// minOffloadBytes and exactTimeLimitSec from `options`.
+///
+/// - Feasible budget: a Plan with `feasible`, one decision per activation
+///   (recompute lists the re-run nodes; offload gives the prefetch
+///   placement), the model's peak and step time, and `exactReport` saying
+///   whether CBC proved it optimal or stopped at the time limit (gap).
+/// - Budget below what any plan can meet: a Plan with `feasible == false`,
+///   `leastFeasibleBudget` (the least peak CBC found; proven least when
+///   `exactReport->provenOptimal`) and the decisions of that least-peak
+///   plan.
+/// - An error when CBC fails, or finds no plan and no proof of infeasibility
+///   within the time limit.
+///
+/// Deterministic: CBC runs on one thread with fixed seeds, so the same
+/// input gives the same plan whenever the search ends before the time
+/// limit (`exactReport->hitTimeLimit` is false).
+llvm::Expected<Plan> solveExact(const TrainingGraph &graph,
+                                const DeviceProfile &device,
+                                const PlanOptions &options);
+
+} // namespace lethe
+
+#endif // LETHE_PLANNER_EXACTSOLVER_H
