@@ -9,6 +9,8 @@ PACKAGES=(
   cmake ninja-build ccache clang-22 lld-22
   # LLVM / MLIR 22 (lit, FileCheck, not, split-file are in llvm-22-tools)
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  # the exact planner's MILP solver (COIN-OR CBC), found with pkg-config
+  coinor-libcbc-dev pkg-config
   # tests
   libgtest-dev python3
   # Python package tests: the PyTorch exporter (Debian's torch 1.13, CPU)

@@ -87,6 +87,7 @@ static Result solveOrThrow(const Problem &problem, const Options &options) {
   Cbc_setParameter(model.get(), "log", log);
   Cbc_setParameter(model.get(), "slog", log);
   Cbc_setParameter(model.get(), "threads", "0");
+  Cbc_setParameter(model.get(), "timeMode", "elapsed");
   Cbc_setParameter(model.get(), "randomSeed", seed.c_str());
   Cbc_setParameter(model.get(), "randomCbcSeed", seed.c_str());
   Cbc_setParameter(model.get(), "ratioGap", "0");

@@ -15,10 +15,6 @@
 using namespace lethe;
 
 static constexpr double kMiB = 1024.0 * 1024.0;
-/// Tie-breaks, far below any time difference that matters: prefer retain
-/// over recompute/offload, and a later prefetch over an earlier one.
-static constexpr double kDecisionTieBreakUs = 1e-4;
-static constexpr double kIssueTieBreakUs = 1e-6;
 
 ExactMilp::ExactMilp(const ExactModel &model, Goal goal, int64_t budgetBytes)
     : model(model), goal(goal),
@@ -26,7 +22,8 @@ ExactMilp::ExactMilp(const ExactModel &model, Goal goal, int64_t budgetBytes)
   buildDecisions();
   buildRecompute();
   buildPrefetchPlacement();
-  buildTimeline();
+  buildD2H();
+  buildWindows();
   buildMemory();
 }
 
@@ -84,14 +81,13 @@ int ExactMilp::issuedBy(int act, NodeId after) const {
   return issueCol[act][after - model.earliestPrefetchAfter()];
 }
 
-// D: one decision per activation; the host budget.
+// A: one decision per activation; the host budget.
 void ExactMilp::buildDecisions() {
-  double tieBreak = goal == Goal::MinTime ? kDecisionTieBreakUs : 0.0;
   Expr host;
   for (const ExactModel::Activation &act : model.activations()) {
     retainCol.push_back(binary());
-    recomputeCol.push_back(act.canRecompute ? binary(tieBreak) : -1);
-    offloadCol.push_back(act.canOffload ? binary(tieBreak) : -1);
+    recomputeCol.push_back(act.canRecompute ? binary() : -1);
+    offloadCol.push_back(act.canOffload ? binary() : -1);
     Expr one;
     add(one, retainCol.back(), 1);
     add(one, recomputeCol.back(), 1);
@@ -201,51 +197,24 @@ void ExactMilp::buildRecompute() {
   }
 }
 
-// P: where each prefetch is issued, in first-backward-use order.
+// P: where each prefetch is issued.
 void ExactMilp::buildPrefetchPlacement() {
   const NodeId first = model.earliestPrefetchAfter();
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  double tieBreak = goal == Goal::MinTime ? kIssueTieBreakUs : 0.0;
   issueCol.assign(acts.size(), {});
   for (auto [a, act] : llvm::enumerate(acts)) {
     if (offloadCol[a] < 0)
       continue;
     for (NodeId j = first; j < act.firstBackwardUse - 1; ++j)
-      issueCol[a].push_back(binary(tieBreak));
+      issueCol[a].push_back(binary());
     // P1: issued by j implies issued by j+1; issued at all iff offloaded.
     for (size_t k = 0; k < issueCol[a].size(); ++k) {
       int next = k + 1 < issueCol[a].size() ? issueCol[a][k + 1]
                                             : offloadCol[a];
       problem.addRow(-INFINITY, 0, {{issueCol[a][k], 1}, {next, -1}});
     }
-  }
-  // P2: prefetches are issued in h2dOrder. Y[t][j] >= max over later
-  // positions of "issued by j"; an offloaded activation at position t must
-  // be issued by j if any later one is.
-  llvm::ArrayRef<int> order = model.h2dOrder();
-  std::vector<std::vector<int>> later(order.size());
-  for (size_t t = order.size(); t-- > 1;) {
-    NodeId limit = acts[order[t - 1]].firstBackwardUse - 1;
-    for (NodeId j = first; j < limit; ++j) {
-      int y = continuous(0, 1);
-      later[t].push_back(y);
-      problem.addRow(0, INFINITY, {{y, 1}, {issuedBy(order[t], j), -1}});
-      if (t + 1 < order.size())
-        problem.addRow(0, INFINITY, {{y, 1}, {later[t + 1][j - first], -1}});
-    }
-  }
-  for (size_t t = 0; t + 1 < order.size(); ++t) {
-    int a = order[t];
-    for (NodeId j = first; j < acts[a].firstBackwardUse - 1; ++j)
-      problem.addRow(-1, INFINITY,
-                     {{issuedBy(a, j), 1},
-                      {later[t + 1][j - first], -1},
-                      {offloadCol[a], -1}});
-  }
-  // P3: a re-run consumer of an offloaded storage needs it prefetched.
-  for (auto [a, act] : llvm::enumerate(acts)) {
-    if (offloadCol[a] < 0)
-      continue;
+    // P2: a re-run consumer of an offloaded storage needs it prefetched
+    // before its segment.
     for (NodeId c : act.rerunConsumers)
       for (NodeId point : model.rerunPoints(c)) {
         if (point >= act.firstBackwardUse)
@@ -259,122 +228,185 @@ void ExactMilp::buildPrefetchPlacement() {
   }
 }
 
-// T: the timeline of the copy channels and the backward compute stream.
-void ExactMilp::buildTimeline() {
-  const TrainingGraph &graph = model.getGraph();
-  const NodeId f = model.firstBackward();
-  const NodeId numNodes = static_cast<NodeId>(model.numNodes());
+// D: the D2H channel, first in first out in production order, and which
+// device buffers still wait for their copy at each point.
+void ExactMilp::buildD2H() {
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  bigTime = 1.0;
-  for (NodeId i = 0; i < numNodes; ++i)
-    bigTime += model.nodeTimeUs(i) * (i < f ? 2 : 1);
-  for (const ExactModel::Activation &act : acts)
-    bigTime += act.d2hUs + act.h2dUs;
-
-  // T1: D2H, first in first out in production order.
+  llvm::ArrayRef<ExactModel::Point> points = model.points();
   d2hDoneCol.assign(acts.size(), -1);
   d2hLatest.assign(acts.size(), 0.0);
+  // D1: done >= max(produced, previous done) + copy time when offloaded,
+  // done >= previous done otherwise (no big-M needed: with o = 1 the two
+  // lower bounds are the FIFO recurrence). The bounds are the completion
+  // times with every candidate offloaded.
   double latest = 0.0;
   int prev = -1;
   for (int a : model.d2hOrder()) {
     const ExactModel::Activation &act = acts[a];
     double produced = model.nominalStartUs(act.producer) +
                       model.nodeTimeUs(act.producer);
-    double prevLatest = latest;
     latest = std::max(latest, produced) + act.d2hUs;
     d2hLatest[a] = latest;
     int q = d2hDoneCol[a] = continuous(0, latest);
-    problem.addRow(0, INFINITY, {{q, 1}, {offloadCol[a], -(produced + act.d2hUs)}});
-    if (prev >= 0) {
-      int qp = d2hDoneCol[prev];
-      double big = prevLatest + act.d2hUs;
-      problem.addRow(0, INFINITY, {{q, 1}, {qp, -1}});
-      problem.addRow(act.d2hUs - big, INFINITY,
-                     {{q, 1}, {qp, -1}, {offloadCol[a], -big}});
-    }
+    problem.addRow(0, INFINITY,
+                   {{q, 1}, {offloadCol[a], -(produced + act.d2hUs)}});
+    if (prev >= 0)
+      problem.addRow(0, INFINITY,
+                     {{q, 1}, {d2hDoneCol[prev], -1}, {offloadCol[a], -act.d2hUs}});
     prev = a;
   }
-
-  // T2: backward compute stream: recompute segments, then nodes.
-  nodeStartCol.assign(numNodes, -1);
-  segmentStartCol.assign(numNodes, -1);
-  std::vector<std::vector<NodeId>> rerunAt(numNodes);
-  for (NodeId n = 0; n < f; ++n)
-    for (NodeId point : model.rerunPoints(n))
-      rerunAt[point].push_back(n);
-  for (NodeId i = f; i < numNodes; ++i) {
-    Expr prevEnd; // start - prevEnd >= constant
-    double constant = 0.0;
-    if (i == f)
-      constant = model.forwardEndUs();
-    else {
-      add(prevEnd, nodeStartCol[i - 1], -1);
-      constant = model.nodeTimeUs(i - 1);
+  // D2: inFlight[a][p - inFlightFirst[a]] is 1 while activation a's device
+  // buffer waits for its copy at point p (from its last forward use on,
+  // while the copy may still run).
+  inFlightFirst.assign(acts.size(), 0);
+  inFlight.assign(acts.size(), {});
+  for (auto [a, act] : llvm::enumerate(acts)) {
+    if (offloadCol[a] < 0)
+      continue;
+    inFlightFirst[a] = model.nodePoint(act.lastForwardUse) + 1;
+    for (size_t p = inFlightFirst[a]; p < points.size(); ++p) {
+      double slack = d2hLatest[a] - points[p].nominalStartUs;
+      if (slack <= 0)
+        break;
+      int col = binary();
+      problem.addRow(-INFINITY, d2hLatest[a],
+                     {{d2hDoneCol[a], 1}, {col, -slack}, {offloadCol[a], slack}});
+      problem.addRow(-INFINITY, 0, {{col, 1}, {offloadCol[a], -1}});
+      if (!inFlight[a].empty())
+        problem.addRow(-INFINITY, 0, {{col, 1}, {inFlight[a].back(), -1}});
+      inFlight[a].push_back(col);
     }
-    int start = -1;
-    if (model.segmentPoint(i) >= 0) {
-      int seg = segmentStartCol[i] = continuous(0, bigTime);
-      Expr expr = prevEnd;
-      add(expr, seg, 1);
-      problem.addRow(constant, INFINITY, expr);
-      start = nodeStartCol[i] = continuous(0, bigTime);
-      Expr work{{start, 1}, {seg, -1}};
-      for (NodeId n : rerunAt[i])
-        addCreated(work, n, i, -model.nodeTimeUs(n));
+  }
+  // D3 (valid inequalities that tighten the relaxation): the D2H channel
+  // is a single work-conserving server, so the copy work not yet done at a
+  // point's start is the fluid backlog B (B_p >= B_{p-1} + work arrived -
+  // elapsed time, B >= 0), and every unfinished copy's buffer is still on
+  // the device: the copy time of the buffers in flight is at least B.
+  double horizon = 0.0;
+  for (double t : d2hLatest)
+    horizon = std::max(horizon, t);
+  int backlog = -1;
+  double prevStart = 0.0;
+  size_t arrived = 0;
+  llvm::ArrayRef<int> order = model.d2hOrder();
+  auto producedAt = [&](int a) {
+    return model.nominalStartUs(acts[a].producer) +
+           model.nodeTimeUs(acts[a].producer);
+  };
+  for (size_t p = 0; p < points.size(); ++p) {
+    double start = points[p].nominalStartUs;
+    if (start >= horizon)
+      break;
+    Expr next;
+    int b = continuous(0, INFINITY);
+    next.push_back({b, 1});
+    add(next, backlog, -1);
+    for (; arrived < order.size() && producedAt(order[arrived]) <= start;
+         ++arrived)
+      add(next, offloadCol[order[arrived]], -acts[order[arrived]].d2hUs);
+    problem.addRow(-(start - prevStart), INFINITY, next);
+    backlog = b;
+    prevStart = start;
+    Expr inFlightWork{{b, -1}};
+    for (size_t k = 0; k < arrived; ++k) {
+      int a = order[k];
+      if (static_cast<int>(p) < inFlightFirst[a])
+        add(inFlightWork, offloadCol[a], acts[a].d2hUs);
+      else
+        add(inFlightWork, inFlightAt(a, static_cast<int>(p)), acts[a].d2hUs);
+    }
+    problem.addRow(0, INFINITY, inFlightWork);
+  }
+}
+
+int ExactMilp::inFlightAt(int act, int point) const {
+  int k = point - inFlightFirst[act];
+  if (inFlight[act].empty() || k < 0 ||
+      k >= static_cast<int>(inFlight[act].size()))
+    return -1;
+  return inFlight[act][k];
+}
+
+// W: the backward part as windows, one per backward point. A window lasts
+// at least its compute (the node, or the segment's re-runs) and at least
+// the H2D copy work placed in it; each prefetch is spread over the windows
+// between its issue and its first need, once its D2H copy is done.
+void ExactMilp::buildWindows() {
+  const NodeId f = model.firstBackward();
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  llvm::ArrayRef<ExactModel::Point> points = model.points();
+  const double timeCost = goal == Goal::MinTime ? 1.0 : 0.0;
+  const int firstWindow = model.segmentPoint(f);
+  if (goal == Goal::MinTime) {
+    offset = model.forwardEndUs();
+    for (NodeId i = f; i < static_cast<NodeId>(model.numNodes()); ++i)
+      offset += model.nodeTimeUs(i);
+  }
+  std::vector<Expr> copyWork(points.size());
+  for (auto [a, act] : llvm::enumerate(acts)) {
+    if (offloadCol[a] < 0)
+      continue;
+    // done[p]: copy work of this prefetch done by the end of window p
+    // (cumulative, which keeps the relaxation tight).
+    const double dh = act.h2dUs;
+    int prevDone = -1;
+    for (int p = firstWindow; p < model.nodePoint(act.firstBackwardUse); ++p) {
+      const NodeId i = points[p].node;
+      int done = continuous(0, dh);
+      copyWork[p].push_back({done, 1});
+      if (prevDone >= 0) {
+        copyWork[p].push_back({prevDone, -1});
+        problem.addRow(0, INFINITY, {{done, 1}, {prevDone, -1}});
+      }
+      // W1: nothing before the issue; W2: nothing before the D2H copy is
+      // done.
+      Expr issued{{done, 1}};
+      add(issued, issuedBy(a, i - 1), -dh);
+      problem.addRow(-INFINITY, 0, issued);
+      if (int h = inFlightAt(a, p); h >= 0)
+        problem.addRow(-INFINITY, 0,
+                       {{done, 1}, {offloadCol[a], -dh}, {h, dh}});
+      // W3: all done before a re-run consumer's segment needs it.
+      if (prevDone >= 0)
+        for (NodeId c : act.rerunConsumers) {
+          int rerun = doneBy(c, i);
+          if (rerun >= 0)
+            problem.addRow(-dh, INFINITY,
+                           {{prevDone, 1}, {offloadCol[a], -dh}, {rerun, -dh}});
+        }
+      prevDone = done;
+    }
+    // W4: the whole copy, when offloaded.
+    if (prevDone >= 0)
+      problem.addRow(0, 0, {{prevDone, 1}, {offloadCol[a], -dh}});
+    else
+      problem.addRow(0, 0, {{offloadCol[a], 1}});
+  }
+  for (int p = firstWindow, e = static_cast<int>(points.size()); p < e; ++p) {
+    const ExactModel::Point &point = points[p];
+    if (point.segment) {
+      int tau = continuous(0, INFINITY, timeCost);
+      Expr work{{tau, 1}};
+      for (NodeId n = 0; n < f; ++n)
+        addCreated(work, n, point.node, -model.nodeTimeUs(n));
       problem.addRow(0, INFINITY, work);
-    } else {
-      start = nodeStartCol[i] = continuous(0, bigTime);
-      Expr expr = prevEnd;
-      add(expr, start, 1);
-      problem.addRow(constant, INFINITY, expr);
+      Expr copies = copyWork[p];
+      for (auto &term : copies)
+        term.second = -term.second;
+      copies.push_back({tau, 1});
+      problem.addRow(0, INFINITY, copies);
+      continue;
     }
+    // A node's window: only the copy work beyond its own time costs.
+    if (copyWork[p].empty())
+      continue;
+    int stretch = continuous(0, INFINITY, timeCost);
+    Expr copies = copyWork[p];
+    for (auto &term : copies)
+      term.second = -term.second;
+    copies.push_back({stretch, 1});
+    problem.addRow(-model.nodeTimeUs(point.node), INFINITY, copies);
   }
-  problem.objective[nodeStartCol[numNodes - 1]] =
-      goal == Goal::MinTime ? 1.0 : 0.0;
-
-  // T3: H2D, first in first out in h2dOrder, after the D2H copy and the
-  // issuing node; T4: the reading segment or node waits for it.
-  h2dDoneCol.assign(acts.size(), -1);
-  prev = -1;
-  const NodeId first = model.earliestPrefetchAfter();
-  for (int a : model.h2dOrder()) {
-    const ExactModel::Activation &act = acts[a];
-    int p = h2dDoneCol[a] = continuous(0, bigTime);
-    int o = offloadCol[a];
-    if (prev >= 0) {
-      problem.addRow(0, INFINITY, {{p, 1}, {h2dDoneCol[prev], -1}});
-      problem.addRow(act.h2dUs - bigTime, INFINITY,
-                     {{p, 1}, {h2dDoneCol[prev], -1}, {o, -bigTime}});
-    }
-    problem.addRow(act.h2dUs - bigTime, INFINITY,
-                   {{p, 1}, {d2hDoneCol[a], -1}, {o, -bigTime}});
-    // Issued after node j (not before): done >= end of j + copy time.
-    for (NodeId j = first; j < act.firstBackwardUse; ++j) {
-      Expr expr{{p, 1}, {o, -bigTime}};
-      double rhs = act.h2dUs - bigTime;
-      if (j < f)
-        rhs += model.forwardEndUs();
-      else {
-        add(expr, nodeStartCol[j], -1);
-        rhs += model.nodeTimeUs(j);
-      }
-      add(expr, issuedBy(a, j - 1), bigTime);
-      problem.addRow(rhs, INFINITY, expr);
-    }
-    problem.addRow(-bigTime, INFINITY,
-                   {{nodeStartCol[act.firstBackwardUse], 1}, {p, -1},
-                    {o, -bigTime}});
-    for (NodeId c : act.rerunConsumers)
-      for (NodeId point : model.rerunPoints(c)) {
-        if (point > act.firstBackwardUse)
-          break;
-        Expr expr{{segmentStartCol[point], 1}, {p, -1}, {o, -bigTime}};
-        addCreated(expr, c, point, -bigTime);
-        problem.addRow(-2 * bigTime, INFINITY, expr);
-      }
-    prev = a;
-  }
-  (void)graph;
 }
 
 // M: bytes at every program point within the budget (or the peak).
@@ -385,29 +417,6 @@ void ExactMilp::buildMemory() {
   llvm::ArrayRef<ExactModel::Point> points = model.points();
   if (goal == Goal::MinPeak)
     peakCol = continuous(0, INFINITY, 1.0);
-
-  // In-flight D2H copies: h[a][p - hFirst[a]] is 1 while activation a's
-  // device buffer waits for its copy at point p.
-  std::vector<int> hFirst(acts.size(), 0);
-  std::vector<std::vector<int>> h(acts.size());
-  for (auto [a, act] : llvm::enumerate(acts)) {
-    if (offloadCol[a] < 0)
-      continue;
-    hFirst[a] = model.nodePoint(act.lastForwardUse) + 1;
-    for (size_t p = hFirst[a]; p < points.size(); ++p) {
-      double slack = d2hLatest[a] - points[p].nominalStartUs;
-      if (slack <= 0)
-        break;
-      int col = binary();
-      // M1: the copy is done by the point's start unless h says otherwise.
-      problem.addRow(-INFINITY, d2hLatest[a],
-                     {{d2hDoneCol[a], 1}, {col, -slack}, {offloadCol[a], slack}});
-      problem.addRow(-INFINITY, 0, {{col, 1}, {offloadCol[a], -1}});
-      if (!h[a].empty())
-        problem.addRow(-INFINITY, 0, {{col, 1}, {h[a].back(), -1}});
-      h[a].push_back(col);
-    }
-  }
 
   // Forward temporaries that re-runs re-create, by producing node.
   std::vector<std::pair<NodeId, ValueId>> temps;
@@ -421,6 +430,8 @@ void ExactMilp::buildMemory() {
   }
 
   for (auto [p, point] : llvm::enumerate(points)) {
+    if (point.segment && !point.rerunsPossible)
+      continue; // dominated by the node that follows
     Expr expr;
     const NodeId i = point.node;
     const bool seg = point.segment;
@@ -428,9 +439,7 @@ void ExactMilp::buildMemory() {
       const double mib = static_cast<double>(act.bytes) / kMiB;
       if (mib == 0)
         continue;
-      if (!h[a].empty() && p >= static_cast<size_t>(hFirst[a]) &&
-          p - hFirst[a] < h[a].size())
-        add(expr, h[a][p - hFirst[a]], mib);
+      add(expr, inFlightAt(a, static_cast<int>(p)), mib);
       if (i < f) {
         if (act.lastForwardUse < i)
           add(expr, retainCol[a], mib);
@@ -485,6 +494,7 @@ void ExactMilp::buildMemory() {
         add(expr, u, static_cast<double>(graph.getValue(t).bytes) / kMiB);
       }
     }
+    // M1: fixed bytes + decision-dependent bytes <= budget (or peak).
     double fixed = static_cast<double>(point.fixedBytes) / kMiB;
     if (goal == Goal::MinPeak) {
       expr.push_back({peakCol, -1});

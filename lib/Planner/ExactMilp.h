@@ -26,6 +26,9 @@ public:
   ExactMilp(const ExactModel &model, Goal goal, int64_t budgetBytes);
 
   const milp::Problem &getProblem() const { return problem; }
+  /// What the objective leaves out: MinTime minimises the step time minus
+  /// this constant (the forward part and the backward nodes' own times).
+  double objectiveOffset() const { return offset; }
   int numIntegerColumns() const;
 
   /// Reads the per-activation choices and prefetch placements from a
@@ -34,10 +37,6 @@ public:
               std::vector<NodeId> &prefetchAfter) const;
 
 private:
-  struct Term {
-    int column;
-    double coef;
-  };
   using Expr = std::vector<std::pair<int, double>>;
 
   int binary(double cost = 0.0, double upper = 1.0);
@@ -64,14 +63,17 @@ private:
   void buildDecisions();
   void buildRecompute();
   void buildPrefetchPlacement();
-  void buildTimeline();
+  void buildD2H();
+  void buildWindows();
   void buildMemory();
+  /// The in-flight column of activation `act` at point `point` (-1: the
+  /// copy cannot be running there).
+  int inFlightAt(int act, int point) const;
 
   const ExactModel &model;
   Goal goal;
   double budgetMiB;
   milp::Problem problem;
-  double bigTime = 0.0;
 
   std::vector<int> retainCol, recomputeCol, offloadCol;
   /// Per node, one column per entry of rerunPoints(node).
@@ -79,11 +81,12 @@ private:
   /// Per activation, G columns for prefetchAfter = firstBackward()-1 ..
   /// firstBackwardUse-2.
   std::vector<std::vector<int>> issueCol;
-  std::vector<int> d2hDoneCol, h2dDoneCol;
+  std::vector<int> d2hDoneCol;
   std::vector<double> d2hLatest;
-  /// Backward node and segment start columns.
-  std::vector<int> nodeStartCol, segmentStartCol;
+  std::vector<int> inFlightFirst;
+  std::vector<std::vector<int>> inFlight;
   int peakCol = -1;
+  double offset = 0.0;
 };
 
 } // namespace lethe

@@ -254,12 +254,12 @@ void ExactModel::analyse(const DeviceProfile &device) {
   nodePointOf.assign(numNodes, -1);
   segmentPointOf.assign(numNodes, -1);
   for (NodeId i = 0; i < numNodes; ++i) {
-    if (isPoint[i]) {
+    if (i >= f) {
       segmentPointOf[i] = static_cast<int>(pointList.size());
-      pointList.push_back({true, i, nominalStart[i], 0});
+      pointList.push_back({true, i, nominalStart[i], 0, isPoint[i]});
     }
     nodePointOf[i] = static_cast<int>(pointList.size());
-    pointList.push_back({false, i, nominalStart[i], 0});
+    pointList.push_back({false, i, nominalStart[i], 0, false});
   }
   // Difference arrays over nodes: live at node i, and live across the
   // boundary between node i-1 and node i.
@@ -436,39 +436,8 @@ ExactModel::evaluate(llvm::ArrayRef<ActivationDecision> decisions) const {
   const std::vector<NodeId> &rerun = eval.rerunBefore;
   const int numN = static_cast<int>(numNodes());
 
-  // First device need of each offloaded storage, and prefetch placement.
-  std::vector<NodeId> need(acts.size(), -1);
-  for (auto [a, act] : llvm::enumerate(acts)) {
-    if (choice[a] != Decision::Offload)
-      continue;
-    need[a] = act.firstBackwardUse;
-    for (NodeId c : act.rerunConsumers)
-      if (rerun[c] >= 0)
-        need[a] = std::min(need[a], rerun[c]);
-    NodeId after = decisions[a].prefetchAfter;
-    if (after < firstBwd - 1 || after >= need[a]) {
-      eval.error = "the prefetch of activation value " +
-                   std::to_string(act.value) + " is issued after node " +
-                   std::to_string(after) + ", outside [" +
-                   std::to_string(firstBwd - 1) + ", " +
-                   std::to_string(need[a] - 1) + "]";
-      return eval;
-    }
-  }
-  NodeId lastIssue = -1;
-  for (int a : h2dOrderList) {
-    if (choice[a] != Decision::Offload)
-      continue;
-    if (decisions[a].prefetchAfter < lastIssue) {
-      eval.error = "prefetches must be issued in order of first backward use";
-      return eval;
-    }
-    lastIssue = decisions[a].prefetchAfter;
-  }
-  eval.valid = true;
-
   // D2H channel: first in, first out, in production order.
-  std::vector<double> d2hDone(acts.size(), 0.0), h2dDone(acts.size(), 0.0);
+  std::vector<double> d2hDone(acts.size(), 0.0);
   double channel = 0.0;
   for (int a : d2hOrderList) {
     if (choice[a] != Decision::Offload)
@@ -479,47 +448,78 @@ ExactModel::evaluate(llvm::ArrayRef<ActivationDecision> decisions) const {
     d2hDone[a] = channel;
   }
 
-  // The backward timeline: recompute segments, nodes, prefetch waits.
-  std::vector<std::vector<NodeId>> segment(numN);
+  // Each prefetch may copy in the backward windows from its issue (and
+  // its D2H copy's end) to its first need on the device: its first
+  // backward read, or a re-run consumer's segment.
+  const int numPoints = static_cast<int>(pointList.size());
+  const int firstWindow =
+      firstBwd < numN ? segmentPointOf[firstBwd] : numPoints;
+  std::vector<int> release(acts.size(), 0), deadline(acts.size(), 0);
+  for (auto [a, act] : llvm::enumerate(acts)) {
+    if (choice[a] != Decision::Offload)
+      continue;
+    std::string what = "activation value " + std::to_string(act.value);
+    deadline[a] = nodePointOf[act.firstBackwardUse];
+    for (NodeId c : act.rerunConsumers)
+      if (rerun[c] >= 0)
+        deadline[a] = std::min(deadline[a], segmentPointOf[rerun[c]]);
+    NodeId after = decisions[a].prefetchAfter;
+    if (after < firstBwd - 1 || after >= act.firstBackwardUse) {
+      eval.error = "the prefetch of " + what + " is issued after node " +
+                   std::to_string(after) + ", not between the end of the "
+                   "forward part and its first need";
+      return eval;
+    }
+    int p = nodePointOf[after] + 1;
+    while (p < deadline[a] && pointList[p].nominalStartUs < d2hDone[a])
+      ++p;
+    if (p >= deadline[a]) {
+      eval.error = "the prefetch of " + what + " has no time to copy: its "
+                   "issue or the end of its D2H copy comes after its first "
+                   "need (retaining it would need no more memory)";
+      return eval;
+    }
+    release[a] = p;
+  }
+  eval.valid = true;
+
+  // Window capacities: each backward point's compute. The copy work that
+  // the windows' compute cannot hide (a maximum flow, found greedily,
+  // earliest deadline first) stretches them.
+  std::vector<double> capacity(numPoints, 0.0);
+  for (int p = firstWindow; p < numPoints; ++p)
+    if (!pointList[p].segment)
+      capacity[p] = nodeTime[pointList[p].node];
   for (NodeId n = 0; n < firstBwd; ++n)
     if (rerun[n] >= 0)
-      segment[rerun[n]].push_back(n);
-  size_t nextPrefetch = 0;
-  double h2dFree = 0.0;
-  auto issuePrefetches = [&](NodeId after, double at) {
-    for (; nextPrefetch < h2dOrderList.size(); ++nextPrefetch) {
-      int a = h2dOrderList[nextPrefetch];
-      if (choice[a] != Decision::Offload)
-        continue;
-      if (decisions[a].prefetchAfter != after)
+      capacity[segmentPointOf[rerun[n]]] += nodeTime[n];
+  std::vector<double> remaining(acts.size(), 0.0);
+  std::vector<int> jobs;
+  for (auto [a, act] : llvm::enumerate(acts))
+    if (choice[a] == Decision::Offload) {
+      remaining[a] = act.h2dUs;
+      jobs.push_back(static_cast<int>(a));
+    }
+  llvm::sort(jobs, [&](int x, int y) {
+    return std::make_pair(deadline[x], x) < std::make_pair(deadline[y], y);
+  });
+  double step = forwardEnd;
+  for (int p = firstWindow; p < numPoints; ++p) {
+    double free = capacity[p];
+    step += free;
+    for (int a : jobs) {
+      if (free <= 0)
         break;
-      h2dFree = std::max({at, h2dFree, d2hDone[a]}) + acts[a].h2dUs;
-      h2dDone[a] = h2dFree;
+      if (release[a] > p || deadline[a] <= p || remaining[a] <= 0)
+        continue;
+      double moved = std::min(free, remaining[a]);
+      remaining[a] -= moved;
+      free -= moved;
     }
-  };
-  auto waitFor = [&](NodeId n, double start) {
-    for (ValueId x : graph.getNode(n).operands) {
-      int a = actOfValue[graph.getValue(x).storage];
-      if (a >= 0 && choice[a] == Decision::Offload)
-        start = std::max(start, h2dDone[a]);
-    }
-    return start;
-  };
-  double clock = forwardEnd;
-  issuePrefetches(firstBwd - 1, clock);
-  for (NodeId i = firstBwd; i < numN; ++i) {
-    if (!segment[i].empty()) {
-      double start = clock, work = 0.0;
-      for (NodeId n : segment[i]) {
-        start = waitFor(n, start);
-        work += nodeTime[n];
-      }
-      clock = start + work;
-    }
-    clock = waitFor(i, clock) + nodeTime[i];
-    issuePrefetches(i, clock);
   }
-  eval.stepUs = clock;
+  for (int a : jobs)
+    step += remaining[a];
+  eval.stepUs = step;
 
   // Bytes at each point.
   std::vector<int64_t> delta(pointList.size() + 1, 0);

@@ -17,6 +17,7 @@ using Clock = std::chrono::steady_clock;
 /// A solved MILP read back as a plan and measured by the model.
 struct Solved {
   milp::Result result;
+  double objectiveOffset = 0.0;
   std::vector<ActivationDecision> decisions;
   ExactModel::Evaluation eval;
   int rows = 0, columns = 0, integerColumns = 0;
@@ -36,6 +37,7 @@ static llvm::Expected<Solved> solveOnce(const ExactModel &model,
   solved.rows = milp.getProblem().numRows();
   solved.columns = milp.getProblem().numColumns();
   solved.integerColumns = milp.numIntegerColumns();
+  solved.objectiveOffset = milp.objectiveOffset();
   milp::Options options;
   options.timeLimitSec = std::max(0.05, secondsLeft(deadline));
   solved.result = milp::solve(milp.getProblem(), options);
@@ -60,12 +62,12 @@ static ExactSolveReport makeReport(const Solved &solved) {
   const milp::Result &result = solved.result;
   report.provenOptimal = result.status == milp::Result::Status::Optimal;
   report.hitTimeLimit = result.hitTimeLimit;
-  report.objective = result.objective;
-  report.bound = result.bound;
+  report.objective = result.objective + solved.objectiveOffset;
+  report.bound = result.bound + solved.objectiveOffset;
   report.gap = report.provenOptimal
                    ? 0.0
-                   : (result.objective - result.bound) /
-                         std::max(std::abs(result.objective), 1e-9);
+                   : (report.objective - report.bound) /
+                         std::max(std::abs(report.objective), 1e-9);
   report.branchNodes = result.nodes;
   report.rows = solved.rows;
   report.columns = solved.columns;
@@ -113,6 +115,17 @@ llvm::Expected<Plan> lethe::solveExact(const TrainingGraph &graph,
   const Clock::time_point deadline =
       start + std::chrono::duration_cast<Clock::duration>(
                   std::chrono::duration<double>(options.exactTimeLimitSec));
+  // The model needs the forward part first (the importers' order).
+  NodeId firstBackward = graph.firstBackwardNode();
+  for (NodeId i = firstBackward; i < static_cast<NodeId>(graph.numNodes());
+       ++i)
+    if (graph.getNode(i).phase == Phase::Fwd)
+      return llvm::createStringError(llvm::formatv(
+          "exact solver: forward node {0} ({1}{2}) comes after the first "
+          "backward node {3}; the planner needs every forward node first",
+          i, graph.getNode(i).kind,
+          graph.getNode(i).name.empty() ? "" : " '" + graph.getNode(i).name + "'",
+          firstBackward));
   ExactModel model(graph, device, options);
   Plan plan;
   plan.policy = Policy::Auto;

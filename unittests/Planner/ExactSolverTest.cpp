@@ -14,7 +14,6 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <iostream>
 #include <random>
 
 using namespace lethe;
@@ -179,6 +178,47 @@ TEST(ExactSolverTest, OffloadHidesBehindCompute) {
   EXPECT_LE(plan->peakBytes, 3 * kMB);
 }
 
+// t = n0(x) is a forward temporary; a = n1(t). At 3 MB, a cannot stay
+// through n4 (b, c, g4 fill it), and offload is off: a is recomputed
+// before n5, which re-runs n1 and, to re-create t, n0. The segment holds t
+// and a at once beside g4: 3 MB.
+TEST(ExactSolverTest, RecomputeReRunsTheTemporariesItNeeds) {
+  TrainingGraph g;
+  ValueId x = g.addInput(kMB, InputKind::Input);
+  ValueId t = g.getNode(g.addNode("aten.relu", Phase::Fwd, 7, {x}, {kMB}))
+                  .results[0];
+  ValueId a = g.getNode(g.addNode("aten.mm", Phase::Fwd, 11, {t}, {kMB}))
+                  .results[0];
+  ValueId b = g.getNode(g.addNode("aten.mm", Phase::Fwd, 10, {a}, {kMB}))
+                  .results[0];
+  ValueId c = g.getNode(g.addNode("aten.mm", Phase::Fwd, 10, {b}, {kMB}))
+                  .results[0];
+  ValueId g4 = g.getNode(g.addNode("aten.mm", Phase::Bwd, 10, {c, b}, {kMB}))
+                   .results[0];
+  ValueId g5 = g.getNode(g.addNode("aten.mm", Phase::Bwd, 10, {g4, a}, {1}))
+                   .results[0];
+  g.addOutput(g5);
+  PlanOptions options = optionsFor(3 * kMB);
+  options.minOffloadBytes = 100 * kMB;
+  llvm::Expected<Plan> plan = solveExact(g, testDevice(), options);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  ASSERT_TRUE(plan->feasible);
+  const ActivationDecision &d = decisionFor(*plan, a);
+  EXPECT_EQ(d.decision, Decision::Recompute);
+  EXPECT_EQ(d.recomputeNodes, (std::vector<NodeId>{0, 1}));
+  EXPECT_EQ(d.firstBackwardUse, 5);
+  EXPECT_EQ(decisionFor(*plan, b).decision, Decision::Retain);
+  EXPECT_DOUBLE_EQ(plan->stepUs, plan->baselineStepUs + 18);
+  EXPECT_EQ(plan->peakBytes, 3 * kMB);
+
+  // A budget a byte smaller does not fit the segment.
+  options.budgetBytes = 3 * kMB - 1;
+  llvm::Expected<Plan> tight = solveExact(g, testDevice(), options);
+  ASSERT_TRUE(bool(tight)) << llvm::toString(tight.takeError());
+  EXPECT_FALSE(tight->feasible);
+  EXPECT_EQ(tight->leastFeasibleBudget, 3 * kMB);
+}
+
 // n4 reads a, g3 and writes g4: 3 MB whatever the plan.
 TEST(ExactSolverTest, InfeasibleBudgetReportsTheLeastFeasibleBudget) {
   Chain chain = makeChain("aten.relu", {10, 10, 10, 10, 10});
@@ -205,6 +245,23 @@ TEST(ExactSolverTest, HostBudgetLimitsOffload) {
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   EXPECT_FALSE(plan->feasible);
   EXPECT_EQ(plan->leastFeasibleBudget, 4 * kMB);
+}
+
+TEST(ExactSolverTest, RejectsForwardNodesAfterTheBackwardPart) {
+  TrainingGraph g;
+  ValueId x = g.addInput(kMB, InputKind::Input);
+  ValueId a = g.getNode(g.addNode("aten.relu", Phase::Fwd, 1, {x}, {kMB}))
+                  .results[0];
+  ValueId b = g.getNode(g.addNode("aten.mm", Phase::Bwd, 1, {a}, {kMB}))
+                  .results[0];
+  g.addNode("aten.mm", Phase::Fwd, 1, {b}, {kMB});
+  llvm::Expected<Plan> plan = solveExact(g, testDevice(), optionsFor(kMB));
+  ASSERT_FALSE(bool(plan));
+  std::string message = llvm::toString(plan.takeError());
+  EXPECT_NE(message.find("forward node 2 (aten.mm) comes after the first "
+                         "backward node 1"),
+            std::string::npos)
+      << message;
 }
 
 //===----------------------------------------------------------------------===//
@@ -263,14 +320,14 @@ struct PlanPoint {
   double stepUs;
 };
 
-/// Every decision vector, and for offloads every prefetch placement (in
-/// first-backward-use order), measured by the model.
+/// Every decision vector, and for offloads every prefetch placement,
+/// measured by the model.
 std::vector<PlanPoint> enumeratePlans(const ExactModel &model) {
   std::vector<PlanPoint> plans;
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
   std::vector<ActivationDecision> decisions = model.retainAll();
   std::vector<int> offloaded;
-  std::function<void(size_t, NodeId)> place = [&](size_t t, NodeId from) {
+  std::function<void(size_t)> place = [&](size_t t) {
     if (t == offloaded.size()) {
       ExactModel::Evaluation eval = model.evaluate(decisions);
       if (eval.valid)
@@ -278,18 +335,19 @@ std::vector<PlanPoint> enumeratePlans(const ExactModel &model) {
       return;
     }
     int a = offloaded[t];
-    for (NodeId j = from; j < acts[a].firstBackwardUse; ++j) {
+    for (NodeId j = model.earliestPrefetchAfter();
+         j < acts[a].firstBackwardUse; ++j) {
       decisions[a].prefetchAfter = j;
-      place(t + 1, j);
+      place(t + 1);
     }
   };
   std::function<void(size_t)> choose = [&](size_t a) {
     if (a == acts.size()) {
       offloaded.clear();
-      for (int q : model.h2dOrder())
+      for (size_t q = 0; q < acts.size(); ++q)
         if (decisions[q].decision == Decision::Offload)
           offloaded.push_back(q);
-      place(0, model.earliestPrefetchAfter());
+      place(0);
       return;
     }
     decisions[a].decision = Decision::Retain;
@@ -377,8 +435,6 @@ TEST(ExactSolverTest, MatchesBruteForceOnRandomGraphs) {
     ++checked;
   }
   EXPECT_EQ(checked, 40);
-  std::cerr << "infeasible " << infeasible << " recompute " << recomputes
-            << " offload " << offloads << " mixed " << mixed << "\n";
   // The sample exercises every kind of answer.
   EXPECT_GT(infeasible, 0);
   EXPECT_GT(recomputes, 0);
@@ -407,7 +463,6 @@ TEST(ExactSolverTest, Deterministic) {
   }
   EXPECT_EQ(first->stepUs, second->stepUs);
   EXPECT_EQ(first->peakBytes, second->peakBytes);
-  std::cerr << first->solveMs << " ms rows " << first->exactReport->rows << " cols " << first->exactReport->columns << " int " << first->exactReport->integerColumns << " nodes " << first->exactReport->branchNodes << " acts " << first->decisions.size() << "\n";
 }
 
 } // namespace

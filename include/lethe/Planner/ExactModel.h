@@ -54,8 +54,8 @@ public:
     std::vector<std::pair<NodeId, NodeId>> backwardReads;
   };
 
-  /// A program point: a node, or the recompute segment run just before the
-  /// backward node `node`.
+  /// A program point: a node, or the segment just before the backward node
+  /// `node`, where re-runs run and prefetches are waited for.
   struct Point {
     bool segment = false;
     NodeId node = -1;
@@ -64,6 +64,9 @@ public:
     /// Bytes resident here whatever the plan: storages without a decision
     /// and the forward part of every activation.
     int64_t fixedBytes = 0;
+    /// A segment where some node may re-run. At other segments the bytes
+    /// resident never exceed those at the node that follows.
+    bool rerunsPossible = false;
   };
 
   /// What the model predicts for one plan.
@@ -110,7 +113,8 @@ public:
   llvm::ArrayRef<NodeId> rerunConsumersOfTemp(ValueId value) const {
     return tempConsumers[value];
   }
-  /// Point index of node `node`, and of the segment before it (-1: none).
+  /// Point index of node `node`, and of the segment before it (-1 for
+  /// forward nodes).
   int nodePoint(NodeId node) const { return nodePointOf[node]; }
   int segmentPoint(NodeId node) const { return segmentPointOf[node]; }
   /// Activations in D2H order (production order) and H2D order (first
