@@ -166,6 +166,17 @@ private:
 
 enum class Role { Placeholder, Op, Output };
 
+/// "missing string field 'kind'" or "field 'kind' must be a string".
+std::string describeBadField(const json::Object &object, StringRef key,
+                             StringRef what) {
+  const json::Value *value = object.get(key);
+  if (!value || value->kind() == json::Value::Null)
+    return ("missing " + what + " field '" + key + "'").str();
+  return ("field '" + key + "' must be " +
+          (what == "integer" || what == "array" ? "an " : "a ") + what)
+      .str();
+}
+
 /// One validated node, ready to be built.
 struct NodeRecord {
   explicit NodeRecord(Location loc) : loc(loc) {}
@@ -365,12 +376,13 @@ LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
   if (const json::Value *aliasValue = output->get("alias");
       aliasValue && aliasValue->kind() != json::Value::Null) {
     std::optional<int64_t> k = aliasValue->getAsInteger();
-    if (!k || *k < 0 || *k >= static_cast<int64_t>(node.inputs.size()))
+    // -1 says "no alias", as in the canonical form.
+    if (!k || *k < -1 || *k >= static_cast<int64_t>(node.inputs.size()))
       return nodeError(node) << "output " << index
                              << " aliases an input that does not exist (the "
                              << "node has " << node.inputs.size() << " inputs)";
     alias = *k;
-    node.hasAlias = true;
+    node.hasAlias |= alias >= 0;
   }
   node.resultTypes.push_back(type);
   node.aliases.push_back(alias);
@@ -382,7 +394,7 @@ LogicalResult GraphJsonImporter::parseInputs(unsigned position,
                                              NodeRecord &node) {
   const json::Array *inputs = object.getArray("inputs");
   if (!inputs)
-    return nodeError(node) << "missing array field 'inputs'";
+    return nodeError(node) << describeBadField(object, "inputs", "array");
   for (auto [index, input] : llvm::enumerate(*inputs)) {
     const json::Array *ref = input.getAsArray();
     std::optional<int64_t> id, output;
@@ -426,7 +438,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
     return nodeError(node) << "is not an object";
   std::optional<StringRef> kind = object->getString("kind");
   if (!kind)
-    return nodeError(node) << "missing string field 'kind'";
+    return nodeError(node) << describeBadField(*object, "kind", "string");
   if (*kind == "op") {
     node.role = Role::Op;
   } else if (*kind == "output") {
@@ -446,7 +458,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
 
   std::optional<StringRef> op = object->getString("op");
   if (node.role == Role::Op && (!op || op->empty()))
-    return nodeError(node) << "missing string field 'op'";
+    return nodeError(node) << describeBadField(*object, "op", "string");
   node.op = op.value_or("");
 
   if (const json::Value *phase = object->get("phase");
@@ -468,7 +480,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
 
   const json::Array *outputs = object->getArray("outputs");
   if (!outputs && node.role != Role::Output)
-    return nodeError(node) << "missing array field 'outputs'";
+    return nodeError(node) << describeBadField(*object, "outputs", "array");
   if (node.role != Role::Output) {
     for (auto [index, output] : llvm::enumerate(*outputs))
       if (failed(parseOutput(output, index, node)))
@@ -777,7 +789,10 @@ OwningOpRef<ModuleOp> GraphJsonImporter::import() {
     std::optional<int64_t> id =
         object ? object->getInteger("id") : std::nullopt;
     if (!id) {
-      nodeError(node) << "missing integer field 'id'";
+      if (object)
+        nodeError(node) << describeBadField(*object, "id", "integer");
+      else
+        nodeError(node) << "is not an object";
       return nullptr;
     }
     node.id = *id;
