@@ -20,6 +20,8 @@ config.substitutions.append(("%lethe_src", config.lethe_src_root))
 config.substitutions.append(("%lethe_obj", config.lethe_obj_root))
 config.substitutions.append(
     ("%graphs", os.path.join(config.lethe_src_root, "graphs")))
+# The C++ compiler of the build, for tests that compile generated programs.
+config.substitutions.append(("%host_cxx", config.host_cxx))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -8,9 +8,11 @@
 #ifndef LETHE_INITALL_H
 #define LETHE_INITALL_H
 
+#include "lethe/Conversion/Passes.h"
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Import/JsonImporter.h"
+#include "lethe/Target/Cpp/LetheToCpp.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,11 +31,15 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
 }
 
 /// Lethe's passes and pipelines.
-inline void registerAllPasses() { registerLethePasses(); }
+inline void registerAllPasses() {
+  registerLethePasses();
+  registerLetheConversionPasses();
+}
 
 /// Lethe's translations (importers and emitters).
 inline void registerAllTranslations() {
   registerImportGraphJsonTranslation();
+  registerLetheToCppTranslation();
 }
 
 } // namespace lethe

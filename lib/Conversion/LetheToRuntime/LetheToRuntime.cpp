@@ -1,0 +1,941 @@
+//===- LetheToRuntime.cpp - Allocated program -> EmitC runtime calls ------===//
+//
+// One sweep over the allocated program in issue order emits one runtime call
+// per op, copy, record, wait and release (docs/Lowering.md). Every tensor
+// gets a named slot constant: planned buffers at their lethe-assign-buffers
+// offsets, resident inputs (the function's arguments) after the planned
+// device arena, host buffers in the pinned arena.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GemmMatcher.h"
+
+#include "lethe/Analysis/Program.h"
+#include "lethe/Conversion/Passes.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/IR/LetheTypes.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <array>
+
+namespace lethe {
+#define GEN_PASS_DEF_LOWERTORUNTIME
+#include "lethe/Conversion/Passes.h.inc"
+} // namespace lethe
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+/// kMaxKernelBuffers of lib/Runtime/Kernels.h: buffers one replay takes.
+constexpr unsigned kMaxReplayBuffers = 64;
+
+/// A tensor's place in an arena, and the C++ constant that names it.
+struct Slot {
+  std::string name;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  bool host = false;
+  /// A function argument: resident before the step, after the planned
+  /// arena.
+  bool resident = false;
+};
+
+/// Names the generated code defines or includes besides the slots.
+bool isReservedName(StringRef name) {
+  static const llvm::StringSet<> reserved = {
+      // C++ keywords a node could be named after.
+      "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class",
+      "const", "continue", "default", "delete", "do", "double", "else", "enum",
+      "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+      "if", "inline", "int", "long", "mutable", "namespace", "new", "not",
+      "operator", "or", "private", "protected", "public", "register", "return",
+      "short", "signed", "sizeof", "static", "struct", "switch", "template",
+      "this", "throw", "true", "try", "typedef", "typename", "union",
+      "unsigned", "using", "virtual", "void", "volatile", "while", "xor",
+      // The generated program's own names.
+      "rt", "init", "step", "checksum", "program", "letheProgram"};
+  return reserved.contains(name) || name.starts_with("lethe") ||
+         name.starts_with("LETHE") || name.starts_with("__");
+}
+
+/// A C identifier for `hint`: other characters become '_'.
+std::string sanitize(StringRef hint) {
+  std::string name;
+  for (char c : hint)
+    name.push_back(llvm::isAlnum(c) ? c : '_');
+  if (name.empty() || llvm::isDigit(name.front()))
+    name = "t_" + name;
+  return name;
+}
+
+/// A C string literal.
+std::string quote(const Twine &twine) {
+  std::string text = twine.str();
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out + "\"";
+}
+
+/// Microseconds with nanosecond resolution, without trailing zeros.
+std::string formatUs(double us) {
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::format("%.3f", us);
+  while (text.back() == '0')
+    text.pop_back();
+  if (text.back() == '.')
+    text.push_back('0');
+  return text;
+}
+
+StringRef streamEnum(Stream stream) {
+  switch (stream) {
+  case Stream::Compute:
+    return "LETHE_STREAM_COMPUTE";
+  case Stream::D2H:
+    return "LETHE_STREAM_D2H";
+  case Stream::H2D:
+    return "LETHE_STREAM_H2D";
+  case Stream::Comm:
+    return "LETHE_STREAM_COMM";
+  }
+  llvm_unreachable("unknown stream");
+}
+
+/// The runtime dtype letheRtFill and the collectives take.
+StringRef fillDType(Type type) {
+  Type element = cast<ShapedType>(type).getElementType();
+  if (element.isBF16())
+    return "LETHE_DTYPE_BF16";
+  if (element.isF16())
+    return "LETHE_DTYPE_F16";
+  if (element.isF32())
+    return "LETHE_DTYPE_F32";
+  return "LETHE_DTYPE_RAW";
+}
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, func::FuncOp func, const ExplicitProgram &program,
+           bool replayViews)
+      : module(module), func(func), program(program), asmState(func),
+        builder(module.getContext()), replayViews(replayViews) {}
+
+  LogicalResult run(StringRef name);
+
+  unsigned numGemms = 0, numReplays = 0, numFallbacks = 0, numCopies = 0;
+  uint32_t numEvents = 0;
+
+private:
+  // Slots.
+  LogicalResult assignSlots();
+  std::string uniqueName(StringRef hint);
+  std::string bufferHint(Value value) const;
+  const Slot *slotOf(Value value) const;
+  LogicalResult requireSlot(Operation *op, Value value, const Slot *&slot);
+
+  // Emission helpers.
+  Attribute opaque(const Twine &text) {
+    return emitc::OpaqueAttr::get(builder.getContext(), text.str());
+  }
+  void comment(const Twine &text);
+  void blankLine();
+  void call(Location loc, StringRef callee, ArrayRef<Attribute> args);
+  void emitWaits(Location loc, Stream stream, ValueRange timepoints);
+  void emitRecord(Location loc, Stream stream, Value timepoint);
+  std::string bufExpr(const Slot &slot, int64_t bytes) const;
+  std::string ssa(Value value);
+  std::string describe(Operation *op);
+  emitc::FuncOp beginFunction(StringRef name);
+  void endFunction();
+
+  // Ops.
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerNode(NodeOp node);
+  LogicalResult lowerGemm(NodeOp node, const GemmMatch &gemm);
+  LogicalResult lowerReplay(NodeOp node, double timeUs);
+  LogicalResult lowerCopy(Operation *op, bool toHost);
+  LogicalResult lowerRelease(ReleaseOp release);
+  LogicalResult lowerCollective(CollectiveOp collective);
+
+  void emitSlots();
+  void emitInit();
+  LogicalResult emitStep();
+  void emitChecksum();
+  void emitProgram(StringRef name);
+
+  ModuleOp module;
+  func::FuncOp func;
+  const ExplicitProgram &program;
+  AsmState asmState;
+  OpBuilder builder;
+  bool replayViews;
+
+  std::vector<Slot> slots;
+  llvm::DenseMap<Value, unsigned> slotIndex;
+  llvm::StringSet<> usedNames;
+  int64_t plannedArenaBytes = 0, deviceArenaBytes = 0, hostArenaBytes = 0;
+  int64_t residentBytes = 0;
+  int32_t worldSize = 0;
+  double computeUs = 0;
+  llvm::DenseMap<Value, SmallVector<uint32_t, 2>> eventsOf;
+  /// Per stream, the events it is known to be ordered after.
+  std::array<llvm::DenseSet<uint32_t>, 4> ordered;
+  /// The `rt` literal of the function being emitted.
+  Value rt;
+  Type rtType;
+};
+
+std::string Lowering::ssa(Value value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  value.printAsOperand(os, asmState);
+  return text;
+}
+
+std::string Lowering::describe(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(op->getResults(), os,
+                        [&](Value result) { os << ssa(result); });
+  if (op->getNumResults())
+    os << " = ";
+  if (auto node = dyn_cast<NodeOp>(op)) {
+    os << node.getKind();
+    if (std::optional<StringRef> name = node.getName())
+      os << " \"" << *name << "\"";
+    os << " " << stringifyPhase(node.getPhase());
+    if (std::optional<StringRef> scope = node.getScope())
+      os << " [" << *scope << "]";
+  } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+    os << "lethe.collective " << stringifyCollectiveKind(collective.getKind());
+    if (std::optional<StringRef> name = collective.getName())
+      os << " \"" << *name << "\"";
+    os << " " << stringifyPhase(collective.getPhase());
+  } else {
+    os << op->getName().getStringRef();
+  }
+  if (op->getNumOperands()) {
+    os << " (";
+    llvm::interleaveComma(op->getOperands(), os,
+                          [&](Value operand) { os << ssa(operand); });
+    os << ")";
+  }
+  return text;
+}
+
+//===----------------------------------------------------------------------===//
+// Slots
+//===----------------------------------------------------------------------===//
+
+std::string Lowering::uniqueName(StringRef hint) {
+  std::string base = sanitize(hint);
+  if (isReservedName(base))
+    base += "_";
+  std::string name = base;
+  for (unsigned n = 2; usedNames.contains(name); ++n)
+    name = base + "_v" + std::to_string(n);
+  usedNames.insert(name);
+  return name;
+}
+
+/// The node's name (with a result suffix for multi-result nodes), the
+/// offloaded tensor's name for host copies and prefetches.
+std::string Lowering::bufferHint(Value value) const {
+  Operation *op = value.getDefiningOp();
+  unsigned index = cast<OpResult>(value).getResultNumber();
+  std::string suffix =
+      op->getNumResults() > 1 && !isa<OffloadOp, PrefetchOp>(op)
+          ? "_r" + std::to_string(index)
+          : "";
+  if (op->getParentOfType<RecomputeOp>())
+    suffix += "_re";
+  if (auto node = dyn_cast<NodeOp>(op))
+    if (std::optional<StringRef> name = node.getName())
+      return (*name + suffix).str();
+  if (auto collective = dyn_cast<CollectiveOp>(op))
+    if (std::optional<StringRef> name = collective.getName())
+      return (*name + suffix).str();
+  if (auto offload = dyn_cast<OffloadOp>(op)) {
+    Value source = program.getStorage(offload.getSource());
+    if (const Slot *slot = slotOf(source))
+      return slot->name + "_host";
+  }
+  if (auto prefetch = dyn_cast<PrefetchOp>(op)) {
+    Value host = program.getStorage(prefetch.getSource());
+    if (const Slot *slot = slotOf(host)) {
+      StringRef name = slot->name;
+      name.consume_back("_host");
+      return (name + "_back").str();
+    }
+  }
+  return "buf" + std::to_string(program.getBufferIndex(value));
+}
+
+const Slot *Lowering::slotOf(Value value) const {
+  auto it = slotIndex.find(program.getStorage(value));
+  return it == slotIndex.end() ? nullptr : &slots[it->second];
+}
+
+LogicalResult Lowering::requireSlot(Operation *op, Value value,
+                                    const Slot *&slot) {
+  slot = slotOf(value);
+  if (!slot)
+    return op->emitError("lethe-lower-to-runtime: ")
+           << ssa(value) << " has no storage in an arena";
+  return success();
+}
+
+LogicalResult Lowering::assignSlots() {
+  auto i64Attr = [&](StringRef name) -> std::optional<int64_t> {
+    if (auto attr = module->getAttrOfType<IntegerAttr>(name))
+      return attr.getInt();
+    return std::nullopt;
+  };
+  std::optional<int64_t> deviceArena = i64Attr(attrs::kDeviceArenaBytes);
+  if (!deviceArena)
+    return module.emitError("lethe-lower-to-runtime: the module has no ")
+           << attrs::kDeviceArenaBytes
+           << ": lower an allocated program (run lethe-assign-buffers)";
+  plannedArenaBytes = *deviceArena;
+  hostArenaBytes = i64Attr(attrs::kHostArenaBytes).value_or(0);
+  int64_t alignment = i64Attr(attrs::kArenaAlignment).value_or(256);
+  if (alignment < 16 || !llvm::isPowerOf2_64(alignment))
+    return module.emitError("lethe-lower-to-runtime: ")
+           << attrs::kArenaAlignment
+           << " must be a power of two of at least 16 (the runtime's kernels "
+              "move 16 bytes per access), got "
+           << alignment;
+
+  // Planned buffers at their offsets; names in issue order, so that a
+  // prefetch is named after the offload it reverses.
+  for (const ProgramBuffer &buffer : program.getBuffers()) {
+    Operation *op = buffer.getDefiningOp();
+    unsigned index = cast<OpResult>(buffer.value).getResultNumber();
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets);
+    if (!offsets || (int64_t)index >= offsets.size() || offsets[index] < 0)
+      return op->emitError("lethe-lower-to-runtime: result #")
+             << index << " (" << ssa(buffer.value)
+             << ") has no arena offset: run lethe-assign-buffers";
+    int64_t limit = buffer.host ? hostArenaBytes : plannedArenaBytes;
+    if (offsets[index] + buffer.bytes > limit)
+      return op->emitError("lethe-lower-to-runtime: result #")
+             << index << " (" << ssa(buffer.value) << ") at [" << offsets[index]
+             << ", " << offsets[index] + buffer.bytes << ") lies outside the "
+             << (buffer.host ? "host" : "device") << " arena of " << limit
+             << " bytes";
+    Slot slot;
+    slot.name = uniqueName(bufferHint(buffer.value));
+    slot.offset = offsets[index];
+    slot.bytes = buffer.bytes;
+    slot.host = buffer.host;
+    slotIndex[buffer.value] = slots.size();
+    slots.push_back(std::move(slot));
+  }
+
+  // Resident inputs after the planned arena.
+  int64_t next = llvm::alignTo(plannedArenaBytes, alignment);
+  for (BlockArgument arg : func.getArguments()) {
+    if (isa<HostTensorType>(arg.getType()))
+      return func.emitError("lethe-lower-to-runtime: argument ")
+             << ssa(arg) << " is a host tensor; inputs are device tensors";
+    if (!isa<RankedTensorType>(arg.getType()))
+      continue;
+    int64_t bytes = getTypeBytes(arg.getType());
+    if (bytes < 0)
+      return func.emitError("lethe-lower-to-runtime: argument ")
+             << ssa(arg) << " has no static size";
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lethe.name");
+    Slot slot;
+    slot.name = uniqueName(
+        name ? name.getValue()
+             : StringRef("arg" + std::to_string(arg.getArgNumber())));
+    slot.offset = next;
+    slot.bytes = bytes;
+    slot.resident = true;
+    slotIndex[arg] = slots.size();
+    slots.push_back(std::move(slot));
+    next = llvm::alignTo(next + bytes, alignment);
+  }
+  deviceArenaBytes = next;
+  residentBytes = next - llvm::alignTo(plannedArenaBytes, alignment);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Emission helpers
+//===----------------------------------------------------------------------===//
+
+void Lowering::blankLine() {
+  emitc::VerbatimOp::create(builder, builder.getUnknownLoc(), "");
+}
+
+void Lowering::comment(const Twine &text) {
+  emitc::VerbatimOp::create(builder, builder.getUnknownLoc(),
+                            ("// " + text).str());
+}
+
+void Lowering::call(Location loc, StringRef callee, ArrayRef<Attribute> args) {
+  SmallVector<Attribute> all = {builder.getIndexAttr(0)};
+  all.append(args.begin(), args.end());
+  emitc::CallOpaqueOp::create(builder, loc, TypeRange(), callee, ValueRange{rt},
+                              builder.getArrayAttr(all));
+}
+
+void Lowering::emitWaits(Location loc, Stream stream, ValueRange timepoints) {
+  SmallVector<uint32_t> events;
+  for (Value timepoint : timepoints)
+    for (uint32_t event : eventsOf.lookup(timepoint))
+      if (!llvm::is_contained(events, event))
+        events.push_back(event);
+  // A stream already ordered after an event (it recorded or awaited it)
+  // needs no second wait.
+  for (uint32_t event : events)
+    if (ordered[static_cast<unsigned>(stream)].insert(event).second)
+      call(loc, "letheRtWait",
+           {opaque(streamEnum(stream)), builder.getI32IntegerAttr(event)});
+}
+
+void Lowering::emitRecord(Location loc, Stream stream, Value timepoint) {
+  uint32_t event = numEvents++;
+  eventsOf[timepoint] = {event};
+  ordered[static_cast<unsigned>(stream)].insert(event);
+  call(loc, "letheRtRecord",
+       {opaque(streamEnum(stream)), builder.getI32IntegerAttr(event)});
+}
+
+/// The slot's name when the call touches all of it, else its first `bytes`.
+std::string Lowering::bufExpr(const Slot &slot, int64_t bytes) const {
+  if (bytes == slot.bytes)
+    return slot.name;
+  return "{" + slot.name + ".offset, " + std::to_string(bytes) + "}";
+}
+
+emitc::FuncOp Lowering::beginFunction(StringRef name) {
+  MLIRContext *ctx = builder.getContext();
+  blankLine();
+  rtType = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "LetheRt"));
+  Type status = emitc::OpaqueType::get(ctx, "LetheRtStatus");
+  auto fn = emitc::FuncOp::create(builder, func.getLoc(), name,
+                                  builder.getFunctionType({rtType}, {status}));
+  fn.setSpecifiersAttr(builder.getStrArrayAttr({"static"}));
+  Block *entry = fn.addEntryBlock();
+  builder.setInsertionPointToStart(entry);
+  // Generated code reads better with `rt` than with the emitter's `v1`.
+  emitc::VerbatimOp::create(builder, func.getLoc(), "LetheRt *rt = {};",
+                            entry->getArgument(0));
+  rt = emitc::LiteralOp::create(builder, func.getLoc(), rtType, "rt");
+  return fn;
+}
+
+void Lowering::endFunction() {
+  Location loc = func.getLoc();
+  Type status = emitc::OpaqueType::get(builder.getContext(), "LetheRtStatus");
+  auto expr = emitc::ExpressionOp::create(builder, loc, status, ValueRange{rt});
+  Block &body = expr.createBody();
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(&body);
+    auto get = emitc::CallOpaqueOp::create(builder, loc, TypeRange{status},
+                                           "letheRtGetStatus",
+                                           ValueRange{body.getArgument(0)});
+    emitc::YieldOp::create(builder, loc, get.getResult(0));
+  }
+  emitc::ReturnOp::create(builder, loc, expr.getResult());
+  builder.setInsertionPointToEnd(module.getBody());
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  Location loc = op->getLoc();
+  Stream stream = getOpStream(op);
+  if (auto node = dyn_cast<NodeOp>(op))
+    return lowerNode(node);
+  if (isa<BarrierOp>(op)) {
+    comment(describe(op) + " on " + stringifyStream(stream));
+    emitRecord(loc, stream, op->getResult(0));
+    return success();
+  }
+  if (auto join = dyn_cast<JoinOp>(op)) {
+    SmallVector<uint32_t, 2> &events = eventsOf[join.getResult()];
+    for (Value timepoint : join.getTimepoints())
+      for (uint32_t event : eventsOf.lookup(timepoint))
+        if (!llvm::is_contained(events, event))
+          events.push_back(event);
+    std::string list;
+    llvm::raw_string_ostream os(list);
+    llvm::interleaveComma(events, os);
+    comment(describe(op) + ": events " + list);
+    return success();
+  }
+  if (auto await = dyn_cast<AwaitOp>(op)) {
+    comment(describe(op) + " on " + stringifyStream(stream));
+    emitWaits(loc, stream, await.getTimepoints());
+    return success();
+  }
+  if (isa<OffloadOp>(op))
+    return lowerCopy(op, /*toHost=*/true);
+  if (isa<PrefetchOp>(op))
+    return lowerCopy(op, /*toHost=*/false);
+  if (auto release = dyn_cast<ReleaseOp>(op))
+    return lowerRelease(release);
+  if (auto collective = dyn_cast<CollectiveOp>(op))
+    return lowerCollective(collective);
+  if (auto recompute = dyn_cast<RecomputeOp>(op)) {
+    std::string results;
+    llvm::raw_string_ostream os(results);
+    llvm::interleaveComma(recompute.getResults(), os,
+                          [&](Value result) { os << ssa(result); });
+    comment("recompute " + results + ": re-runs " +
+            Twine(recompute.getBody().front().getOperations().size() - 1) +
+            " ops");
+    return success();
+  }
+  if (isa<YieldOp>(op)) {
+    comment("end of recompute");
+    return success();
+  }
+  if (isa<func::ReturnOp>(op))
+    return success();
+  return op->emitError("lethe-lower-to-runtime: '")
+         << op->getName() << "' has no runtime call";
+}
+
+LogicalResult Lowering::lowerNode(NodeOp node) {
+  if (getOpStream(node) != Stream::Compute)
+    return node.emitError("lethe-lower-to-runtime: ")
+           << describe(node) << " is on the "
+           << stringifyStream(getOpStream(node))
+           << " stream; the runtime runs kernels on compute";
+  std::optional<double> timeUs;
+  if (FloatAttr time = node.getTimeUsAttr())
+    timeUs = time.getValueAsDouble();
+  if (!timeUs)
+    return node.emitError("lethe-lower-to-runtime: ")
+           << describe(node)
+           << " has no time_us: run lethe-annotate-costs before lowering";
+  computeUs += *timeUs;
+  if (isGemmKind(node.getKind())) {
+    std::string whyNot;
+    if (std::optional<GemmMatch> gemm = matchGemm(node, whyNot))
+      return lowerGemm(node, *gemm);
+    node.emitRemark() << "replayed, not a GEMM: " << whyNot;
+    ++numFallbacks;
+    comment(describe(node));
+    comment("(replayed: " + whyNot + ")");
+    return lowerReplay(node, *timeUs);
+  }
+  comment(describe(node));
+  return lowerReplay(node, *timeUs);
+}
+
+LogicalResult Lowering::lowerGemm(NodeOp node, const GemmMatch &gemm) {
+  auto operand = [&](const GemmOperand &o, std::string &text) -> LogicalResult {
+    const Slot *slot = slotOf(o.view.storage);
+    if (!slot)
+      return node.emitError("lethe-lower-to-runtime: ")
+             << ssa(o.value) << " has no storage in an arena";
+    text = bufExpr(*slot, o.bytes);
+    return success();
+  };
+  std::string a, b, c, bias = "{0, 0}";
+  if (failed(operand(gemm.a, a)) || failed(operand(gemm.b, b)) ||
+      failed(operand(gemm.c, c)) ||
+      (gemm.bias && failed(operand(*gemm.bias, bias))))
+    return failure();
+  std::string shape;
+  llvm::raw_string_ostream os(shape);
+  os << "GEMM ";
+  if (gemm.batch > 1)
+    os << gemm.batch << " x ";
+  os << gemm.m << "x" << gemm.k << (gemm.transA() ? "^T" : "") << " @ "
+     << gemm.k << "x" << gemm.n << (gemm.transB() ? "^T" : "")
+     << (gemm.bias ? " + bias" : "");
+  comment(describe(node));
+  comment(shape);
+  std::string args;
+  llvm::raw_string_ostream(args)
+      << "{" << gemm.dtype << ", " << gemm.transA() << ", " << gemm.transB()
+      << ", " << gemm.batch << ", " << gemm.m << ", " << gemm.n << ", "
+      << gemm.k << ", " << a << ", " << b << ", " << bias << ", " << c << "}";
+  call(node.getLoc(), "letheRtGemm",
+       {opaque(quote(node.getKind() + " " + node.getName().value_or(""))),
+        opaque(formatUs(node.getTimeUsAttr().getValueAsDouble())),
+        opaque(args)});
+  ++numGemms;
+  return success();
+}
+
+LogicalResult Lowering::lowerReplay(NodeOp node, double timeUs) {
+  // Reads the storages of its tensor operands; writes its fresh results and
+  // the storages it updates in place.
+  SmallVector<const Slot *> inputs, outputs;
+  auto add = [](SmallVector<const Slot *> &list, const Slot *slot) {
+    if (!llvm::is_contained(list, slot))
+      list.push_back(slot);
+  };
+  bool inPlace = isInPlaceWriter(node);
+  bool isView = true;
+  for (OpResult result : node->getResults()) {
+    if (!isa<RankedTensorType>(result.getType()))
+      continue;
+    int64_t aliased = node.getAliasedOperand(result.getResultNumber());
+    if (aliased >= 0 && !inPlace)
+      continue;
+    isView = false;
+    const Slot *slot;
+    if (failed(requireSlot(node, result, slot)))
+      return failure();
+    add(outputs, slot);
+  }
+  if (isView && !replayViews) {
+    comment("(a view: no kernel)");
+    return success();
+  }
+  if (!isView)
+    for (Value operand : node.getInputs()) {
+      if (!isa<RankedTensorType>(operand.getType()))
+        continue;
+      const Slot *slot;
+      if (failed(requireSlot(node, operand, slot)))
+        return failure();
+      add(inputs, slot);
+    }
+  // The runtime's kernels take at most kMaxReplayBuffers buffers: a longer
+  // input list is read by a chain of replays, each also reading the outputs
+  // of the one before, so the outputs still depend on every input.
+  std::string op = quote(node.getKind() + " " + node.getName().value_or(""));
+  auto list = [](ArrayRef<const Slot *> slots) {
+    std::string text = "{";
+    llvm::raw_string_ostream os(text);
+    llvm::interleaveComma(slots, os, [&](const Slot *s) { os << s->name; });
+    return text + "}";
+  };
+  SmallVector<SmallVector<const Slot *>> calls;
+  if (inputs.size() + outputs.size() <= kMaxReplayBuffers) {
+    calls.push_back(inputs);
+  } else {
+    int64_t chunk = (int64_t)kMaxReplayBuffers - 2 * (int64_t)outputs.size();
+    if (chunk < 1)
+      return node.emitError("lethe-lower-to-runtime: ")
+             << describe(node) << " reads " << inputs.size() << " and writes "
+             << outputs.size() << " buffers: too many for chained replays";
+    for (size_t begin = 0; begin < inputs.size(); begin += chunk) {
+      SmallVector<const Slot *> reads;
+      if (begin > 0)
+        reads.append(outputs.begin(), outputs.end());
+      reads.append(inputs.begin() + begin,
+                   inputs.begin() + std::min(inputs.size(), begin + chunk));
+      calls.push_back(std::move(reads));
+    }
+  }
+  for (ArrayRef<const Slot *> reads : calls)
+    call(node.getLoc(), "letheRtReplay",
+         {opaque(op), opaque(formatUs(timeUs / calls.size())),
+          opaque(list(reads)), opaque(list(outputs))});
+  ++numReplays;
+  return success();
+}
+
+LogicalResult Lowering::lowerCopy(Operation *op, bool toHost) {
+  Stream expected = toHost ? Stream::D2H : Stream::H2D;
+  if (getOpStream(op) != expected)
+    return op->emitError("lethe-lower-to-runtime: ")
+           << describe(op) << " is on the " << stringifyStream(getOpStream(op))
+           << " stream; the runtime copies "
+           << (toHost ? "to the host on d2h" : "to the device on h2d");
+  Value source = op->getOperand(0);
+  Value await = op->getNumOperands() > 1 ? op->getOperand(1) : Value();
+  const Slot *from, *to;
+  if (failed(requireSlot(op, source, from)) ||
+      failed(requireSlot(op, op->getResult(0), to)))
+    return failure();
+  int64_t bytes = getTypeBytes(op->getResult(0).getType());
+  comment(describe(op) + ": " + std::to_string(bytes) + " bytes");
+  if (await)
+    emitWaits(op->getLoc(), expected, await);
+  const Slot &device = toHost ? *from : *to;
+  const Slot &host = toHost ? *to : *from;
+  if (toHost)
+    call(op->getLoc(), "letheRtCopyD2H",
+         {opaque(device.name + ".offset"), opaque(host.name + ".offset"),
+          opaque(std::to_string(bytes))});
+  else
+    call(op->getLoc(), "letheRtCopyH2D",
+         {opaque(host.name + ".offset"), opaque(device.name + ".offset"),
+          opaque(std::to_string(bytes))});
+  emitRecord(op->getLoc(), expected, op->getResult(1));
+  ++numCopies;
+  return success();
+}
+
+LogicalResult Lowering::lowerRelease(ReleaseOp release) {
+  Stream stream = getOpStream(release);
+  comment(describe(release) + " on " + stringifyStream(stream));
+  if (Value await = release.getAwaitTimepoint())
+    emitWaits(release.getLoc(), stream, await);
+  Value value = release.getValue();
+  if (isa<BlockArgument>(program.getStorage(value)))
+    return release.emitError("lethe-lower-to-runtime: ")
+           << ssa(value) << " is a function argument: it cannot be released";
+  const Slot *slot;
+  if (failed(requireSlot(release, value, slot)))
+    return failure();
+  if (slot->host) {
+    comment("(host slot " + slot->name + " is free: no call)");
+    return success();
+  }
+  call(release.getLoc(), "letheRtRelease",
+       {opaque(streamEnum(stream)), opaque(slot->name)});
+  return success();
+}
+
+LogicalResult Lowering::lowerCollective(CollectiveOp collective) {
+  StringRef callee;
+  switch (collective.getKind()) {
+  case CollectiveKind::AllGather:
+    callee = "letheRtAllGather";
+    break;
+  case CollectiveKind::ReduceScatter:
+    callee = "letheRtReduceScatter";
+    break;
+  case CollectiveKind::AllReduce:
+    callee = "letheRtAllReduce";
+    break;
+  default:
+    return collective.emitError("lethe-lower-to-runtime: the runtime has no ")
+           << stringifyCollectiveKind(collective.getKind()) << " collective";
+  }
+  if (getOpStream(collective) != Stream::Comm)
+    return collective.emitError("lethe-lower-to-runtime: ")
+           << describe(collective) << " is on the "
+           << stringifyStream(getOpStream(collective))
+           << " stream; the runtime runs collectives on comm";
+  int32_t group = collective.getGroup().size();
+  if (worldSize && worldSize != group)
+    return collective.emitError("lethe-lower-to-runtime: a group of ")
+           << group << " ranks, but an earlier collective spans " << worldSize;
+  worldSize = group;
+
+  // Send and receive buffers: the tensors as the collective sees them, which
+  // must be whole row-major prefixes of their storages.
+  auto buffer = [&](Value value, std::string &text) -> LogicalResult {
+    std::string why;
+    std::optional<RowMajorView> view = getRowMajorView(value, why);
+    if (!view || view->transposed)
+      return collective.emitError("lethe-lower-to-runtime: ")
+             << ssa(value) << " is not a row-major tensor"
+             << (why.empty() ? "" : ": " + why);
+    const Slot *slot;
+    if (failed(requireSlot(collective, view->storage, slot)))
+      return failure();
+    text = bufExpr(*slot, getTypeBytes(value.getType()));
+    return success();
+  };
+  std::string send, recv;
+  if (failed(buffer(collective.getInput(), send)) ||
+      failed(buffer(collective.getResult(), recv)))
+    return failure();
+  comment(describe(collective) + " over " + std::to_string(group) + " ranks");
+  call(collective.getLoc(), callee,
+       {opaque(quote(stringifyCollectiveKind(collective.getKind()) + " " +
+                     collective.getName().value_or(""))),
+        opaque(send), opaque(recv),
+        opaque(fillDType(collective.getResult().getType()))});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The program
+//===----------------------------------------------------------------------===//
+
+void Lowering::emitSlots() {
+  MLIRContext *ctx = builder.getContext();
+  Type bufType = emitc::OpaqueType::get(ctx, "LetheRtBuf");
+  auto define = [&](const Slot &slot) {
+    emitc::GlobalOp::create(builder, func.getLoc(), slot.name, bufType,
+                            opaque("{" + std::to_string(slot.offset) + ", " +
+                                   std::to_string(slot.bytes) + "}"),
+                            /*extern_specifier=*/false,
+                            /*static_specifier=*/true,
+                            /*const_specifier=*/true);
+  };
+  comment("Planned device buffers {offset, bytes} (lethe-assign-buffers).");
+  for (const Slot &slot : slots)
+    if (!slot.host && !slot.resident)
+      define(slot);
+  blankLine();
+  comment("Host slots (pinned arena) of offloaded tensors.");
+  for (const Slot &slot : slots)
+    if (slot.host)
+      define(slot);
+  blankLine();
+  comment("Resident inputs (parameters, data, tangents), after the planned "
+          "arena.");
+  for (BlockArgument arg : func.getArguments())
+    if (const Slot *slot = slotOf(arg))
+      define(*slot);
+}
+
+void Lowering::emitInit() {
+  beginFunction("init");
+  comment("Parameters and inputs: the same contents whatever the plan.");
+  for (BlockArgument arg : func.getArguments())
+    if (const Slot *slot = slotOf(arg))
+      call(func.getLoc(), "letheRtFill",
+           {opaque(slot->name), opaque(fillDType(arg.getType())),
+            opaque(std::to_string(arg.getArgNumber() + 1))});
+  endFunction();
+}
+
+LogicalResult Lowering::emitStep() {
+  beginFunction("step");
+  for (Operation *op : program.getOps())
+    if (failed(lowerOp(op)))
+      return failure();
+  endFunction();
+  return success();
+}
+
+void Lowering::emitChecksum() {
+  beginFunction("checksum");
+  comment("The step's outputs (loss, gradients) and the state it updates.");
+  auto returnOp = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (auto [index, output] : llvm::enumerate(returnOp.getOperands())) {
+    const Slot *slot = slotOf(output);
+    if (!slot || slot->host)
+      continue;
+    std::string name = "out" + std::to_string(index);
+    if (auto node = output.getDefiningOp<NodeOp>())
+      if (std::optional<StringRef> nodeName = node.getName())
+        name += " " + nodeName->str();
+    call(func.getLoc(), "letheRtChecksum",
+         {opaque(quote(name)), opaque(slot->name)});
+  }
+  for (BlockArgument arg : func.getArguments()) {
+    auto kind =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lethe.kind");
+    if (const Slot *slot = slotOf(arg); slot && kind && kind == "buffer")
+      call(func.getLoc(), "letheRtChecksum",
+           {opaque(quote("state " + slot->name)), opaque(slot->name)});
+  }
+  endFunction();
+}
+
+void Lowering::emitProgram(StringRef name) {
+  MLIRContext *ctx = builder.getContext();
+  double predicted = computeUs;
+  if (auto attr = module->getAttrOfType<FloatAttr>("lethe.predicted_step_us"))
+    predicted = attr.getValueAsDouble();
+  std::string init;
+  llvm::raw_string_ostream os(init);
+  os << "{LETHE_RT_ABI_VERSION, " << quote(name) << ", " << deviceArenaBytes
+     << ", " << hostArenaBytes << ", " << numEvents << ", " << worldSize << ", "
+     << formatUs(predicted) << ", " << deviceArenaBytes
+     << ", init, step, checksum}";
+  blankLine();
+  comment("abiVersion, name, device arena, host arena, events, world size, "
+          "planned step us, planned peak bytes, init, step, checksum.");
+  emitc::GlobalOp::create(builder, func.getLoc(), "program",
+                          emitc::OpaqueType::get(ctx, "LetheRtProgram"),
+                          opaque(init), false, true, true);
+  Type result = emitc::PointerType::get(
+      emitc::OpaqueType::get(ctx, "const LetheRtProgram"));
+  auto fn = emitc::FuncOp::create(builder, func.getLoc(), "letheProgram",
+                                  builder.getFunctionType({}, {result}));
+  fn.setSpecifiersAttr(builder.getStrArrayAttr({"extern \"C\""}));
+  builder.setInsertionPointToStart(fn.addEntryBlock());
+  Value address =
+      emitc::LiteralOp::create(builder, func.getLoc(), result, "&program");
+  emitc::ReturnOp::create(builder, func.getLoc(), address);
+  builder.setInsertionPointToEnd(module.getBody());
+}
+
+LogicalResult Lowering::run(StringRef name) {
+  if (failed(assignSlots()))
+    return failure();
+  builder.setInsertionPointToEnd(module.getBody());
+  comment("Generated by lethe-lower-to-runtime from '" + name +
+          "'. Do not edit.");
+  comment("Device arena: " + std::to_string(plannedArenaBytes) +
+          " planned bytes, then " + std::to_string(residentBytes) +
+          " bytes of resident inputs; host arena: " +
+          std::to_string(hostArenaBytes) + " bytes.");
+  emitc::IncludeOp::create(builder, func.getLoc(), "lethe-c/Runtime.h");
+  blankLine();
+  emitSlots();
+  emitInit();
+  if (failed(emitStep()))
+    return failure();
+  emitChecksum();
+  emitProgram(name);
+  return success();
+}
+
+struct LowerToRuntimePass
+    : public lethe::impl::LowerToRuntimeBase<LowerToRuntimePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> funcs;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        funcs.push_back(func);
+    if (funcs.size() != 1) {
+      module.emitError("lethe-lower-to-runtime: a program is one function; "
+                       "the module has ")
+          << funcs.size();
+      return signalPassFailure();
+    }
+    func::FuncOp func = funcs.front();
+    FailureOr<ExplicitProgram> program = ExplicitProgram::build(func);
+    if (failed(program))
+      return signalPassFailure();
+
+    std::string name = programName;
+    if (name.empty()) {
+      if (auto model = module->getAttrOfType<StringAttr>("lethe.model"))
+        name = model.getValue().str();
+      else
+        name = func.getSymName().str();
+    }
+    Lowering lowering(module, func, *program, replayViews);
+    if (failed(lowering.run(name)))
+      return signalPassFailure();
+    numGemms = lowering.numGemms;
+    numReplays = lowering.numReplays;
+    numGemmFallbacks = lowering.numFallbacks;
+    numCopies = lowering.numCopies;
+    numEvents = lowering.numEvents;
+    // The module now holds only the generated program.
+    for (Operation &op : llvm::make_early_inc_range(module.getOps()))
+      if (op.getName().getDialectNamespace() !=
+          emitc::EmitCDialect::getDialectNamespace())
+        op.erase();
+  }
+};
+
+} // namespace

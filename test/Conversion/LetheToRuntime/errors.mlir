@@ -1,0 +1,106 @@
+// RUN: lethe-opt %s --split-input-file --lethe-lower-to-runtime -verify-diagnostics
+// RUN: not lethe-translate --lethe-to-cpp %S/Inputs/no-offsets.mlir -o %t.cpp 2>&1 | FileCheck %s --check-prefix=TRANSLATE
+// RUN: not test -e %t.cpp
+
+// Programs the runtime cannot run are refused at the op, naming the value.
+
+// TRANSLATE: error: lethe-lower-to-runtime: result #0 (%0) has no arena offset: run lethe-assign-buffers
+
+// expected-error @+1 {{lethe-lower-to-runtime: the module has no lethe.device_arena_bytes: lower an allocated program (run lethe-assign-buffers)}}
+module {
+func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> {
+  %a = lethe.node "aten.relu.default" fwd (%w) {time_us = 2.0 : f64} : (tensor<256xf32>) -> tensor<256xf32>
+  return %a : tensor<256xf32>
+}
+}
+
+// -----
+
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> {
+  // expected-error @+1 {{lethe-lower-to-runtime: result #0 (%0) has no arena offset: run lethe-assign-buffers}}
+  %a = lethe.node "aten.relu.default" fwd (%w) {time_us = 2.0 : f64} : (tensor<256xf32>) -> tensor<256xf32>
+  return %a : tensor<256xf32>
+}
+}
+
+// -----
+
+module attributes {lethe.device_arena_bytes = 512 : i64} {
+func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> {
+  // expected-error @+1 {{lethe-lower-to-runtime: result #0 (%0) at [0, 1024) lies outside the device arena of 512 bytes}}
+  %a = lethe.node "aten.relu.default" fwd (%w) {time_us = 2.0 : f64, lethe.offsets = array<i64: 0>} : (tensor<256xf32>) -> tensor<256xf32>
+  return %a : tensor<256xf32>
+}
+}
+
+// -----
+
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> {
+  // expected-error @+1 {{lethe-lower-to-runtime: %0 = aten.relu.default "relu" fwd (%arg0) has no time_us: run lethe-annotate-costs before lowering}}
+  %a = lethe.node "aten.relu.default" fwd (%w) {name = "relu", lethe.offsets = array<i64: 0>} : (tensor<256xf32>) -> tensor<256xf32>
+  return %a : tensor<256xf32>
+}
+}
+
+// -----
+
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> {
+  // expected-error @+1 {{lethe-lower-to-runtime: %0 = aten.relu.default fwd (%arg0) is on the d2h stream; the runtime runs kernels on compute}}
+  %a = lethe.node "aten.relu.default" fwd (%w) {time_us = 1.0 : f64, lethe.offsets = array<i64: 0>, lethe.stream = #lethe<stream d2h>} : (tensor<256xf32>) -> tensor<256xf32>
+  return %a : tensor<256xf32>
+}
+}
+
+// -----
+
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @step(%w: tensor<256xf32>) {
+  // expected-error @+1 {{lethe-lower-to-runtime: the runtime has no send collective}}
+  lethe.collective send %w peer 1 group [0, 1] fwd {time_us = 1.0 : f64} : tensor<256xf32>
+  return
+}
+}
+
+// -----
+
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @step(%w: tensor<256xf32>) {
+  // expected-error @+1 {{lethe-lower-to-runtime: %arg0 is a function argument: it cannot be released}}
+  lethe.release %w : tensor<256xf32>
+  return
+}
+}
+
+// -----
+
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @step() {
+  // expected-error @+1 {{lethe-lower-to-runtime: 'lethe.test.timeline_op' has no runtime call}}
+  %t = lethe.test.timeline_op on compute {time_us = 5.0 : f64}
+  return
+}
+}
+
+// -----
+
+// expected-error @+1 {{lethe-lower-to-runtime: a program is one function; the module has 2}}
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @a() {
+  return
+}
+func.func @b() {
+  return
+}
+}
+
+// -----
+
+// expected-error @+1 {{lethe-lower-to-runtime: lethe.arena_alignment must be a power of two of at least 16 (the runtime's kernels move 16 bytes per access), got 8}}
+module attributes {lethe.device_arena_bytes = 1024 : i64, lethe.arena_alignment = 8 : i64} {
+func.func @step() {
+  return
+}
+}
