@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# End to end on a GPU: the shared graphs compiled by Lethe at several device
+# budgets, run by the CUDA runtime, against the compiler's predictions.
+#
+#   bench/gpu_e2e.sh compile [DIR]   here (needs build/bin): for GPT-2 and
+#       ResNet-50 at budgets 100/70/50/30% (policy=auto) and unplanned
+#       (policy=none): graph -> lethe-pipeline -> --lethe-to-cpp, then a
+#       dry run of every program (build/bin/lethe-run); DIR (default
+#       .gpu-e2e, git-ignored) then holds programs/*.cpp, this script and
+#       the report script, ready to travel to the GPU machine.
+#   bench/gpu_e2e.sh device [DIR]    on the GPU machine (no LLVM needed):
+#       builds the runtime (scripts/build-runtime.sh), builds the programs,
+#       runs each in timing and checksum mode (checksums compared with the
+#       unplanned program of its graph), compute-sanitizer memcheck and
+#       racecheck on one planned program, and prints the table of
+#       bench/gpu_e2e_report.py; JSON reports go to $OUT (or DIR/json).
+#
+# With the device tool, one call does the GPU part:
+#   run(command="bash .gpu-e2e/gpu_e2e.sh device .gpu-e2e", carry=[".gpu-e2e"])
+# Results with device and date: bench/results/gpu-e2e.md.
+set -uo pipefail
+cd "$(dirname "$0")/.." 2>/dev/null || true
+[[ -f scripts/build-runtime.sh ]] || cd "$(dirname "$0")/.."
+mode=${1:-compile}
+dir=${2:-.gpu-e2e}
+graphs=(gpt2 resnet50)
+budgets=(100 70 50 30)
+
+compile() {
+  local bin=${LETHE_BUILD_DIR:-build}/bin
+  for tool in lethe-translate lethe-opt; do
+    [[ -x $bin/$tool ]] || { echo "gpu_e2e: $bin/$tool is missing (scripts/build.sh)"; exit 2; }
+  done
+  if ! "$bin/lethe-opt" --help | grep -q -- '--lethe-pipeline'; then
+    echo "gpu_e2e: lethe-opt has no --lethe-pipeline yet (issue 5): nothing to compile"
+    exit 2
+  fi
+  mkdir -p "$dir/programs"
+  cp bench/gpu_e2e.sh bench/gpu_e2e_report.py "$dir/"
+  local failed=0
+  for g in "${graphs[@]}"; do
+    for b in none "${budgets[@]}"; do
+      local name=$g-$b pipeline="budget=$b% policy=auto"
+      [[ $b == none ]] && pipeline="policy=none"
+      local start=$(date +%s.%N)
+      if ! "$bin/lethe-translate" --import-graph-json "graphs/graph_$g.json" |
+           "$bin/lethe-opt" --lethe-pipeline="$pipeline" \
+             -o "$dir/programs/$name.mlir" 2> "$dir/programs/$name.log" ||
+         ! "$bin/lethe-translate" --lethe-to-cpp --lethe-program-name="$name" \
+             "$dir/programs/$name.mlir" -o "$dir/programs/$name.cpp" \
+             2>> "$dir/programs/$name.log"; then
+        echo "gpu_e2e: $name failed to compile:"; tail -3 "$dir/programs/$name.log"
+        failed=1; continue
+      fi
+      printf '%-14s compiled in %.2f s, %s lines of C++\n' "$name" \
+        "$(echo "$(date +%s.%N) - $start" | bc)" \
+        "$(wc -l < "$dir/programs/$name.cpp")"
+    done
+  done
+  # Dry runs: every runtime call validated without a GPU.
+  if [[ -x $bin/lethe-run ]]; then
+    for cpp in "$dir"/programs/*.cpp; do
+      local so=${cpp%.cpp}.so
+      "${CXX:-clang++-22}" -std=c++17 -O1 -shared -fPIC -Iinclude "$cpp" -o "$so" &&
+        "$bin/lethe-run" "$so" --mode=dry-run > "${cpp%.cpp}.dry.json" ||
+        { echo "gpu_e2e: dry run of $cpp failed"; failed=1; }
+      rm -f "$so"
+    done
+    python3 bench/gpu_e2e_report.py dry "$dir/programs" || failed=1
+  else
+    echo "gpu_e2e: no lethe-run here (CUDA toolkit missing): dry runs skipped"
+    failed=1
+  fi
+  return $failed
+}
+
+device() {
+  export NCCL_NVLS_ENABLE=0
+  local json=${OUT:-$dir/json}
+  mkdir -p "$json"
+  local start=$(date +%s)
+  export LETHE_RUNTIME_BUILD_DIR=${LETHE_RUNTIME_BUILD_DIR:-build-runtime}
+  scripts/build-runtime.sh lethe-run > "$json/build.log" 2>&1 ||
+    { tail -20 "$json/build.log"; exit 1; }
+  local run=$LETHE_RUNTIME_BUILD_DIR/bin/lethe-run
+  echo "runtime built in $(( $(date +%s) - start )) s"
+  for cpp in "$dir"/programs/*.cpp; do
+    c++ -std=c++17 -O1 -shared -fPIC -Iinclude "$cpp" -o "${cpp%.cpp}.so" &
+  done
+  wait
+  echo "programs built at $(( $(date +%s) - start )) s"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$json/device.txt"
+  for g in "${graphs[@]}"; do
+    local base=$dir/programs/$g-none.so
+    for so in "$dir"/programs/$g-*.so; do
+      local name=$(basename "${so%.so}")
+      timeout 90 "$run" "$so" --steps=5 --warmup=1 > "$json/$name.timing.json" 2> "$json/$name.timing.err"
+      if [[ $so != "$base" && -f $base ]]; then
+        timeout 60 "$run" "$so" --mode=checksum --repeat=1 --compare="$base" \
+          > "$json/$name.checksum.json" 2> "$json/$name.checksum.err"
+      fi
+      echo "$name done at $(( $(date +%s) - start )) s"
+    done
+  done
+  # The sanitizer on one planned program: the smallest one that offloads or
+  # recomputes (checksum mode: releases poison, so a late read shows).
+  local pick=$(ls -S "$dir"/programs/*-30.cpp 2>/dev/null | tail -1)
+  if [[ -n $pick ]]; then
+    local so=${pick%.cpp}.so
+    for tool in memcheck racecheck; do
+      timeout "$([[ $tool == memcheck ]] && echo 100 || echo 60)" compute-sanitizer --tool $tool --error-exitcode 9 \
+        "$run" "$so" --mode=checksum --repeat=1 > "$json/sanitizer-$tool.txt" 2>&1
+      echo "sanitizer $tool on $(basename "$so"): exit $? at $(( $(date +%s) - start )) s" |
+        tee -a "$json/sanitizer.txt"
+    done
+  fi
+  python3 "$dir/gpu_e2e_report.py" device "$json" | tee "$json/report.md"
+}
+
+case $mode in
+  compile) compile ;;
+  device) device ;;
+  *) echo "usage: bench/gpu_e2e.sh compile|device [DIR]"; exit 2 ;;
+esac
