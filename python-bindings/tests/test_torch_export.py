@@ -384,3 +384,23 @@ def test_tied_weights(method):
     # The shared weight gets one gradient, summed over both uses.
     bwd_out = graph["nodes"][-1]
     assert sum(g is not None for g in bwd_out["args"]["grads"]) == len(params)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "mha"])
+def test_torch_nn_transformer_modules(kind):
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 16)
+    if kind == "encoder":
+        model = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
+            16, 2, 32, dropout=0.1, batch_first=True), 2)
+        args, loss_fn = (x,), lambda out: out.pow(2).mean()
+    else:
+        model = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        args, loss_fn = (x, x, x), lambda out: out[0].pow(2).mean()
+    graph = lt.export_training_step(model, args, loss_fn)
+    assert validate(graph) == [] and graph["warnings"] == []
+    assert graph["totals"]["param_bytes"] == sum(
+        p.numel() * p.element_size() for p in model.parameters())
+    rng = [n for n in graph["nodes"] if n["kind"] == "op"
+           and lt.is_rng_op(n["op"])]
+    assert (len(rng) > 0) == (kind == "encoder")
