@@ -95,6 +95,13 @@ std::string quote(const Twine &twine) {
   return out + "\"";
 }
 
+/// The op string of a runtime call: the node's kind and name.
+std::string opLabel(StringRef kind, std::optional<StringRef> name) {
+  if (!name)
+    return quote(kind);
+  return quote(kind + " " + *name);
+}
+
 /// Microseconds with nanosecond resolution, without trailing zeros.
 std::string formatUs(double us) {
   std::string text;
@@ -581,7 +588,7 @@ LogicalResult Lowering::lowerGemm(NodeOp node, const GemmMatch &gemm) {
       << ", " << gemm.batch << ", " << gemm.m << ", " << gemm.n << ", "
       << gemm.k << ", " << a << ", " << b << ", " << bias << ", " << c << "}";
   call(node.getLoc(), "letheRtGemm",
-       {opaque(quote(node.getKind() + " " + node.getName().value_or(""))),
+       {opaque(opLabel(node.getKind(), node.getName())),
         opaque(formatUs(node.getTimeUsAttr().getValueAsDouble())),
         opaque(args)});
   ++numGemms;
@@ -626,7 +633,7 @@ LogicalResult Lowering::lowerReplay(NodeOp node, double timeUs) {
   // The runtime's kernels take at most kMaxReplayBuffers buffers: a longer
   // input list is read by a chain of replays, each also reading the outputs
   // of the one before, so the outputs still depend on every input.
-  std::string op = quote(node.getKind() + " " + node.getName().value_or(""));
+  std::string op = opLabel(node.getKind(), node.getName());
   auto list = [](ArrayRef<const Slot *> slots) {
     std::string text = "{";
     llvm::raw_string_ostream os(text);
@@ -760,8 +767,8 @@ LogicalResult Lowering::lowerCollective(CollectiveOp collective) {
     return failure();
   comment(describe(collective) + " over " + std::to_string(group) + " ranks");
   call(collective.getLoc(), callee,
-       {opaque(quote(stringifyCollectiveKind(collective.getKind()) + " " +
-                     collective.getName().value_or(""))),
+       {opaque(opLabel(stringifyCollectiveKind(collective.getKind()),
+                       collective.getName())),
         opaque(send), opaque(recv),
         opaque(fillDType(collective.getResult().getType()))});
   return success();
