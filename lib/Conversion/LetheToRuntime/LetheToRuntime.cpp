@@ -853,16 +853,31 @@ void Lowering::emitChecksum() {
 
 void Lowering::emitProgram(StringRef name) {
   MLIRContext *ctx = builder.getContext();
+  // The simulator's step time when the planner left it on the function
+  // (lethe-plan's `lethe.plan`), else the compute stream's op times.
   double predicted = computeUs;
-  if (auto attr = module->getAttrOfType<FloatAttr>("lethe.predicted_step_us"))
+  std::string source = "the compute stream's op times";
+  if (auto plan = func->getAttrOfType<DictionaryAttr>("lethe.plan")) {
+    if (auto stepUs = plan.getAs<FloatAttr>("step_us")) {
+      predicted = stepUs.getValueAsDouble();
+      source = "lethe.plan step_us";
+    }
+    if (auto peak = plan.getAs<IntegerAttr>("peak_bytes"))
+      source += ", planned activation peak " + std::to_string(peak.getInt()) +
+                " bytes";
+  } else if (auto attr =
+                 module->getAttrOfType<FloatAttr>("lethe.predicted_step_us")) {
     predicted = attr.getValueAsDouble();
+    source = "lethe.predicted_step_us";
+  }
+  blankLine();
+  comment("Planned step: " + formatUs(predicted) + " us (" + source + ").");
   std::string init;
   llvm::raw_string_ostream os(init);
   os << "{LETHE_RT_ABI_VERSION, " << quote(name) << ", " << deviceArenaBytes
      << ", " << hostArenaBytes << ", " << numEvents << ", " << worldSize << ", "
      << formatUs(predicted) << ", " << deviceArenaBytes
      << ", init, step, checksum}";
-  blankLine();
   comment("abiVersion, name, device arena, host arena, events, world size, "
           "planned step us, planned peak bytes, init, step, checksum.");
   emitc::GlobalOp::create(builder, func.getLoc(), "program",

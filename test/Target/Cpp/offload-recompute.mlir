@@ -64,6 +64,7 @@
 
 // The planned step time is the compute stream's sum without a simulator
 // figure; the planned peak is the whole device arena.
+// CHECK: // Planned step: 15.0 us (the compute stream's op times).
 // CHECK: static const LetheRtProgram program = {LETHE_RT_ABI_VERSION, "step", 5120, 1024, 4, 0, 15.0, 5120, init, step, checksum};
 // CHECK-NEXT: extern "C" const LetheRtProgram* letheProgram() {
 // CHECK-NEXT: return &program;
