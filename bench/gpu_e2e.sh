@@ -13,7 +13,8 @@
 #       runs each in timing and checksum mode (checksums compared with the
 #       unplanned program of its graph), compute-sanitizer memcheck and
 #       racecheck on one planned program, and prints the table of
-#       bench/gpu_e2e_report.py; JSON reports go to $OUT (or DIR/json).
+#       bench/gpu_e2e_report.py; JSON reports go to DIR/json (and, as an
+#       archive, to $OUT when the device tool runs it).
 #
 # With the device tool, one call does the GPU part:
 #   run(command="bash .gpu-e2e/gpu_e2e.sh device .gpu-e2e", carry=[".gpu-e2e"])
@@ -37,6 +38,9 @@ compile() {
   fi
   mkdir -p "$dir/programs"
   cp bench/gpu_e2e.sh bench/gpu_e2e_report.py "$dir/"
+  # A small planned program (offload, prefetch, recompute) for the sanitizer.
+  "$bin/lethe-translate" --lethe-to-cpp test/Target/Cpp/offload-recompute.mlir \
+    --lethe-program-name=small-offload -o "$dir/small-offload.cpp" || exit 1
   local failed=0
   for g in "${graphs[@]}"; do
     for b in none "${budgets[@]}"; do
@@ -76,7 +80,9 @@ compile() {
 
 device() {
   export NCCL_NVLS_ENABLE=0
-  local json=${OUT:-$dir/json}
+  # JSON reports in one folder; with the device tool ($OUT, which brings
+  # back at most 8 files) they travel back as one archive beside the table.
+  local json=$dir/json
   mkdir -p "$json"
   local start=$(date +%s)
   export LETHE_RUNTIME_BUILD_DIR=${LETHE_RUNTIME_BUILD_DIR:-build-runtime}
@@ -84,7 +90,7 @@ device() {
     { tail -20 "$json/build.log"; exit 1; }
   local run=$LETHE_RUNTIME_BUILD_DIR/bin/lethe-run
   echo "runtime built in $(( $(date +%s) - start )) s"
-  for cpp in "$dir"/programs/*.cpp; do
+  for cpp in "$dir"/programs/*.cpp "$dir"/small-offload.cpp; do
     c++ -std=c++17 -O1 -shared -fPIC -Iinclude "$cpp" -o "${cpp%.cpp}.so" &
   done
   wait
@@ -102,19 +108,25 @@ device() {
       echo "$name done at $(( $(date +%s) - start )) s"
     done
   done
-  # The sanitizer on one planned program: the smallest one that offloads or
-  # recomputes (checksum mode: releases poison, so a late read shows).
+  # The sanitizer on planned programs in checksum mode (releases poison, so
+  # a late read shows): the small one, then the smallest graph program at
+  # 30% (bounded: memcheck slows every access).
   local pick=$(ls -S "$dir"/programs/*-30.cpp 2>/dev/null | tail -1)
-  if [[ -n $pick ]]; then
-    local so=${pick%.cpp}.so
+  for so in "$dir/small-offload.so" ${pick:+${pick%.cpp}.so}; do
     for tool in memcheck racecheck; do
-      timeout "$([[ $tool == memcheck ]] && echo 100 || echo 60)" compute-sanitizer --tool $tool --error-exitcode 9 \
-        "$run" "$so" --mode=checksum --repeat=1 > "$json/sanitizer-$tool.txt" 2>&1
+      local limit=60; [[ $so == *small* ]] && limit=30
+      timeout $limit compute-sanitizer --tool $tool --error-exitcode 9 \
+        "$run" "$so" --mode=checksum --repeat=1 \
+        > "$json/sanitizer-$tool-$(basename "${so%.so}").txt" 2>&1
       echo "sanitizer $tool on $(basename "$so"): exit $? at $(( $(date +%s) - start )) s" |
         tee -a "$json/sanitizer.txt"
     done
-  fi
+  done
   python3 "$dir/gpu_e2e_report.py" device "$json" | tee "$json/report.md"
+  if [[ -n ${OUT:-} ]]; then
+    cp "$json/report.md" "$OUT/gpu-e2e-report.md"
+    tar czf "$OUT/gpu-e2e-json.tar.gz" -C "$json" .
+  fi
 }
 
 case $mode in
