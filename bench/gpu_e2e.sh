@@ -20,6 +20,7 @@
 #   run(command="bash .gpu-e2e/gpu_e2e.sh device .gpu-e2e", carry=[".gpu-e2e"])
 # Results with device and date: bench/results/gpu-e2e.md.
 set -uo pipefail
+shopt -s nullglob
 cd "$(dirname "$0")/.." 2>/dev/null || true
 [[ -f scripts/build-runtime.sh ]] || cd "$(dirname "$0")/.."
 mode=${1:-compile}
@@ -79,7 +80,7 @@ compile() {
 }
 
 device() {
-  export NCCL_NVLS_ENABLE=0
+  export NCCL_NVLS_ENABLE=0 PATH=$PATH:/usr/local/cuda/bin
   # JSON reports in one folder; with the device tool ($OUT, which brings
   # back at most 8 files) they travel back as one archive beside the table.
   local json=$dir/json
@@ -118,7 +119,8 @@ device() {
       timeout $limit compute-sanitizer --tool $tool --error-exitcode 9 \
         "$run" "$so" --mode=checksum --repeat=1 \
         > "$json/sanitizer-$tool-$(basename "${so%.so}").txt" 2>&1
-      echo "sanitizer $tool on $(basename "$so"): exit $? at $(( $(date +%s) - start )) s" |
+      local rc=$?
+      echo "sanitizer $tool on $(basename "$so"): exit $rc at $(( $(date +%s) - start )) s" |
         tee -a "$json/sanitizer.txt"
     done
   done

@@ -23,7 +23,9 @@ def load(path):
 
 def order(name):
     graph, _, budget = name.rpartition("-")
-    return (graph, -1 if budget == "none" else -int(budget))
+    if budget == "none":
+        return (graph, -1)
+    return (graph, -int(budget)) if budget.isdigit() else (name, 0)
 
 
 def dry(directory):
