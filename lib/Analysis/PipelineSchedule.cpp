@@ -22,7 +22,8 @@ lethe::symbolizePipelineScheduleKind(llvm::StringRef name) {
       .Default(std::nullopt);
 }
 
-llvm::StringRef lethe::stringifyPipelineScheduleKind(PipelineScheduleKind kind) {
+llvm::StringRef
+lethe::stringifyPipelineScheduleKind(PipelineScheduleKind kind) {
   return kind == PipelineScheduleKind::OneFOneB ? "1f1b" : "interleaved";
 }
 
@@ -59,9 +60,9 @@ static std::vector<PipelineStep> oneFOneB(const PipelineOptions &options,
   int unit = 0;
   for (int mb = 0; mb < warmup; ++mb)
     steps.push_back({Phase::Fwd, stage, mb, unit++});
-  for (int mb = 0; mb + warmup < microbatches; ++mb, ++unit) {
-    steps.push_back({Phase::Fwd, stage, mb + warmup, unit});
-    steps.push_back({Phase::Bwd, stage, mb, unit});
+  for (int mb = 0; mb + warmup < microbatches; ++mb) {
+    steps.push_back({Phase::Fwd, stage, mb + warmup, unit++});
+    steps.push_back({Phase::Bwd, stage, mb, unit++});
   }
   for (int mb = microbatches - warmup; mb < microbatches; ++mb)
     steps.push_back({Phase::Bwd, stage, mb, unit++});
@@ -75,10 +76,10 @@ static std::vector<PipelineStep> interleaved(const PipelineOptions &options,
                                              int stage) {
   int stages = options.stages, vpp = options.vpp;
   int total = options.microbatches * vpp;
-  int warmup = options.microbatches == stages
-                   ? total
-                   : std::min((stages - stage - 1) * 2 + (vpp - 1) * stages,
-                              total);
+  int warmup =
+      options.microbatches == stages
+          ? total
+          : std::min((stages - stage - 1) * 2 + (vpp - 1) * stages, total);
   int unit = 0;
   auto step = [&](int k, Phase phase) {
     int inGroup = k % (stages * vpp);
@@ -136,8 +137,8 @@ std::string lethe::checkPipelineCommunication(
         if (op.peer < 0 || op.peer >= numStages || op.peer == stage)
           return "stage " + std::to_string(stage) +
                  " communicates with invalid peer " + std::to_string(op.peer);
-        auto &list = op.send ? sent[{stage, op.peer}]
-                             : received[{op.peer, stage}];
+        auto &list =
+            op.send ? sent[{stage, op.peer}] : received[{op.peer, stage}];
         ordinal[stage].back().push_back(list.size());
         list.push_back(op.message);
       }

@@ -29,14 +29,10 @@ TEST(PipelineScheduleTest, OneFOneBTwoStagesFourMicrobatches) {
 }
 
 TEST(PipelineScheduleTest, OneFOneBFourStagesEightMicrobatches) {
-  EXPECT_EQ(order(4, 0, 8),
-            "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
-  EXPECT_EQ(order(4, 1, 8),
-            "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
-  EXPECT_EQ(order(4, 2, 8),
-            "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7");
-  EXPECT_EQ(order(4, 3, 8),
-            "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
+  EXPECT_EQ(order(4, 0, 8), "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
+  EXPECT_EQ(order(4, 1, 8), "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7");
+  EXPECT_EQ(order(4, 2, 8), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7");
+  EXPECT_EQ(order(4, 3, 8), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
 }
 
 TEST(PipelineScheduleTest, OneFOneBFewerMicrobatchesThanStages) {
@@ -188,8 +184,7 @@ TEST(PipelineScheduleTest, CheckerRejectsBrokenOrders) {
   // Megatron's interleaved order with a communication group after every
   // step instead of every forward + backward pair deadlocks.
   PipelineOptions interleaved{2, 4, PipelineScheduleKind::Interleaved, 2};
-  orders = {pipelineSchedule(interleaved, 0),
-            pipelineSchedule(interleaved, 1)};
+  orders = {pipelineSchedule(interleaved, 0), pipelineSchedule(interleaved, 1)};
   for (std::vector<PipelineStep> &steps : orders)
     for (auto [index, step] : llvm::enumerate(steps))
       step.unit = index;

@@ -47,12 +47,13 @@ struct PipelineStep {
   /// c % stages.
   int chunk = 0;
   int microbatch = 0;
-  /// Steps are grouped into units: a warm-up forward, a steady-state
-  /// forward + backward pair, a cool-down backward. Communication happens
-  /// between units, as one group: the sends of the unit before and the
-  /// receives of the unit after (Megatron's combined p2p calls). Sending a
-  /// forward's output only after the paired backward is what keeps the
-  /// interleaved schedule free of deadlock.
+  /// Communication happens between units, as one group (ncclGroupStart /
+  /// End): the sends of the unit before and the receives of the unit
+  /// after, Megatron's combined p2p calls. In 1F1B every step is a unit
+  /// (send_forward_recv_backward after a forward); in the interleaved
+  /// schedule a steady-state forward + backward pair is one unit, so a
+  /// forward's output is sent only after the paired backward — with a group
+  /// after every step that schedule deadlocks (tested).
   int unit = 0;
 
   bool operator==(const PipelineStep &other) const {

@@ -146,25 +146,27 @@ void InsertFsdpCollectivesPass::runOnOperation() {
   if (func.isExternal())
     return;
   if (world < 1) {
-    func.emitError() << "lethe-insert-fsdp-collectives: world must be >= 1, "
-                        "got "
-                     << static_cast<int64_t>(world);
+    emitError(func.getLoc())
+        << "lethe-insert-fsdp-collectives: world must be >= 1, "
+           "got "
+        << static_cast<int64_t>(world);
     return signalPassFailure();
   }
   if (bucket != "unit" && bucket != "param") {
-    func.emitError() << "lethe-insert-fsdp-collectives: bucket must be "
-                        "'unit' or 'param', got '"
-                     << bucket << "'";
+    emitError(func.getLoc()) << "lethe-insert-fsdp-collectives: bucket must be "
+                                "'unit' or 'param', got '"
+                             << bucket << "'";
     return signalPassFailure();
   }
   if (func->hasAttr(kWorldAttr)) {
-    func.emitError() << "step is already sharded for FSDP (" << kWorldAttr
-                     << " is set)";
+    emitError(func.getLoc())
+        << "step is already sharded for FSDP (" << kWorldAttr << " is set)";
     return signalPassFailure();
   }
   if (!func.getBody().hasOneBlock()) {
-    func.emitError() << "lethe-insert-fsdp-collectives expects a step with "
-                        "one block (the canonical graph form)";
+    emitError(func.getLoc())
+        << "lethe-insert-fsdp-collectives expects a step with "
+           "one block (the canonical graph form)";
     return signalPassFailure();
   }
   if (failed(collectParams(func)))
@@ -176,7 +178,7 @@ void InsertFsdpCollectivesPass::runOnOperation() {
   Block &body = func.getBody().front();
   auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
   if (!ret) {
-    func.emitError() << "step body must end in func.return";
+    emitError(func.getLoc()) << "step body must end in func.return";
     return signalPassFailure();
   }
   SmallVector<Operation *> ops;
@@ -452,15 +454,15 @@ void InsertFsdpCollectivesPass::gather(Unit &unit, PhaseSlot slot) {
     auto flatType = RankedTensorType::get({flatElements}, element);
     auto gatheredType = RankedTensorType::get({flatElements * world}, element);
     StringAttr scope = builder.getStringAttr(unit.key);
-    Value flat = NodeOp::create(builder, loc, TypeRange{flatType},
-                                "fsdp.all_gather_copy_in", phase, shards,
-                                nullptr, nullptr, scope, nullptr, nullptr)
-                     ->getResult(0);
+    Value flat =
+        NodeOp::create(builder, loc, TypeRange{flatType}, "fsdp.pack_shards",
+                       phase, shards, nullptr, nullptr, scope, nullptr, nullptr)
+            ->getResult(0);
     Value gathered =
         createCollective(builder, loc, CollectiveKind::AllGather, flat,
                          gatheredType, phase, unit.key, what);
     auto copyOut = NodeOp::create(
-        builder, loc, fullTypes, "fsdp.all_gather_copy_out", phase,
+        builder, loc, fullTypes, "fsdp.unpack_gathered", phase,
         ValueRange{gathered}, nullptr, nullptr, scope, nullptr, nullptr);
     for (auto [index, result] :
          llvm::zip_equal(members, copyOut.getResults())) {
@@ -590,18 +592,17 @@ void InsertFsdpCollectivesPass::reduceScatter(Unit &unit, func::ReturnOp ret,
     auto paddedType = RankedTensorType::get({flatElements * world}, element);
     auto shardType = RankedTensorType::get({flatElements}, element);
     // Rank-major: rank r's rows of every gradient, then rank r+1's.
-    Value flat =
-        NodeOp::create(builder, loc, TypeRange{paddedType},
-                       "fsdp.reduce_scatter_copy_in", Phase::Bwd, grads,
-                       nullptr, nullptr, scope, nullptr, nullptr)
-            ->getResult(0);
+    Value flat = NodeOp::create(builder, loc, TypeRange{paddedType},
+                                "fsdp.pack_grads", Phase::Bwd, grads, nullptr,
+                                nullptr, scope, nullptr, nullptr)
+                     ->getResult(0);
     Value scattered =
         createCollective(builder, loc, CollectiveKind::ReduceScatter, flat,
                          shardType, Phase::Bwd, unit.key, "reduce_scatter");
     // Each gradient shard is a slice of the scattered buffer: views.
     SmallVector<int64_t> aliases(members.size(), 0);
     auto copyOut = NodeOp::create(
-        builder, loc, shardTypes, "fsdp.reduce_scatter_copy_out", Phase::Bwd,
+        builder, loc, shardTypes, "fsdp.unpack_grad_shards", Phase::Bwd,
         ValueRange{scattered}, nullptr, builder.getDenseI64ArrayAttr(aliases),
         scope, nullptr, nullptr);
     for (auto [index, result] : llvm::zip_equal(members, copyOut.getResults()))

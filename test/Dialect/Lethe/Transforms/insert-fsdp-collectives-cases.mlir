@@ -11,9 +11,9 @@
 // CHECK-SAME: %[[C:[a-z0-9]+]]: tensor<1x3xf32> {lethe.full_type = tensor<4x3xf32>, lethe.kind = "param", lethe.name = "blk.0.c"}
 // CHECK-SAME: %[[S:[a-z0-9]+]]: tensor<f32> {lethe.kind = "param", lethe.name = "scale"}
 // CHECK-SAME: -> (tensor<f32> {lethe.grad_of = "scale"}, tensor<1x3xf32> {lethe.grad_of = "blk.0.c"}, tensor<1xbf16> {lethe.grad_of = "blk.0.b"}, tensor<2x3xf32> {lethe.grad_of = "blk.0.a"})
-// CHECK-NEXT: %[[IN:.+]] = lethe.node "fsdp.all_gather_copy_in" fwd (%[[A]], %[[C]]) {scope = "blk.0"} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<9xf32>
+// CHECK-NEXT: %[[IN:.+]] = lethe.node "fsdp.pack_shards" fwd (%[[A]], %[[C]]) {scope = "blk.0"} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<9xf32>
 // CHECK-NEXT: %[[AG:.+]] = lethe.collective all_gather %[[IN]] group [0, 1, 2, 3] fwd {{.*}} : tensor<9xf32> -> tensor<36xf32>
-// CHECK-NEXT: %[[OUT:.+]]:2 = lethe.node "fsdp.all_gather_copy_out" fwd (%[[AG]]) {scope = "blk.0"} : (tensor<36xf32>) -> (tensor<8x3xf32>, tensor<4x3xf32>)
+// CHECK-NEXT: %[[OUT:.+]]:2 = lethe.node "fsdp.unpack_gathered" fwd (%[[AG]]) {scope = "blk.0"} : (tensor<36xf32>) -> (tensor<8x3xf32>, tensor<4x3xf32>)
 // CHECK-NEXT: %[[AGB:.+]] = lethe.collective all_gather %[[B]] group [0, 1, 2, 3] fwd {{.*}} : tensor<1xbf16> -> tensor<4xbf16>
 // CHECK-NEXT: lethe.node "test.use" fwd (%[[OUT]]#0, %[[AGB]], %[[OUT]]#1, %[[S]])
 // CHECK: %[[GS:.+]] = lethe.node "test.grad_scale" bwd

@@ -25,14 +25,14 @@
 // Forward: each unit gathered right before its first use, as one flat
 // buffer (4*8 + 4 = 36 elements per rank). Ring time: 5 us + 1/2 * 144 B
 // at 100 GB/s.
-// CHECK-NEXT: %[[IN0:.+]] = lethe.node "fsdp.all_gather_copy_in" fwd (%[[W0]], %[[B0]]) {scope = "h.0"} : (tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<36xbf16>
+// CHECK-NEXT: %[[IN0:.+]] = lethe.node "fsdp.pack_shards" fwd (%[[W0]], %[[B0]]) {scope = "h.0"} : (tensor<4x8xbf16>, tensor<4xbf16>) -> tensor<36xbf16>
 // CHECK-NEXT: %[[AG0:.+]] = lethe.collective all_gather %[[IN0]] group [0, 1] fwd {name = "fsdp.all_gather_fwd.h.0", scope = "h.0", time_us = 5.000720e+00 : f64} : tensor<36xbf16> -> tensor<72xbf16>
-// CHECK-NEXT: %[[P0:.+]]:2 = lethe.node "fsdp.all_gather_copy_out" fwd (%[[AG0]]) {scope = "h.0"} : (tensor<72xbf16>) -> (tensor<8x8xbf16>, tensor<8xbf16>)
+// CHECK-NEXT: %[[P0:.+]]:2 = lethe.node "fsdp.unpack_gathered" fwd (%[[AG0]]) {scope = "h.0"} : (tensor<72xbf16>) -> (tensor<8x8xbf16>, tensor<8xbf16>)
 // CHECK-NEXT: %[[T0:.+]] = lethe.node "aten.t.default" fwd (%[[P0]]#0)
 // CHECK-NEXT: %[[Y0:.+]] = lethe.node "aten.addmm.default" fwd (%[[P0]]#1, %[[X]], %[[T0]])
-// CHECK-NEXT: %[[IN1:.+]] = lethe.node "fsdp.all_gather_copy_in" fwd (%[[W1]], %[[B1]])
+// CHECK-NEXT: %[[IN1:.+]] = lethe.node "fsdp.pack_shards" fwd (%[[W1]], %[[B1]])
 // CHECK-NEXT: %[[AG1:.+]] = lethe.collective all_gather %[[IN1]] group [0, 1] fwd
-// CHECK-NEXT: %[[P1:.+]]:2 = lethe.node "fsdp.all_gather_copy_out" fwd (%[[AG1]])
+// CHECK-NEXT: %[[P1:.+]]:2 = lethe.node "fsdp.unpack_gathered" fwd (%[[AG1]])
 // CHECK-NEXT: %[[T1:.+]] = lethe.node "aten.t.default" fwd (%[[P1]]#0) {aliases = array<i64: 0>} :
 // CHECK-NEXT: %[[Y1:.+]] = lethe.node "aten.addmm.default" fwd (%[[P1]]#1, %[[Y0]], %[[T1]])
 // One parameter: gathered alone, the padding row dropped by a view.
@@ -56,23 +56,23 @@
 // CHECK-NEXT: %[[GW1:.+]] = lethe.node "aten.mm.default" bwd (%[[GY1]], %[[Y0]])
 // CHECK-NEXT: %[[GB1:.+]] = lethe.node "aten.sum.dim_IntList" bwd (%[[GY1]])
 // h.1's gradients: packed rank-major, one reduce-scatter, shards are views.
-// CHECK-NEXT: %[[RSIN1:.+]] = lethe.node "fsdp.reduce_scatter_copy_in" bwd (%[[GW1]], %[[GB1]]) {scope = "h.1"} : (tensor<8x8xbf16>, tensor<8xbf16>) -> tensor<72xbf16>
+// CHECK-NEXT: %[[RSIN1:.+]] = lethe.node "fsdp.pack_grads" bwd (%[[GW1]], %[[GB1]]) {scope = "h.1"} : (tensor<8x8xbf16>, tensor<8xbf16>) -> tensor<72xbf16>
 // CHECK-NEXT: %[[RS1:.+]] = lethe.collective reduce_scatter %[[RSIN1]] group [0, 1] bwd {name = "fsdp.reduce_scatter.h.1", scope = "h.1", time_us = 5.000720e+00 : f64} : tensor<72xbf16> -> tensor<36xbf16>
-// CHECK-NEXT: %[[GS1:.+]]:2 = lethe.node "fsdp.reduce_scatter_copy_out" bwd (%[[RS1]]) {aliases = array<i64: 0, 0>, scope = "h.1"} : (tensor<36xbf16>) -> (tensor<4x8xbf16>, tensor<4xbf16>)
+// CHECK-NEXT: %[[GS1:.+]]:2 = lethe.node "fsdp.unpack_grad_shards" bwd (%[[RS1]]) {aliases = array<i64: 0, 0>, scope = "h.1"} : (tensor<36xbf16>) -> (tensor<4x8xbf16>, tensor<4xbf16>)
 // The backward reads only h.1's weight (the bias gradient needs no bias).
 // CHECK-NEXT: %[[AG1B:.+]] = lethe.collective all_gather %[[W1]] group [0, 1] bwd {{.*}} : tensor<4x8xbf16> -> tensor<8x8xbf16>
 // CHECK-NEXT: %[[T1B:.+]] = lethe.node "aten.t.default" bwd (%[[AG1B]])
 // CHECK-NEXT: %[[GY0:.+]] = lethe.node "aten.mm.default" bwd (%[[GY1]], %[[T1B]])
 // CHECK-NEXT: %[[GW0:.+]] = lethe.node "aten.mm.default" bwd (%[[GY0]], %[[X]])
 // CHECK-NEXT: %[[GB0:.+]] = lethe.node "aten.sum.dim_IntList" bwd (%[[GY0]])
-// CHECK-NEXT: %[[RSIN0:.+]] = lethe.node "fsdp.reduce_scatter_copy_in" bwd (%[[GW0]], %[[GB0]])
+// CHECK-NEXT: %[[RSIN0:.+]] = lethe.node "fsdp.pack_grads" bwd (%[[GW0]], %[[GB0]])
 // CHECK-NEXT: %[[RS0:.+]] = lethe.collective reduce_scatter %[[RSIN0]]
-// CHECK-NEXT: %[[GS0:.+]]:2 = lethe.node "fsdp.reduce_scatter_copy_out" bwd (%[[RS0]])
+// CHECK-NEXT: %[[GS0:.+]]:2 = lethe.node "fsdp.unpack_grad_shards" bwd (%[[RS0]])
 // CHECK-NEXT: return %[[LOSS]], %[[GS0]]#0, %[[GS0]]#1, %[[GS1]]#0, %[[GS1]]#1, %[[RSH]]
 
 // bucket=param: one collective per parameter.
 // PARAM-LABEL: func.func @step(
-// PARAM-NOT: fsdp.all_gather_copy_in
+// PARAM-NOT: fsdp.pack_shards
 // PARAM: %[[AW0:.+]] = lethe.collective all_gather %arg1 group [0, 1] fwd {name = "fsdp.all_gather_fwd.h.0", scope = "h.0"} : tensor<4x8xbf16> -> tensor<8x8xbf16>
 // PARAM-NEXT: %[[AB0:.+]] = lethe.collective all_gather %arg2 group [0, 1] fwd {name = "fsdp.all_gather_fwd.h.0", scope = "h.0"} : tensor<4xbf16> -> tensor<8xbf16>
 // PARAM-NEXT: lethe.node "aten.t.default" fwd (%[[AW0]])
@@ -80,7 +80,7 @@
 // Each gradient is reduce-scattered as soon as it is produced.
 // PARAM-NEXT: lethe.node "aten.sum.dim_IntList" bwd
 // PARAM-NEXT: lethe.collective reduce_scatter %{{.*}} group [0, 1] bwd {name = "fsdp.reduce_scatter.h.1", scope = "h.1"} : tensor<8xbf16> -> tensor<4xbf16>
-// PARAM-NOT: fsdp.reduce_scatter_copy
+// PARAM-NOT: fsdp.unpack_grad
 
 // ROUND-LABEL: func.func @step(
 // ROUND-COUNT-3: lethe.collective all_gather {{.*}} fwd

@@ -220,7 +220,7 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
       which are separate per phase so that their lifetimes end at the
       phase's last use. With `bucket=unit`, one all-gather per unit (and
       element type) moves a flat buffer packed by
-      `fsdp.all_gather_copy_in` and unpacked by `fsdp.all_gather_copy_out`,
+      `fsdp.pack_shards` and unpacked by `fsdp.unpack_gathered`,
       as FSDP2 does; with `bucket=param`, each parameter is gathered alone.
       Views of a parameter made in the forward and read in the backward are
       re-made in the backward from the backward's gathered value;
@@ -302,6 +302,64 @@ def ImportOps : Pass<"lethe-import-ops", "mlir::ModuleOp"> {
               "Ops without a phase attribute inferred to be backward">,
   ];
   let dependentDialects = ["lethe::LetheDialect", "mlir::func::FuncDialect"];
+}
+
+def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
+                                  "mlir::func::FuncOp"> {
+  let summary = "Write out one pipeline stage's program over all micro-batches";
+  let description = [{
+    Turns a training step for one micro-batch into the program of pipeline
+    stage `stage` of `stages`, running `microbatches` micro-batches in the
+    order of `schedule`:
+
+    - the step is split into `stages * vpp` chunks (virtual stages) by
+      layer: ops whose scope has a numeric component (`transformer.h.3.*`)
+      belong to that layer; consecutive layers are grouped so that the
+      largest chunk's op time (forward + backward) is least; the embedding
+      goes with the first chunk, the head and loss with the last. Chunk `c`
+      runs on stage `c % stages`;
+    - `1f1b`: warm-up forwards (stages - stage - 1), then one forward and
+      one backward alternately, then the remaining backwards;
+      `interleaved`: Megatron-LM's schedule over `vpp` chunks per stage
+      (microbatches must be a multiple of stages);
+    - every op of the stage is cloned per micro-batch (attributes `lethe.mb`
+      and `lethe.chunk`), so each micro-batch's values are distinct;
+      parameters and buffers are shared, data inputs and the gradient seed
+      become one argument per micro-batch;
+    - values crossing stages are sent and received with `lethe.collective
+      send` / `recv` (the comm stream) between compute units, Megatron's
+      grouping; forward ops that depend on no layer and draw no random
+      numbers (masks, position ids) are re-run on each stage that reads
+      them instead;
+    - the step's backward results (gradients) are summed over micro-batches
+      in place (`aten.add_.Tensor`); forward results (the loss) are
+      returned per micro-batch. A stage returns only the results it
+      computes.
+
+    Before emitting, the pass derives every stage's transfers and checks
+    that each pair of stages agrees on their order and that the groups
+    complete without deadlock. docs/Parallel.md has the details.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "number of pipeline stages">,
+    Option<"stage", "stage", "int64_t", /*default=*/"0",
+           "the stage whose program to write, in [0, stages)">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"4",
+           "micro-batches per step">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "'1f1b' or 'interleaved'">,
+    Option<"vpp", "vpp", "int64_t", /*default=*/"1",
+           "chunks (virtual stages) per stage; > 1 needs "
+           "schedule=interleaved">,
+  ];
+  let statistics = [
+    Statistic<"numClonedOps", "num-cloned-ops",
+              "Ops written out (all micro-batches)">,
+    Statistic<"numSends", "num-sends", "Sends inserted">,
+    Statistic<"numRecvs", "num-recvs", "Receives inserted">,
+  ];
+  let dependentDialects = ["lethe::LetheDialect"];
 }
 
 #endif // LETHE_DIALECT_LETHE_TRANSFORMS_PASSES_TD
