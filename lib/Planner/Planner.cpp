@@ -3,6 +3,7 @@
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Evaluator.h"
+#include "lethe/Planner/ExactSolver.h"
 #include "lethe/Planner/Layers.h"
 #include "lethe/Planner/Policies.h"
 
@@ -14,7 +15,7 @@
 
 using namespace lethe;
 
-static llvm::Error planError(const llvm::Twine &message) {
+[[maybe_unused]] static llvm::Error planError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
@@ -47,6 +48,36 @@ static std::vector<AutoSeed> autoSeeds(const ActivationAnalysis &analysis,
   add("selective-op (offload-kept)", Policy::SelectiveOp, opts);
   add("offload-all", Policy::OffloadAll, options);
   return seeds;
+}
+
+/// solver=exact: the MILP's plan (docs/ExactSolver.md), placed as the
+/// solver placed it, with the simulator's predictions.
+static llvm::Expected<Plan>
+planExact(const TrainingGraph &graph, const DeviceProfile &device,
+          const PlanOptions &options, Plan plan,
+          std::chrono::steady_clock::time_point started) {
+  llvm::Expected<Plan> exact = solveExact(graph, device, options);
+  if (!exact)
+    return exact.takeError();
+  llvm::Expected<SimResult> sim = simulatePlan(graph, device, options, *exact);
+  if (!sim)
+    return sim.takeError();
+  plan.decisions = std::move(exact->decisions);
+  plan.peakBytes = sim->peakBytes;
+  plan.stepUs = sim->stepUs;
+  plan.exactReport = exact->exactReport;
+  bool hostFits = sim->hostPeakBytes <= options.hostBudgetBytes;
+  plan.feasible = exact->feasible && sim->peakBytes <= options.budgetBytes &&
+                  hostFits;
+  // The least budget the exact solver meets is its model's least peak (the
+  // model never undercounts the simulator's memory).
+  if (!plan.feasible)
+    plan.leastFeasibleBudget =
+        exact->feasible ? sim->peakBytes : *exact->leastFeasibleBudget;
+  plan.solveMs = std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - started)
+                     .count();
+  return plan;
 }
 
 llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
@@ -82,10 +113,9 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
       return eval.takeError();
     evaluation = std::move(*eval);
     least = evaluation->peakBytes;
+  } else if (options.solver == SolverKind::Exact) {
+    return planExact(graph, device, options, std::move(plan), started);
   } else {
-    if (options.solver == SolverKind::Exact)
-      return planError("the exact solver (solver=exact) is not available in "
-                       "this build; use solver=fast");
     std::vector<AutoSeed> seeds = autoSeeds(analysis, layers, options);
     llvm::Expected<AutoSolution> solution =
         solveAuto(evaluator, options, seeds);

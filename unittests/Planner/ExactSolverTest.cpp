@@ -119,7 +119,7 @@ TEST(ExactSolverTest, RecomputesWhenCheaperThanOffload) {
 TEST(ExactSolverTest, NeverRecomputesRandomOps) {
   Chain chain = makeChain("aten.native_dropout", {10, 10, 10, 10, 10});
   ExactModel model(chain.graph, testDevice(), optionsFor(3 * kMB));
-  ASSERT_FALSE(model.activations()[model.activationOf(chain.a)].canRecompute);
+  ASSERT_FALSE(model.activations()[model.getAnalysis().activationIndex(chain.a)].canRecompute);
   llvm::Expected<Plan> plan =
       solveExact(chain.graph, testDevice(), optionsFor(3 * kMB));
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
@@ -133,7 +133,7 @@ TEST(ExactSolverTest, NeverRecomputesRandomOps) {
 
   // The model itself refuses a plan that re-runs the dropout.
   std::vector<ActivationDecision> decisions = model.retainAll();
-  decisions[model.activationOf(chain.a)].decision = Decision::Recompute;
+  decisions[model.getAnalysis().activationIndex(chain.a)].decision = Decision::Recompute;
   ExactModel::Evaluation eval = model.evaluate(decisions);
   EXPECT_FALSE(eval.valid);
   EXPECT_NE(eval.error.find("cannot be recomputed"), std::string::npos);

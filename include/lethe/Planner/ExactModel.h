@@ -1,20 +1,27 @@
 //===- ExactModel.h - The cost model of the exact `auto` solver -*- C++ -*-===//
 //
 // The exact solver minimises step time over every retain / recompute /
-// offload plan under this model, which docs/ExactSolver.md states in full:
-// program points (every node, plus one recompute segment before each
-// backward node where a recompute may run), the bytes resident at each
-// point, a D2H and an H2D copy channel served first-in first-out, and the
-// compute stream's timeline with its stalls. The MILP (ExactSolver.cpp)
-// encodes this model; `evaluate` computes it directly for one plan, which
-// is how the solver measures the plan it returns and how tests check, by
-// enumerating every plan of small graphs, that the MILP finds the optimum.
+// offload plan under this model, which docs/ExactSolver.md states in full.
+// It follows the planner's own rules (ActivationAnalysis: what may be
+// recomputed or offloaded, recompute chains; Placement: restore points
+// moved earlier for chains that read them, chains run once per restore
+// point, releases and prefetches anchored after nodes) and predicts what the
+// schedule builder and simulator do with a plan as closely as a linear
+// program can: memory at every program point (each node, and the segment
+// before each backward node), a FIFO D2H channel, and the H2D channel as
+// bandwidth-limited windows of the backward part.
+//
+// The MILP (ExactMilp.cpp) encodes this model; `evaluate` computes it
+// directly for one plan, which is how the solver measures the plan it
+// returns and how tests check, by enumerating every plan of small graphs,
+// that the MILP finds the optimum.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef LETHE_PLANNER_EXACTMODEL_H
 #define LETHE_PLANNER_EXACTMODEL_H
 
+#include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Plan.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -29,33 +36,39 @@ struct DeviceProfile;
 
 class ExactModel {
 public:
-  /// An activation: a storage produced before the first backward node and
-  /// used, through any alias, at or after it.
+  /// An activation (ActivationAnalysis order: by storage id) with what the
+  /// model needs about it.
   struct Activation {
     ValueId value = -1;
     int64_t bytes = 0;
     NodeId producer = -1;
-    /// Last use before the first backward node (the producer if none).
     NodeId lastForwardUse = -1;
     NodeId firstBackwardUse = -1;
-    /// Last use, or the last node when the step returns the storage.
+    /// Last use (the last node when the step returns the storage).
     NodeId lastUse = -1;
+    /// The D2H copy starts after this node (producer or last in-place
+    /// write).
+    NodeId contentReadyAfter = -1;
     bool canRecompute = false;
     bool canOffload = false;
-    /// Copy times on the D2H and H2D channels.
+    /// Copy times: D2H at the profile's D2H rate, H2D at its H2D rate
+    /// times duplexFactor (as the planner's placement assumes).
     double d2hUs = 0.0;
     double h2dUs = 0.0;
-    /// Forward nodes that read this storage (through any alias) and may be
-    /// re-run: a recompute of theirs needs this storage resident.
-    std::vector<NodeId> rerunConsumers;
-    /// Forward-produced values of this storage that backward nodes read, as
-    /// (producing node, first backward node reading the value). Recomputing
-    /// the storage re-runs each producing node before that reader.
-    std::vector<std::pair<NodeId, NodeId>> backwardReads;
+    /// Recompute chain and the activations it reads; the view nodes re-run
+    /// after a prefetch and the activations they read (ActivationAnalysis).
+    std::vector<NodeId> recomputeNodes, rederiveNodes;
+    std::vector<int> recomputeInputs, rederiveInputs;
+    /// Activations whose recompute chain / rederive views read this one.
+    std::vector<int> recomputeReaders, rederiveReaders;
+    /// Backward nodes before which this activation may be restored,
+    /// ascending: its first backward use and, for chains that read it,
+    /// theirs (empty when it can only be retained).
+    std::vector<NodeId> restorePoints;
   };
 
   /// A program point: a node, or the segment just before the backward node
-  /// `node`, where re-runs run and prefetches are waited for.
+  /// `node`, where recompute chains run and prefetches are waited for.
   struct Point {
     bool segment = false;
     NodeId node = -1;
@@ -64,9 +77,9 @@ public:
     /// Bytes resident here whatever the plan: storages without a decision
     /// and the forward part of every activation.
     int64_t fixedBytes = 0;
-    /// A segment where some node may re-run. At other segments the bytes
-    /// resident never exceed those at the node that follows.
-    bool rerunsPossible = false;
+    /// A segment where a recompute chain may run. At other segments the
+    /// bytes resident never exceed those at the node that follows.
+    bool chainsPossible = false;
   };
 
   /// What the model predicts for one plan.
@@ -82,56 +95,51 @@ public:
     double stepUs = 0.0;
     /// Bytes resident at each point.
     std::vector<int64_t> bytesAt;
-    /// Per node: the backward node before which it is re-run, or -1.
-    std::vector<NodeId> rerunBefore;
+    /// Per activation: restore point (-1 when retained) and, for offloads,
+    /// the node after which the device buffer is released.
+    std::vector<NodeId> restore;
+    std::vector<NodeId> releaseAfter;
   };
 
   ExactModel(const TrainingGraph &graph, const DeviceProfile &device,
              const PlanOptions &options);
 
   const TrainingGraph &getGraph() const { return graph; }
+  const ActivationAnalysis &getAnalysis() const { return analysis; }
   const PlanOptions &getOptions() const { return options; }
   llvm::ArrayRef<Activation> activations() const { return acts; }
   llvm::ArrayRef<Point> points() const { return pointList; }
   /// First backward node (numNodes() when the step has no backward part).
   NodeId firstBackward() const { return firstBwd; }
   size_t numNodes() const { return nodeTime.size(); }
+  /// Time on the compute stream (0 for collectives, which run on the comm
+  /// stream).
   double nodeTimeUs(NodeId node) const { return nodeTime[node]; }
   double nominalStartUs(NodeId node) const { return nominalStart[node]; }
   /// End of the forward part in every plan (no stall happens there).
   double forwardEndUs() const { return forwardEnd; }
-  /// Index into activations() of the storage `value` owns, or -1.
-  int activationOf(ValueId value) const { return actOfValue[value]; }
-  /// Whether a forward node may be re-run by a recompute at all.
-  bool canRerun(NodeId node) const { return rerunnable[node]; }
-  /// The backward nodes before which `node` may be re-run, ascending.
-  llvm::ArrayRef<NodeId> rerunPoints(NodeId node) const {
-    return rerunPointsOf[node];
-  }
-  /// Forward nodes that may be re-run and read the forward temporary
-  /// (non-activation storage) owned by `value`, through any alias.
-  llvm::ArrayRef<NodeId> rerunConsumersOfTemp(ValueId value) const {
-    return tempConsumers[value];
-  }
   /// Point index of node `node`, and of the segment before it (-1 for
   /// forward nodes).
   int nodePoint(NodeId node) const { return nodePointOf[node]; }
   int segmentPoint(NodeId node) const { return segmentPointOf[node]; }
-  /// Activations in D2H order (production order) and H2D order (first
-  /// backward use, then value id).
+  /// Offloadable activations in D2H order (content ready, then storage).
   llvm::ArrayRef<int> d2hOrder() const { return d2hOrderList; }
-  llvm::ArrayRef<int> h2dOrder() const { return h2dOrderList; }
-  /// Nodes the H2D copy of activation `act` may be issued after:
-  /// firstBackward()-1 .. firstBackwardUse-1.
+  /// The earliest node a prefetch may be issued after: the last forward
+  /// node.
   NodeId earliestPrefetchAfter() const { return firstBwd - 1; }
+  /// D2H completion of activation `act` if every offloadable activation
+  /// were offloaded (an upper bound on its completion in any plan).
+  double latestD2hEndUs(int act) const { return d2hLatest[act]; }
 
   /// Evaluates a plan: `decisions` holds one entry per activation, in
-  /// activations() order; only `decision` and (for offload) `prefetchAfter`
-  /// are read.
+  /// activations() order; only `decision` and (for offload)
+  /// `prefetchAfter` are read: restore points, chains and releases follow
+  /// from them.
   Evaluation evaluate(llvm::ArrayRef<ActivationDecision> decisions) const;
 
-  /// Builds the plan's decisions (value, decision, first backward use,
-  /// prefetch placement, recomputed nodes) from per-activation choices.
+  /// The placed decisions of a plan given per-activation choices and
+  /// prefetch placements: restore points, recompute / rederive nodes,
+  /// releases.
   std::vector<ActivationDecision>
   makeDecisions(llvm::ArrayRef<Decision> choice,
                 llvm::ArrayRef<NodeId> prefetchAfter) const;
@@ -141,23 +149,30 @@ public:
 
 private:
   void analyse(const DeviceProfile &device);
+  /// Restore point per activation (-1 for retained) under the planner's
+  /// rule; empty string or an error.
+  std::string restorePoints(llvm::ArrayRef<Decision> choice,
+                            std::vector<NodeId> &restore) const;
+  /// D2H completion per offloaded activation.
+  std::vector<double> d2hEnds(llvm::ArrayRef<Decision> choice) const;
+  /// The node after which an offloaded activation's device buffer is
+  /// released, given its D2H completion: the last node before the first
+  /// point (after its last forward use) whose nominal start is at or after
+  /// the completion.
+  NodeId releaseNode(int act, double d2hEnd) const;
 
   const TrainingGraph &graph;
   PlanOptions options;
+  ActivationAnalysis analysis;
   NodeId firstBwd = 0;
   std::vector<double> nodeTime;
   std::vector<double> nominalStart;
   double forwardEnd = 0.0;
   std::vector<Activation> acts;
-  std::vector<int> actOfValue;
-  /// Per storage owner: first and last node it is live at (-1: none).
-  std::vector<NodeId> liveStart, liveEnd;
-  std::vector<bool> rerunnable;
-  std::vector<std::vector<NodeId>> tempConsumers;
-  std::vector<std::vector<NodeId>> rerunPointsOf;
+  std::vector<double> d2hLatest;
   std::vector<Point> pointList;
   std::vector<int> nodePointOf, segmentPointOf;
-  std::vector<int> d2hOrderList, h2dOrderList;
+  std::vector<int> d2hOrderList;
 };
 
 } // namespace lethe

@@ -20,12 +20,14 @@ namespace lethe {
 struct DeviceProfile;
 
 /// Solves `auto` exactly. Reads budgetBytes, hostBudgetBytes,
-/// minOffloadBytes and exactTimeLimitSec from `options`.
+/// minOffloadBytes, replayRng and exactTimeLimitSec from `options`.
+/// `planTrainingStep` calls it for solver=exact and simulates the plan.
 ///
-/// - Feasible budget: a Plan with `feasible`, one decision per activation
-///   (recompute lists the re-run nodes; offload gives the prefetch
-///   placement), the model's peak and step time, and `exactReport` saying
-///   whether CBC proved it optimal or stopped at the time limit (gap).
+/// - Feasible budget: a Plan with `feasible`, one decision per activation,
+///   fully placed (restore points, chains, releases, prefetches: the
+///   simulator runs it as is), the model's peak and step time, and
+///   `exactReport` saying whether CBC proved it optimal or stopped at the
+///   time limit (gap).
 /// - Budget below what any plan can meet: a Plan with `feasible == false`,
 ///   `leastFeasibleBudget` (the least peak CBC found; proven least when
 ///   `exactReport->provenOptimal`) and the decisions of that least-peak

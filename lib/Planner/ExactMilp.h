@@ -12,6 +12,8 @@
 
 #include "lethe/Planner/ExactModel.h"
 
+#include <map>
+
 namespace lethe {
 
 class ExactMilp {
@@ -26,10 +28,10 @@ public:
   ExactMilp(const ExactModel &model, Goal goal, int64_t budgetBytes);
 
   const milp::Problem &getProblem() const { return problem; }
+  int numIntegerColumns() const;
   /// What the objective leaves out: MinTime minimises the step time minus
   /// this constant (the forward part and the backward nodes' own times).
   double objectiveOffset() const { return offset; }
-  int numIntegerColumns() const;
 
   /// Reads the per-activation choices and prefetch placements from a
   /// solution.
@@ -38,55 +40,59 @@ public:
 
 private:
   using Expr = std::vector<std::pair<int, double>>;
+  enum Kind { Recompute = 0, Offload = 1 };
 
-  int binary(double cost = 0.0, double upper = 1.0);
-  int continuous(double lower, double upper, double cost = 0.0);
+  int binary() { return problem.addColumn(0.0, 1.0, 0.0, true); }
+  int continuous(double lower, double upper, double cost = 0.0) {
+    return problem.addColumn(lower, upper, cost, false);
+  }
   static void add(Expr &expr, int column, double coef) {
     if (column >= 0)
       expr.push_back({column, coef});
   }
-  /// W column of `node` at its last re-run point <= `point` (-1: none).
-  int doneBy(NodeId node, NodeId point) const;
-  int lastRerun(NodeId node) const;
-  /// Adds coef * (node re-run exactly before `point`).
-  void addCreated(Expr &expr, NodeId node, NodeId point, double coef) const;
-  /// Adds coef * (node re-run at a point after the slot preceding `point`
-  /// (segment) or after `point` itself (node)).
-  void addNeed(Expr &expr, NodeId node, NodeId at, bool segment,
-               double coef) const;
-  /// Whether `node` may still re-run at or after the given slot.
-  bool mayNeed(NodeId node, NodeId at, bool segment) const;
-  /// G column: prefetch of activation `act` issued by the end of node
-  /// `after` (o_a beyond its range, -1 before it).
+  /// Column "activation `act` restored by `kind` at a point <= `node`"
+  /// (-1: not possible).
+  int restoredBy(int act, Kind kind, NodeId node) const;
+  /// Adds coef * (restored by `kind` exactly at `point`).
+  void addRestoredAt(Expr &expr, int act, Kind kind, NodeId point,
+                     double coef) const;
+  /// Adds coef * (restored by `kind` at the point (segment before `node`,
+  /// or `node`) or later).
+  void addRestoredFrom(Expr &expr, int act, Kind kind, NodeId node,
+                       bool segment, double coef) const;
+  /// Column "prefetch of `act` issued by the end of node `after`" (the
+  /// offload column from its first backward use - 1 on, -1 before the
+  /// backward part).
   int issuedBy(int act, NodeId after) const;
+  int inFlightAt(int act, int point) const;
+  /// Column: node `node` runs in the chain before `point` (-1: never).
+  int chainColumn(NodeId node, NodeId point) const;
 
   void buildDecisions();
-  void buildRecompute();
-  void buildPrefetchPlacement();
+  void buildRestores();
+  void buildPrefetchIssue();
   void buildD2H();
   void buildWindows();
   void buildMemory();
-  /// The in-flight column of activation `act` at point `point` (-1: the
-  /// copy cannot be running there).
-  int inFlightAt(int act, int point) const;
 
   const ExactModel &model;
   Goal goal;
   double budgetMiB;
   milp::Problem problem;
+  double offset = 0.0;
 
   std::vector<int> retainCol, recomputeCol, offloadCol;
-  /// Per node, one column per entry of rerunPoints(node).
-  std::vector<std::vector<int>> rerunCol;
+  /// Per activation and kind, one column per restore point.
+  std::vector<std::vector<int>> restoreCol[2];
   /// Per activation, G columns for prefetchAfter = firstBackward()-1 ..
   /// firstBackwardUse-2.
   std::vector<std::vector<int>> issueCol;
   std::vector<int> d2hDoneCol;
-  std::vector<double> d2hLatest;
   std::vector<int> inFlightFirst;
   std::vector<std::vector<int>> inFlight;
+  /// (node, point) -> chain column.
+  std::map<std::pair<NodeId, NodeId>, int> chainCol;
   int peakCol = -1;
-  double offset = 0.0;
 };
 
 } // namespace lethe
