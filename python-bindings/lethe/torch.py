@@ -129,11 +129,25 @@ def write_json(graph, path):
     fd, tmp = tempfile.mkstemp(prefix=".lethe-", suffix=".json", dir=directory)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(graph, f, allow_nan=False)
+            f.write(graph_json_text(graph))
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def graph_json_text(graph):
+    """The JSON text of a graph, one node per line: an importer's error or
+    remark then points at (and quotes) the line of the node concerned."""
+    parts = []
+    for key, value in graph.items():
+        if key == "nodes" and isinstance(value, list):
+            text = "[\n" + ",\n".join(json.dumps(n, allow_nan=False)
+                                      for n in value) + "\n]"
+        else:
+            text = json.dumps(value, allow_nan=False)
+        parts.append(f"{json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
 def _has_dynamo():
