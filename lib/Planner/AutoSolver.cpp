@@ -692,11 +692,12 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
     std::string alternative =
         act.offloadable ? "offload would not hide its copies at the peak"
                         : "cannot be offloaded: " + act.notOffloadableReason;
+    size_t n = act.recomputeNodes.size();
     return llvm::formatv("recomputed: frees {0} from node {1} to node {2} "
-                         "for {3} of re-run ({4} nodes); {5}",
+                         "for {3} of re-run ({4} node{5}); {6}",
                          humanBytes(act.bytes), act.lastForwardUse,
-                         d.firstBackwardUse, humanUs(act.recomputeUs),
-                         act.recomputeNodes.size(), alternative);
+                         d.firstBackwardUse, humanUs(act.recomputeUs), n,
+                         n == 1 ? "" : "s", alternative);
   }
   case Decision::Offload: {
     std::string alternative =

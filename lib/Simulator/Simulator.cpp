@@ -74,6 +74,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   const double copySlowdown = positiveOr(device.copySlowdownWithCollectives, 1.0);
   const double commSlowdown =
       positiveOr(device.collectiveSlowdownWithCopies, 1.0);
+  const double commSlowdownBoth =
+      positiveOr(device.collectiveSlowdownWithBothCopies, commSlowdown);
 
   std::array<std::vector<OpIndex>, kNumStreams> queues;
   for (auto [index, op] : llvm::enumerate(schedule.ops))
@@ -128,7 +130,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     rate[streamIndex(Stream::D2H)] = (h2dBusy ? duplex : 1.0) * commFactor;
     rate[streamIndex(Stream::H2D)] = (d2hBusy ? duplex : 1.0) * commFactor;
     rate[streamIndex(Stream::Comm)] =
-        (d2hBusy || h2dBusy) ? 1.0 / commSlowdown : 1.0;
+        d2hBusy && h2dBusy    ? 1.0 / commSlowdownBoth
+        : d2hBusy || h2dBusy ? 1.0 / commSlowdown
+                             : 1.0;
 
     double step = std::numeric_limits<double>::infinity();
     unsigned first = kNumStreams;

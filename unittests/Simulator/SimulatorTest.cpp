@@ -16,6 +16,7 @@ DeviceProfile copyDevice() {
   device.h2dBytesPerSec = 1e9;
   device.duplexFactor = 0.5;
   device.collectiveSlowdownWithCopies = 2.0;
+  device.collectiveSlowdownWithBothCopies = 4.0;
   device.copySlowdownWithCollectives = 0.5;
   return device;
 }
@@ -104,6 +105,24 @@ TEST(SimulatorTest, CollectivesSlowDownBesideCopies) {
   // collective has done 5 of its 10us; the rest runs alone.
   EXPECT_NEAR(r->timeline[1].endUs, 10, 1e-9);
   EXPECT_NEAR(r->timeline[0].endUs, 15, 1e-9);
+}
+
+TEST(SimulatorTest, CollectivesSlowDownMoreBesideBothDirections) {
+  Schedule s;
+  ScheduleOp coll;
+  coll.kind = ScheduleOpKind::Node;
+  coll.stream = Stream::Comm;
+  coll.durationUs = 10;
+  // Both copies run at half rate (duplex) for 20us; the collective at a
+  // quarter rate meanwhile does 5 of its 10us, then runs alone.
+  s.ops = {coll, copyOp(ScheduleOpKind::Offload, 10000),
+           copyOp(ScheduleOpKind::Prefetch, 10000)};
+  DeviceProfile device = copyDevice();
+  device.copySlowdownWithCollectives = 1.0;
+  llvm::Expected<SimResult> r = simulate(s, device);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_NEAR(r->timeline[1].endUs, 20, 1e-9);
+  EXPECT_NEAR(r->timeline[0].endUs, 25, 1e-9);
 }
 
 TEST(SimulatorTest, MemoryFollowsProgramOrder) {

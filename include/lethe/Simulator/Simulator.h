@@ -11,8 +11,9 @@
 // - Rates change while streams overlap: a copy runs at `duplexFactor` of its
 //   rate while the other direction copies too and at
 //   `copySlowdownWithCollectives` while a collective runs; a collective runs
-//   `collectiveSlowdownWithCopies` times slower while any copy runs. The
-//   simulation is fluid: remaining work is re-rated at every event.
+//   `collectiveSlowdownWithCopies` times slower while one copy direction
+//   runs and `collectiveSlowdownWithBothCopies` times slower while both do.
+//   The simulation is fluid: remaining work is re-rated at every event.
 // - Exposed copy time is compute-stream idle time spent waiting for a copy
 //   (a prefetch not done before its use, a release waiting for its D2H).
 //

@@ -362,4 +362,104 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
   let dependentDialects = ["lethe::LetheDialect"];
 }
 
+def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
+  let summary = "Decide retain / recompute / offload for every activation "
+                "under a device-memory budget";
+  let description = [{
+    Plans every function of the module (Lethe's canonical graph form, times
+    on the nodes): builds its TrainingGraph, runs the policy, and records
+    the decision of every activation (a storage produced by a forward node
+    and read by a later part) on the op that produces it. The memory model
+    (device memory at every instant, not saved bytes), the time model and
+    every policy are stated in docs/Planner.md.
+
+    Policies (`policy=`): `none`, `full` (recompute everything inside each
+    layer, keep layer boundaries), `every-n` (`full` on every `n`-th layer),
+    `selective-op` (keep outputs of `keep-ops`, default matmul-like and
+    attention; with `offload-kept` they go to host), `offload-all`, and
+    `auto` (joint recompute + offload, least predicted step time with the
+    peak within the budget at every instant).
+
+    `budget` is bytes (`2147483648`), a size with a unit (`2GiB`, `800MB`)
+    or a percentage of the unplanned peak (`60%`); empty means no limit. A
+    budget the policy cannot meet is an error that states the least budget
+    it can meet.
+
+    Results, on each op producing activations (one entry per result; `unit`
+    for results that are not activations):
+
+    - `lethe.decisions`: `#lethe<decision retain|recompute|offload>`;
+    - `lethe.placement`: for recomputed and offloaded results, a dictionary
+      of node indices (a node's index is its position among the function's
+      `lethe.node` and `lethe.collective` ops): `restore_before` (the value
+      is back on the device before this node), for offload `release_after`
+      and `prefetch_after`, and `nodes` (the nodes re-run: the recompute
+      chain, or the views re-created after a prefetch).
+
+    On each function, `lethe.plan`: a dictionary with `policy`,
+    `budget_bytes`, `feasible`, `peak_bytes`, `baseline_peak_bytes`,
+    `step_us`, `baseline_step_us`, `overhead` (the predicted numbers of the
+    simulator); on the module, `lethe.budget_bytes` (read by
+    `lethe-verify`).
+
+    Every decision comes with an optimization remark (category `lethe-plan`,
+    subcategory the decision) saying why: bytes freed, time it costs, the
+    alternative it beat. Show them with `--remarks-filter=lethe-plan`; add
+    `--remark-format=emitRemark` to see them as diagnostics (and to check
+    them with `-verify-diagnostics`).
+
+    ```mlir
+    // lethe-opt --lethe-plan='budget=60% policy=auto device=h200'
+    %1 = lethe.node "aten.gelu.default" fwd (%0) {
+        lethe.decisions = [#lethe<decision recompute>],
+        lethe.placement = [{nodes = array<i64: 1>, restore_before = 7 : i64} ],
+        ...} : ...
+    ```
+  }];
+  let options = [
+    Option<"budget", "budget", "std::string", /*default=*/"\"\"",
+           "device bytes the step may allocate at any instant: bytes, a size "
+           "with a unit (KiB, MiB, GiB, KB, MB, GB) or a percentage of the "
+           "unplanned peak; empty: no limit">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"auto\"",
+           "none, full, every-n, selective-op, offload-all or auto">,
+    Option<"device", "device", "std::string", /*default=*/"\"h200\"",
+           "built-in device profile name, or the path of a JSON profile">,
+    Option<"everyN", "n", "int", /*default=*/"2",
+           "every-n: checkpoint layers 0, n, 2n, ...">,
+    ListOption<"keepOps", "keep-ops", "std::string",
+               "selective-op: op kinds whose outputs are kept (substring of "
+               "the op name); default matmul-like ops and attention">,
+    Option<"offloadKept", "offload-kept", "bool", /*default=*/"false",
+           "selective-op: send the kept outputs to host instead">,
+    Option<"minOffloadBytes", "min-offload-bytes", "std::string",
+           /*default=*/"\"1MiB\"",
+           "never offload a storage smaller than this">,
+    Option<"hostBudget", "host-budget", "std::string", /*default=*/"\"\"",
+           "pinned host bytes offloaded storages may occupy; empty: the "
+           "device profile's host memory">,
+    Option<"solver", "solver", "std::string", /*default=*/"\"auto\"",
+           "auto policy: fast, exact, or auto (exact when the graph is "
+           "small)">,
+    Option<"replayRng", "replay-rng", "bool", /*default=*/"false",
+           "allow recomputing RNG ops (dropout): only sound when the runtime "
+           "replays their RNG state">,
+  ];
+  let statistics = [
+    Statistic<"numActivations", "num-activations", "Activations decided">,
+    Statistic<"numRetained", "num-retained", "Activations retained">,
+    Statistic<"numRecomputed", "num-recomputed", "Activations recomputed">,
+    Statistic<"numOffloaded", "num-offloaded", "Activations offloaded">,
+    Statistic<"peakBytes", "peak-bytes",
+              "Predicted peak device bytes of the planned step">,
+    Statistic<"baselinePeakBytes", "baseline-peak-bytes",
+              "Peak device bytes of the unplanned step">,
+    Statistic<"stepUs", "step-us",
+              "Predicted step time of the planned step, microseconds">,
+    Statistic<"baselineStepUs", "baseline-step-us",
+              "Predicted step time of the unplanned step, microseconds">,
+  ];
+  let dependentDialects = ["lethe::LetheDialect"];
+}
+
 #endif // LETHE_DIALECT_LETHE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,259 @@
+//===- Plan.cpp - Decide retain / recompute / offload under a budget ------===//
+//
+// The pass is a thin layer over lethe/Planner/Planner.h: it parses the
+// options, plans every function and writes the plan back as attributes and
+// optimization remarks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/Policies.h"
+#include "lethe/Support/Bytes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Remarks.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace lethe {
+#define GEN_PASS_DEF_PLANACTIVATIONS
+#include "lethe/Dialect/Lethe/Transforms/Passes.h.inc"
+} // namespace lethe
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+struct PlanActivationsPass
+    : public lethe::impl::PlanActivationsBase<PlanActivationsPass> {
+  using PlanActivationsBase::PlanActivationsBase;
+
+  void runOnOperation() override;
+
+private:
+  /// Options common to every function; the budget is per function (a
+  /// percentage depends on its unplanned peak).
+  LogicalResult parseOptions(PlanOptions &options, DeviceProfile &profile);
+  LogicalResult planFunction(func::FuncOp func, PlanOptions options,
+                             const DeviceProfile &profile);
+  void writeBack(func::FuncOp func, const TrainingGraph &graph,
+                 const Plan &plan);
+};
+
+} // namespace
+
+LogicalResult PlanActivationsPass::parseOptions(PlanOptions &options,
+                                                DeviceProfile &profile) {
+  Operation *module = getOperation();
+  std::optional<Policy> parsedPolicy = parsePolicy(policy);
+  if (!parsedPolicy)
+    return module->emitError() << "lethe-plan: unknown policy '" << policy
+                               << "' (expected one of " << policyNames()
+                               << ")";
+  options.policy = *parsedPolicy;
+  llvm::Expected<DeviceProfile> loaded = DeviceProfile::load(device);
+  if (!loaded)
+    return module->emitError() << "lethe-plan: cannot load device profile: "
+                               << llvm::toString(loaded.takeError());
+  profile = std::move(*loaded);
+  std::optional<SolverKind> parsedSolver =
+      llvm::StringSwitch<std::optional<SolverKind>>(solver)
+          .Case("auto", SolverKind::Auto)
+          .Case("fast", SolverKind::Fast)
+          .Case("exact", SolverKind::Exact)
+          .Default(std::nullopt);
+  if (!parsedSolver)
+    return module->emitError() << "lethe-plan: unknown solver '" << solver
+                               << "' (expected auto, fast or exact)";
+  options.solver = *parsedSolver;
+  if (everyN < 1)
+    return module->emitError()
+           << "lethe-plan: n must be at least 1, got " << everyN;
+  options.everyN = everyN;
+  options.keepOpKinds.assign(keepOps.begin(), keepOps.end());
+  options.offloadKept = offloadKept;
+  options.replayRng = replayRng;
+  llvm::Expected<int64_t> minBytes = parseByteCount(minOffloadBytes);
+  if (!minBytes)
+    return module->emitError() << "lethe-plan: invalid min-offload-bytes: "
+                               << llvm::toString(minBytes.takeError());
+  options.minOffloadBytes = *minBytes;
+  if (!hostBudget.empty()) {
+    llvm::Expected<int64_t> host = parseByteCount(hostBudget);
+    if (!host)
+      return module->emitError() << "lethe-plan: invalid host-budget: "
+                                 << llvm::toString(host.takeError());
+    options.hostBudgetBytes = *host;
+  } else if (profile.hostMemoryBytes > 0) {
+    options.hostBudgetBytes = static_cast<int64_t>(profile.hostMemoryBytes);
+  }
+  return success();
+}
+
+void PlanActivationsPass::runOnOperation() {
+  PlanOptions options;
+  DeviceProfile profile;
+  if (failed(parseOptions(options, profile)))
+    return signalPassFailure();
+  bool planned = false;
+  for (func::FuncOp func : getOperation().getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    if (failed(planFunction(func, options, profile)))
+      return signalPassFailure();
+    planned = true;
+  }
+  (void)planned;
+}
+
+LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
+                                                PlanOptions options,
+                                                const DeviceProfile &profile) {
+  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
+  if (failed(graph))
+    return failure();
+  if (budget.empty()) {
+    options.budgetBytes = std::numeric_limits<int64_t>::max();
+  } else {
+    int64_t unplannedPeak =
+        MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
+    llvm::Expected<int64_t> bytes = parseByteCount(budget, unplannedPeak);
+    if (!bytes)
+      return func.emitError() << "lethe-plan: invalid budget '" << budget
+                              << "': " << llvm::toString(bytes.takeError());
+    options.budgetBytes = *bytes;
+  }
+  llvm::Expected<Plan> plan = planTrainingStep(*graph, profile, options);
+  if (!plan)
+    return func.emitError() << "lethe-plan: "
+                            << llvm::toString(plan.takeError());
+  if (!plan->feasible)
+    return func.emitError() << "lethe-plan: " << infeasibleMessage(*plan);
+  writeBack(func, *graph, *plan);
+  if (!budget.empty())
+    getOperation()->setAttr(
+        attrs::kBudgetBytes,
+        Builder(&getContext()).getI64IntegerAttr(options.budgetBytes));
+  return success();
+}
+
+void PlanActivationsPass::writeBack(func::FuncOp func,
+                                    const TrainingGraph &graph,
+                                    const Plan &plan) {
+  MLIRContext *context = &getContext();
+  Builder builder(context);
+  auto nodeArray = [&](llvm::ArrayRef<NodeId> nodes) {
+    llvm::SmallVector<int64_t> ids(nodes.begin(), nodes.end());
+    return builder.getDenseI64ArrayAttr(ids);
+  };
+  // Entries per producing node, in program order.
+  struct Entries {
+    llvm::SmallVector<Attribute> decisions, placements;
+  };
+  std::map<NodeId, Entries> byNode;
+  for (const ActivationDecision &d : plan.decisions) {
+    const GraphValue &value = graph.getValue(d.value);
+    const GraphNode &node = graph.getNode(value.producer);
+    Entries &entries = byNode[value.producer];
+    if (entries.decisions.empty()) {
+      entries.decisions.assign(node.results.size(), builder.getUnitAttr());
+      entries.placements.assign(node.results.size(), builder.getUnitAttr());
+    }
+    entries.decisions[value.resultIndex] =
+        DecisionAttr::get(context, d.decision);
+    if (d.decision != Decision::Retain) {
+      llvm::SmallVector<NamedAttribute> fields;
+      fields.push_back(builder.getNamedAttr(
+          "restore_before", builder.getI64IntegerAttr(d.firstBackwardUse)));
+      if (d.decision == Decision::Offload) {
+        fields.push_back(builder.getNamedAttr(
+            "release_after", builder.getI64IntegerAttr(d.releaseAfter)));
+        fields.push_back(builder.getNamedAttr(
+            "prefetch_after", builder.getI64IntegerAttr(d.prefetchAfter)));
+      }
+      fields.push_back(
+          builder.getNamedAttr("nodes", nodeArray(d.recomputeNodes)));
+      entries.placements[value.resultIndex] =
+          builder.getDictionaryAttr(fields);
+    }
+    switch (d.decision) {
+    case Decision::Retain:
+      ++numRetained;
+      break;
+    case Decision::Recompute:
+      ++numRecomputed;
+      break;
+    case Decision::Offload:
+      ++numOffloaded;
+      break;
+    }
+    ++numActivations;
+    remark::passed(node.irOp->getLoc(),
+                   remark::RemarkOpts::name("decision")
+                       .category("lethe-plan")
+                       .subCategory(stringifyDecision(d.decision))
+                       .function(func.getSymName()))
+        << ("result " + std::to_string(value.resultIndex) + ": " + d.reason);
+  }
+  for (auto &[id, entries] : byNode) {
+    Operation *op = graph.getNode(id).irOp;
+    op->setAttr("lethe.decisions", builder.getArrayAttr(entries.decisions));
+    if (llvm::any_of(entries.placements,
+                     [](Attribute a) { return !isa<UnitAttr>(a); }))
+      op->setAttr("lethe.placement", builder.getArrayAttr(entries.placements));
+  }
+
+  auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };
+  double overhead =
+      plan.baselineStepUs > 0 ? plan.stepUs / plan.baselineStepUs - 1.0 : 0.0;
+  func->setAttr(
+      "lethe.plan",
+      builder.getDictionaryAttr({
+          builder.getNamedAttr("policy", builder.getStringAttr(
+                                             stringifyPolicy(plan.policy))),
+          builder.getNamedAttr("budget_bytes",
+                               builder.getI64IntegerAttr(plan.budgetBytes)),
+          builder.getNamedAttr("feasible", builder.getBoolAttr(plan.feasible)),
+          builder.getNamedAttr("peak_bytes",
+                               builder.getI64IntegerAttr(plan.peakBytes)),
+          builder.getNamedAttr(
+              "baseline_peak_bytes",
+              builder.getI64IntegerAttr(plan.baselinePeakBytes)),
+          builder.getNamedAttr("step_us",
+                               builder.getF64FloatAttr(roundUs(plan.stepUs))),
+          builder.getNamedAttr(
+              "baseline_step_us",
+              builder.getF64FloatAttr(roundUs(plan.baselineStepUs))),
+          builder.getNamedAttr(
+              "overhead",
+              builder.getF64FloatAttr(std::round(overhead * 1e6) / 1e6)),
+      }));
+  peakBytes = std::max<uint64_t>(peakBytes, plan.peakBytes);
+  baselinePeakBytes =
+      std::max<uint64_t>(baselinePeakBytes, plan.baselinePeakBytes);
+  stepUs += static_cast<uint64_t>(std::llround(plan.stepUs));
+  baselineStepUs += static_cast<uint64_t>(std::llround(plan.baselineStepUs));
+  remark::analysis(func.getLoc(), remark::RemarkOpts::name("summary")
+                                      .category("lethe-plan")
+                                      .subCategory("summary")
+                                      .function(func.getSymName()))
+      << llvm::formatv("policy {0}: peak {1} B, {2} (unplanned {3} B); step "
+                       "{4:F1} us (+{5:F2}%)",
+                       stringifyPolicy(plan.policy), plan.peakBytes,
+                       plan.budgetBytes == std::numeric_limits<int64_t>::max()
+                           ? std::string("no budget")
+                           : "budget " + std::to_string(plan.budgetBytes) +
+                                 " B",
+                       plan.baselinePeakBytes, plan.stepUs, overhead * 100.0)
+             .str();
+}
