@@ -20,23 +20,73 @@ struct DriverCommandLine {
   cl::SubCommand report{"report",
                         "Memory profile and predicted step time of the "
                         "unplanned step"};
+  cl::SubCommand plan{"plan",
+                      "Decide retain / recompute / offload for every "
+                      "activation under a device-memory budget"};
 
   cl::opt<std::string> graph{cl::Positional, cl::Required,
                              cl::desc("<graph.json | graph.mlir>"),
-                             cl::sub(report), cl::cat(category)};
+                             cl::sub(report), cl::sub(plan),
+                             cl::cat(category)};
   cl::opt<std::string> device{
       "device", cl::init("h200"),
       cl::desc("Device profile: h100, h200, a100, or a JSON file path"),
-      cl::value_desc("name|file"), cl::sub(report), cl::cat(category)};
+      cl::value_desc("name|file"), cl::sub(report), cl::sub(plan),
+      cl::cat(category)};
   cl::opt<std::string> json{"json", cl::desc("Also write the numbers as JSON"),
-                            cl::value_desc("file"), cl::sub(report), cl::cat(category)};
+                            cl::value_desc("file"), cl::sub(report),
+                            cl::sub(plan), cl::cat(category)};
   cl::opt<std::string> trace{
       "trace",
       cl::desc("Write a Chrome-trace / Perfetto timeline (ui.perfetto.dev)"),
-      cl::value_desc("file"), cl::sub(report), cl::cat(category)};
-  cl::opt<unsigned> top{"top", cl::init(10),
-                        cl::desc("How many of the largest live tensors to list"),
-                        cl::sub(report), cl::cat(category)};
+      cl::value_desc("file"), cl::sub(report), cl::sub(plan),
+      cl::cat(category)};
+  cl::opt<unsigned> top{
+      "top", cl::init(10),
+      cl::desc("How many of the largest live tensors (report) or decisions "
+               "(plan) to list"),
+      cl::sub(report), cl::sub(plan), cl::cat(category)};
+
+  // `lethe plan`: the options of the lethe-plan pass (docs/Planner.md).
+  cl::opt<std::string> budget{
+      "budget", cl::Required,
+      cl::desc("Device bytes the step may allocate at any instant: bytes, "
+               "a size (2GiB, 800MB) or a percentage of the unplanned peak "
+               "(60%)"),
+      cl::value_desc("B"), cl::sub(plan), cl::cat(category)};
+  cl::opt<std::string> policy{
+      "policy", cl::init("auto"),
+      cl::desc("none, full, every-n, selective-op, offload-all or auto"),
+      cl::value_desc("P"), cl::sub(plan), cl::cat(category)};
+  cl::opt<int> everyN{"n", cl::init(2),
+                      cl::desc("every-n: checkpoint layers 0, n, 2n, ..."),
+                      cl::sub(plan), cl::cat(category)};
+  cl::list<std::string> keepOps{
+      "keep-ops", cl::CommaSeparated,
+      cl::desc("selective-op: op kinds whose outputs are kept (default: "
+               "matmul-like ops and attention)"),
+      cl::sub(plan), cl::cat(category)};
+  cl::opt<bool> offloadKept{"offload-kept",
+                            cl::desc("selective-op: send the kept outputs to "
+                                     "host instead"),
+                            cl::sub(plan), cl::cat(category)};
+  cl::opt<std::string> minOffloadBytes{
+      "min-offload-bytes", cl::init("1MiB"),
+      cl::desc("Never offload a storage smaller than this"), cl::sub(plan),
+      cl::cat(category)};
+  cl::opt<std::string> hostBudget{
+      "host-budget",
+      cl::desc("Pinned host bytes offloaded storages may occupy (default: "
+               "the device profile's)"),
+      cl::sub(plan), cl::cat(category)};
+  cl::opt<std::string> solver{"solver", cl::init("auto"),
+                              cl::desc("auto policy: fast, exact or auto"),
+                              cl::sub(plan), cl::cat(category)};
+  cl::opt<bool> replayRng{
+      "replay-rng",
+      cl::desc("Allow recomputing RNG ops (only sound when the runtime "
+               "replays their RNG state)"),
+      cl::sub(plan), cl::cat(category)};
 
   CommandOptions toOptions() const {
     CommandOptions options;
@@ -45,6 +95,15 @@ struct DriverCommandLine {
     options.jsonPath = json;
     options.tracePath = trace;
     options.top = top;
+    options.plan.budget = budget;
+    options.plan.policy = policy;
+    options.plan.everyN = everyN;
+    options.plan.keepOps.assign(keepOps.begin(), keepOps.end());
+    options.plan.offloadKept = offloadKept;
+    options.plan.minOffloadBytes = minOffloadBytes;
+    options.plan.hostBudget = hostBudget;
+    options.plan.solver = solver;
+    options.plan.replayRng = replayRng;
     return options;
   }
 };
@@ -59,7 +118,9 @@ int lethe::runLetheDriver(int argc, char **argv) {
       argc, argv,
       "Lethe: plan training-step activation memory (retain, recompute, "
       "offload)\n\n"
-      "  lethe report GRAPH [--device D] [--json FILE] [--trace FILE]\n");
+      "  lethe report GRAPH [--device D] [--json FILE] [--trace FILE]\n"
+      "  lethe plan GRAPH --budget B [--policy P] [--device D] [--json FILE] "
+      "[--trace FILE]\n");
 
   MLIRContext context;
   // Diagnostics print with their source location (the node of an exported
@@ -70,6 +131,8 @@ int lethe::runLetheDriver(int argc, char **argv) {
   LogicalResult result = failure();
   if (commandLine.report) {
     result = runReportCommand(commandLine.toOptions(), context);
+  } else if (commandLine.plan) {
+    result = runPlanCommand(commandLine.toOptions(), context);
   } else {
     llvm::errs() << "error: no command given; run 'lethe --help'\n";
     return 1;

@@ -145,7 +145,8 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
 llvm::Expected<SimResult> lethe::simulatePlan(const TrainingGraph &graph,
                                               const DeviceProfile &device,
                                               const PlanOptions &options,
-                                              const Plan &plan) {
+                                              const Plan &plan,
+                                              Schedule *scheduleOut) {
   ActivationAnalysis analysis(graph, options);
   Plan placed = plan;
   bool needsPlacement = false;
@@ -157,7 +158,13 @@ llvm::Expected<SimResult> lethe::simulatePlan(const TrainingGraph &graph,
   if (needsPlacement || plan.decisions.size() != analysis.getActivations().size())
     if (llvm::Error err = completePlacement(analysis, device, placed))
       return std::move(err);
-  return simulateDecisions(analysis, device, placed.decisions);
+  llvm::Expected<Schedule> schedule = buildSchedule(analysis, placed.decisions);
+  if (!schedule)
+    return schedule.takeError();
+  llvm::Expected<SimResult> result = simulate(*schedule, device);
+  if (result && scheduleOut)
+    *scheduleOut = std::move(*schedule);
+  return result;
 }
 
 std::string lethe::infeasibleMessage(const Plan &plan) {

@@ -9,6 +9,8 @@
 #ifndef LETHE_DRIVER_COMMANDS_H
 #define LETHE_DRIVER_COMMANDS_H
 
+#include "lethe/Planner/PlanOptionsParser.h"
+
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/LogicalResult.h"
@@ -25,10 +27,18 @@ struct CommandOptions {
   std::string jsonPath;
   std::string tracePath;
   unsigned top = 10;
+  /// `lethe plan`: the planner's options as given.
+  PlanOptionText plan;
 };
 
 llvm::LogicalResult runReportCommand(const CommandOptions &options,
                                      mlir::MLIRContext &context);
+
+/// `lethe plan`: plans under `options.plan`; an infeasible budget is an
+/// error stating the least budget the policy can meet (exit 1; `--json`
+/// still says so with `feasible: false`).
+llvm::LogicalResult runPlanCommand(const CommandOptions &options,
+                                   mlir::MLIRContext &context);
 
 /// Writes a file through a temporary that is renamed into place only if
 /// `write` succeeds, so a failed command never leaves a partial file.

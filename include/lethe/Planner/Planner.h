@@ -28,11 +28,13 @@ llvm::Expected<Plan> planTrainingStep(const TrainingGraph &graph,
 
 /// Simulates a plan made for `graph` with `options` (the same options: they
 /// decide what may be recomputed or offloaded), with a timeline. Plans whose
-/// decisions give only retain / recompute / offload are placed first.
+/// decisions give only retain / recompute / offload are placed first. The
+/// schedule simulated is returned in `schedule` when given.
 llvm::Expected<SimResult> simulatePlan(const TrainingGraph &graph,
                                        const DeviceProfile &device,
                                        const PlanOptions &options,
-                                       const Plan &plan);
+                                       const Plan &plan,
+                                       Schedule *schedule = nullptr);
 
 /// The error message for an infeasible plan: "budget B is below the least
 /// budget policy P can meet on this graph (L)".

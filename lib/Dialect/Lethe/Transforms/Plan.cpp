@@ -11,6 +11,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Support/Bytes.h"
@@ -18,7 +19,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Remarks.h"
-#include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
 #include <limits>
@@ -41,99 +41,71 @@ struct PlanActivationsPass
   void runOnOperation() override;
 
 private:
-  /// Options common to every function; the budget is per function (a
-  /// percentage depends on its unplanned peak).
-  LogicalResult parseOptions(PlanOptions &options, DeviceProfile &profile);
-  LogicalResult planFunction(func::FuncOp func, PlanOptions options,
-                             const DeviceProfile &profile);
+  LogicalResult loadDevice(DeviceProfile &profile);
+  PlanOptionText optionText() const;
+  LogicalResult planFunction(func::FuncOp func, const DeviceProfile &profile);
   void writeBack(func::FuncOp func, const TrainingGraph &graph,
                  const Plan &plan);
 };
 
 } // namespace
 
-LogicalResult PlanActivationsPass::parseOptions(PlanOptions &options,
-                                                DeviceProfile &profile) {
-  Operation *module = getOperation();
-  std::optional<Policy> parsedPolicy = parsePolicy(policy);
-  if (!parsedPolicy)
-    return module->emitError() << "lethe-plan: unknown policy '" << policy
-                               << "' (expected one of " << policyNames()
-                               << ")";
-  options.policy = *parsedPolicy;
+LogicalResult PlanActivationsPass::loadDevice(DeviceProfile &profile) {
   llvm::Expected<DeviceProfile> loaded = DeviceProfile::load(device);
   if (!loaded)
-    return module->emitError() << "lethe-plan: cannot load device profile: "
-                               << llvm::toString(loaded.takeError());
+    return getOperation()->emitError()
+           << "lethe-plan: cannot load device profile: "
+           << llvm::toString(loaded.takeError());
   profile = std::move(*loaded);
-  std::optional<SolverKind> parsedSolver =
-      llvm::StringSwitch<std::optional<SolverKind>>(solver)
-          .Case("auto", SolverKind::Auto)
-          .Case("fast", SolverKind::Fast)
-          .Case("exact", SolverKind::Exact)
-          .Default(std::nullopt);
-  if (!parsedSolver)
-    return module->emitError() << "lethe-plan: unknown solver '" << solver
-                               << "' (expected auto, fast or exact)";
-  options.solver = *parsedSolver;
-  if (everyN < 1)
-    return module->emitError()
-           << "lethe-plan: n must be at least 1, got " << everyN;
-  options.everyN = everyN;
-  options.keepOpKinds.assign(keepOps.begin(), keepOps.end());
-  options.offloadKept = offloadKept;
-  options.replayRng = replayRng;
-  llvm::Expected<int64_t> minBytes = parseByteCount(minOffloadBytes);
-  if (!minBytes)
-    return module->emitError() << "lethe-plan: invalid min-offload-bytes: "
-                               << llvm::toString(minBytes.takeError());
-  options.minOffloadBytes = *minBytes;
-  if (!hostBudget.empty()) {
-    llvm::Expected<int64_t> host = parseByteCount(hostBudget);
-    if (!host)
-      return module->emitError() << "lethe-plan: invalid host-budget: "
-                                 << llvm::toString(host.takeError());
-    options.hostBudgetBytes = *host;
-  } else if (profile.hostMemoryBytes > 0) {
-    options.hostBudgetBytes = static_cast<int64_t>(profile.hostMemoryBytes);
-  }
   return success();
 }
 
+PlanOptionText PlanActivationsPass::optionText() const {
+  PlanOptionText text;
+  text.budget = budget;
+  text.policy = policy;
+  text.everyN = everyN;
+  text.keepOps.assign(keepOps.begin(), keepOps.end());
+  text.offloadKept = offloadKept;
+  text.minOffloadBytes = minOffloadBytes;
+  text.hostBudget = hostBudget;
+  text.solver = solver;
+  text.replayRng = replayRng;
+  return text;
+}
+
 void PlanActivationsPass::runOnOperation() {
-  PlanOptions options;
   DeviceProfile profile;
-  if (failed(parseOptions(options, profile)))
+  if (failed(loadDevice(profile)))
     return signalPassFailure();
-  bool planned = false;
+  // Bad options fail before any function is looked at.
+  llvm::Expected<PlanOptions> checked =
+      parsePlanOptions(optionText(), 0, profile);
+  if (!checked) {
+    getOperation()->emitError()
+        << "lethe-plan: " << llvm::toString(checked.takeError());
+    return signalPassFailure();
+  }
   for (func::FuncOp func : getOperation().getOps<func::FuncOp>()) {
     if (func.isExternal())
       continue;
-    if (failed(planFunction(func, options, profile)))
+    if (failed(planFunction(func, profile)))
       return signalPassFailure();
-    planned = true;
   }
-  (void)planned;
 }
 
 LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
-                                                PlanOptions options,
                                                 const DeviceProfile &profile) {
   FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
   if (failed(graph))
     return failure();
-  if (budget.empty()) {
-    options.budgetBytes = std::numeric_limits<int64_t>::max();
-  } else {
-    int64_t unplannedPeak =
-        MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
-    llvm::Expected<int64_t> bytes = parseByteCount(budget, unplannedPeak);
-    if (!bytes)
-      return func.emitError() << "lethe-plan: invalid budget '" << budget
-                              << "': " << llvm::toString(bytes.takeError());
-    options.budgetBytes = *bytes;
-  }
-  llvm::Expected<Plan> plan = planTrainingStep(*graph, profile, options);
+  int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
+  llvm::Expected<PlanOptions> options =
+      parsePlanOptions(optionText(), unplannedPeak, profile);
+  if (!options)
+    return func.emitError() << "lethe-plan: "
+                            << llvm::toString(options.takeError());
+  llvm::Expected<Plan> plan = planTrainingStep(*graph, profile, *options);
   if (!plan)
     return func.emitError() << "lethe-plan: "
                             << llvm::toString(plan.takeError());
@@ -143,7 +115,7 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
   if (!budget.empty())
     getOperation()->setAttr(
         attrs::kBudgetBytes,
-        Builder(&getContext()).getI64IntegerAttr(options.budgetBytes));
+        Builder(&getContext()).getI64IntegerAttr(options->budgetBytes));
   return success();
 }
 

@@ -1,0 +1,46 @@
+//===- PlanOptionsParser.h - Planner options as people write them -*- C++ -*-===//
+//
+// The `lethe-plan` pass, the `lethe plan` driver command and the C API take
+// the same options as text ("budget=60%", "policy=every-n", "n=2",
+// "min-offload-bytes=1MiB"); this turns them into PlanOptions with errors
+// that name the option.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PLANNER_PLANOPTIONSPARSER_H
+#define LETHE_PLANNER_PLANOPTIONSPARSER_H
+
+#include "lethe/Planner/Plan.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace lethe {
+
+struct PlanOptionText {
+  /// Bytes, a size with a unit, or a percentage of the unplanned peak;
+  /// empty: no limit.
+  std::string budget;
+  std::string policy = "auto";
+  int everyN = 2;
+  std::vector<std::string> keepOps;
+  bool offloadKept = false;
+  std::string minOffloadBytes = "1MiB";
+  /// Empty: the device profile's pinned host memory (no limit if unknown).
+  std::string hostBudget;
+  /// auto, fast or exact.
+  std::string solver = "auto";
+  bool replayRng = false;
+};
+
+/// Parses `text`; `unplannedPeakBytes` resolves a percentage budget.
+llvm::Expected<PlanOptions> parsePlanOptions(const PlanOptionText &text,
+                                             int64_t unplannedPeakBytes,
+                                             const DeviceProfile &device);
+
+} // namespace lethe
+
+#endif // LETHE_PLANNER_PLANOPTIONSPARSER_H

@@ -1,0 +1,209 @@
+//===- PlanCommand.cpp - `lethe plan` -------------------------------------===//
+//
+// Plans a graph under a budget and prints what a person needs to judge the
+// plan: peak and step time against the unplanned step, counts per
+// decision, the largest decisions and why. `--json` writes the same for
+// programs, `--trace` the simulated timeline.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Driver/Commands.h"
+#include "lethe/Driver/GraphLoader.h"
+#include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/Policies.h"
+#include "lethe/Simulator/Timeline.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+
+struct DecisionCounts {
+  int64_t count[3] = {0, 0, 0};
+  int64_t bytes[3] = {0, 0, 0};
+};
+
+DecisionCounts countDecisions(const Plan &plan, const TrainingGraph &graph) {
+  DecisionCounts counts;
+  for (const ActivationDecision &d : plan.decisions) {
+    unsigned k = static_cast<unsigned>(d.decision);
+    ++counts.count[k];
+    counts.bytes[k] += graph.storageBytes(d.value);
+  }
+  return counts;
+}
+
+void printPlan(const Plan &plan, const TrainingGraph &graph,
+               const CommandOptions &options, llvm::raw_ostream &os) {
+  auto percent = [](double x) { return llvm::formatv("{0:F1}%", 100.0 * x); };
+  os << "plan:             policy " << stringifyPolicy(plan.policy) << " on "
+     << options.device << ", budget " << formatBytes(plan.budgetBytes);
+  if (plan.baselinePeakBytes > 0)
+    os << " ("
+       << percent(static_cast<double>(plan.budgetBytes) /
+                  static_cast<double>(plan.baselinePeakBytes))
+       << " of the unplanned peak)";
+  os << "\n";
+  os << "peak memory:      " << formatBytes(plan.peakBytes) << " ("
+     << plan.peakBytes << " B), unplanned " << formatBytes(plan.baselinePeakBytes)
+     << "\n";
+  double overhead = plan.baselineStepUs > 0
+                        ? plan.stepUs / plan.baselineStepUs - 1.0
+                        : 0.0;
+  os << llvm::formatv("step time:        {0:F3} ms, unplanned {1:F3} ms "
+                      "(overhead {2:F2}%)\n",
+                      plan.stepUs / 1000.0, plan.baselineStepUs / 1000.0,
+                      100.0 * overhead);
+  DecisionCounts counts = countDecisions(plan, graph);
+  os << llvm::formatv("decisions:        {0} retained ({1}), {2} recomputed "
+                      "({3}), {4} offloaded ({5})\n",
+                      counts.count[0], formatBytes(counts.bytes[0]),
+                      counts.count[1], formatBytes(counts.bytes[1]),
+                      counts.count[2], formatBytes(counts.bytes[2]));
+  os << llvm::formatv("solve time:       {0:F1} ms\n", plan.solveMs);
+
+  // The largest recomputed or offloaded activations.
+  std::vector<const ActivationDecision *> dropped;
+  for (const ActivationDecision &d : plan.decisions)
+    if (d.decision != Decision::Retain)
+      dropped.push_back(&d);
+  llvm::stable_sort(dropped, [&](const ActivationDecision *x,
+                                 const ActivationDecision *y) {
+    return graph.storageBytes(x->value) > graph.storageBytes(y->value);
+  });
+  if (dropped.empty())
+    return;
+  os << "largest decisions:\n";
+  for (size_t i = 0; i < dropped.size() && i < options.top; ++i) {
+    const ActivationDecision &d = *dropped[i];
+    os << llvm::formatv("  {0,-10} {1,10}  {2}\n             {3}\n",
+                        stringifyDecision(d.decision),
+                        formatBytes(graph.storageBytes(d.value)),
+                        describeValue(graph, d.value), d.reason);
+  }
+}
+
+llvm::json::Value planJson(const Plan &plan, const TrainingGraph &graph) {
+  DecisionCounts counts = countDecisions(plan, graph);
+  llvm::json::Array values;
+  for (const ActivationDecision &d : plan.decisions) {
+    llvm::json::Object value{
+        {"id", d.value},
+        {"name", describeValue(graph, d.value)},
+        {"bytes", graph.storageBytes(d.value)},
+        {"decision", stringifyDecision(d.decision)},
+        {"reason", d.reason},
+    };
+    if (d.decision != Decision::Retain) {
+      value["restore_before"] = d.firstBackwardUse;
+      llvm::json::Array nodes;
+      for (NodeId node : d.recomputeNodes)
+        nodes.push_back(llvm::json::Object{
+            {"node", node}, {"op", graph.getNode(node).kind}});
+      value[d.decision == Decision::Recompute ? "recomputed_ops"
+                                              : "rederived_views"] =
+          std::move(nodes);
+    }
+    if (d.decision == Decision::Offload) {
+      value["release_after"] = d.releaseAfter;
+      value["prefetch_after"] = d.prefetchAfter;
+    }
+    values.push_back(std::move(value));
+  }
+  double overhead =
+      plan.baselineStepUs > 0 ? plan.stepUs / plan.baselineStepUs - 1.0 : 0.0;
+  llvm::json::Object root{
+      {"budget_bytes", plan.budgetBytes},
+      {"policy", stringifyPolicy(plan.policy)},
+      {"feasible", plan.feasible},
+      {"peak_bytes", plan.peakBytes},
+      {"baseline_peak_bytes", plan.baselinePeakBytes},
+      {"step_us", plan.stepUs},
+      {"baseline_step_us", plan.baselineStepUs},
+      {"overhead", overhead},
+      {"solve_ms", plan.solveMs},
+      {"counts", llvm::json::Object{{"retain", counts.count[0]},
+                                    {"recompute", counts.count[1]},
+                                    {"offload", counts.count[2]}}},
+      {"values", std::move(values)},
+  };
+  if (plan.leastFeasibleBudget)
+    root["least_feasible_budget_bytes"] = *plan.leastFeasibleBudget;
+  return root;
+}
+
+} // namespace
+
+LogicalResult lethe::runPlanCommand(const CommandOptions &options,
+                                    MLIRContext &context) {
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load(options.device);
+  if (!device) {
+    llvm::errs() << "error: cannot load device profile: "
+                 << llvm::toString(device.takeError()) << "\n";
+    return failure();
+  }
+  LoadOptions loadOptions;
+  loadOptions.device = options.device;
+  OwningOpRef<ModuleOp> module =
+      loadTrainingGraph(options.graphPath, context, loadOptions);
+  if (!module)
+    return failure();
+  func::FuncOp func = getTrainingFunction(*module);
+  if (!func)
+    return failure();
+  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
+  if (failed(graph))
+    return failure();
+  int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
+  llvm::Expected<PlanOptions> planOptions =
+      parsePlanOptions(options.plan, unplannedPeak, *device);
+  if (!planOptions) {
+    llvm::errs() << "error: " << llvm::toString(planOptions.takeError())
+                 << "\n";
+    return failure();
+  }
+  llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, *planOptions);
+  if (!plan) {
+    llvm::errs() << "error: " << llvm::toString(plan.takeError()) << "\n";
+    return failure();
+  }
+  if (!plan->feasible) {
+    llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";
+    // The JSON says so too, for programs that ask.
+    if (!options.jsonPath.empty())
+      (void)writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", planJson(*plan, *graph)) << "\n";
+      });
+    return failure();
+  }
+  printPlan(*plan, *graph, options, llvm::outs());
+  if (!options.jsonPath.empty() &&
+      failed(writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}", planJson(*plan, *graph)) << "\n";
+      })))
+    return failure();
+  if (!options.tracePath.empty()) {
+    Schedule schedule;
+    llvm::Expected<SimResult> sim =
+        simulatePlan(*graph, *device, *planOptions, *plan, &schedule);
+    if (!sim) {
+      llvm::errs() << "error: " << llvm::toString(sim.takeError()) << "\n";
+      return failure();
+    }
+    Timeline timeline =
+        buildTimeline(*graph, schedule, *sim, plan->budgetBytes);
+    if (failed(writeOutputFile(options.tracePath, [&](llvm::raw_ostream &os) {
+          writeChromeTrace(timeline, os);
+        })))
+      return failure();
+  }
+  return success();
+}
