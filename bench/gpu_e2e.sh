@@ -33,9 +33,15 @@ compile() {
   for tool in lethe-translate lethe-opt; do
     [[ -x $bin/$tool ]] || { echo "gpu_e2e: $bin/$tool is missing (scripts/build.sh)"; exit 2; }
   done
-  if ! "$bin/lethe-opt" --help | grep -q -- '--lethe-pipeline'; then
-    echo "gpu_e2e: lethe-opt has no --lethe-pipeline yet (issue 5): nothing to compile"
-    exit 2
+  # The whole pipeline in one pass pipeline, or its passes one by one.
+  local help=$("$bin/lethe-opt" --help)
+  local chain=
+  if ! grep -q -- '--lethe-pipeline' <<< "$help"; then
+    for pass in lethe-plan lethe-materialize lethe-schedule; do
+      grep -q -- "--$pass" <<< "$help" ||
+        { echo "gpu_e2e: lethe-opt has neither --lethe-pipeline nor --$pass yet"; exit 2; }
+    done
+    chain=1
   fi
   mkdir -p "$dir/programs"
   cp bench/gpu_e2e.sh bench/gpu_e2e_report.py "$dir/"
@@ -47,9 +53,12 @@ compile() {
     for b in none "${budgets[@]}"; do
       local name=$g-$b pipeline="budget=$b% policy=auto"
       [[ $b == none ]] && pipeline="policy=none"
+      local passes=(--lethe-pipeline="$pipeline")
+      [[ -n $chain ]] && passes=(--lethe-annotate-costs --lethe-plan="$pipeline"
+        --lethe-materialize --lethe-schedule --lethe-assign-buffers --lethe-verify)
       local start=$(date +%s.%N)
       if ! "$bin/lethe-translate" --import-graph-json "graphs/graph_$g.json" |
-           "$bin/lethe-opt" --lethe-pipeline="$pipeline" \
+           "$bin/lethe-opt" "${passes[@]}" \
              -o "$dir/programs/$name.mlir" 2> "$dir/programs/$name.log" ||
          ! "$bin/lethe-translate" --lethe-to-cpp --lethe-program-name="$name" \
              "$dir/programs/$name.mlir" -o "$dir/programs/$name.cpp" \
