@@ -50,20 +50,42 @@ compile() {
     --lethe-program-name=small-offload -o "$dir/small-offload.cpp" || exit 1
   local failed=0
   for g in "${graphs[@]}"; do
-    for b in none "${budgets[@]}"; do
+    local todo=(none "${budgets[@]}") least=
+    while ((${#todo[@]})); do
+      local b=${todo[0]}
+      todo=("${todo[@]:1}")
       local name=$g-$b pipeline="budget=$b% policy=auto"
       [[ $b == none ]] && pipeline="policy=none"
+      [[ $b == least* ]] && name=$g-${b#least} pipeline="budget=$least policy=auto"
       local passes=(--lethe-pipeline="$pipeline")
       [[ -n $chain ]] && passes=(--lethe-annotate-costs --lethe-plan="$pipeline"
         --lethe-materialize --lethe-schedule --lethe-assign-buffers --lethe-verify)
       local start=$(date +%s.%N)
       if ! "$bin/lethe-translate" --import-graph-json "graphs/graph_$g.json" |
            "$bin/lethe-opt" "${passes[@]}" \
-             -o "$dir/programs/$name.mlir" 2> "$dir/programs/$name.log" ||
-         ! "$bin/lethe-translate" --lethe-to-cpp --lethe-program-name="$name" \
+             -o "$dir/programs/$name.mlir" 2> "$dir/programs/$name.log"; then
+        # An infeasible budget is a result: the planner names the least
+        # budget it can meet, which is compiled instead (once).
+        local msg=$(grep -o 'budget .* is below the least budget.*' "$dir/programs/$name.log" | head -1)
+        rm -f "$dir/programs/$name.mlir"
+        if [[ -n $msg ]]; then
+          echo "$name: infeasible, $msg" | tee -a "$dir/infeasible.txt"
+          if [[ -z $least ]]; then
+            local asked=$(grep -oE '\([0-9]+ B\)' <<< "$msg" | head -1 | tr -dc 0-9)
+            least=$(grep -oE '\([0-9]+ B\)' <<< "$msg" | tail -1 | tr -dc 0-9)
+            # As a percentage of the unplanned peak (asked = b% of it).
+            todo+=("least$(( (least * b + asked - 1) / asked ))")
+          fi
+        else
+          echo "gpu_e2e: $name failed to compile:"; tail -3 "$dir/programs/$name.log"
+          failed=1
+        fi
+        continue
+      fi
+      if ! "$bin/lethe-translate" --lethe-to-cpp --lethe-program-name="$name" \
              "$dir/programs/$name.mlir" -o "$dir/programs/$name.cpp" \
              2>> "$dir/programs/$name.log"; then
-        echo "gpu_e2e: $name failed to compile:"; tail -3 "$dir/programs/$name.log"
+        echo "gpu_e2e: $name failed to lower:"; tail -3 "$dir/programs/$name.log"
         failed=1; continue
       fi
       printf '%-14s compiled in %.2f s, %s lines of C++\n' "$name" \
