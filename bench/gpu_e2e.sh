@@ -116,6 +116,15 @@ device() {
   # back at most 8 files) they travel back as one archive beside the table.
   local json=$dir/json
   mkdir -p "$json"
+  # Saved after every phase: a call cut off at its limit still brings back
+  # what was measured.
+  save() {
+    python3 "$dir/gpu_e2e_report.py" device "$json" > "$json/report.md" 2>&1
+    if [[ -n ${OUT:-} ]]; then
+      cp "$json/report.md" "$OUT/gpu-e2e-report.md"
+      tar czf "$OUT/gpu-e2e-json.tar.gz" -C "$json" .
+    fi
+  }
   local start=$(date +%s)
   export LETHE_RUNTIME_BUILD_DIR=${LETHE_RUNTIME_BUILD_DIR:-build-runtime}
   scripts/build-runtime.sh lethe-run > "$json/build.log" 2>&1 ||
@@ -140,26 +149,26 @@ device() {
       echo "$name done at $(( $(date +%s) - start )) s"
     done
   done
+  save
   # The sanitizer on planned programs in checksum mode (releases poison, so
   # a late read shows): the small one, then the smallest graph program at
   # 30% (bounded: memcheck slows every access).
-  local pick=$(ls -S "$dir"/programs/*-30.cpp 2>/dev/null | tail -1)
+  local pick=$(ls -S "$dir"/programs/*.cpp | grep -v -- -none | tail -1)
   for so in "$dir/small-offload.so" ${pick:+${pick%.cpp}.so}; do
     for tool in memcheck racecheck; do
       local limit=60; [[ $so == *small* ]] && limit=30
+      [[ $tool == racecheck && $so != *small* ]] && limit=45
       timeout $limit compute-sanitizer --tool $tool --error-exitcode 9 \
         "$run" "$so" --mode=checksum --repeat=1 \
         > "$json/sanitizer-$tool-$(basename "${so%.so}").txt" 2>&1
       local rc=$?
       echo "sanitizer $tool on $(basename "$so"): exit $rc at $(( $(date +%s) - start )) s" |
         tee -a "$json/sanitizer.txt"
+      save
     done
   done
-  python3 "$dir/gpu_e2e_report.py" device "$json" | tee "$json/report.md"
-  if [[ -n ${OUT:-} ]]; then
-    cp "$json/report.md" "$OUT/gpu-e2e-report.md"
-    tar czf "$OUT/gpu-e2e-json.tar.gz" -C "$json" .
-  fi
+  save
+  cat "$json/report.md"
 }
 
 case $mode in
