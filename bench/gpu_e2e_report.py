@@ -24,7 +24,7 @@ def load(path):
 def order(name):
     graph, _, budget = name.rpartition("-")
     if budget == "none":
-        return (graph, -1)
+        return (graph, -1000)
     return (graph, -int(budget)) if budget.isdigit() else (name, 0)
 
 
@@ -69,9 +69,9 @@ def device(directory):
     print(f"Device: {dev}\n")
     print("| program | arena MiB (planned peak) | measured peak MiB | fixed MiB "
           "| unaccounted MiB | step ms eager | step ms graph | planned ms "
-          "| eager vs planned | D2H GB/s | H2D GB/s | MiB each way "
+          "| eager vs planned | graph vs planned | D2H GB/s | H2D GB/s | MiB each way "
           "| vs unplanned (eager) | checksums |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     base = {}
     for name in names:
         t = load(os.path.join(directory, name + ".timing.json"))
@@ -91,10 +91,10 @@ def device(directory):
         c = load(os.path.join(directory, name + ".checksum.json"))
         if name.endswith("-none"):
             check = "(reference)"
-        elif "compare" in c:
-            eq = c["compare"].get("equal")
-            check = "equal" if eq else \
-                "DIFFER: " + ", ".join(c["compare"].get("mismatched", [])[:4])
+        elif "compare" in c and "equal" in c:
+            n = len(c.get("checksums", {}))
+            check = f"{n} equal" if c["equal"] else "DIFFER: " + ", ".join(
+                c["compare"].get("mismatched", [])[:4])
         else:
             check = c.get("error", "not run")
         copied = t.get("counts", {}).get("bytes_d2h", 0) / MIB
@@ -103,7 +103,7 @@ def device(directory):
               f"| {m.get('fixed_overhead', 0) / MIB:.0f} "
               f"| {m.get('unaccounted', 0) / MIB:.0f} "
               f"| {eager:.2f} | {graph:.2f} | {planned:.2f} "
-              f"| {pct(eager, planned)} "
+              f"| {pct(eager, planned)} | {pct(graph, planned)} "
               f"| {s.get('d2h', {}).get('gb_per_s', 0):.1f} "
               f"| {s.get('h2d', {}).get('gb_per_s', 0):.1f} "
               f"| {copied:.0f} | {pct(eager, b_eager)} | {check} |")
