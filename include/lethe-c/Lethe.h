@@ -1,10 +1,10 @@
 /*===- lethe-c/Lethe.h - C API of Lethe ---------------------------*- C -*-===*\
 |*                                                                            *|
 |* A stable C interface to Lethe for other languages (the Python bindings use *|
-|* only this): load a training-step graph, get its report as JSON, write its  *|
-|* timeline. Every call that can fail returns a LetheStatus; on failure it    *|
-|* carries the error message (the diagnostics Lethe emitted, with the node or *|
-|* location at fault). Nothing aborts on bad input.                           *|
+|* only this): load a training-step graph, get its report and plans as JSON,  *|
+|* write timelines. Every call that can fail returns a LetheStatus; on fail-  *|
+|* ure it carries the error message (the diagnostics Lethe emitted, with the *|
+|* node or location at fault). Nothing aborts on bad input.                   *|
 |*                                                                            *|
 |* Strings returned through LetheString are owned by the caller and released  *|
 |* with letheStringDestroy. A LetheGraph is not thread-safe; distinct graphs  *|
@@ -81,6 +81,57 @@ LETHE_CAPI_EXPORTED LetheStatus letheGraphReport(LetheGraph graph,
 /// file (as `lethe report --trace`). The file is written atomically.
 LETHE_CAPI_EXPORTED LetheStatus letheGraphWriteTrace(LetheGraph graph,
                                                      const char *path);
+
+/// A plan of a graph under a budget. It refers to its graph: destroy it
+/// before the graph.
+typedef struct LethePlanImpl *LethePlan;
+
+/// The planner's options as text, as `lethe plan` and the `lethe-plan` pass
+/// take them. NULL strings and zero numbers mean the defaults.
+typedef struct {
+  /// Bytes ("1073741824"), a size ("40GiB", "800 MB") or a percentage of
+  /// the unplanned peak ("50%"); NULL: no limit.
+  const char *budget;
+  /// none, full, every-n, selective-op, offload-all, auto (default).
+  const char *policy;
+  /// every-n: checkpoint every n-th layer (default 2).
+  int every_n;
+  /// selective-op: comma-separated op kinds whose outputs are kept.
+  const char *keep_ops;
+  /// selective-op: offload the kept outputs instead of retaining them.
+  int offload_kept;
+  /// Never offload a storage smaller than this (default "1MiB").
+  const char *min_offload_bytes;
+  /// Pinned host bytes for offloads (default: the device profile's).
+  const char *host_budget;
+  /// auto (default), fast or exact.
+  const char *solver;
+  /// Allow recomputing RNG ops (only if their RNG state is replayed).
+  int replay_rng;
+} LethePlanOptions;
+
+/// Plans `graph` with `options` (NULL: the defaults) on the graph's device.
+/// A budget the policy cannot meet is not an error: the plan says it is
+/// infeasible and gives the least feasible budget. Bad options are errors.
+LETHE_CAPI_EXPORTED LetheStatus letheGraphPlan(LetheGraph graph,
+                                               const LethePlanOptions *options,
+                                               LethePlan *plan);
+
+LETHE_CAPI_EXPORTED void lethePlanDestroy(LethePlan plan);
+
+/// Whether the plan meets its budget.
+LETHE_CAPI_EXPORTED int lethePlanIsFeasible(LethePlan plan);
+
+/// The `lethe plan --json` document of the plan: predicted peak and step
+/// time against the unplanned step, counts, and one entry per activation
+/// with its decision and reason.
+LETHE_CAPI_EXPORTED LetheStatus lethePlanJson(LethePlan plan,
+                                              LetheString *json);
+
+/// Writes the planned step's simulated timeline (compute, D2H, H2D and comm
+/// tracks, device memory counter) as a Chrome-trace file, atomically.
+LETHE_CAPI_EXPORTED LetheStatus lethePlanWriteTrace(LethePlan plan,
+                                                    const char *path);
 
 #ifdef __cplusplus
 }

@@ -9,12 +9,17 @@
 #include "lethe-c/Lethe.h"
 
 #include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Report.h"
+#include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Simulator/Timeline.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -29,6 +34,14 @@ struct LetheGraphImpl {
   std::unique_ptr<MLIRContext> context;
   OwningOpRef<ModuleOp> module;
   std::string device;
+};
+
+struct LethePlanImpl {
+  LetheGraphImpl *graph;
+  lethe::TrainingGraph trainingGraph;
+  lethe::DeviceProfile device;
+  lethe::PlanOptions options;
+  lethe::Plan plan;
 };
 
 namespace {
@@ -90,6 +103,24 @@ private:
   std::string messages;
   ScopedDiagnosticHandler handler;
 };
+
+/// Writes through a temporary renamed into place on success.
+LetheStatus writeFile(const char *path,
+                      llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
+  if (!file)
+    return errorStatus("lethe: " + error);
+  write(file->os());
+  file->os().flush();
+  if (file->os().has_error()) {
+    file->os().clear_error();
+    return errorStatus(
+        ("lethe: could not write '" + llvm::Twine(path) + "'").str());
+  }
+  file->keep();
+  return okStatus();
+}
 
 LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
                  const char *device, LetheGraph *graph) {
@@ -196,20 +227,95 @@ LetheStatus letheGraphWriteTrace(LetheGraph graph, const char *path) {
   lethe::LifetimeAnalysis analysis(func);
   if (!analysis.isValid())
     return errors.status("lethe: the graph's lifetimes could not be analysed");
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
-  if (!file)
-    return errorStatus("lethe: " + error);
-  lethe::writeChromeTrace(
-      lethe::buildUnplannedTimeline(analysis.getGraph(), analysis.getProfile()),
-      file->os());
-  file->os().flush();
-  if (file->os().has_error()) {
-    file->os().clear_error();
-    return errorStatus(("lethe: could not write '" + llvm::Twine(path) + "'").str());
+  return writeFile(path, [&](llvm::raw_ostream &os) {
+    lethe::writeChromeTrace(lethe::buildUnplannedTimeline(
+                                analysis.getGraph(), analysis.getProfile()),
+                            os);
+  });
+}
+
+LetheStatus letheGraphPlan(LetheGraph graph, const LethePlanOptions *options,
+                           LethePlan *plan) {
+  if (!graph || !plan)
+    return errorStatus("lethe: null graph or output");
+  *plan = nullptr;
+  ErrorCollector errors(*graph->context);
+  func::FuncOp func = lethe::getTrainingFunction(*graph->module);
+  if (!func)
+    return errors.status("lethe: no training function");
+  FailureOr<lethe::TrainingGraph> training =
+      lethe::TrainingGraph::fromFunction(func);
+  if (failed(training))
+    return errors.status("lethe: the graph cannot be planned");
+  llvm::Expected<lethe::DeviceProfile> device =
+      lethe::DeviceProfile::load(graph->device);
+  if (!device)
+    return errorStatus(llvm::toString(device.takeError()));
+
+  lethe::PlanOptionText text;
+  if (options) {
+    if (options->budget)
+      text.budget = options->budget;
+    if (options->policy)
+      text.policy = options->policy;
+    if (options->every_n)
+      text.everyN = options->every_n;
+    if (options->keep_ops) {
+      llvm::SmallVector<llvm::StringRef> kinds;
+      llvm::StringRef(options->keep_ops).split(kinds, ',', -1, false);
+      for (llvm::StringRef kind : kinds)
+        text.keepOps.push_back(kind.trim().str());
+    }
+    text.offloadKept = options->offload_kept != 0;
+    if (options->min_offload_bytes)
+      text.minOffloadBytes = options->min_offload_bytes;
+    if (options->host_budget)
+      text.hostBudget = options->host_budget;
+    if (options->solver)
+      text.solver = options->solver;
+    text.replayRng = options->replay_rng != 0;
   }
-  file->keep();
+  int64_t unplannedPeak =
+      lethe::MemoryProfile::compute(lethe::Lifetimes(*training)).peakBytes;
+  llvm::Expected<lethe::PlanOptions> parsed =
+      lethe::parsePlanOptions(text, unplannedPeak, *device);
+  if (!parsed)
+    return errorStatus(llvm::toString(parsed.takeError()));
+  llvm::Expected<lethe::Plan> result =
+      lethe::planTrainingStep(*training, *device, *parsed);
+  if (!result)
+    return errorStatus(llvm::toString(result.takeError()));
+  *plan = new LethePlanImpl{graph, std::move(*training), std::move(*device),
+                            std::move(*parsed), std::move(*result)};
   return okStatus();
+}
+
+void lethePlanDestroy(LethePlan plan) { delete plan; }
+
+int lethePlanIsFeasible(LethePlan plan) { return plan && plan->plan.feasible; }
+
+LetheStatus lethePlanJson(LethePlan plan, LetheString *json) {
+  if (!plan || !json)
+    return errorStatus("lethe: null plan or output");
+  std::string text = llvm::formatv(
+      "{0:2}", lethe::planToJson(plan->plan, plan->trainingGraph));
+  *json = makeString(text);
+  return okStatus();
+}
+
+LetheStatus lethePlanWriteTrace(LethePlan plan, const char *path) {
+  if (!plan || !path)
+    return errorStatus("lethe: null plan or path");
+  lethe::Schedule schedule;
+  llvm::Expected<lethe::SimResult> sim = lethe::simulatePlan(
+      plan->trainingGraph, plan->device, plan->options, plan->plan, &schedule);
+  if (!sim)
+    return errorStatus(llvm::toString(sim.takeError()));
+  lethe::Timeline timeline = lethe::buildTimeline(
+      plan->trainingGraph, schedule, *sim, plan->plan.budgetBytes);
+  return writeFile(path, [&](llvm::raw_ostream &os) {
+    lethe::writeChromeTrace(timeline, os);
+  });
 }
 
 } // extern "C"

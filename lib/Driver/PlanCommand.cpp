@@ -91,7 +91,10 @@ void printPlan(const Plan &plan, const TrainingGraph &graph,
   }
 }
 
-llvm::json::Value planJson(const Plan &plan, const TrainingGraph &graph) {
+} // namespace
+
+llvm::json::Value lethe::planToJson(const Plan &plan,
+                                    const TrainingGraph &graph) {
   DecisionCounts counts = countDecisions(plan, graph);
   llvm::json::Array values;
   for (const ActivationDecision &d : plan.decisions) {
@@ -140,8 +143,6 @@ llvm::json::Value planJson(const Plan &plan, const TrainingGraph &graph) {
   return root;
 }
 
-} // namespace
-
 LogicalResult lethe::runPlanCommand(const CommandOptions &options,
                                     MLIRContext &context) {
   llvm::Expected<DeviceProfile> device = DeviceProfile::load(options.device);
@@ -180,14 +181,14 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
     // The JSON says so too, for programs that ask.
     if (!options.jsonPath.empty())
       (void)writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", planJson(*plan, *graph)) << "\n";
+        os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
       });
     return failure();
   }
   printPlan(*plan, *graph, options, llvm::outs());
   if (!options.jsonPath.empty() &&
       failed(writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", planJson(*plan, *graph)) << "\n";
+        os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
       })))
     return failure();
   if (!options.tracePath.empty()) {

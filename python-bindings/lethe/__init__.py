@@ -2,12 +2,14 @@
 
     import lethe
     report = lethe.report("step.json")           # dict: lethe report --json
+    p = lethe.plan("step.json", budget="50%")    # Plan: numbers, decisions
+    p.to_json(); p.trace("plan.trace.json")
     graph = lethe.load(exported_dict, device="h100")
     graph.write_trace("step.trace.json")
 
 `lethe.torch` exports a PyTorch training step as Lethe's graph JSON,
 `lethe.jax` a JAX one as generic StableHLO, `lethe.schema` checks graph
-files. `load`, `report` and `Graph` need the compiled module `lethe._lethe`
+files. `load`, `report`, `plan` and `Graph` need the compiled module `lethe._lethe`
 (built by CMake into build/python).
 """
 
@@ -15,7 +17,8 @@ import json
 import os
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "LetheError", "load", "report"]
+__all__ = ["Graph", "InfeasibleBudgetError", "LetheError", "Plan", "load",
+           "plan", "report"]
 
 try:
     from lethe import _lethe
@@ -71,6 +74,95 @@ class Graph:
     def write_trace(self, path):
         """Writes the unplanned step's Chrome-trace / Perfetto timeline."""
         self._native.write_trace(os.fspath(path))
+
+
+class InfeasibleBudgetError(LetheError):
+    """No plan of the policy meets the budget; `.plan` says the least
+    budget it can meet (`plan.least_feasible_budget_bytes`)."""
+
+    def __init__(self, message, plan):
+        super().__init__(message)
+        self.plan = plan
+
+
+class Plan:
+    """A retain / recompute / offload plan of a step under a budget.
+
+    Numbers (bytes, microseconds) are the simulator's predictions on the
+    graph's device; `decisions` has one dict per activation (id, name,
+    bytes, decision, reason, restore point, recomputed ops / copies)."""
+
+    def __init__(self, native):
+        self._native = native
+        self._doc = json.loads(native.json())
+        doc = self._doc
+        self.feasible = doc["feasible"]
+        self.policy = doc["policy"]
+        self.budget_bytes = doc["budget_bytes"]
+        self.peak_bytes = doc["peak_bytes"]
+        self.step_us = doc["step_us"]
+        self.baseline_peak_bytes = doc["baseline_peak_bytes"]
+        self.baseline_step_us = doc["baseline_step_us"]
+        self.overhead = doc["overhead"]
+        self.least_feasible_budget_bytes = doc.get(
+            "least_feasible_budget_bytes")
+        self.counts = doc["counts"]
+        self.decisions = doc["values"]
+
+    def __repr__(self):
+        return (f"<lethe.Plan {self.policy} budget={self.budget_bytes} "
+                f"peak={self.peak_bytes} step_us={self.step_us:.1f} "
+                f"feasible={self.feasible}>")
+
+    def to_json(self):
+        """The same JSON text as `lethe plan --json`."""
+        return self._native.json()
+
+    def trace(self, path):
+        """Writes the planned step's simulated Chrome-trace timeline."""
+        self._native.write_trace(os.fspath(path))
+
+
+def _option_text(name, value):
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{name} must be bytes (an int) or a string such as "
+                        f"'40GiB' or '50%', got {value!r}")
+    if isinstance(value, int) and value < 0:
+        raise ValueError(f"{name} must be >= 0 bytes, got {value}")
+    return str(value)
+
+
+def plan(graph, budget=None, policy="auto", device="h200", *, every_n=2,
+         keep_ops=(), offload_kept=False, min_offload_bytes="1MiB",
+         host_budget=None, solver="auto", replay_rng=False,
+         allow_infeasible=False):
+    """Plans `graph` (anything `load` takes) under `budget`: bytes, a size
+    ("40GiB") or a share of the unplanned peak ("50%"); None: no limit.
+    `policy`: auto, none, full, every-n, selective-op, offload-all. When no
+    plan meets the budget, raises InfeasibleBudgetError (carrying the plan)
+    unless `allow_infeasible`."""
+    if not isinstance(policy, str):
+        raise TypeError(f"policy must be a string, got {policy!r}")
+    if not isinstance(every_n, int) or isinstance(every_n, bool) \
+            or every_n < 1:
+        raise ValueError(f"every_n must be an integer >= 1, got {every_n!r}")
+    if isinstance(keep_ops, str):
+        keep_ops = (keep_ops,)
+    native = load(graph, device)._native.plan(
+        _option_text("budget", budget), policy, every_n,
+        ",".join(keep_ops), bool(offload_kept),
+        _option_text("min_offload_bytes", min_offload_bytes),
+        _option_text("host_budget", host_budget), solver, bool(replay_rng))
+    result = Plan(native)
+    if not result.feasible and not allow_infeasible:
+        least = result.least_feasible_budget_bytes
+        raise InfeasibleBudgetError(
+            f"budget {result.budget_bytes} B is below the least budget "
+            f"policy '{result.policy}' can meet on this graph"
+            + (f" ({least} B)" if least is not None else ""), result)
+    return result
 
 
 def load(graph, device="h200"):

@@ -295,8 +295,9 @@ def build_graph_json(cap, time_ops, replay_mode="auto"):
     ops = [n for n in graph_nodes if n.op == "call_function"
            and n.target is not operator.getitem]
     fwd_ops = [n for n in ops if n.name in cap.fwd_names]
-    bwd_ops = [n for n in ops if n.name not in cap.fwd_names
-               and n.name in cap.bwd_names]
+    bwd_ops = _sink_early_backward_nodes(
+        [n for n in ops if n.name not in cap.fwd_names
+         and n.name in cap.bwd_names], fwd_ops, graph_nodes)
     warnings = notes
     dropped = [n.name for n in ops if n.name not in cap.fwd_names
                and n.name not in cap.bwd_names]
@@ -404,6 +405,38 @@ def build_graph_json(cap, time_ops, replay_mode="auto"):
         "warnings": warnings,
     }
     return {"nodes": nodes, "saved": saved}, facts
+
+
+def _sink_early_backward_nodes(bwd_ops, fwd_ops, graph_nodes):
+    """Backward nodes in joint order, except those traced during the forward
+    (torch 1.13's `detach` chains of values saved for backward): each of
+    those moves to just before its first backward user, where the backward
+    needs it. Left at the start of the backward they would make every saved
+    value look needed there, hiding when it is really read."""
+    position = {n: i for i, n in enumerate(graph_nodes)}
+    last_fwd = max((position[n] for n in fwd_ops), default=-1)
+    early = {n for n in bwd_ops if position[n] < last_fwd}
+    if not early:
+        return bwd_ops
+    ordered, emitted = [], set()
+
+    def emit(n):
+        if n in emitted:
+            return
+        emitted.add(n)
+        for dep in n.all_input_nodes:
+            if dep.op == "call_function" and dep.target is operator.getitem:
+                dep = dep.args[0]
+            if dep in early:
+                emit(dep)
+        ordered.append(n)
+
+    for n in bwd_ops:
+        if n not in early:
+            emit(n)
+    for n in bwd_ops:  # early nodes no later node reads
+        emit(n)
+    return ordered
 
 
 def _fake_mode():

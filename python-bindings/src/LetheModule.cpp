@@ -37,6 +37,32 @@ std::string take(LetheString string) {
   return result;
 }
 
+class Graph;
+
+/// Owns a LethePlan and keeps its graph alive.
+class Plan {
+public:
+  Plan(LethePlan plan, std::shared_ptr<LetheGraphImpl> graph)
+      : graph(std::move(graph)), plan(plan, &lethePlanDestroy) {}
+
+  bool feasible() const { return lethePlanIsFeasible(plan.get()); }
+
+  std::string json() const {
+    LetheString text{nullptr, 0};
+    check(lethePlanJson(plan.get(), &text));
+    return take(text);
+  }
+
+  void writeTrace(const std::string &path) const {
+    check(lethePlanWriteTrace(plan.get(), path.c_str()));
+  }
+
+private:
+  // Declared first: destroyed after the plan that refers to it.
+  std::shared_ptr<LetheGraphImpl> graph;
+  std::shared_ptr<LethePlanImpl> plan;
+};
+
 /// Owns a LetheGraph.
 class Graph {
 public:
@@ -72,6 +98,29 @@ public:
     check(letheGraphWriteTrace(graph.get(), path.c_str()));
   }
 
+  /// Options as strings ("" = default) and numbers (0 = default).
+  Plan plan(const std::string &budget, const std::string &policy, int everyN,
+            const std::string &keepOps, bool offloadKept,
+            const std::string &minOffloadBytes, const std::string &hostBudget,
+            const std::string &solver, bool replayRng) const {
+    auto orNull = [](const std::string &s) {
+      return s.empty() ? nullptr : s.c_str();
+    };
+    LethePlanOptions options{};
+    options.budget = orNull(budget);
+    options.policy = orNull(policy);
+    options.every_n = everyN;
+    options.keep_ops = orNull(keepOps);
+    options.offload_kept = offloadKept;
+    options.min_offload_bytes = orNull(minOffloadBytes);
+    options.host_budget = orNull(hostBudget);
+    options.solver = orNull(solver);
+    options.replay_rng = replayRng;
+    LethePlan result = nullptr;
+    check(letheGraphPlan(graph.get(), &options, &result));
+    return Plan(result, graph);
+  }
+
 private:
   std::shared_ptr<LetheGraphImpl> graph;
 };
@@ -94,5 +143,15 @@ PYBIND11_MODULE(_lethe, m) {
            py::call_guard<py::gil_scoped_release>())
       .def("mlir", &Graph::mlir, py::call_guard<py::gil_scoped_release>())
       .def("write_trace", &Graph::writeTrace, py::arg("path"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("plan", &Graph::plan, py::arg("budget"), py::arg("policy"),
+           py::arg("every_n"), py::arg("keep_ops"), py::arg("offload_kept"),
+           py::arg("min_offload_bytes"), py::arg("host_budget"),
+           py::arg("solver"), py::arg("replay_rng"),
+           py::call_guard<py::gil_scoped_release>());
+  py::class_<Plan>(m, "Plan")
+      .def_property_readonly("feasible", &Plan::feasible)
+      .def("json", &Plan::json, py::call_guard<py::gil_scoped_release>())
+      .def("write_trace", &Plan::writeTrace, py::arg("path"),
            py::call_guard<py::gil_scoped_release>());
 }

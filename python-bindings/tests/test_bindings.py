@@ -1,4 +1,4 @@
-"""The compiled bindings: lethe.load / lethe.report over the C API."""
+"""The compiled bindings: lethe.load / report / plan over the C API."""
 
 import json
 import os
@@ -85,3 +85,99 @@ def test_bad_arguments(tmp_path):
         lethe.load(broken)
     with pytest.raises(lethe.LetheError, match="cannot open output file"):
         lethe.load(_tiny_graph()).write_trace(tmp_path / "no" / "dir.json")
+
+
+def _models():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    from models import MLP, Block, ConvNet
+    torch.manual_seed(0)
+    return {
+        "mlp": (MLP(), (torch.randn(8, 16),), F.mse_loss,
+                (torch.randn(8, 4),)),
+        "convnet": (ConvNet(), (torch.randn(4, 3, 8, 8),), F.cross_entropy,
+                    (torch.randint(0, 5, (4,)),)),
+        "block": (Block(), (torch.randn(2, 8, 16),),
+                  lambda out: out.pow(2).mean(), ()),
+    }
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "block"])
+def test_plan_exported_models_at_half(name, tmp_path):
+    """At half the unplanned peak a plan is feasible and within budget, or
+    the budget is refused with the least feasible one, which then plans."""
+    import lethe.torch
+    model, inputs, loss_fn, targets = _models()[name]
+    exported = lethe.torch.export_training_step(model, inputs, loss_fn,
+                                                targets=targets)
+    plan = lethe.plan(exported, budget="50%", device="h100",
+                      allow_infeasible=True)
+    assert plan.budget_bytes == plan.baseline_peak_bytes // 2
+    if not plan.feasible:
+        least = plan.least_feasible_budget_bytes
+        assert plan.budget_bytes < least <= plan.baseline_peak_bytes
+        with pytest.raises(lethe.InfeasibleBudgetError):
+            lethe.plan(exported, budget="50%", device="h100")
+        plan = lethe.plan(exported, budget=least, device="h100")
+    assert plan.feasible and plan.peak_bytes <= plan.budget_bytes
+    assert plan.step_us >= plan.baseline_step_us > 0
+    assert plan.decisions and {d["decision"] for d in plan.decisions} <= \
+        {"retain", "recompute", "offload"}
+    assert sum(plan.counts.values()) == len(plan.decisions)
+    assert json.loads(plan.to_json())["peak_bytes"] == plan.peak_bytes
+    plan.trace(tmp_path / "plan.trace.json")
+    assert "traceEvents" in json.loads((tmp_path / "plan.trace.json").read_text())
+
+
+def test_plan_transformer_stack_at_half():
+    torch = pytest.importorskip("torch")
+    import lethe.torch
+    from models import Block
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Block(dim=64, heads=4) for _ in range(4)])
+    exported = lethe.torch.export_training_step(
+        model, (torch.randn(8, 128, 64),), lambda out: out.pow(2).mean())
+    plan = lethe.plan(exported, budget="50%", device="h100")
+    assert plan.feasible and plan.peak_bytes <= plan.budget_bytes
+    assert plan.counts["recompute"] + plan.counts["offload"] > 0
+
+
+def test_plan_matches_driver(tmp_path):
+    if not os.path.exists(RESNET):
+        pytest.skip("the shared graphs are not in this checkout")
+    import subprocess
+    driver = os.path.join(REPO, os.environ.get("LETHE_BUILD_DIR", "build"),
+                          "bin", "lethe")
+    out = tmp_path / "plan.json"
+    subprocess.run([driver, "plan", RESNET, "--budget", "60%", "--json",
+                    str(out)], check=True, stdout=subprocess.DEVNULL)
+    plan = lethe.plan(RESNET, budget="60%")
+    driver_doc, api_doc = json.loads(out.read_text()), json.loads(plan.to_json())
+    driver_doc.pop("solve_ms"), api_doc.pop("solve_ms")
+    assert api_doc == driver_doc
+
+
+def test_plan_errors():
+    graph = _tiny_graph()
+    with pytest.raises(TypeError, match="budget"):
+        lethe.plan(graph, budget=1.5)
+    with pytest.raises(ValueError, match="budget"):
+        lethe.plan(graph, budget=-1)
+    with pytest.raises(ValueError, match="every_n"):
+        lethe.plan(graph, budget="50%", every_n=0)
+    with pytest.raises(lethe.LetheError, match="sometimes"):
+        lethe.plan(graph, budget="50%", policy="sometimes")
+    with pytest.raises(lethe.LetheError, match="lots"):
+        lethe.plan(graph, budget="lots")
+
+
+def test_infeasible_budget():
+    if not os.path.exists(RESNET):
+        pytest.skip("the shared graphs are not in this checkout")
+    with pytest.raises(lethe.InfeasibleBudgetError, match="least budget") as e:
+        lethe.plan(RESNET, budget="1KiB", policy="full")
+    assert not e.value.plan.feasible
+    assert e.value.plan.least_feasible_budget_bytes > 1024
+    plan = lethe.plan(RESNET, budget="1KiB", policy="full",
+                      allow_infeasible=True)
+    assert not plan.feasible

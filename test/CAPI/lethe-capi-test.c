@@ -1,6 +1,6 @@
 /*===- lethe-capi-test.c - Exercises the C API --------------------------===*\
 |*                                                                          *|
-|* Usage: lethe-capi-test GRAPH.json TRACE-OUT                              *|
+|* Usage: lethe-capi-test GRAPH.json TRACE-OUT PLAN-TRACE-OUT               *|
 |* Prints one line per check; lit's FileCheck compares them.               *|
 \*===----------------------------------------------------------------------===*/
 
@@ -24,8 +24,9 @@ static int report(const char *label, LetheStatus status) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s GRAPH.json TRACE-OUT\n", argv[0]);
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s GRAPH.json TRACE-OUT PLAN-TRACE-OUT\n",
+            argv[0]);
     return 2;
   }
   printf("version %s\n", letheVersion());
@@ -48,6 +49,33 @@ int main(int argc, char **argv) {
     letheStringDestroy(mlir);
   }
   report("trace", letheGraphWriteTrace(graph, argv[2]));
+
+  /* Plans: at half the unplanned peak, and below what any plan can meet. */
+  LethePlanOptions options = {0};
+  options.budget = "50%";
+  LethePlan plan = NULL;
+  if (report("plan 50%", letheGraphPlan(graph, &options, &plan))) {
+    printf("plan 50%% feasible: %s\n", lethePlanIsFeasible(plan) ? "yes" : "no");
+    LetheString planJson = {NULL, 0};
+    if (report("plan json", lethePlanJson(plan, &planJson))) {
+      printf("plan json has values: %s\n",
+             strstr(planJson.data, "\"values\"") ? "yes" : "no");
+      letheStringDestroy(planJson);
+    }
+    report("plan trace", lethePlanWriteTrace(plan, argv[3]));
+    lethePlanDestroy(plan);
+  }
+  options.budget = "1KiB";
+  if (report("plan 1KiB", letheGraphPlan(graph, &options, &plan))) {
+    printf("plan 1KiB feasible: %s\n", lethePlanIsFeasible(plan) ? "yes" : "no");
+    lethePlanDestroy(plan);
+  }
+  options.budget = "50%";
+  options.policy = "sometimes";
+  report("bad policy", letheGraphPlan(graph, &options, &plan));
+  options.policy = NULL;
+  options.budget = "lots";
+  report("bad budget", letheGraphPlan(graph, &options, &plan));
   report("trace to a missing directory",
          letheGraphWriteTrace(graph, "/nonexistent/dir/trace.json"));
   letheGraphDestroy(graph);

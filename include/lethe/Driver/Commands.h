@@ -9,10 +9,12 @@
 #ifndef LETHE_DRIVER_COMMANDS_H
 #define LETHE_DRIVER_COMMANDS_H
 
+#include "lethe/Planner/Plan.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/LogicalResult.h"
 
 #include <functional>
@@ -39,6 +41,9 @@ llvm::LogicalResult runReportCommand(const CommandOptions &options,
 /// still says so with `feasible: false`).
 llvm::LogicalResult runPlanCommand(const CommandOptions &options,
                                    mlir::MLIRContext &context);
+
+/// The `lethe plan --json` document of `plan` (the C API returns the same).
+llvm::json::Value planToJson(const Plan &plan, const TrainingGraph &graph);
 
 /// Writes a file through a temporary that is renamed into place only if
 /// `write` succeeds, so a failed command never leaves a partial file.
