@@ -23,6 +23,10 @@ Stream lethe::getOpStream(Operation *op) {
     return Stream::Comm;
   if (auto timeline = dyn_cast<TestTimelineOp>(op))
     return timeline.getStream();
+  // Imported collectives carried by lethe.node (`c10d.all_gather`).
+  if (auto node = dyn_cast<NodeOp>(op))
+    if (TrainingGraph::classifyKind(node.getKind()) & NodeFlagCollective)
+      return Stream::Comm;
   return Stream::Compute;
 }
 

@@ -4,6 +4,10 @@
 
 namespace lethe::test {
 void registerTestLifetimesPass();
+void registerTestSimulateProgramPass();
 
-void registerTestPasses() { registerTestLifetimesPass(); }
+void registerTestPasses() {
+  registerTestLifetimesPass();
+  registerTestSimulateProgramPass();
+}
 } // namespace lethe::test

@@ -39,6 +39,9 @@ enum class PackOrder {
   ByArea,
   /// In allocation order (a stack for nested lifetimes).
   ByBegin,
+  /// Size, lifetime or area with seeded random weights (the fallback when
+  /// the fixed orders leave a gap to max-live).
+  Perturbed,
 };
 
 llvm::StringRef stringifyPackOrder(PackOrder order);
@@ -64,8 +67,10 @@ int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment, PackOrder order);
 
-/// Packs in every order and returns the smallest arena (ties: the first
-/// order in PackOrder's declaration order). Deterministic.
+/// Packs in every fixed order, best-fit and first-fit, then in perturbed
+/// orders (a fixed seed; fewer on large inputs) until the arena meets
+/// max-live, and returns the smallest arena (ties: the first found).
+/// Deterministic.
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment);
 

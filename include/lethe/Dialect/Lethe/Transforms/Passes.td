@@ -101,6 +101,50 @@ def AssignBuffers : Pass<"lethe-assign-buffers", "mlir::ModuleOp"> {
   let dependentDialects = ["lethe::LetheDialect"];
 }
 
+def Materialize : Pass<"lethe-materialize", "mlir::ModuleOp"> {
+  let summary = "Rewrite the plan's decisions into an explicit program";
+  let description = [{
+    Reads the decisions lethe-plan recorded on the producing ops
+    (`lethe.decisions`, `lethe.placement`; docs/Pipeline.md §3), rebuilds
+    the planner's schedule from them (the placement and schedule builder of
+    lethe/Planner/Placement.h, so the program is the one the planner
+    simulated) and writes it out as ops (§4):
+
+    - graph nodes in the schedule's order, each reading the latest version
+      of its operands;
+    - before a restore point, one `lethe.recompute` region re-running the
+      chain of every value recomputed there (a shared sub-chain once), and
+      the views re-created on prefetched values; it yields what later ops
+      read, and releases inside it what they do not;
+    - offload: a compute barrier, `lethe.offload` awaiting it, and the
+      device buffer's `lethe.release` awaiting the copy where the plan
+      releases it; prefetch: `lethe.prefetch` awaiting the host copy and a
+      compute barrier where the plan issues it, `lethe.await` forwarding the
+      device value before its first reader, and the host buffer's release;
+    - every other storage released after its last reader (awaiting the
+      readers on other streams), except the step's outputs;
+    - a collective awaits a compute barrier; its readers a comm barrier
+      issued after it; the step ends awaiting every stream.
+
+    A function without decisions is materialized as planned by `policy
+    none` (every activation retained): only releases are added. Decisions
+    without a placement are placed with the device profile (`device`).
+    Every function gets a remark counting what was materialized.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h200\"",
+           "device profile used to place decisions that lack a placement">,
+  ];
+  let statistics = [
+    Statistic<"numRecomputeRegions", "num-recompute-regions",
+              "lethe.recompute regions created">,
+    Statistic<"numRerunNodes", "num-rerun-nodes", "Nodes re-run in them">,
+    Statistic<"numOffloads", "num-offloads", "Offloads created">,
+    Statistic<"numReleases", "num-releases", "Releases created">,
+  ];
+  let dependentDialects = ["lethe::LetheDialect"];
+}
+
 def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
   let summary = "Put every op on a stream and make every cross-stream "
                 "dependence an explicit barrier and await";

@@ -1,0 +1,556 @@
+//===- Materialize.cpp - Decisions to an explicit program -----------------===//
+//
+// Reads the plan lethe-plan left on the producing ops, rebuilds the
+// planner's placement and schedule (lethe/Planner/Placement.h) and writes
+// that schedule out as IR, op for op, so that the program is the one the
+// planner simulated:
+// - graph nodes are cloned in the schedule's order, reading the current
+//   version of every value (a prefetched or recomputed one after restore);
+// - a run of re-run nodes before a restore point becomes one
+//   `lethe.recompute` region yielding what later ops read;
+// - copies become `lethe.offload` / `lethe.prefetch`, their device and
+//   host buffers freed by `lethe.release`;
+// - every schedule dependence on another stream becomes an awaited
+//   timepoint: a copy's own, a comm barrier after a collective, or a
+//   compute barrier just before a copy or collective.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Analysis/Program.h"
+#include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Placement.h"
+#include "lethe/Simulator/Schedule.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace lethe {
+#define GEN_PASS_DEF_MATERIALIZE
+#include "lethe/Dialect/Lethe/Transforms/Passes.h.inc"
+} // namespace lethe
+
+using namespace mlir;
+using namespace lethe;
+
+/// The plan attributes lethe-plan writes (docs/Pipeline.md §3).
+static constexpr StringLiteral kDecisions = "lethe.decisions";
+static constexpr StringLiteral kPlacement = "lethe.placement";
+
+/// One decision per activation, from the attributes on the producing ops.
+/// `complete` is false when some recomputed or offloaded value lacks its
+/// placement.
+static FailureOr<std::vector<ActivationDecision>>
+readDecisions(const TrainingGraph &graph, const ActivationAnalysis &analysis,
+              bool &complete, unsigned &numPlanned) {
+  ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  std::vector<ActivationDecision> decisions(acts.size());
+  for (auto [index, act] : llvm::enumerate(acts))
+    decisions[index].value = act.storage;
+  complete = true;
+  numPlanned = 0;
+  for (const GraphNode &node : graph.getNodes()) {
+    Operation *op = node.irOp;
+    auto decisionsAttr = op->getAttrOfType<ArrayAttr>(kDecisions);
+    if (!decisionsAttr)
+      continue;
+    auto placementAttr = op->getAttrOfType<ArrayAttr>(kPlacement);
+    if (decisionsAttr.size() != node.results.size() ||
+        (placementAttr && placementAttr.size() != node.results.size()))
+      return op->emitOpError("has ")
+             << decisionsAttr.size() << " entries in '" << kDecisions
+             << "' for " << node.results.size() << " results";
+    for (auto [resultIndex, entry] : llvm::enumerate(decisionsAttr)) {
+      if (isa<UnitAttr>(entry))
+        continue;
+      auto decision = dyn_cast<DecisionAttr>(entry);
+      if (!decision)
+        return op->emitOpError("'")
+               << kDecisions << "' entry " << resultIndex
+               << " is not a #lethe<decision ...> or unit: " << entry;
+      ValueId value = node.results[resultIndex];
+      int32_t a = analysis.activationIndex(value);
+      if (a < 0 || acts[a].storage != value)
+        return op->emitOpError("result #")
+               << resultIndex << " has a decision but is not an activation "
+               << "(a storage produced in the forward part and read later)";
+      ++numPlanned;
+      ActivationDecision &d = decisions[a];
+      d.decision = decision.getValue();
+      if (d.decision == Decision::Retain)
+        continue;
+      auto dict = placementAttr
+                      ? dyn_cast<DictionaryAttr>(placementAttr[resultIndex])
+                      : DictionaryAttr();
+      auto getNode = [&](StringRef name) -> NodeId {
+        auto attr = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
+        return attr ? static_cast<NodeId>(attr.getInt()) : -1;
+      };
+      d.firstBackwardUse = getNode("restore_before");
+      d.releaseAfter = getNode("release_after");
+      d.prefetchAfter = getNode("prefetch_after");
+      if (auto nodes = dict ? dict.getAs<DenseI64ArrayAttr>("nodes")
+                            : DenseI64ArrayAttr())
+        d.recomputeNodes.assign(nodes.asArrayRef().begin(),
+                                nodes.asArrayRef().end());
+      bool placed = d.firstBackwardUse >= 0 && dict && dict.get("nodes");
+      if (d.decision == Decision::Offload)
+        placed &= d.releaseAfter >= 0 && d.prefetchAfter >= 0;
+      complete &= placed;
+    }
+  }
+  return decisions;
+}
+
+namespace {
+
+struct Counts {
+  unsigned regions = 0, rerun = 0, offloads = 0, prefetches = 0, releases = 0;
+};
+
+class Materializer {
+public:
+  Materializer(func::FuncOp func, const TrainingGraph &graph,
+               const Schedule &schedule)
+      : func(func), graph(graph), schedule(schedule),
+        builder(func.getContext()), currentLoc(func.getLoc()) {}
+
+  LogicalResult run(Counts &counts);
+
+private:
+  /// Timepoints `index` waits for (deps on other streams), emitting the
+  /// barriers and prefetch awaits they need before the current point.
+  SmallVector<Value> dependences(OpIndex index, Stream stream,
+                                 ArrayRef<OpIndex> skip = {});
+  /// Ends the prefetch of `buffer`: with `forward`, awaits it on compute and
+  /// forwards the device value; in any case frees the host copy.
+  void awaitPrefetch(BufferId buffer, bool forward = true);
+  Value join(ArrayRef<Value> timepoints);
+  void awaitOn(Stream stream, ArrayRef<Value> timepoints);
+  Operation *cloneNode(NodeId node, OpIndex index);
+  void release(BufferId buffer, OpIndex byOp);
+  void emitChain(OpIndex first, OpIndex last);
+  void setStream(Operation *op, Stream stream) {
+    op->setAttr(attrs::kStream, StreamAttr::get(op->getContext(), stream));
+  }
+  Location loc() const { return currentLoc; }
+
+  func::FuncOp func;
+  const TrainingGraph &graph;
+  const Schedule &schedule;
+  OpBuilder builder;
+  /// New ops take the location of the node they serve (the node run, or
+  /// the producer of the storage copied or released).
+  Location currentLoc;
+  Counts *counts = nullptr;
+
+  /// The IR value of every graph value now (its latest version).
+  std::vector<Value> current;
+  /// In-place results of each storage (`aten.add_`): the storage itself
+  /// under another name, restored with it.
+  DenseMap<ValueId, SmallVector<ValueId, 1>> inPlaceAliases;
+  void restore(ValueId storage, Value value) {
+    current[storage] = value;
+    for (ValueId alias : inPlaceAliases.lookup(storage))
+      if (current[alias] && current[alias].getType() == value.getType())
+        current[alias] = value;
+  }
+  /// The IR value holding each buffer, to release it, and back.
+  std::vector<Value> bufferValue;
+  DenseMap<Value, BufferId> bufferOfValue;
+  /// A timepoint reached when op i is done (copies, collectives).
+  std::vector<Value> opDone;
+  /// Ops on other streams that read each buffer (their timepoints).
+  std::vector<SmallVector<OpIndex, 2>> foreignReaders;
+  /// Prefetched buffers not yet awaited: the prefetch op; and the host
+  /// buffer to free once it is.
+  DenseMap<BufferId, OpIndex> pendingPrefetch;
+  /// The host value of each offloaded storage.
+  DenseMap<ValueId, Value> hostOf;
+  DenseMap<ValueId, BufferId> hostBufferOf;
+  DenseSet<Value> released;
+};
+
+} // namespace
+
+Value Materializer::join(ArrayRef<Value> timepoints) {
+  if (timepoints.size() == 1)
+    return timepoints.front();
+  return JoinOp::create(builder, loc(), timepoints).getResult();
+}
+
+void Materializer::awaitOn(Stream stream, ArrayRef<Value> timepoints) {
+  if (timepoints.empty())
+    return;
+  auto await =
+      AwaitOp::create(builder, loc(), TypeRange{}, timepoints, ValueRange{});
+  if (stream != Stream::Compute)
+    setStream(await, stream);
+}
+
+void Materializer::awaitPrefetch(BufferId buffer, bool forward) {
+  auto it = pendingPrefetch.find(buffer);
+  if (it == pendingPrefetch.end())
+    return;
+  OpIndex prefetch = it->second;
+  pendingPrefetch.erase(it);
+  ValueId storage = schedule.buffers[buffer].storage;
+  if (forward) {
+    Value device = bufferValue[buffer];
+    auto await = AwaitOp::create(builder, loc(), TypeRange{device.getType()},
+                                 ValueRange{opDone[prefetch]}, device);
+    Value forwarded = await.getResult(0);
+    bufferValue[buffer] = forwarded;
+    bufferOfValue[forwarded] = buffer;
+    if (current[storage] == device)
+      restore(storage, forwarded);
+  }
+  // The host copy is not needed once the prefetch is done.
+  if (hostBufferOf.count(storage)) {
+    ReleaseOp::create(builder, loc(), hostOf[storage], opDone[prefetch]);
+    released.insert(hostOf[storage]);
+    ++counts->releases;
+  }
+}
+
+SmallVector<Value> Materializer::dependences(OpIndex index, Stream stream,
+                                             ArrayRef<OpIndex> skip) {
+  SmallVector<Value> timepoints;
+  Value computeBarrier;
+  for (OpIndex dep : schedule.ops[index].deps) {
+    if (llvm::is_contained(skip, dep))
+      continue;
+    const ScheduleOp &other = schedule.ops[dep];
+    if (other.stream == stream)
+      continue;
+    if (other.kind == ScheduleOpKind::Prefetch && stream == Stream::Compute) {
+      for (BufferId buffer : other.allocs)
+        awaitPrefetch(buffer);
+      continue;
+    }
+    Value timepoint = opDone[dep];
+    if (!timepoint) {
+      // A compute op another stream waits for: a barrier just before.
+      if (!computeBarrier)
+        computeBarrier = BarrierOp::create(builder, loc()).getResult();
+      timepoint = computeBarrier;
+    }
+    if (!llvm::is_contained(timepoints, timepoint))
+      timepoints.push_back(timepoint);
+  }
+  return timepoints;
+}
+
+Operation *Materializer::cloneNode(NodeId node, OpIndex index) {
+  const GraphNode &info = graph.getNode(node);
+  IRMapping mapping;
+  for (auto [operand, value] :
+       llvm::zip(info.irOp->getOperands(), info.operands))
+    mapping.map(operand, current[value]);
+  Operation *clone = builder.clone(*info.irOp, mapping);
+  clone->removeAttr(kDecisions);
+  clone->removeAttr(kPlacement);
+  const ScheduleOp &op = schedule.ops[index];
+  for (BufferId buffer : op.allocs) {
+    ValueId storage = schedule.buffers[buffer].storage;
+    const GraphValue &value = graph.getValue(storage);
+    bufferValue[buffer] = clone->getResult(value.resultIndex);
+    bufferOfValue[bufferValue[buffer]] = buffer;
+  }
+  // Results the schedule throws away at once do not replace the values
+  // they re-create; everything else becomes the current version.
+  for (auto [result, value] : llvm::zip(clone->getResults(), info.results)) {
+    bool thrownAway = false;
+    for (BufferId buffer : op.allocs)
+      if (schedule.buffers[buffer].storage == value &&
+          llvm::is_contained(op.frees, buffer) &&
+          op.kind == ScheduleOpKind::Recompute)
+        thrownAway = true;
+    if (!thrownAway)
+      current[value] = result;
+  }
+  for (BufferId buffer : op.reads)
+    if (op.stream != Stream::Compute)
+      foreignReaders[buffer].push_back(index);
+  return clone;
+}
+
+void Materializer::release(BufferId buffer, OpIndex byOp) {
+  // Read only on other streams: the host copy goes now, unforwarded.
+  awaitPrefetch(buffer, /*forward=*/false);
+  SmallVector<Value> timepoints;
+  for (OpIndex reader : foreignReaders[buffer])
+    if (opDone[reader] && !llvm::is_contained(timepoints, opDone[reader]))
+      timepoints.push_back(opDone[reader]);
+  Value value = bufferValue[buffer];
+  Value await = timepoints.empty() ? Value() : join(timepoints);
+  ReleaseOp::create(builder, loc(), value, await);
+  released.insert(value);
+  ++counts->releases;
+}
+
+void Materializer::emitChain(OpIndex first, OpIndex last) {
+  ArrayRef<ScheduleOp> ops = schedule.ops;
+  SmallVector<OpIndex> members;
+  for (OpIndex index = first; index <= last; ++index)
+    members.push_back(index);
+  // What the chain waits for (prefetched inputs), before the region.
+  SmallVector<Value> timepoints;
+  for (OpIndex index : members)
+    for (Value timepoint : dependences(index, Stream::Compute, members))
+      if (!llvm::is_contained(timepoints, timepoint))
+        timepoints.push_back(timepoint);
+  awaitOn(Stream::Compute, timepoints);
+
+  // Build the body in a detached block; the op's result types follow from
+  // what escapes it.
+  OpBuilder::InsertPoint outer = builder.saveInsertionPoint();
+  auto *body = new Block();
+  builder.setInsertionPointToEnd(body);
+  SmallVector<std::pair<ValueId, Value>> produced;
+  for (OpIndex index : members) {
+    Operation *clone = cloneNode(ops[index].node, index);
+    for (auto [result, value] :
+         llvm::zip(clone->getResults(), graph.getNode(ops[index].node).results))
+      if (current[value] == result)
+        produced.push_back({value, result});
+    for (BufferId buffer : ops[index].frees)
+      release(buffer, index);
+    ++counts->rerun;
+  }
+  // Yield every re-created value whose storage is still live.
+  SmallVector<Value> yielded;
+  SmallVector<ValueId> yieldedIds;
+  for (auto [value, result] : produced) {
+    Value storage = current[graph.getValue(value).storage];
+    if (released.contains(result) || (storage && released.contains(storage)))
+      continue;
+    yielded.push_back(result);
+    yieldedIds.push_back(value);
+  }
+  YieldOp::create(builder, loc(), yielded);
+  builder.restoreInsertionPoint(outer);
+  auto recompute =
+      RecomputeOp::create(builder, loc(), ValueRange(yielded).getTypes());
+  recompute.getBody().push_back(body);
+  ++counts->regions;
+  for (auto [inner, outerValue, value] :
+       llvm::zip(yielded, recompute.getResults(), yieldedIds)) {
+    current[value] = outerValue;
+    auto it = bufferOfValue.find(inner);
+    if (it != bufferOfValue.end()) {
+      bufferValue[it->second] = outerValue;
+      bufferOfValue[outerValue] = it->second;
+    }
+  }
+}
+
+LogicalResult Materializer::run(Counts &counts) {
+  this->counts = &counts;
+  Block &block = func.getBody().front();
+  Operation *terminator = block.getTerminator();
+  SmallVector<Operation *> original;
+  for (Operation &op : block.without_terminator())
+    original.push_back(&op);
+
+  current.assign(graph.numValues(), Value());
+  for (auto [id, value] : llvm::enumerate(graph.getValues()))
+    if (graph.isAlias(id) && value.producer >= 0 &&
+        graph.getNode(value.producer).hasFlag(NodeFlagMutates))
+      inPlaceAliases[value.storage].push_back(id);
+  for (auto [id, value] : llvm::enumerate(graph.getValues()))
+    if (value.isInput())
+      current[id] = value.irValue;
+  bufferValue.assign(schedule.buffers.size(), Value());
+  opDone.assign(schedule.ops.size(), Value());
+  foreignReaders.assign(schedule.buffers.size(), {});
+  builder.setInsertionPoint(terminator);
+
+  ArrayRef<ScheduleOp> ops = schedule.ops;
+  for (OpIndex index = 0, e = ops.size(); index < e; ++index) {
+    const ScheduleOp &op = ops[index];
+    NodeId anchor = op.node >= 0      ? op.node
+                    : op.storage >= 0 ? graph.getValue(op.storage).producer
+                                      : -1;
+    if (anchor >= 0)
+      currentLoc = graph.getNode(anchor).irOp->getLoc();
+    switch (op.kind) {
+    case ScheduleOpKind::Recompute: {
+      OpIndex last = index;
+      while (last + 1 < e && ops[last + 1].kind == ScheduleOpKind::Recompute)
+        ++last;
+      emitChain(index, last);
+      index = last;
+      continue;
+    }
+    case ScheduleOpKind::Node: {
+      awaitOn(op.stream, dependences(index, op.stream));
+      Operation *clone = cloneNode(op.node, index);
+      if (op.stream != getOpStream(clone))
+        setStream(clone, op.stream);
+      if (op.stream != Stream::Compute) {
+        auto barrier = BarrierOp::create(builder, loc());
+        setStream(barrier, op.stream);
+        opDone[index] = barrier.getResult();
+      }
+      break;
+    }
+    case ScheduleOpKind::Offload: {
+      SmallVector<Value> timepoints = dependences(index, op.stream);
+      Value source = current[op.storage];
+      auto offload = OffloadOp::create(
+          builder, loc(),
+          HostTensorType::get(cast<RankedTensorType>(source.getType())),
+          TimepointType::get(builder.getContext()), source,
+          timepoints.empty() ? Value() : join(timepoints));
+      opDone[index] = offload.getDone();
+      hostOf[op.storage] = offload.getResult();
+      for (BufferId buffer : op.allocs) {
+        bufferValue[buffer] = offload.getResult();
+        hostBufferOf[op.storage] = buffer;
+      }
+      for (BufferId buffer : op.reads)
+        foreignReaders[buffer].push_back(index);
+      ++counts.offloads;
+      break;
+    }
+    case ScheduleOpKind::Release: {
+      SmallVector<Value> timepoints = dependences(index, op.stream);
+      for (BufferId buffer : op.frees) {
+        Value value = bufferValue[buffer];
+        ReleaseOp::create(builder, loc(), value,
+                          timepoints.empty() ? Value() : join(timepoints));
+        released.insert(value);
+        ++counts.releases;
+        if (current[op.storage] == value)
+          current[op.storage] = Value();
+      }
+      continue; // its frees are done
+    }
+    case ScheduleOpKind::Prefetch: {
+      SmallVector<Value> timepoints = dependences(index, op.stream);
+      Value host = hostOf.lookup(op.storage);
+      if (!host)
+        return func.emitError("lethe-materialize: value ")
+               << describeProgramValue(graph.getValue(op.storage).irValue)
+               << " is prefetched before it is offloaded";
+      auto prefetch = PrefetchOp::create(
+          builder, loc(), cast<HostTensorType>(host.getType()).getTensorType(),
+          TimepointType::get(builder.getContext()), host,
+          timepoints.empty() ? Value() : join(timepoints));
+      opDone[index] = prefetch.getDone();
+      for (BufferId buffer : op.allocs) {
+        bufferValue[buffer] = prefetch.getResult();
+        pendingPrefetch[buffer] = index;
+      }
+      restore(op.storage, prefetch.getResult());
+      ++counts.prefetches;
+      continue; // the host buffer is freed once the prefetch is awaited
+    }
+    }
+    for (BufferId buffer : op.frees)
+      release(buffer, index);
+  }
+
+  // The step ends when every stream is done.
+  currentLoc = terminator->getLoc();
+  SmallVector<Value> last;
+  std::array<Value, kNumStreams> lastOn = {};
+  for (auto [index, op] : llvm::enumerate(ops))
+    if (opDone[index])
+      lastOn[static_cast<unsigned>(op.stream)] = opDone[index];
+  for (Value timepoint : lastOn)
+    if (timepoint)
+      last.push_back(timepoint);
+  awaitOn(Stream::Compute, last);
+  for (auto [buffer, prefetch] : llvm::to_vector(pendingPrefetch))
+    awaitPrefetch(buffer);
+
+  SmallVector<Value> results;
+  for (auto [operand, output] :
+       llvm::zip(terminator->getOperands(), graph.getOutputs()))
+    results.push_back(current[output]);
+  terminator->setOperands(results);
+  for (Operation *op : llvm::reverse(original))
+    op->erase();
+  return success();
+}
+
+namespace {
+struct MaterializePass : public lethe::impl::MaterializeBase<MaterializePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<DeviceProfile> profile;
+    Counts total;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
+      if (failed(graph))
+        return signalPassFailure();
+      // The plan was checked by the planner: accept every decision it may
+      // have made (RNG replay, small offloads).
+      PlanOptions options;
+      options.replayRng = true;
+      options.minOffloadBytes = 0;
+      ActivationAnalysis analysis(*graph, options);
+      bool complete = true;
+      unsigned numPlanned = 0;
+      FailureOr<std::vector<ActivationDecision>> decisions =
+          readDecisions(*graph, analysis, complete, numPlanned);
+      if (failed(decisions))
+        return signalPassFailure();
+      if (!complete) {
+        if (!profile) {
+          llvm::Expected<DeviceProfile> loaded = DeviceProfile::load(device);
+          if (!loaded) {
+            module.emitError("lethe-materialize: ")
+                << toString(loaded.takeError());
+            return signalPassFailure();
+          }
+          profile = std::move(*loaded);
+        }
+        Plan plan;
+        plan.decisions = std::move(*decisions);
+        if (llvm::Error err = completePlacement(analysis, *profile, plan)) {
+          func.emitError("lethe-materialize: cannot place the plan: ")
+              << toString(std::move(err));
+          return signalPassFailure();
+        }
+        decisions = std::move(plan.decisions);
+      }
+      llvm::Expected<Schedule> schedule = buildSchedule(analysis, *decisions);
+      if (!schedule) {
+        func.emitError("lethe-materialize: the plan cannot be followed: ")
+            << toString(schedule.takeError());
+        return signalPassFailure();
+      }
+      Counts counts;
+      if (failed(Materializer(func, *graph, *schedule).run(counts)))
+        return signalPassFailure();
+      func.emitRemark() << "materialized " << numPlanned
+                        << " decisions: " << counts.regions
+                        << " recompute regions re-running " << counts.rerun
+                        << " nodes, " << counts.offloads << " offloads, "
+                        << counts.prefetches << " prefetches, "
+                        << counts.releases << " releases";
+      total.regions += counts.regions;
+      total.rerun += counts.rerun;
+      total.offloads += counts.offloads;
+      total.releases += counts.releases;
+    }
+    numRecomputeRegions += total.regions;
+    numRerunNodes += total.rerun;
+    numOffloads += total.offloads;
+    numReleases += total.releases;
+  }
+};
+} // namespace
