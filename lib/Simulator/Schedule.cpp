@@ -84,10 +84,10 @@ llvm::Error Schedule::verify() const {
   return llvm::Error::success();
 }
 
-void Schedule::print(llvm::raw_ostream &os,
-                     const TrainingGraph &graph) const {
+void Schedule::print(llvm::raw_ostream &os, const TrainingGraph &graph) const {
   for (auto [index, op] : llvm::enumerate(ops)) {
-    os << llvm::formatv("{0,5} {1,-8} {2,-9}", index, stringifyStream(op.stream),
+    os << llvm::formatv("{0,5} {1,-8} {2,-9}", index,
+                        stringifyStream(op.stream),
                         stringifyScheduleOpKind(op.kind));
     if (op.node >= 0)
       os << " " << graph.getNode(op.node).kind << " #" << op.node;
@@ -129,4 +129,33 @@ MemoryWalk lethe::walkMemory(const Schedule &schedule) {
     }
   }
   return walk;
+}
+
+Schedule lethe::separateCopiesFromCollectives(const Schedule &schedule) {
+  Schedule separated = schedule;
+  OpIndex lastComm = -1, lastD2H = -1, lastH2D = -1;
+  for (auto [index, op] : llvm::enumerate(separated.ops)) {
+    auto addDep = [&op = op](OpIndex dep) {
+      if (dep >= 0 && !llvm::is_contained(op.deps, dep))
+        op.deps.push_back(dep);
+    };
+    switch (op.stream) {
+    case Stream::D2H:
+      addDep(lastComm);
+      lastD2H = static_cast<OpIndex>(index);
+      break;
+    case Stream::H2D:
+      addDep(lastComm);
+      lastH2D = static_cast<OpIndex>(index);
+      break;
+    case Stream::Comm:
+      addDep(lastD2H);
+      addDep(lastH2D);
+      lastComm = static_cast<OpIndex>(index);
+      break;
+    case Stream::Compute:
+      break;
+    }
+  }
+  return separated;
 }

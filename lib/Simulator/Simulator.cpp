@@ -54,8 +54,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         return simError(llvm::formatv(
             "device profile '{0}' has no {1} bandwidth, needed to copy "
             "value %{2}",
-            device.name,
-            op.kind == ScheduleOpKind::Offload ? "D2H" : "H2D", op.storage));
+            device.name, op.kind == ScheduleOpKind::Offload ? "D2H" : "H2D",
+            op.storage));
       work[index] = static_cast<double>(op.copyBytes) / bandwidth * 1e6;
       break;
     }
@@ -71,11 +71,21 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     return value > 0.0 ? value : fallback;
   };
   const double duplex = positiveOr(device.duplexFactor, 1.0);
-  const double copySlowdown = positiveOr(device.copySlowdownWithCollectives, 1.0);
+  const double copySlowdown =
+      positiveOr(device.copySlowdownWithCollectives, 1.0);
   const double commSlowdown =
       positiveOr(device.collectiveSlowdownWithCopies, 1.0);
-  const double commSlowdownBoth =
-      positiveOr(device.collectiveSlowdownWithBothCopies, commSlowdown);
+  // A profile that gives only the one-direction factor slows collectives at
+  // least that much when both directions copy.
+  const double commSlowdownBoth = std::max(
+      commSlowdown, positiveOr(device.collectiveSlowdownWithBothCopies, 1.0));
+  const std::vector<double> &earliest = options.earliestStartUs;
+  if (!earliest.empty() && earliest.size() != numOps)
+    return simError(llvm::formatv("earliestStartUs has {0} entries for {1} ops",
+                                  earliest.size(), numOps));
+  auto releasedAt = [&](OpIndex op) {
+    return earliest.empty() ? 0.0 : earliest[op];
+  };
 
   std::array<std::vector<OpIndex>, kNumStreams> queues;
   for (auto [index, op] : llvm::enumerate(schedule.ops))
@@ -105,7 +115,7 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         if (active[s] >= 0 || head[s] >= queues[s].size())
           continue;
         OpIndex op = queues[s][head[s]];
-        if (!ready(op))
+        if (!ready(op) || releasedAt(op) > now)
           continue;
         ++head[s];
         timing[op].startUs = now;
@@ -129,10 +139,10 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     double commFactor = commBusy ? copySlowdown : 1.0;
     rate[streamIndex(Stream::D2H)] = (h2dBusy ? duplex : 1.0) * commFactor;
     rate[streamIndex(Stream::H2D)] = (d2hBusy ? duplex : 1.0) * commFactor;
-    rate[streamIndex(Stream::Comm)] =
-        d2hBusy && h2dBusy    ? 1.0 / commSlowdownBoth
-        : d2hBusy || h2dBusy ? 1.0 / commSlowdown
-                             : 1.0;
+    rate[streamIndex(Stream::Comm)] = d2hBusy && h2dBusy
+                                          ? 1.0 / commSlowdownBoth
+                                      : d2hBusy || h2dBusy ? 1.0 / commSlowdown
+                                                           : 1.0;
 
     double step = std::numeric_limits<double>::infinity();
     unsigned first = kNumStreams;
@@ -144,6 +154,20 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         step = finish;
         first = s;
       }
+    }
+    // The next release of a stream's head whose dependencies are met.
+    double release = std::numeric_limits<double>::infinity();
+    for (unsigned st = 0; st < kNumStreams; ++st)
+      if (active[st] < 0 && head[st] < queues[st].size() &&
+          ready(queues[st][head[st]]))
+        release = std::min(release, releasedAt(queues[st][head[st]]));
+    if (release - now < step) {
+      double advance = release - now;
+      for (unsigned st = 0; st < kNumStreams; ++st)
+        if (active[st] >= 0)
+          remaining[active[st]] -= rate[st] * advance;
+      now = release;
+      continue;
     }
     if (first == kNumStreams) {
       // Nothing runs and nothing can start: a dependency is never met.

@@ -1,4 +1,5 @@
-//===- SimulatorTest.cpp - The discrete-event simulator --------------------===//
+//===- SimulatorTest.cpp - The discrete-event simulator
+//--------------------===//
 
 #include "lethe/Simulator/Simulator.h"
 
@@ -123,6 +124,99 @@ TEST(SimulatorTest, CollectivesSlowDownMoreBesideBothDirections) {
   ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
   EXPECT_NEAR(r->timeline[1].endUs, 20, 1e-9);
   EXPECT_NEAR(r->timeline[0].endUs, 25, 1e-9);
+}
+
+ScheduleOp commOp(double us, std::vector<OpIndex> deps = {}) {
+  ScheduleOp op;
+  op.kind = ScheduleOpKind::Node;
+  op.stream = Stream::Comm;
+  op.durationUs = us;
+  op.deps.assign(deps.begin(), deps.end());
+  return op;
+}
+
+TEST(SimulatorTest, BothCopyDirectionsSlowCollectivesMore) {
+  DeviceProfile device = copyDevice();
+  device.collectiveSlowdownWithBothCopies = 4.0;
+  Schedule s;
+  // D2H and H2D of 5,000 bytes each beside a 10us collective: each copy
+  // runs at 0.5 (duplex) x 0.5 (beside a collective) = 250 B/us, 20us; the
+  // collective at 1/4 rate does 5us of work by then and ends 5us later.
+  s.ops = {commOp(10), copyOp(ScheduleOpKind::Offload, 5000),
+           copyOp(ScheduleOpKind::Prefetch, 5000)};
+  llvm::Expected<SimResult> r = simulate(s, device);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_NEAR(r->timeline[1].endUs, 20, 1e-9);
+  EXPECT_NEAR(r->timeline[2].endUs, 20, 1e-9);
+  EXPECT_NEAR(r->timeline[0].endUs, 25, 1e-9);
+
+  // A profile with only the one-direction factor uses it for both.
+  device.collectiveSlowdownWithBothCopies = 1.0;
+  r = simulate(s, device);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_NEAR(r->timeline[0].endUs, 20, 1e-9);
+}
+
+TEST(SimulatorTest, EarliestStartTimesDelayOps) {
+  Schedule s;
+  // Compute 5us released at 10us; a comm op released at 3us runs while the
+  // compute stream waits; the next compute op follows its predecessor.
+  s.ops = {computeOp(5), commOp(4), computeOp(1)};
+  SimOptions options;
+  options.earliestStartUs = {10, 3, 0};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice(), options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[0].startUs, 10);
+  EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 3);
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 7);
+  EXPECT_DOUBLE_EQ(r->timeline[2].startUs, 15);
+  EXPECT_DOUBLE_EQ(r->stepUs, 16);
+
+  // A copy running while a release time passes keeps its rate.
+  s.ops = {copyOp(ScheduleOpKind::Offload, 10000), computeOp(2)};
+  options.earliestStartUs = {0, 4};
+  r = simulate(s, copyDevice(), options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 10);
+  EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 4);
+
+  options.earliestStartUs = {1};
+  EXPECT_FALSE(static_cast<bool>(simulate(s, copyDevice(), options)));
+  llvm::consumeError(simulate(s, copyDevice(), options).takeError());
+}
+
+TEST(SimulatorTest, SeparatingCopiesFromCollectivesRemovesContention) {
+  Schedule s;
+  // As in CollectivesSlowDownBesideCopies, but the copy is kept out of the
+  // collective's window: collective 0-10us, copy 10-15us, no slowdown.
+  s.ops = {commOp(10), copyOp(ScheduleOpKind::Offload, 5000), commOp(2),
+           copyOp(ScheduleOpKind::Prefetch, 3000), computeOp(1)};
+  Schedule separated = separateCopiesFromCollectives(s);
+  EXPECT_EQ(std::vector<OpIndex>(separated.ops[1].deps.begin(),
+                                 separated.ops[1].deps.end()),
+            std::vector<OpIndex>({0}));
+  EXPECT_EQ(std::vector<OpIndex>(separated.ops[2].deps.begin(),
+                                 separated.ops[2].deps.end()),
+            std::vector<OpIndex>({1}));
+  EXPECT_EQ(std::vector<OpIndex>(separated.ops[3].deps.begin(),
+                                 separated.ops[3].deps.end()),
+            std::vector<OpIndex>({2}));
+  EXPECT_TRUE(separated.ops[4].deps.empty());
+  ASSERT_FALSE(static_cast<bool>(separated.verify()));
+  llvm::Expected<SimResult> r = simulate(separated, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 10);
+  EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 10);
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 15);
+  EXPECT_DOUBLE_EQ(r->timeline[2].startUs, 15);
+  EXPECT_DOUBLE_EQ(r->timeline[2].endUs, 17);
+  EXPECT_DOUBLE_EQ(r->timeline[3].endUs, 20);
+  EXPECT_DOUBLE_EQ(r->busyUs[static_cast<unsigned>(Stream::Comm)], 12);
+
+  // Overlapped, the same ops take longer on the comm stream.
+  r = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_GT(r->busyUs[static_cast<unsigned>(Stream::Comm)], 12);
 }
 
 TEST(SimulatorTest, MemoryFollowsProgramOrder) {

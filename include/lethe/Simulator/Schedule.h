@@ -119,6 +119,14 @@ struct MemoryWalk {
 
 MemoryWalk walkMemory(const Schedule &schedule);
 
+/// Keeps host copies out of collective windows, the rule `lethe-schedule`
+/// applies when the device profile says they contend: every copy also
+/// waits for the last collective issued before it (program order), and
+/// every collective for the last D2H and H2D copies issued before it.
+/// Streams run in order, so this orders each copy after every earlier
+/// collective and each collective after every earlier copy.
+Schedule separateCopiesFromCollectives(const Schedule &schedule);
+
 } // namespace lethe
 
 #endif // LETHE_SIMULATOR_SCHEDULE_H

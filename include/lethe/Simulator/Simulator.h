@@ -12,8 +12,9 @@
 //   rate while the other direction copies too and at
 //   `copySlowdownWithCollectives` while a collective runs; a collective runs
 //   `collectiveSlowdownWithCopies` times slower while one copy direction
-//   runs and `collectiveSlowdownWithBothCopies` times slower while both do.
-//   The simulation is fluid: remaining work is re-rated at every event.
+//   runs and `collectiveSlowdownWithBothCopies` times slower (at least as
+//   slow) while both do. The simulation is fluid: remaining work is
+//   re-rated at every event.
 // - Exposed copy time is compute-stream idle time spent waiting for a copy
 //   (a prefetch not done before its use, a release waiting for its D2H).
 //
@@ -49,6 +50,10 @@ struct MemoryPoint {
 struct SimOptions {
   /// Fill `timeline` and `memoryCurve` (off for the planner's inner loop).
   bool recordTimeline = true;
+  /// Per op (indexed like Schedule::ops; empty: none): the op does not
+  /// start before this time, microseconds. Simulating pipeline stages
+  /// together uses it: a receive cannot start before its peer's send.
+  std::vector<double> earliestStartUs;
 };
 
 struct SimResult {
