@@ -144,10 +144,20 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
                                       : d2hBusy || h2dBusy ? 1.0 / commSlowdown
                                                            : 1.0;
 
+    // Copies issued in chunks that yield to collectives: paused while one
+    // runs, which then runs at full rate.
+    if (options.copiesYieldToCollectives && commBusy) {
+      rate[streamIndex(Stream::D2H)] = 0.0;
+      rate[streamIndex(Stream::H2D)] = 0.0;
+      rate[streamIndex(Stream::Comm)] = 1.0;
+    }
+
     double step = std::numeric_limits<double>::infinity();
     unsigned first = kNumStreams;
     for (unsigned s = 0; s < kNumStreams; ++s) {
       if (active[s] < 0)
+        continue;
+      if (rate[s] <= 0.0)
         continue;
       double finish = remaining[active[s]] / rate[s];
       if (finish < step) {

@@ -219,6 +219,29 @@ TEST(SimulatorTest, SeparatingCopiesFromCollectivesRemovesContention) {
   EXPECT_GT(r->busyUs[static_cast<unsigned>(Stream::Comm)], 12);
 }
 
+TEST(SimulatorTest, CopiesCanYieldToCollectives) {
+  Schedule s;
+  // The copy (5us alone) starts first; the collective (10us) is released
+  // at 2us: the copy pauses from 2us to 12us and ends at 15us, the
+  // collective runs at full rate.
+  s.ops = {copyOp(ScheduleOpKind::Offload, 5000), commOp(10)};
+  SimOptions options;
+  options.copiesYieldToCollectives = true;
+  options.earliestStartUs = {0, 2};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice(), options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 2);
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 12);
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 15);
+  EXPECT_DOUBLE_EQ(r->busyUs[static_cast<unsigned>(Stream::Comm)], 10);
+
+  // Overlapping instead, both slow down: the collective takes longer.
+  options.copiesYieldToCollectives = false;
+  r = simulate(s, copyDevice(), options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_GT(r->timeline[1].endUs, 12);
+}
+
 TEST(SimulatorTest, MemoryFollowsProgramOrder) {
   Schedule s;
   s.buffers = {{0, 100, BufferOrigin::Produced},

@@ -54,6 +54,11 @@ struct SimOptions {
   /// start before this time, microseconds. Simulating pipeline stages
   /// together uses it: a receive cannot start before its peer's send.
   std::vector<double> earliestStartUs;
+  /// Copies pause while a collective runs (which then runs at full rate):
+  /// the bound of copies issued in small chunks only in the gaps between
+  /// collectives. Off: copies and collectives overlap and slow each other
+  /// down by the profile's factors.
+  bool copiesYieldToCollectives = false;
 };
 
 struct SimResult {

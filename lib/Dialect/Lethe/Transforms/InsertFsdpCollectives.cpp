@@ -112,7 +112,7 @@ private:
   LogicalResult collectParams(func::FuncOp func);
   LogicalResult findUses(func::FuncOp func);
   LogicalResult matchGradients(func::FuncOp func, func::ReturnOp ret);
-  void gather(Unit &unit, PhaseSlot slot);
+  void gather(Unit &unit, PhaseSlot slot, Operation *before);
   Value cloneViewChain(Value value, OpBuilder &builder);
   LogicalResult rewriteUses(ArrayRef<Operation *> ops);
   void reduceScatter(Unit &unit, func::ReturnOp ret,
@@ -152,6 +152,12 @@ void InsertFsdpCollectivesPass::runOnOperation() {
         << static_cast<int64_t>(world);
     return signalPassFailure();
   }
+  if (prefetch < 0) {
+    emitError(func.getLoc())
+        << "lethe-insert-fsdp-collectives: prefetch must be >= 0, got "
+        << static_cast<int64_t>(prefetch);
+    return signalPassFailure();
+  }
   if (bucket != "unit" && bucket != "param") {
     emitError(func.getLoc()) << "lethe-insert-fsdp-collectives: bucket must be "
                                 "'unit' or 'param', got '"
@@ -189,10 +195,23 @@ void InsertFsdpCollectivesPass::runOnOperation() {
   if (failed(findUses(func)) || failed(matchGradients(func, ret)))
     return signalPassFailure();
 
-  for (Unit &unit : units)
-    for (PhaseSlot slot : {FwdSlot, BwdSlot})
+  // Per phase, units in the order the phase first reads them; each unit's
+  // all-gather is issued `prefetch` units ahead (FSDP's prefetch), so that
+  // it can overlap the compute of the unit before.
+  for (PhaseSlot slot : {FwdSlot, BwdSlot}) {
+    SmallVector<Unit *> order;
+    for (Unit &unit : units)
       if (unit.firstUse[slot])
-        gather(unit, slot);
+        order.push_back(&unit);
+    llvm::stable_sort(order, [&](Unit *a, Unit *b) {
+      return position.lookup(a->firstUse[slot]) <
+             position.lookup(b->firstUse[slot]);
+    });
+    for (auto [index, unit] : llvm::enumerate(order)) {
+      size_t ahead = std::min<size_t>(index, static_cast<size_t>(prefetch));
+      gather(*unit, slot, order[index - ahead]->firstUse[slot]);
+    }
+  }
   if (failed(rewriteUses(ops)))
     return signalPassFailure();
 
@@ -411,10 +430,15 @@ Value InsertFsdpCollectivesPass::createCollective(
       .getResult();
 }
 
-void InsertFsdpCollectivesPass::gather(Unit &unit, PhaseSlot slot) {
-  Operation *before = unit.firstUse[slot];
+void InsertFsdpCollectivesPass::gather(Unit &unit, PhaseSlot slot,
+                                       Operation *before) {
+  // The collective (and the copy-in it reads) is issued at `before`; what
+  // reads the gathered buffer on the compute stream (copy-out, unpad) waits
+  // until the unit's first use, so that the gather overlaps the compute in
+  // between.
   OpBuilder builder(before);
-  Location loc = before->getLoc();
+  OpBuilder atUse(unit.firstUse[slot]);
+  Location loc = unit.firstUse[slot]->getLoc();
   Phase phase = phaseOf(slot);
   std::string what = slot == FwdSlot ? "all_gather_fwd" : "all_gather_bwd";
   for (ArrayRef<unsigned> members : buckets(unit.used[slot])) {
@@ -430,7 +454,7 @@ void InsertFsdpCollectivesPass::gather(Unit &unit, PhaseSlot slot) {
                            paddedType, phase, unit.key, what);
       if (paddedType != param.fullType)
         // Drop the padding rows: a view of the gathered buffer.
-        gathered = NodeOp::create(builder, loc, TypeRange{param.fullType},
+        gathered = NodeOp::create(atUse, loc, TypeRange{param.fullType},
                                   "fsdp.unpad", phase, ValueRange{gathered},
                                   /*time_us=*/nullptr,
                                   builder.getDenseI64ArrayAttr({0}),
@@ -461,9 +485,9 @@ void InsertFsdpCollectivesPass::gather(Unit &unit, PhaseSlot slot) {
     Value gathered =
         createCollective(builder, loc, CollectiveKind::AllGather, flat,
                          gatheredType, phase, unit.key, what);
-    auto copyOut = NodeOp::create(
-        builder, loc, fullTypes, "fsdp.unpack_gathered", phase,
-        ValueRange{gathered}, nullptr, nullptr, scope, nullptr, nullptr);
+    auto copyOut = NodeOp::create(atUse, loc, fullTypes, "fsdp.unpack_gathered",
+                                  phase, ValueRange{gathered}, nullptr, nullptr,
+                                  scope, nullptr, nullptr);
     for (auto [index, result] :
          llvm::zip_equal(members, copyOut.getResults())) {
       params[index].gathered[slot] = result;

@@ -2,6 +2,8 @@
 // RUN: not lethe-opt %s -split-input-file --lethe-insert-fsdp-collectives='world=0' 2>&1 | FileCheck %s --check-prefix=WORLD
 // RUN: not lethe-opt %s -split-input-file --lethe-insert-fsdp-collectives='bucket=layer' 2>&1 | FileCheck %s --check-prefix=BUCKET
 
+// RUN: not lethe-opt %s -split-input-file --lethe-insert-fsdp-collectives='prefetch=-1' 2>&1 | FileCheck %s --check-prefix=PREFETCH
+// PREFETCH: error: lethe-insert-fsdp-collectives: prefetch must be >= 0, got -1
 // WORLD: error: lethe-insert-fsdp-collectives: world must be >= 1, got 0
 // BUCKET: error: lethe-insert-fsdp-collectives: bucket must be 'unit' or 'param', got 'layer'
 

@@ -1,5 +1,6 @@
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 bandwidth=100 latency-us=5' -verify-diagnostics | FileCheck %s
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 bucket=param' -verify-diagnostics | FileCheck %s --check-prefix=PARAM
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 prefetch=0 bandwidth=100 latency-us=5' -verify-diagnostics | FileCheck %s
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 bucket=param prefetch=0' -verify-diagnostics | FileCheck %s --check-prefix=PARAM
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics | FileCheck %s --check-prefix=PREFETCH
 // RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics | lethe-opt | FileCheck %s --check-prefix=ROUND
 // The rewrite is deterministic: two runs print the same program.
 // RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics > %t.1.mlir
@@ -81,6 +82,28 @@
 // PARAM-NEXT: lethe.node "aten.sum.dim_IntList" bwd
 // PARAM-NEXT: lethe.collective reduce_scatter %{{.*}} group [0, 1] bwd {name = "fsdp.reduce_scatter.h.1", scope = "h.1"} : tensor<8xbf16> -> tensor<4xbf16>
 // PARAM-NOT: fsdp.unpack_grad
+
+// prefetch=1 (the default): each unit's all-gather is issued one unit
+// ahead, before the first use of the unit the phase reads before it; the
+// copy-out (or unpad) that reads it stays at the unit's own first use, so
+// the gather overlaps the compute in between.
+// PREFETCH-LABEL: func.func @step(
+// PREFETCH-NEXT: lethe.node "fsdp.pack_shards" fwd {{.*}}scope = "h.0"
+// PREFETCH-NEXT: lethe.collective all_gather {{.*}} fwd {name = "fsdp.all_gather_fwd.h.0"
+// PREFETCH-NEXT: %[[P0:.+]]:2 = lethe.node "fsdp.unpack_gathered" fwd
+// PREFETCH-NEXT: lethe.node "fsdp.pack_shards" fwd {{.*}}scope = "h.1"
+// PREFETCH-NEXT: %[[AG1:.+]] = lethe.collective all_gather {{.*}} fwd {name = "fsdp.all_gather_fwd.h.1"
+// PREFETCH-NEXT: lethe.node "aten.t.default" fwd (%[[P0]]#0)
+// PREFETCH-NEXT: lethe.node "aten.addmm.default" fwd
+// PREFETCH-NEXT: lethe.node "fsdp.unpack_gathered" fwd (%[[AG1]])
+// PREFETCH-NEXT: %[[AGH:.+]] = lethe.collective all_gather %{{.*}} group [0, 1] fwd {name = "fsdp.all_gather_fwd.head"
+// PREFETCH-NEXT: lethe.node "aten.t.default" fwd
+// PREFETCH-NEXT: lethe.node "aten.addmm.default" fwd
+// PREFETCH-NEXT: lethe.node "fsdp.unpad" fwd (%[[AGH]])
+// PREFETCH: lethe.node "aten.sum.default" fwd
+// PREFETCH-NEXT: lethe.collective all_gather %{{.*}} group [0, 1] bwd {name = "fsdp.all_gather_bwd.head"
+// PREFETCH-NEXT: lethe.node "fsdp.unpad" bwd
+// PREFETCH-NEXT: lethe.collective all_gather %{{.*}} group [0, 1] bwd {name = "fsdp.all_gather_bwd.h.1"
 
 // ROUND-LABEL: func.func @step(
 // ROUND-COUNT-3: lethe.collective all_gather {{.*}} fwd

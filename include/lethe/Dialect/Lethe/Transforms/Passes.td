@@ -259,8 +259,10 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
       first numeric component (`transformer.h.3.attn.c_attn.weight` ->
       `transformer.h.3`), else the module path (`transformer.wte`);
     - per unit and phase (forward, backward), the unit's parameters that the
-      phase reads are all-gathered right before the first op of that phase
-      that reads one of them; the phase's ops read the gathered values,
+      phase reads are all-gathered before the phase first reads one of them:
+      `prefetch` units ahead (FSDP's prefetch, default 1: right before the
+      first use of the unit the phase reads before it; 0: right before the
+      unit's own first use); the phase's ops read the gathered values,
       which are separate per phase so that their lifetimes end at the
       phase's last use. With `bucket=unit`, one all-gather per unit (and
       element type) moves a flat buffer packed by
@@ -285,6 +287,9 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
     Option<"bucket", "bucket", "std::string", /*default=*/"\"unit\"",
            "collective granularity: 'unit' (one per FSDP unit and element "
            "type) or 'param' (one per parameter)">,
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
+           "issue each unit's all-gather this many units ahead of its "
+           "first use in the phase (0: just before it)">,
     Option<"bandwidth", "bandwidth", "double", /*default=*/"0.0",
            "ring bus bandwidth in GB/s used to set the collectives' "
            "time_us; 0 leaves them untimed">,
