@@ -452,6 +452,44 @@ void ExactMilp::buildMemory() {
   }
 }
 
+std::vector<double>
+ExactMilp::encode(llvm::ArrayRef<ActivationDecision> decisions,
+                  const ExactModel::Evaluation &eval) const {
+  std::vector<double> values(problem.numColumns(), 0.0);
+  auto set = [&](int col) {
+    if (col >= 0)
+      values[col] = 1.0;
+  };
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  for (size_t a = 0; a < acts.size(); ++a) {
+    const ActivationDecision &d = decisions[a];
+    switch (d.decision) {
+    case Decision::Retain:
+      set(retainCol[a]);
+      continue;
+    case Decision::Recompute:
+      set(recomputeCol[a]);
+      break;
+    case Decision::Offload:
+      set(offloadCol[a]);
+      for (size_t k = 0; k < issueCol[a].size(); ++k)
+        if (model.earliestPrefetchAfter() + static_cast<NodeId>(k) >=
+            d.prefetchAfter)
+          set(issueCol[a][k]);
+      for (size_t k = 0; k < inFlight[a].size(); ++k)
+        if (inFlightFirst[a] + static_cast<int>(k) <=
+            model.nodePoint(eval.releaseAfter[a]))
+          set(inFlight[a][k]);
+      break;
+    }
+    Kind kind = d.decision == Decision::Recompute ? Recompute : Offload;
+    for (size_t k = 0; k < restoreCol[kind][a].size(); ++k)
+      if (acts[a].restorePoints[k] >= eval.restore[a])
+        set(restoreCol[kind][a][k]);
+  }
+  return values;
+}
+
 void ExactMilp::decode(const std::vector<double> &values,
                        std::vector<Decision> &choice,
                        std::vector<NodeId> &prefetchAfter) const {

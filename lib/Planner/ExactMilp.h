@@ -33,6 +33,13 @@ public:
   /// this constant (the forward part and the backward nodes' own times).
   double objectiveOffset() const { return offset; }
 
+  /// Values of the integer columns for a valid plan of the model (a MIP
+  /// start): `decisions` as made by ExactModel::makeDecisions and `eval`
+  /// its evaluation.
+  std::vector<double>
+  encode(llvm::ArrayRef<ActivationDecision> decisions,
+         const ExactModel::Evaluation &eval) const;
+
   /// Reads the per-activation choices and prefetch placements from a
   /// solution.
   void decode(const std::vector<double> &values, std::vector<Decision> &choice,

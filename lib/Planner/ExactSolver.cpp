@@ -7,7 +7,9 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 using namespace lethe;
 
@@ -28,10 +30,54 @@ static double secondsLeft(Clock::time_point deadline) {
   return std::chrono::duration<double>(deadline - Clock::now()).count();
 }
 
+/// A valid plan of the model to start the search from.
+struct StartPlan {
+  std::vector<ActivationDecision> decisions;
+  ExactModel::Evaluation eval;
+};
+
+/// The model's version of another solver's plan: its decisions, restore
+/// points and releases by the model's rules, each prefetch moved into
+/// [release, restore). None when it is not a valid plan that fits.
+static std::optional<StartPlan>
+startFrom(const ExactModel &model, llvm::ArrayRef<ActivationDecision> start) {
+  if (start.empty())
+    return std::nullopt;
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  std::vector<Decision> choice(acts.size(), Decision::Retain);
+  std::vector<NodeId> after(acts.size(), -1);
+  for (const ActivationDecision &d : start) {
+    if (d.value < 0 ||
+        static_cast<size_t>(d.value) >= model.getGraph().numValues())
+      return std::nullopt;
+    int a = model.getAnalysis().activationIndex(d.value);
+    if (a < 0 || acts[a].value != d.value)
+      return std::nullopt;
+    choice[a] = d.decision;
+    after[a] = d.prefetchAfter;
+  }
+  StartPlan plan;
+  plan.decisions = model.makeDecisions(choice, after);
+  for (ActivationDecision &d : plan.decisions) {
+    if (d.decision != Decision::Offload)
+      continue;
+    NodeId lo = std::max(model.earliestPrefetchAfter(), d.releaseAfter);
+    NodeId hi = d.firstBackwardUse - 1;
+    if (lo > hi)
+      return std::nullopt;
+    d.prefetchAfter = std::clamp(d.prefetchAfter, lo, hi);
+  }
+  plan.eval = model.evaluate(plan.decisions);
+  if (!plan.eval.valid || !plan.eval.fitsBudget)
+    return std::nullopt;
+  return plan;
+}
+
 static llvm::Expected<Solved> solveOnce(const ExactModel &model,
                                         ExactMilp::Goal goal,
                                         int64_t budgetBytes,
-                                        Clock::time_point deadline) {
+                                        Clock::time_point deadline,
+                                        const StartPlan *start = nullptr) {
   ExactMilp milp(model, goal, budgetBytes);
   Solved solved;
   solved.rows = milp.getProblem().numRows();
@@ -40,6 +86,8 @@ static llvm::Expected<Solved> solveOnce(const ExactModel &model,
   solved.objectiveOffset = milp.objectiveOffset();
   milp::Options options;
   options.timeLimitSec = std::max(0.05, secondsLeft(deadline));
+  if (start && start->eval.peakBytes <= budgetBytes)
+    options.start = milp.encode(start->decisions, start->eval);
   solved.result = milp::solve(milp.getProblem(), options);
   if (solved.result.status == milp::Result::Status::Error)
     return llvm::createStringError(solved.result.error);
@@ -108,9 +156,10 @@ static void explain(const ExactModel &model, const ExactSolveReport &report,
   }
 }
 
-llvm::Expected<Plan> lethe::solveExact(const TrainingGraph &graph,
-                                       const DeviceProfile &device,
-                                       const PlanOptions &options) {
+llvm::Expected<Plan>
+lethe::solveExact(const TrainingGraph &graph, const DeviceProfile &device,
+                  const PlanOptions &options,
+                  llvm::ArrayRef<ActivationDecision> startHint) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       start + std::chrono::duration_cast<Clock::duration>(
@@ -159,9 +208,11 @@ llvm::Expected<Plan> lethe::solveExact(const TrainingGraph &graph,
   // solved again with the budget lowered by the excess.
   int64_t modelBudget = options.budgetBytes;
   bool infeasible = false;
+  std::optional<StartPlan> startPlan = startFrom(model, startHint);
   for (int attempt = 0; attempt < 4; ++attempt) {
     llvm::Expected<Solved> solved =
-        solveOnce(model, ExactMilp::Goal::MinTime, modelBudget, deadline);
+        solveOnce(model, ExactMilp::Goal::MinTime, modelBudget, deadline,
+                  startPlan ? &*startPlan : nullptr);
     if (!solved)
       return solved.takeError();
     milp::Result::Status status = solved->result.status;

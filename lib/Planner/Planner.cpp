@@ -51,12 +51,14 @@ static std::vector<AutoSeed> autoSeeds(const ActivationAnalysis &analysis,
 }
 
 /// solver=exact: the MILP's plan (docs/ExactSolver.md), placed as the
-/// solver placed it, with the simulator's predictions.
+/// solver placed it, with the simulator's predictions. The fast solver's
+/// plan is its starting point.
 static llvm::Expected<Plan>
 planExact(const TrainingGraph &graph, const DeviceProfile &device,
           const PlanOptions &options, Plan plan,
-          std::chrono::steady_clock::time_point started) {
-  llvm::Expected<Plan> exact = solveExact(graph, device, options);
+          std::chrono::steady_clock::time_point started,
+          llvm::ArrayRef<ActivationDecision> start) {
+  llvm::Expected<Plan> exact = solveExact(graph, device, options, start);
   if (!exact)
     return exact.takeError();
   llvm::Expected<SimResult> sim = simulatePlan(graph, device, options, *exact);
@@ -113,14 +115,15 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
       return eval.takeError();
     evaluation = std::move(*eval);
     least = evaluation->peakBytes;
-  } else if (options.solver == SolverKind::Exact) {
-    return planExact(graph, device, options, std::move(plan), started);
   } else {
     std::vector<AutoSeed> seeds = autoSeeds(analysis, layers, options);
     llvm::Expected<AutoSolution> solution =
         solveAuto(evaluator, options, seeds);
     if (!solution)
       return solution.takeError();
+    if (options.solver == SolverKind::Exact)
+      return planExact(graph, device, options, std::move(plan), started,
+                       solution->evaluation.placement.decisions);
     decisions = std::move(solution->decisions);
     reasons = std::move(solution->reasons);
     evaluation = std::move(solution->evaluation);

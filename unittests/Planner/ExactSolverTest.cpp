@@ -219,6 +219,32 @@ TEST(ExactSolverTest, RecomputeReRunsTheTemporariesItNeeds) {
   EXPECT_EQ(tight->leastFeasibleBudget, 3 * kMB);
 }
 
+// A starting plan (the fast solver's, in planTrainingStep) is only a
+// starting point: a slower one that fits does not stop the search, one that
+// does not fit or names no activation is ignored.
+TEST(ExactSolverTest, StartsFromAGivenPlan) {
+  Chain chain = makeChain("aten.relu", {10, 10, 10, 10, 10});
+  ExactModel model(chain.graph, testDevice(), optionsFor(3 * kMB));
+  std::vector<ActivationDecision> offloadA = model.retainAll();
+  int a = model.getAnalysis().activationIndex(chain.a);
+  offloadA[a].decision = Decision::Offload;
+  offloadA[a].prefetchAfter = 3;
+  std::vector<ActivationDecision> retainAll = model.retainAll();
+  std::vector<ActivationDecision> notAnActivation(1);
+  notAnActivation[0].value = 0;
+  for (llvm::ArrayRef<ActivationDecision> start :
+       {llvm::ArrayRef<ActivationDecision>(offloadA),
+        llvm::ArrayRef<ActivationDecision>(retainAll),
+        llvm::ArrayRef<ActivationDecision>(notAnActivation)}) {
+    llvm::Expected<Plan> plan =
+        solveExact(chain.graph, testDevice(), optionsFor(3 * kMB), start);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    ASSERT_TRUE(plan->feasible);
+    EXPECT_EQ(decisionFor(*plan, chain.a).decision, Decision::Recompute);
+    EXPECT_DOUBLE_EQ(plan->stepUs, 60.0);
+  }
+}
+
 // n4 reads a, g3 and writes g4: 3 MB whatever the plan.
 TEST(ExactSolverTest, InfeasibleBudgetReportsTheLeastFeasibleBudget) {
   Chain chain = makeChain("aten.relu", {10, 10, 10, 10, 10});

@@ -35,12 +35,18 @@ struct DeviceProfile;
 /// - An error when CBC fails, or finds no plan and no proof of infeasibility
 ///   within the time limit.
 ///
+/// `start`, when given, is a plan to start the search from (the fast
+/// solver's): its decisions, with each prefetch moved into the model's
+/// rules. It is used when it fits the budget by the model; the answer is
+/// then never slower than it by the model.
+///
 /// Deterministic: CBC runs on one thread with fixed seeds, so the same
 /// input gives the same plan whenever the search ends before the time
 /// limit (`exactReport->hitTimeLimit` is false).
-llvm::Expected<Plan> solveExact(const TrainingGraph &graph,
-                                const DeviceProfile &device,
-                                const PlanOptions &options);
+llvm::Expected<Plan>
+solveExact(const TrainingGraph &graph, const DeviceProfile &device,
+           const PlanOptions &options,
+           llvm::ArrayRef<ActivationDecision> start = {});
 
 } // namespace lethe
 
