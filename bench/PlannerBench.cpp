@@ -223,6 +223,13 @@ int main(int argc, char **argv) {
           again->solveMs = std::min(again->solveMs, plan->solveMs);
           plan = std::move(again);
         }
+        if (!plan && policy == "exact") {
+          // Beyond the exact solver's size limits: report and go on.
+          llvm::outs() << llvm::formatv("{0,-22} {1,5:F0}%  skipped: {2}\n",
+                                        policy, f * 100,
+                                        llvm::toString(plan.takeError()));
+          continue;
+        }
         if (!plan) {
           llvm::errs() << name << " " << policy << ": "
                        << llvm::toString(plan.takeError()) << "\n";
@@ -238,6 +245,11 @@ int main(int argc, char **argv) {
           note = plan->exactReport->provenOptimal
                      ? "optimal"
                      : llvm::formatv("gap {0:F2}%", 100 * row.exactGap).str();
+          note += llvm::formatv(" ({0} rows, {1} columns, {2} integer)",
+                                plan->exactReport->rows,
+                                plan->exactReport->columns,
+                                plan->exactReport->integerColumns)
+                      .str();
         }
         rows.push_back(row);
         llvm::outs() << llvm::formatv(

@@ -73,7 +73,8 @@ static Result solveOrThrow(const Problem &problem, const Options &options) {
     if (!problem.isInteger[c])
       continue;
     Cbc_setInteger(model.get(), c);
-    if (!options.start.empty() && options.start[c] != 0.0) {
+    // Every integer value, zeros included: CBC leaves unnamed ones free.
+    if (!options.start.empty()) {
       startCols.push_back(c);
       startValues.push_back(options.start[c]);
     }
@@ -90,6 +91,9 @@ static Result solveOrThrow(const Problem &problem, const Options &options) {
   Cbc_setParameter(model.get(), "timeMode", "elapsed");
   Cbc_setParameter(model.get(), "randomSeed", seed.c_str());
   Cbc_setParameter(model.get(), "randomCbcSeed", seed.c_str());
+  // CBC 2.10's preprocessing crashes in CglPreProcess::postProcess when
+  // some searches stop at the time limit; the model is already tight.
+  Cbc_setParameter(model.get(), "preprocess", "off");
   Cbc_setParameter(model.get(), "ratioGap", "0");
   Cbc_setParameter(model.get(), "allowableGap", "1e-9");
   Cbc_setMaximumSeconds(model.get(), std::max(0.01, options.timeLimitSec));

@@ -16,6 +16,10 @@ using namespace lethe;
 namespace {
 using Clock = std::chrono::steady_clock;
 
+/// Size limits of the MILP (docs/ExactSolver.md §5).
+constexpr int kMaxIntegerColumns = 30000;
+constexpr int64_t kMaxNonzeros = 1000000;
+
 /// A solved MILP read back as a plan and measured by the model.
 struct Solved {
   milp::Result result;
@@ -83,6 +87,17 @@ static llvm::Expected<Solved> solveOnce(const ExactModel &model,
   solved.rows = milp.getProblem().numRows();
   solved.columns = milp.getProblem().numColumns();
   solved.integerColumns = milp.numIntegerColumns();
+  // CBC's time limit does not cover its presolve, root relaxation or the
+  // processing of a starting plan, which on programs much larger than this
+  // alone take minutes: refuse them rather than overrun the limit.
+  const int64_t nonzeros = milp.getProblem().rowIndex.size();
+  if (solved.integerColumns > kMaxIntegerColumns || nonzeros > kMaxNonzeros)
+    return llvm::createStringError(llvm::formatv(
+        "exact solver: the graph is too large ({0} activations give a MILP "
+        "with {1} integer variables and {2} nonzeros; the limits are {3} "
+        "and {4}); use the fast solver (solver=fast)",
+        model.activations().size(), solved.integerColumns, nonzeros,
+        kMaxIntegerColumns, kMaxNonzeros));
   solved.objectiveOffset = milp.objectiveOffset();
   milp::Options options;
   options.timeLimitSec = std::max(0.05, secondsLeft(deadline));
