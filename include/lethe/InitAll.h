@@ -12,6 +12,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Import/JsonImporter.h"
+#include "lethe/Pipelines/Pipelines.h"
 #include "lethe/Target/Cpp/LetheToCpp.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,6 +35,7 @@ inline void registerAllDialects(mlir::DialectRegistry &registry) {
 inline void registerAllPasses() {
   registerLethePasses();
   registerLetheConversionPasses();
+  registerLethePipelines();
 }
 
 /// Lethe's translations (importers and emitters).

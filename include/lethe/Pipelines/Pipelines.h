@@ -1,0 +1,132 @@
+//===- Pipelines.h - The Lethe compilation pipeline -------------*- C++ -*-===//
+//
+// From a timed (or untimed) training graph to an allocated, verified
+// program: lethe-annotate-costs, lethe-plan, lethe-materialize,
+// lethe-schedule, lethe-assign-buffers, lethe-verify (docs/Pipeline.md).
+// lethe-opt runs it as `--lethe-pipeline='budget=... policy=...'`; the
+// driver and the C API call runLethePipeline, which also re-plans when
+// packing leaves the arena over the budget.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_PIPELINES_PIPELINES_H
+#define LETHE_PIPELINES_PIPELINES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lethe {
+
+/// The pipeline's settings, as plain values.
+struct LethePipelineConfig {
+  /// Device budget: bytes, a size with a unit, or a percentage of the
+  /// unplanned peak; empty for no limit.
+  std::string budget;
+  std::string policy = "auto";
+  std::string device = "h200";
+  int everyN = 2;
+  std::string solver = "auto";
+  std::string minOffloadBytes = "1MiB";
+  std::string hostBudget;
+  std::string contention = "auto";
+  int64_t alignment = 256;
+  /// Fill missing op times from the cost model first.
+  bool annotateCosts = true;
+};
+
+/// The same settings as pass-pipeline options (`lethe-pipeline{...}`).
+struct LethePipelineOptions
+    : public mlir::PassPipelineOptions<LethePipelineOptions> {
+  Option<std::string> budget{
+      *this, "budget",
+      llvm::cl::desc("device budget: bytes, a size with a unit (2GiB, 800MB) "
+                     "or a percentage of the unplanned peak (60%)"),
+      llvm::cl::init("")};
+  Option<std::string> policy{
+      *this, "policy",
+      llvm::cl::desc("none, full, every-n, selective-op, offload-all, auto"),
+      llvm::cl::init("auto")};
+  Option<std::string> device{
+      *this, "device", llvm::cl::desc("device profile name or JSON file path"),
+      llvm::cl::init("h200")};
+  Option<int> everyN{*this, "n", llvm::cl::desc("every-n: the n"),
+                     llvm::cl::init(2)};
+  Option<std::string> solver{*this, "solver",
+                             llvm::cl::desc("auto policy: auto, fast, exact"),
+                             llvm::cl::init("auto")};
+  Option<std::string> minOffloadBytes{
+      *this, "min-offload-bytes",
+      llvm::cl::desc("never offload a storage smaller than this"),
+      llvm::cl::init("1MiB")};
+  Option<std::string> hostBudget{
+      *this, "host-budget",
+      llvm::cl::desc("pinned host bytes; empty: the device profile's"),
+      llvm::cl::init("")};
+  Option<std::string> contention{
+      *this, "contention",
+      llvm::cl::desc("keep copies out of collective windows: auto, on, off"),
+      llvm::cl::init("auto")};
+  Option<int64_t> alignment{*this, "alignment",
+                            llvm::cl::desc("arena alignment, bytes"),
+                            llvm::cl::init(256)};
+  Option<bool> annotateCosts{
+      *this, "annotate-costs",
+      llvm::cl::desc("fill missing op times from the cost model"),
+      llvm::cl::init(true)};
+
+  LethePipelineConfig toConfig() const;
+};
+
+/// Adds the whole pipeline, one pass per phase, to a module pass manager.
+void buildLethePipeline(mlir::OpPassManager &pm,
+                        const LethePipelineOptions &options);
+void buildLethePipeline(mlir::OpPassManager &pm,
+                        const LethePipelineConfig &config);
+
+/// The phases, for callers that run them in steps: up to lethe-plan, and
+/// from lethe-materialize to lethe-assign-buffers (verification apart).
+void buildPlanPhase(mlir::OpPassManager &pm, const LethePipelineConfig &config);
+void buildProgramPhase(mlir::OpPassManager &pm,
+                       const LethePipelineConfig &config);
+
+/// Registers `lethe-pipeline`.
+void registerLethePipelines();
+
+/// What runLethePipeline did.
+struct PipelineOutcome {
+  /// The budget the user asked for, in bytes (-1: none).
+  int64_t budgetBytes = -1;
+  /// The budget the last plan was made for (lower after re-plans).
+  int64_t planBudgetBytes = -1;
+  /// Plans made: 1, plus one per re-plan for fragmentation.
+  int attempts = 0;
+  /// The plan as lethe-plan recorded it, before materialization: per
+  /// activation, its producer's name or kind, result index, bytes and
+  /// decision.
+  struct Decision {
+    std::string node;
+    unsigned result = 0;
+    int64_t bytes = 0;
+    std::string decision;
+  };
+  std::vector<Decision> decisions;
+};
+
+/// Runs the pipeline on `module` in place and verifies the result. When the
+/// packed device arena exceeds the budget (fragmentation), plans again for
+/// the budget lowered by the overflow, up to `maxReplans` times. Remarks
+/// are dropped; errors go to the context's handler. On failure `module` is
+/// left as it was.
+mlir::LogicalResult runLethePipeline(mlir::ModuleOp module,
+                                     const LethePipelineConfig &config,
+                                     PipelineOutcome *outcome = nullptr,
+                                     int maxReplans = 4);
+
+} // namespace lethe
+
+#endif // LETHE_PIPELINES_PIPELINES_H

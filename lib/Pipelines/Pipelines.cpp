@@ -1,0 +1,168 @@
+//===- Pipelines.cpp - The Lethe compilation pipeline ---------------------===//
+
+#include "lethe/Pipelines/Pipelines.h"
+
+#include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/IR/LetheTypes.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace lethe;
+
+LethePipelineConfig LethePipelineOptions::toConfig() const {
+  LethePipelineConfig config;
+  config.budget = budget;
+  config.policy = policy;
+  config.device = device;
+  config.everyN = everyN;
+  config.solver = solver;
+  config.minOffloadBytes = minOffloadBytes;
+  config.hostBudget = hostBudget;
+  config.contention = contention;
+  config.alignment = alignment;
+  config.annotateCosts = annotateCosts;
+  return config;
+}
+
+void lethe::buildPlanPhase(OpPassManager &pm,
+                           const LethePipelineConfig &config) {
+  if (config.annotateCosts) {
+    AnnotateCostsOptions costs;
+    costs.device = config.device;
+    pm.addPass(createAnnotateCosts(costs));
+  }
+  PlanActivationsOptions plan;
+  plan.budget = config.budget;
+  plan.policy = config.policy;
+  plan.device = config.device;
+  plan.everyN = config.everyN;
+  plan.solver = config.solver;
+  plan.minOffloadBytes = config.minOffloadBytes;
+  plan.hostBudget = config.hostBudget;
+  pm.addPass(createPlanActivations(plan));
+}
+
+void lethe::buildProgramPhase(OpPassManager &pm,
+                              const LethePipelineConfig &config) {
+  MaterializeOptions materialize;
+  materialize.device = config.device;
+  pm.addPass(createMaterialize(materialize));
+  ScheduleProgramOptions schedule;
+  schedule.device = config.device;
+  schedule.contention = config.contention;
+  pm.addPass(createScheduleProgram(schedule));
+  AssignBuffersOptions buffers;
+  buffers.alignment = config.alignment;
+  pm.addPass(createAssignBuffers(buffers));
+}
+
+void lethe::buildLethePipeline(OpPassManager &pm,
+                               const LethePipelineConfig &config) {
+  buildPlanPhase(pm, config);
+  buildProgramPhase(pm, config);
+  pm.addPass(createVerifyProgram());
+}
+
+void lethe::buildLethePipeline(OpPassManager &pm,
+                               const LethePipelineOptions &options) {
+  buildLethePipeline(pm, options.toConfig());
+}
+
+void lethe::registerLethePipelines() {
+  PassPipelineRegistration<LethePipelineOptions>(
+      "lethe-pipeline",
+      "Plan, materialize, schedule, allocate and verify a training step "
+      "(lethe-annotate-costs, lethe-plan, lethe-materialize, lethe-schedule, "
+      "lethe-assign-buffers, lethe-verify)",
+      [](OpPassManager &pm, const LethePipelineOptions &options) {
+        buildLethePipeline(pm, options);
+      });
+}
+
+static std::optional<int64_t> getI64(ModuleOp module, StringRef name) {
+  if (auto attr = module->getAttrOfType<IntegerAttr>(name))
+    return attr.getInt();
+  return std::nullopt;
+}
+
+static void recordDecisions(ModuleOp module, PipelineOutcome &outcome) {
+  outcome.decisions.clear();
+  module.walk([&](NodeOp node) {
+    auto decisions = node->getAttrOfType<ArrayAttr>("lethe.decisions");
+    if (!decisions)
+      return;
+    for (auto [index, entry] : llvm::enumerate(decisions)) {
+      auto decision = dyn_cast<DecisionAttr>(entry);
+      if (!decision || index >= node->getNumResults())
+        continue;
+      PipelineOutcome::Decision record;
+      record.node =
+          node.getName() ? node.getName()->str() : node.getKind().str();
+      record.result = index;
+      record.bytes = getTypeBytes(node->getResult(index).getType());
+      record.decision = stringifyDecision(decision.getValue()).str();
+      outcome.decisions.push_back(std::move(record));
+    }
+  });
+}
+
+LogicalResult lethe::runLethePipeline(ModuleOp module,
+                                      const LethePipelineConfig &config,
+                                      PipelineOutcome *outcome,
+                                      int maxReplans) {
+  MLIRContext *context = module.getContext();
+  PipelineOutcome local;
+  PipelineOutcome &result = outcome ? *outcome : local;
+  // Remarks are for lethe-opt users; the driver prints its own summary.
+  ScopedDiagnosticHandler dropRemarks(context, [](Diagnostic &diag) {
+    return success(diag.getSeverity() == DiagnosticSeverity::Remark);
+  });
+
+  LethePipelineConfig attempt = config;
+  for (result.attempts = 1; result.attempts <= maxReplans + 1;
+       ++result.attempts) {
+    OwningOpRef<ModuleOp> work = module.clone();
+    PassManager plan(context);
+    buildPlanPhase(plan, attempt);
+    if (failed(plan.run(*work)))
+      return failure();
+    std::optional<int64_t> planBudget = getI64(*work, attrs::kBudgetBytes);
+    if (result.attempts == 1)
+      result.budgetBytes = planBudget.value_or(-1);
+    result.planBudgetBytes = planBudget.value_or(-1);
+    recordDecisions(*work, result);
+
+    PassManager program(context);
+    buildProgramPhase(program, attempt);
+    if (failed(program.run(*work)))
+      return failure();
+    int64_t arena = getI64(*work, attrs::kDeviceArenaBytes).value_or(0);
+    if (result.budgetBytes >= 0 && arena > result.budgetBytes) {
+      // Fragmentation: plan for less, by what packing lost.
+      if (result.attempts > maxReplans)
+        return module.emitError("lethe: the device arena (")
+               << arena << " bytes) exceeds the budget (" << result.budgetBytes
+               << " bytes) after " << maxReplans
+               << " re-plans for fragmentation; try a larger budget";
+      attempt.budget =
+          std::to_string(*planBudget - (arena - result.budgetBytes));
+      continue;
+    }
+    // The program is checked against the budget the user asked for.
+    if (result.budgetBytes >= 0)
+      (*work)->setAttr(attrs::kBudgetBytes,
+                       Builder(context).getI64IntegerAttr(result.budgetBytes));
+    PassManager verify(context);
+    verify.addPass(createVerifyProgram());
+    if (failed(verify.run(*work)))
+      return failure();
+    module.getBodyRegion().takeBody(work->getBodyRegion());
+    module->setAttrs((*work)->getAttrDictionary());
+    return success();
+  }
+  return failure();
+}
