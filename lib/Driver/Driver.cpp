@@ -20,73 +20,146 @@ struct DriverCommandLine {
   cl::SubCommand report{"report",
                         "Memory profile and predicted step time of the "
                         "unplanned step"};
-  cl::SubCommand plan{"plan",
-                      "Decide retain / recompute / offload for every "
-                      "activation under a device-memory budget"};
+  cl::SubCommand plan{"plan", "Decide retain / recompute / offload for every "
+                              "activation under a device-memory budget"};
+  cl::SubCommand simulate{"simulate",
+                          "Compile under a budget and simulate the program "
+                          "on the device profile"};
+  cl::SubCommand compile{"compile",
+                         "Compile under a budget: write the allocated "
+                         "program, the plan and the trace"};
 
-  cl::opt<std::string> graph{cl::Positional, cl::Required,
-                             cl::desc("<graph.json | graph.mlir>"),
-                             cl::sub(report), cl::sub(plan),
-                             cl::cat(category)};
+  cl::opt<std::string> graph{
+      cl::Positional,   cl::Required,     cl::desc("<graph.json | graph.mlir>"),
+      cl::sub(report),  cl::sub(plan),    cl::sub(simulate),
+      cl::sub(compile), cl::cat(category)};
   cl::opt<std::string> device{
-      "device", cl::init("h200"),
+      "device",
+      cl::init("h200"),
       cl::desc("Device profile: h100, h200, a100, or a JSON file path"),
-      cl::value_desc("name|file"), cl::sub(report), cl::sub(plan),
+      cl::value_desc("name|file"),
+      cl::sub(report),
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
       cl::cat(category)};
-  cl::opt<std::string> json{"json", cl::desc("Also write the numbers as JSON"),
-                            cl::value_desc("file"), cl::sub(report),
-                            cl::sub(plan), cl::cat(category)};
+  cl::opt<std::string> json{"json",
+                            cl::desc("Also write the numbers as JSON"),
+                            cl::value_desc("file"),
+                            cl::sub(report),
+                            cl::sub(plan),
+                            cl::sub(simulate),
+                            cl::cat(category)};
   cl::opt<std::string> trace{
       "trace",
       cl::desc("Write a Chrome-trace / Perfetto timeline (ui.perfetto.dev)"),
-      cl::value_desc("file"), cl::sub(report), cl::sub(plan),
+      cl::value_desc("file"),
+      cl::sub(report),
+      cl::sub(plan),
+      cl::sub(simulate),
       cl::cat(category)};
   cl::opt<unsigned> top{
-      "top", cl::init(10),
+      "top",
+      cl::init(10),
       cl::desc("How many of the largest live tensors (report) or decisions "
                "(plan) to list"),
-      cl::sub(report), cl::sub(plan), cl::cat(category)};
+      cl::sub(report),
+      cl::sub(plan),
+      cl::cat(category)};
 
   // `lethe plan`: the options of the lethe-plan pass (docs/Planner.md).
   cl::opt<std::string> budget{
-      "budget", cl::Required,
+      "budget",
+      cl::Required,
       cl::desc("Device bytes the step may allocate at any instant: bytes, "
                "a size (2GiB, 800MB) or a percentage of the unplanned peak "
                "(60%)"),
-      cl::value_desc("B"), cl::sub(plan), cl::cat(category)};
+      cl::value_desc("B"),
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
   cl::opt<std::string> policy{
-      "policy", cl::init("auto"),
+      "policy",
+      cl::init("auto"),
       cl::desc("none, full, every-n, selective-op, offload-all or auto"),
-      cl::value_desc("P"), cl::sub(plan), cl::cat(category)};
-  cl::opt<int> everyN{"n", cl::init(2),
+      cl::value_desc("P"),
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
+  cl::opt<int> everyN{"n",
+                      cl::init(2),
                       cl::desc("every-n: checkpoint layers 0, n, 2n, ..."),
-                      cl::sub(plan), cl::cat(category)};
+                      cl::sub(plan),
+                      cl::sub(simulate),
+                      cl::sub(compile),
+                      cl::cat(category)};
   cl::list<std::string> keepOps{
-      "keep-ops", cl::CommaSeparated,
+      "keep-ops",
+      cl::CommaSeparated,
       cl::desc("selective-op: op kinds whose outputs are kept (default: "
                "matmul-like ops and attention)"),
-      cl::sub(plan), cl::cat(category)};
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
   cl::opt<bool> offloadKept{"offload-kept",
                             cl::desc("selective-op: send the kept outputs to "
                                      "host instead"),
-                            cl::sub(plan), cl::cat(category)};
+                            cl::sub(plan),
+                            cl::sub(simulate),
+                            cl::sub(compile),
+                            cl::cat(category)};
   cl::opt<std::string> minOffloadBytes{
-      "min-offload-bytes", cl::init("1MiB"),
-      cl::desc("Never offload a storage smaller than this"), cl::sub(plan),
+      "min-offload-bytes",
+      cl::init("1MiB"),
+      cl::desc("Never offload a storage smaller than this"),
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
       cl::cat(category)};
   cl::opt<std::string> hostBudget{
       "host-budget",
       cl::desc("Pinned host bytes offloaded storages may occupy (default: "
                "the device profile's)"),
-      cl::sub(plan), cl::cat(category)};
-  cl::opt<std::string> solver{"solver", cl::init("auto"),
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
+  cl::opt<std::string> solver{"solver",
+                              cl::init("auto"),
                               cl::desc("auto policy: fast, exact or auto"),
-                              cl::sub(plan), cl::cat(category)};
+                              cl::sub(plan),
+                              cl::sub(simulate),
+                              cl::sub(compile),
+                              cl::cat(category)};
   cl::opt<bool> replayRng{
       "replay-rng",
       cl::desc("Allow recomputing RNG ops (only sound when the runtime "
                "replays their RNG state)"),
-      cl::sub(plan), cl::cat(category)};
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
+
+  // `lethe simulate` / `lethe compile`.
+  cl::opt<std::string> plot{
+      "plot",
+      cl::desc("Write an SVG of device memory over time (planned, "
+               "unplanned, budget)"),
+      cl::value_desc("file"), cl::sub(simulate), cl::cat(category)};
+  cl::opt<std::string> output{
+      "o", cl::desc("Directory for step.mlir, plan.json and trace.json"),
+      cl::value_desc("dir"), cl::sub(compile), cl::cat(category)};
+  cl::opt<std::string> contention{
+      "contention",
+      cl::init("auto"),
+      cl::desc("Keep host copies out of collective windows: auto (from the "
+               "device profile), on, off"),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
 
   CommandOptions toOptions() const {
     CommandOptions options;
@@ -104,6 +177,9 @@ struct DriverCommandLine {
     options.plan.hostBudget = hostBudget;
     options.plan.solver = solver;
     options.plan.replayRng = replayRng;
+    options.plotPath = plot;
+    options.outputDir = output;
+    options.contention = contention;
     return options;
   }
 };
@@ -120,7 +196,10 @@ int lethe::runLetheDriver(int argc, char **argv) {
       "offload)\n\n"
       "  lethe report GRAPH [--device D] [--json FILE] [--trace FILE]\n"
       "  lethe plan GRAPH --budget B [--policy P] [--device D] [--json FILE] "
-      "[--trace FILE]\n");
+      "[--trace FILE]\n"
+      "  lethe simulate GRAPH --budget B [--policy P] [--device D] "
+      "[--json FILE] [--trace FILE] [--plot FILE]\n"
+      "  lethe compile GRAPH --budget B [--policy P] [--device D] -o DIR\n");
 
   MLIRContext context;
   // Diagnostics print with their source location (the node of an exported
@@ -133,6 +212,10 @@ int lethe::runLetheDriver(int argc, char **argv) {
     result = runReportCommand(commandLine.toOptions(), context);
   } else if (commandLine.plan) {
     result = runPlanCommand(commandLine.toOptions(), context);
+  } else if (commandLine.simulate) {
+    result = runSimulateCommand(commandLine.toOptions(), context);
+  } else if (commandLine.compile) {
+    result = runCompileCommand(commandLine.toOptions(), context);
   } else {
     llvm::errs() << "error: no command given; run 'lethe --help'\n";
     return 1;

@@ -15,13 +15,16 @@ using namespace lethe;
 
 LethePipelineConfig LethePipelineOptions::toConfig() const {
   LethePipelineConfig config;
-  config.budget = budget;
-  config.policy = policy;
+  config.plan.budget = budget;
+  config.plan.policy = policy;
+  config.plan.everyN = everyN;
+  config.plan.keepOps.assign(keepOps.begin(), keepOps.end());
+  config.plan.offloadKept = offloadKept;
+  config.plan.minOffloadBytes = minOffloadBytes;
+  config.plan.hostBudget = hostBudget;
+  config.plan.solver = solver;
+  config.plan.replayRng = replayRng;
   config.device = device;
-  config.everyN = everyN;
-  config.solver = solver;
-  config.minOffloadBytes = minOffloadBytes;
-  config.hostBudget = hostBudget;
   config.contention = contention;
   config.alignment = alignment;
   config.annotateCosts = annotateCosts;
@@ -36,13 +39,16 @@ void lethe::buildPlanPhase(OpPassManager &pm,
     pm.addPass(createAnnotateCosts(costs));
   }
   PlanActivationsOptions plan;
-  plan.budget = config.budget;
-  plan.policy = config.policy;
+  plan.budget = config.plan.budget;
+  plan.policy = config.plan.policy;
   plan.device = config.device;
-  plan.everyN = config.everyN;
-  plan.solver = config.solver;
-  plan.minOffloadBytes = config.minOffloadBytes;
-  plan.hostBudget = config.hostBudget;
+  plan.everyN = config.plan.everyN;
+  plan.keepOps.assign(config.plan.keepOps.begin(), config.plan.keepOps.end());
+  plan.offloadKept = config.plan.offloadKept;
+  plan.minOffloadBytes = config.plan.minOffloadBytes;
+  plan.hostBudget = config.plan.hostBudget;
+  plan.solver = config.plan.solver;
+  plan.replayRng = config.plan.replayRng;
   pm.addPass(createPlanActivations(plan));
 }
 
@@ -148,7 +154,7 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
                << arena << " bytes) exceeds the budget (" << result.budgetBytes
                << " bytes) after " << maxReplans
                << " re-plans for fragmentation; try a larger budget";
-      attempt.budget =
+      attempt.plan.budget =
           std::to_string(*planBudget - (arena - result.budgetBytes));
       continue;
     }

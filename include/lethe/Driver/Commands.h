@@ -31,6 +31,11 @@ struct CommandOptions {
   unsigned top = 10;
   /// `lethe plan`: the planner's options as given.
   PlanOptionText plan;
+  /// `lethe simulate`: the memory plot (SVG); `lethe compile`: the output
+  /// directory; both: copies vs collectives (auto, on, off).
+  std::string plotPath;
+  std::string outputDir;
+  std::string contention = "auto";
 };
 
 llvm::LogicalResult runReportCommand(const CommandOptions &options,
@@ -41,6 +46,17 @@ llvm::LogicalResult runReportCommand(const CommandOptions &options,
 /// still says so with `feasible: false`).
 llvm::LogicalResult runPlanCommand(const CommandOptions &options,
                                    mlir::MLIRContext &context);
+
+/// `lethe simulate`: compiles the graph with the pipeline under the
+/// budget and reports the simulated run of the program (and of the
+/// unplanned one): summary, `--json`, `--trace`, `--plot`.
+llvm::LogicalResult runSimulateCommand(const CommandOptions &options,
+                                       mlir::MLIRContext &context);
+
+/// `lethe compile`: compiles the graph and writes DIR/step.mlir (the
+/// allocated program), DIR/plan.json and DIR/trace.json.
+llvm::LogicalResult runCompileCommand(const CommandOptions &options,
+                                      mlir::MLIRContext &context);
 
 /// The `lethe plan --json` document of `plan` (the C API returns the same).
 llvm::json::Value planToJson(const Plan &plan, const TrainingGraph &graph);

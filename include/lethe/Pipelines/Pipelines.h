@@ -12,6 +12,8 @@
 #ifndef LETHE_PIPELINES_PIPELINES_H
 #define LETHE_PIPELINES_PIPELINES_H
 
+#include "lethe/Planner/PlanOptionsParser.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -24,15 +26,10 @@ namespace lethe {
 
 /// The pipeline's settings, as plain values.
 struct LethePipelineConfig {
-  /// Device budget: bytes, a size with a unit, or a percentage of the
-  /// unplanned peak; empty for no limit.
-  std::string budget;
-  std::string policy = "auto";
+  /// The planner's options as given (budget: bytes, a size with a unit, or
+  /// a percentage of the unplanned peak; empty for no limit).
+  PlanOptionText plan;
   std::string device = "h200";
-  int everyN = 2;
-  std::string solver = "auto";
-  std::string minOffloadBytes = "1MiB";
-  std::string hostBudget;
   std::string contention = "auto";
   int64_t alignment = 256;
   /// Fill missing op times from the cost model first.
@@ -63,6 +60,16 @@ struct LethePipelineOptions
       *this, "min-offload-bytes",
       llvm::cl::desc("never offload a storage smaller than this"),
       llvm::cl::init("1MiB")};
+  ListOption<std::string> keepOps{
+      *this, "keep-ops",
+      llvm::cl::desc("selective-op: op kinds whose outputs are kept")};
+  Option<bool> offloadKept{*this, "offload-kept",
+                           llvm::cl::desc("selective-op: offload the kept "
+                                          "outputs instead"),
+                           llvm::cl::init(false)};
+  Option<bool> replayRng{*this, "replay-rng",
+                         llvm::cl::desc("allow recomputing RNG ops"),
+                         llvm::cl::init(false)};
   Option<std::string> hostBudget{
       *this, "host-budget",
       llvm::cl::desc("pinned host bytes; empty: the device profile's"),

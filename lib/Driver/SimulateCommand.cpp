@@ -1,0 +1,167 @@
+//===- SimulateCommand.cpp - `lethe simulate` and `lethe compile` ---------===//
+
+#include "lethe/Driver/Commands.h"
+#include "lethe/Driver/GraphLoader.h"
+#include "lethe/Driver/Simulation.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace lethe;
+
+namespace {
+/// Loads the graph, compiles it with the pipeline and simulates the result.
+struct CompiledStep {
+  OwningOpRef<ModuleOp> module;
+  func::FuncOp func;
+  SimulationReport report;
+};
+} // namespace
+
+static FailureOr<CompiledStep> compileStep(const CommandOptions &options,
+                                           MLIRContext &context,
+                                           bool withUnplanned) {
+  CompiledStep step;
+  LoadOptions loadOptions;
+  loadOptions.device = options.device;
+  step.module = loadTrainingGraph(options.graphPath, context, loadOptions);
+  if (!step.module)
+    return failure();
+  func::FuncOp func = getTrainingFunction(*step.module);
+  if (!func)
+    return failure();
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load(options.device);
+  if (!device) {
+    llvm::errs() << "error: " << toString(device.takeError()) << "\n";
+    return failure();
+  }
+  SimulationReport &report = step.report;
+  report.graphName = llvm::sys::path::filename(options.graphPath).str();
+  report.device = device->name;
+  report.policy = options.plan.policy;
+  if (withUnplanned) {
+    FailureOr<ProgramSimulation> unplanned = simulateUnplanned(func, *device);
+    if (failed(unplanned))
+      return failure();
+    report.unplanned = std::move(*unplanned);
+  }
+
+  // Only the training function is compiled; helpers the loader kept go.
+  for (Operation &op : llvm::make_early_inc_range(*step.module->getBody()))
+    if (&op != func.getOperation() && isa<func::FuncOp>(op))
+      op.erase();
+  LethePipelineConfig config;
+  config.plan = options.plan;
+  config.device = options.device;
+  config.contention = options.contention;
+  // Times come from the loader (measured, else the cost model).
+  config.annotateCosts = false;
+  if (failed(runLethePipeline(*step.module, config, &report.outcome)))
+    return failure();
+  step.func = getTrainingFunction(*step.module);
+  FailureOr<ProgramSimulation> planned = simulateProgram(step.func, *device);
+  if (failed(planned))
+    return failure();
+  report.planned = std::move(*planned);
+  readCompiledFigures(*step.module, step.func, report);
+  return step;
+}
+
+LogicalResult lethe::runSimulateCommand(const CommandOptions &options,
+                                        MLIRContext &context) {
+  FailureOr<CompiledStep> step =
+      compileStep(options, context, /*withUnplanned=*/true);
+  if (failed(step))
+    return failure();
+  const SimulationReport &report = step->report;
+  printSimulationReport(report, llvm::outs());
+  if (!options.jsonPath.empty() &&
+      failed(writeOutputFile(options.jsonPath, [&](raw_ostream &os) {
+        os << llvm::formatv("{0:2}", simulationToJson(report)) << "\n";
+      })))
+    return failure();
+  if (!options.tracePath.empty() &&
+      failed(writeOutputFile(options.tracePath, [&](raw_ostream &os) {
+        writeChromeTrace(
+            buildProgramTimeline(report.planned, report.budgetBytes), os);
+      })))
+    return failure();
+  if (!options.plotPath.empty() &&
+      failed(writeOutputFile(options.plotPath, [&](raw_ostream &os) {
+        writeSvg(buildMemoryPlot(report), os);
+      })))
+    return failure();
+  return success();
+}
+
+/// The plan document of `lethe compile`: the planner's predictions, the
+/// decisions and what the program needs at run time.
+static llvm::json::Value compiledPlanJson(const CompiledStep &step) {
+  const SimulationReport &report = step.report;
+  llvm::json::Object json = *simulationToJson(report).getAsObject();
+  if (auto plan = step.func->getAttrOfType<DictionaryAttr>("lethe.plan"))
+    for (NamedAttribute entry : plan) {
+      Attribute value = entry.getValue();
+      std::string key = "plan_" + entry.getName().str();
+      if (auto f = dyn_cast<FloatAttr>(value))
+        json[key] = f.getValueAsDouble();
+      else if (auto i = dyn_cast<IntegerAttr>(value))
+        json[key] = i.getInt();
+      else if (auto b = dyn_cast<BoolAttr>(value))
+        json[key] = b.getValue();
+      else if (auto s = dyn_cast<StringAttr>(value))
+        json[key] = s.str();
+    }
+  llvm::json::Array values;
+  for (const PipelineOutcome::Decision &d : report.outcome.decisions)
+    values.push_back(llvm::json::Object{{"node", d.node},
+                                        {"result", d.result},
+                                        {"bytes", d.bytes},
+                                        {"decision", d.decision}});
+  json["values"] = std::move(values);
+  return json;
+}
+
+LogicalResult lethe::runCompileCommand(const CommandOptions &options,
+                                       MLIRContext &context) {
+  if (options.outputDir.empty()) {
+    llvm::errs() << "error: lethe compile needs an output directory (-o DIR)\n";
+    return failure();
+  }
+  FailureOr<CompiledStep> step =
+      compileStep(options, context, /*withUnplanned=*/false);
+  if (failed(step))
+    return failure();
+  if (std::error_code error =
+          llvm::sys::fs::create_directories(options.outputDir)) {
+    llvm::errs() << "error: cannot create '" << options.outputDir
+                 << "': " << error.message() << "\n";
+    return failure();
+  }
+  auto path = [&](StringRef name) {
+    SmallString<256> file(options.outputDir);
+    llvm::sys::path::append(file, name);
+    return file.str().str();
+  };
+  if (failed(
+          writeOutputFile(path("step.mlir"),
+                          [&](raw_ostream &os) { step->module->print(os); })) ||
+      failed(writeOutputFile(path("plan.json"),
+                             [&](raw_ostream &os) {
+                               os << llvm::formatv("{0:2}",
+                                                   compiledPlanJson(*step))
+                                  << "\n";
+                             })) ||
+      failed(writeOutputFile(path("trace.json"), [&](raw_ostream &os) {
+        writeChromeTrace(buildProgramTimeline(step->report.planned,
+                                              step->report.budgetBytes),
+                         os);
+      })))
+    return failure();
+  printSimulationReport(step->report, llvm::outs());
+  llvm::outs() << "  wrote        " << path("step.mlir") << ", "
+               << path("plan.json") << ", " << path("trace.json") << "\n";
+  return success();
+}
