@@ -12,6 +12,7 @@
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Evaluator.h"
+#include "lethe/Planner/Placement.h"
 #include "lethe/Planner/Knapsack.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
@@ -50,6 +51,11 @@ static llvm::cl::opt<std::string> csvFile("csv", llvm::cl::desc("CSV output"),
 static llvm::cl::opt<bool>
     explain("explain",
             llvm::cl::desc("print what may be recomputed and why not"));
+static llvm::cl::opt<bool> evalTiming(
+    "eval-timing",
+    llvm::cl::desc("time placement, schedule building and simulation of one "
+                   "plan (every 3rd activation recomputed, every 7th "
+                   "offloaded) per graph, and exit"));
 static llvm::cl::opt<unsigned>
     repeat("repeat",
            llvm::cl::desc("plan this many times, report the least solve time"),
@@ -137,6 +143,49 @@ int main(int argc, char **argv) {
     return 1;
   }
   DeviceProfile device = std::move(*loaded);
+
+  if (evalTiming) {
+    for (auto &entry : graphs) {
+      PlanOptions po;
+      ActivationAnalysis analysis(entry.second, po);
+      std::vector<Decision> dec(analysis.getActivations().size(),
+                                Decision::Retain);
+      for (size_t a = 0; a < dec.size(); ++a) {
+        const ActivationInfo &act = analysis.getActivations()[a];
+        if (a % 3 == 0 && act.recomputable)
+          dec[a] = Decision::Recompute;
+        else if (a % 7 == 1 && act.offloadable)
+          dec[a] = Decision::Offload;
+      }
+      double t[3] = {0, 0, 0};
+      const int runs = 20;
+      size_t numOps = 0;
+      for (int r = 0; r < runs; ++r) {
+        std::clock_t c0 = std::clock();
+        llvm::Expected<Placement> p = placeDecisions(analysis, device, dec);
+        std::clock_t c1 = std::clock();
+        llvm::Expected<Schedule> sch = buildSchedule(analysis, p->decisions);
+        std::clock_t c2 = std::clock();
+        SimOptions so;
+        so.recordTimeline = false;
+        llvm::Expected<SimResult> sim = simulate(*sch, device, so);
+        std::clock_t c3 = std::clock();
+        if (!sim)
+          llvm::consumeError(sim.takeError());
+        numOps = sch->ops.size();
+        t[0] += c1 - c0;
+        t[1] += c2 - c1;
+        t[2] += c3 - c2;
+      }
+      double ms = 1000.0 / CLOCKS_PER_SEC / runs;
+      llvm::outs() << llvm::formatv(
+          "{0}: {1} nodes, {2} ops: place {3:F2} ms, build {4:F2} ms, "
+          "simulate {5:F2} ms\n",
+          entry.first, entry.second.numNodes(), numOps, t[0] * ms, t[1] * ms,
+          t[2] * ms);
+    }
+    return 0;
+  }
 
   std::vector<Row> rows;
   for (auto &entry : graphs) {

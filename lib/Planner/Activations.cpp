@@ -35,6 +35,23 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
     info.bytes = value.bytes;
     info.producer = value.producer;
   }
+  storageIndexOfValue.resize(numValues);
+  for (ValueId v = 0; v < static_cast<ValueId>(numValues); ++v)
+    storageIndexOfValue[v] = storageIndexOf[graph.getValue(v).storage];
+  operandBegin.reserve(graph.numNodes() + 1);
+  resultBegin.reserve(graph.numNodes() + 1);
+  for (const GraphNode &node : graph.getNodes()) {
+    operandBegin.push_back(static_cast<int32_t>(operandStorageList.size()));
+    resultBegin.push_back(static_cast<int32_t>(resultStorageList.size()));
+    for (ValueId operand : node.operands)
+      if (storageIndexOfValue[operand] >= 0)
+        operandStorageList.push_back(storageIndexOfValue[operand]);
+    for (ValueId result : node.results)
+      if (storageIndexOf[result] >= 0)
+        resultStorageList.push_back(storageIndexOf[result]);
+  }
+  operandBegin.push_back(static_cast<int32_t>(operandStorageList.size()));
+  resultBegin.push_back(static_cast<int32_t>(resultStorageList.size()));
   // Uses and outputs through every alias.
   for (ValueId v = 0; v < static_cast<ValueId>(numValues); ++v) {
     const GraphValue &value = graph.getValue(v);

@@ -183,6 +183,14 @@ struct Batch {
   /// Per activation: what offloading it would do to the copy queues as they
   /// stand (cleared when the queues change).
   std::vector<std::optional<planner::CopyWhatIf>> whatIf;
+  /// The activations that may be dropped, with the ops their produced
+  /// buffer is live between, as flat arrays (scanned at every pick).
+  std::vector<int32_t> liveAct;
+  std::vector<OpIndex> liveBegin, liveEnd;
+  /// Scratch of candidatesAt: offload candidates judged in the last call,
+  /// and marks of the activations that may be offloaded at its op.
+  std::vector<Candidate> offloadScratch;
+  std::vector<uint8_t> offloadMark;
 };
 
 struct Member {
@@ -227,10 +235,10 @@ private:
   /// Candidates that free bytes at schedule op `op`. Offloads are judged
   /// with the copy model, at most `offloadLimit` of them, hardest to
   /// recompute first.
-  std::vector<Candidate> candidatesAt(size_t op, const Positions &pos,
-                                      const Evaluation &eval, Batch &batch,
-                                      const planner::CopyModel &copies,
-                                      size_t offloadLimit);
+  std::vector<const Candidate *>
+  candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
+               Batch &batch, const planner::CopyModel &copies,
+               size_t offloadLimit);
   /// Recompute candidates of every retained activation, for one batch.
   Batch prepareBatch(const Positions &pos, const Evaluation &eval,
                      llvm::ArrayRef<Decision> decisions) const;
@@ -359,6 +367,7 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
   batch.recompute.resize(acts.size());
   batch.picked.assign(acts.size(), 0);
   batch.whatIf.resize(acts.size());
+  batch.offloadMark.assign(acts.size(), 0);
   for (size_t a = 0; a < acts.size(); ++a) {
     if (decisions[a] != Decision::Retain)
       continue;
@@ -368,6 +377,9 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     if (restore <= act.lastForwardUse)
       continue;
     batch.restore[a] = restore;
+    batch.liveAct.push_back(static_cast<int32_t>(a));
+    batch.liveBegin.push_back(pos.nodeOp[act.producer]);
+    batch.liveEnd.push_back(pos.producedFree[a]);
     if (!act.recomputable)
       continue;
     Candidate &c = batch.recompute[a];
@@ -399,28 +411,33 @@ void Solver::pickRecompute(Batch &batch, const Candidate &picked,
       computeRecompute(batch.recompute[it->second], placement, batch);
 }
 
-std::vector<Candidate>
+std::vector<const Candidate *>
 Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
                      Batch &batch, const planner::CopyModel &copies,
                      size_t offloadLimit) {
   const Placement &placement = eval.placement;
-  std::vector<Candidate> result;
-  std::vector<uint8_t> offloadable(acts.size(), 0);
+  std::vector<const Candidate *> result;
+  std::vector<uint8_t> &offloadable = batch.offloadMark;
+  std::vector<int32_t> marked;
   const std::vector<NodeId> &restoreOf = batch.restore;
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (restoreOf[a] < 0 || batch.picked[a])
+  for (size_t k = 0; k < batch.liveAct.size(); ++k) {
+    if (op < static_cast<size_t>(batch.liveBegin[k]) ||
+        op > static_cast<size_t>(batch.liveEnd[k]))
+      continue;
+    int32_t a = batch.liveAct[k];
+    if (batch.picked[a])
       continue;
     const ActivationInfo &act = acts[a];
-    if (op < static_cast<size_t>(pos.nodeOp[act.producer]) ||
-        op > static_cast<size_t>(pos.producedFree[a]))
-      continue;
     const Candidate &rc = batch.recompute[a];
     if (rc.act >= 0 && op >= rc.gapBegin && op <= rc.gapEnd)
-      result.push_back(rc);
+      result.push_back(&rc);
     if (act.offloadable &&
-        offloadedBytes + act.bytes <= options.hostBudgetBytes)
+        offloadedBytes + act.bytes <= options.hostBudgetBytes) {
       offloadable[a] = 1;
+      marked.push_back(a);
+    }
   }
+  batch.offloadScratch.clear();
   // Offloads cost nothing when their copies hide; judge them hardest to
   // recompute first, stopping at the first free one (none after it can
   // beat it).
@@ -484,28 +501,34 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
     if (c.benefit <= 0)
       continue;
     bool free = c.costUs == 0.0 && lost == 0;
-    result.push_back(std::move(c));
+    batch.offloadScratch.push_back(std::move(c));
     if (free)
       break;
   }
+  for (int32_t a : marked)
+    offloadable[a] = 0;
+  for (const Candidate &c : batch.offloadScratch)
+    result.push_back(&c);
   return result;
 }
 
 llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
   planner::CopyModel copies(analysis, device, currentEval.placement);
   Batch batch = prepareBatch(pos, currentEval, current);
-  std::vector<Candidate> cands = candidatesAt(
+  std::vector<const Candidate *> cands = candidatesAt(
       currentEval.memory.peakOp, pos, currentEval, batch, copies, 32);
-  llvm::sort(cands, betterCandidate);
+  llvm::sort(cands, [](const Candidate *x, const Candidate *y) {
+    return betterCandidate(*x, *y);
+  });
   // The best few of each kind, best first.
   std::vector<const Candidate *> tries;
   unsigned recomputes = 0, offloads = 0;
-  for (const Candidate &c : cands) {
+  for (const Candidate *c : cands) {
     unsigned &count =
-        c.decision == Decision::Recompute ? recomputes : offloads;
+        c->decision == Decision::Recompute ? recomputes : offloads;
     if (count < 4) {
       ++count;
-      tries.push_back(&c);
+      tries.push_back(c);
     }
   }
   for (const Candidate *c : tries) {
@@ -543,12 +566,15 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
     };
     while (tree.max() > level) {
       size_t op = tree.argmax();
-      std::vector<Candidate> cands =
+      std::vector<const Candidate *> cands =
           candidatesAt(op, pos, currentEval, batch, copies, 16);
       if (cands.empty())
         break;
-      const Candidate &best =
-          *std::min_element(cands.begin(), cands.end(), betterCandidate);
+      // A copy: the candidate lists are rebuilt as picks change them.
+      Candidate best = **std::min_element(
+          cands.begin(), cands.end(), [](const Candidate *x, const Candidate *y) {
+            return betterCandidate(*x, *y);
+          });
       batch.picked[best.act] = 1;
       next[best.act] = best.decision;
       any = true;
@@ -660,18 +686,6 @@ llvm::Error Solver::polish(int64_t level) {
   if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
     current = std::move(trial);
     currentEval = std::move(*eval);
-    return llvm::Error::success();
-  }
-  for (size_t i = 0; i < reverted.size() && i < 3; ++i) {
-    std::vector<Decision> one = current;
-    one[reverted[i]] = Decision::Retain;
-    llvm::Expected<Evaluation> e = evaluator.evaluate(one);
-    if (!e)
-      return e.takeError();
-    if (e->peakBytes <= level && e->stepUs < currentEval.stepUs) {
-      current = std::move(one);
-      currentEval = std::move(*e);
-    }
   }
   return llvm::Error::success();
 }

@@ -34,12 +34,13 @@ public:
 private:
   llvm::Error checkPlacement();
   /// Emits an op reading the current buffers of `operands`.
-  llvm::Error addReads(ScheduleOp &op, llvm::ArrayRef<ValueId> operands,
+  llvm::Error addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
                        NodeId node, bool recompute);
   OpIndex emit(ScheduleOp op) {
     OpIndex index = static_cast<OpIndex>(schedule.ops.size());
     if (op.stream == Stream::Compute)
       lastCompute = index;
+    opStream.push_back(op.stream);
     schedule.ops.push_back(std::move(op));
     return index;
   }
@@ -48,6 +49,7 @@ private:
     BufferId id = static_cast<BufferId>(schedule.buffers.size());
     schedule.buffers.push_back({storage, bytes, origin});
     bufferProducer.push_back(producer);
+    lastReader.push_back(producer);
     explicitFree.push_back(0);
     return id;
   }
@@ -59,6 +61,11 @@ private:
   /// Current buffer of every storage (by storage index), -1 when dropped.
   std::vector<BufferId> current;
   std::vector<OpIndex> bufferProducer;
+  /// The last op reading each buffer so far (its producer at first).
+  std::vector<OpIndex> lastReader;
+  /// The stream of each op, to tell cross-stream reads without touching
+  /// the ops themselves.
+  std::vector<Stream> opStream;
   std::vector<uint8_t> explicitFree;
   OpIndex lastCompute = -1;
 };
@@ -112,12 +119,9 @@ llvm::Error Builder::checkPlacement() {
   return llvm::Error::success();
 }
 
-llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<ValueId> operands,
+llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
                               NodeId node, bool recompute) {
-  for (ValueId operand : operands) {
-    int32_t s = analysis.storageIndex(operand);
-    if (s < 0)
-      continue;
+  for (int32_t s : operands) {
     BufferId buffer = current[s];
     if (buffer < 0)
       return buildError(llvm::formatv(
@@ -128,8 +132,10 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<ValueId> operands,
     if (llvm::is_contained(op.reads, buffer))
       continue;
     op.reads.push_back(buffer);
+    // The op being built gets the next index.
+    lastReader[buffer] = static_cast<OpIndex>(schedule.ops.size());
     OpIndex producer = bufferProducer[buffer];
-    if (producer >= 0 && schedule.ops[producer].stream != op.stream &&
+    if (producer >= 0 && opStream[producer] != op.stream &&
         !llvm::is_contained(op.deps, producer))
       op.deps.push_back(producer);
   }
@@ -173,8 +179,17 @@ llvm::Expected<Schedule> Builder::build() {
   };
   size_t restoredCursor = 0, offloadCursor = 0, releaseCursor = 0,
          prefetchCursor = 0, droppedCursor = 0;
-  schedule.ops.reserve(numNodes + 3 * offloadList.size() + restoredList.size());
+  // Reserve for every op up front: ScheduleOp's small vectors do not move
+  // without copying when the vector grows.
+  size_t chainOps = 0;
+  for (const ActivationDecision &d : decisions)
+    chainOps += d.recomputeNodes.size();
+  schedule.ops.reserve(numNodes + 3 * offloadList.size() + chainOps);
   schedule.buffers.reserve(storages.size() + 2 * restoredList.size());
+  opStream.reserve(schedule.ops.capacity());
+  bufferProducer.reserve(schedule.buffers.capacity());
+  lastReader.reserve(schedule.buffers.capacity());
+  explicitFree.reserve(schedule.buffers.capacity());
 
   std::vector<OpIndex> offloadOp(acts.size(), -1);
   std::vector<BufferId> hostBuffer(acts.size(), -1);
@@ -213,14 +228,12 @@ llvm::Expected<Schedule> Builder::build() {
       op.stream = Stream::Compute;
       op.node = node;
       op.durationUs = std::max(0.0, n.timeUs);
-      if (llvm::Error err = addReads(op, n.operands, node, true))
+      if (llvm::Error err =
+              addReads(op, analysis.operandStorages(node), node, true))
         return std::move(err);
       OpIndex index = static_cast<OpIndex>(schedule.ops.size());
-      for (ValueId result : n.results) {
-        int32_t s = analysis.storageIndex(result);
-        if (s < 0 || storages[s].storage != result)
-          continue;
-        BufferId buffer = newBuffer(result, storages[s].bytes,
+      for (int32_t s : analysis.resultStorages(node)) {
+        BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
                                     BufferOrigin::Recomputed, index);
         op.allocs.push_back(buffer);
         // The re-created value replaces the dropped one only where it is
@@ -244,15 +257,12 @@ llvm::Expected<Schedule> Builder::build() {
     op.stream = n.hasFlag(NodeFlagCollective) ? Stream::Comm : Stream::Compute;
     if (op.stream != Stream::Compute && lastCompute >= 0)
       op.deps.push_back(lastCompute);
-    if (llvm::Error err = addReads(op, n.operands, i, false))
+    if (llvm::Error err = addReads(op, analysis.operandStorages(i), i, false))
       return std::move(err);
     OpIndex nodeOp = static_cast<OpIndex>(schedule.ops.size());
-    for (ValueId result : n.results) {
-      int32_t s = analysis.storageIndex(result);
-      if (s < 0 || storages[s].storage != result)
-        continue;
-      BufferId buffer =
-          newBuffer(result, storages[s].bytes, BufferOrigin::Produced, nodeOp);
+    for (int32_t s : analysis.resultStorages(i)) {
+      BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
+                                  BufferOrigin::Produced, nodeOp);
       op.allocs.push_back(buffer);
       current[s] = buffer;
     }
@@ -270,7 +280,8 @@ llvm::Expected<Schedule> Builder::build() {
       copy.copyBytes = acts[a].bytes;
       if (lastCompute >= 0)
         copy.deps.push_back(lastCompute);
-      if (llvm::Error err = addReads(copy, acts[a].storage, i, false))
+      int32_t storage = analysis.storageIndex(acts[a].storage);
+      if (llvm::Error err = addReads(copy, storage, i, false))
         return std::move(err);
       OpIndex index = static_cast<OpIndex>(schedule.ops.size());
       hostBuffer[a] =
@@ -323,20 +334,33 @@ llvm::Expected<Schedule> Builder::build() {
 
   // Free every other buffer when the last op reading it ends; buffers of
   // returned storages live to the end.
-  std::vector<OpIndex> lastReader(bufferProducer);
-  for (auto [index, op] : llvm::enumerate(schedule.ops))
-    for (BufferId buffer : op.reads)
-      lastReader[buffer] =
-          std::max(lastReader[buffer], static_cast<OpIndex>(index));
+  // Group the frees by op first (a counting sort): appending to the ops in
+  // program order touches them sequentially instead of at random.
+  std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
+  std::vector<BufferId> freed;
   for (auto [buffer, info] : llvm::enumerate(schedule.buffers)) {
     if (explicitFree[buffer] || info.isHost())
       continue;
     int32_t s = analysis.storageIndex(info.storage);
     if (storages[s].isOutput && info.origin != BufferOrigin::Recomputed)
       continue;
-    schedule.ops[lastReader[buffer]].frees.push_back(
-        static_cast<BufferId>(buffer));
+    ++firstFree[lastReader[buffer] + 1];
   }
+  for (size_t k = 1; k < firstFree.size(); ++k)
+    firstFree[k] += firstFree[k - 1];
+  freed.resize(firstFree.back());
+  std::vector<int32_t> fill(firstFree.begin(), firstFree.end() - 1);
+  for (auto [buffer, info] : llvm::enumerate(schedule.buffers)) {
+    if (explicitFree[buffer] || info.isHost())
+      continue;
+    int32_t s = analysis.storageIndex(info.storage);
+    if (storages[s].isOutput && info.origin != BufferOrigin::Recomputed)
+      continue;
+    freed[fill[lastReader[buffer]]++] = static_cast<BufferId>(buffer);
+  }
+  for (size_t k = 0; k < schedule.ops.size(); ++k)
+    for (int32_t f = firstFree[k]; f < firstFree[k + 1]; ++f)
+      schedule.ops[k].frees.push_back(freed[f]);
   return std::move(schedule);
 }
 

@@ -99,7 +99,7 @@ public:
   /// Index of the storage of `value` in getStorages(), or -1 for graph
   /// inputs and values that own no bytes.
   int32_t storageIndex(ValueId value) const {
-    return storageIndexOf[graph.getValue(value).storage];
+    return storageIndexOfValue[value];
   }
   /// The activation index of the storage of `value`, or -1.
   int32_t activationIndex(ValueId value) const {
@@ -109,6 +109,18 @@ public:
   /// Whether `node` may be re-run (not RNG unless replayed, not a
   /// collective, not mutating).
   bool isRecomputableNode(NodeId node) const;
+
+  /// Storage indices (getStorages()) of the operands of `node` that have a
+  /// storage, and of the results of `node` that own one: flat copies of the
+  /// graph's lists for the hot loops of placement and schedule building.
+  llvm::ArrayRef<int32_t> operandStorages(NodeId node) const {
+    return llvm::ArrayRef<int32_t>(operandStorageList)
+        .slice(operandBegin[node], operandBegin[node + 1] - operandBegin[node]);
+  }
+  llvm::ArrayRef<int32_t> resultStorages(NodeId node) const {
+    return llvm::ArrayRef<int32_t>(resultStorageList)
+        .slice(resultBegin[node], resultBegin[node + 1] - resultBegin[node]);
+  }
 
 private:
   void computeRecompute(ActivationInfo &info);
@@ -124,6 +136,10 @@ private:
   bool replayRng;
   std::vector<StorageInfo> storages;
   std::vector<int32_t> storageIndexOf;
+  /// storageIndexOf of each value's storage, by value: the hot lookup.
+  std::vector<int32_t> storageIndexOfValue;
+  std::vector<int32_t> operandBegin, operandStorageList;
+  std::vector<int32_t> resultBegin, resultStorageList;
   std::vector<ActivationInfo> activations;
   /// Alias values of each storage (storage owner excluded), by value id.
   std::vector<std::vector<ValueId>> aliasesOf;
