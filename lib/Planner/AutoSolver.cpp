@@ -675,17 +675,21 @@ llvm::Error Solver::polish(int64_t level) {
       reverted.push_back(a);
     }
   }
-  if (reverted.empty())
-    return llvm::Error::success();
-  std::vector<Decision> trial = current;
-  for (int32_t a : reverted)
-    trial[a] = Decision::Retain;
-  llvm::Expected<Evaluation> eval = evaluator.evaluate(trial);
-  if (!eval)
-    return eval.takeError();
-  if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
-    current = std::move(trial);
-    currentEval = std::move(*eval);
+  // The memory estimate ignores how restore points move; when the whole
+  // batch does not hold, its most valuable half may.
+  for (size_t count = reverted.size(), attempt = 0; count > 0 && attempt < 3;
+       count /= 2, ++attempt) {
+    std::vector<Decision> trial = current;
+    for (size_t i = 0; i < count; ++i)
+      trial[reverted[i]] = Decision::Retain;
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
+      current = std::move(trial);
+      currentEval = std::move(*eval);
+      break;
+    }
   }
   return llvm::Error::success();
 }
@@ -764,6 +768,14 @@ llvm::Expected<AutoSolution> Solver::solve() {
   const int64_t stepBytes = std::max<int64_t>(
       1, static_cast<int64_t>(std::llround(solverOptions.levelStep *
                                            static_cast<double>(baselinePeak))));
+  // Seeds first: the ladder falls back on them where the greedy is stuck.
+  std::vector<Evaluation> seedEvals;
+  for (const AutoSeed &seed : seeds) {
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(seed.decisions);
+    if (!eval)
+      return eval.takeError();
+    seedEvals.push_back(std::move(*eval));
+  }
   for (unsigned j = 1; ladder.back().peak > budget; ++j) {
     int64_t level = baselinePeak - static_cast<int64_t>(j) * stepBytes;
     if (level < 0)
@@ -773,12 +785,28 @@ llvm::Expected<AutoSolution> Solver::solve() {
     llvm::Expected<bool> reached = reduceTo(level);
     if (!reached)
       return reached.takeError();
-    if (!*reached)
-      break;
+    if (!*reached) {
+      // Stuck: carry on from the fastest seed that fits this level (the
+      // greedy only adds decisions and cannot reshape a plan the way a
+      // layer policy does).
+      std::optional<size_t> pick;
+      for (size_t i = 0; i < seeds.size(); ++i)
+        if (seedEvals[i].peakBytes <= level &&
+            seedEvals[i].hostPeakBytes <= options.hostBudgetBytes &&
+            (!pick || seedEvals[i].stepUs < seedEvals[*pick].stepUs))
+          pick = i;
+      if (!pick)
+        break;
+      current = seeds[*pick].decisions;
+      currentEval = seedEvals[*pick];
+      offloadedBytes = 0;
+      for (size_t a = 0; a < acts.size(); ++a)
+        if (current[a] == Decision::Offload)
+          offloadedBytes += acts[a].bytes;
+    }
     if (llvm::Error err = polish(level))
       return std::move(err);
     record(j);
-
   }
   solution.levels = static_cast<unsigned>(ladder.size());
 
@@ -788,15 +816,9 @@ llvm::Expected<AutoSolution> Solver::solve() {
     int rank;
     size_t index;
   };
-  std::vector<Evaluation> seedEvals;
   int64_t least = ladder.back().peak;
-  for (const AutoSeed &seed : seeds) {
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(seed.decisions);
-    if (!eval)
-      return eval.takeError();
-    least = std::min(least, eval->peakBytes);
-    seedEvals.push_back(std::move(*eval));
-  }
+  for (const Evaluation &eval : seedEvals)
+    least = std::min(least, eval.peakBytes);
   solution.leastPeakBytes = least;
 
   // The fastest member that fits: the first ladder member that fits (keys
