@@ -231,6 +231,11 @@ private:
   LogicalResult collectSaved(const json::Object &root);
   void setModuleAttributes(ModuleOp module, const json::Object &root);
   LogicalResult build(ModuleOp module);
+  /// Collects (result index, parameter name) for the gradients the output
+  /// node `output`, whose first value is result `firstResult`, returns.
+  void nameGradients(
+      const NodeRecord &output, unsigned firstResult,
+      SmallVectorImpl<std::pair<unsigned, StringRef>> &gradientOf) const;
 
   StringRef text;
   MLIRContext *context;
@@ -650,6 +655,7 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
 
   std::vector<SmallVector<Value, 2>> values(nodes.size());
   SmallVector<Value> returned;
+  SmallVector<std::pair<unsigned, StringRef>> gradientOf;
   unsigned argIndex = 0;
   for (auto [position, node] : llvm::enumerate(nodes)) {
     SmallVector<Value, 4> operands;
@@ -668,6 +674,7 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
       continue;
     }
     if (node.role == Role::Output) {
+      nameGradients(node, returned.size(), gradientOf);
       returned.append(operands.begin(), operands.end());
       continue;
     }
@@ -730,7 +737,37 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
   func::ReturnOp::create(builder, func.getLoc(), returned);
   func.setFunctionType(
       builder.getFunctionType(argTypes, ValueRange(returned).getTypes()));
+  for (auto [result, name] : gradientOf)
+    func.setResultAttr(result, kGradOfAttr, builder.getStringAttr(name));
   return success();
+}
+
+void GraphJsonImporter::nameGradients(
+    const NodeRecord &output, unsigned firstResult,
+    SmallVectorImpl<std::pair<unsigned, StringRef>> &gradientOf) const {
+  // The backward output node says, in `args`, which primal each gradient
+  // belongs to: grads[i] = {"in": k} is the gradient of node grad_of[i].
+  // Anything else there is not an error: the gradients just stay unnamed.
+  const json::Object *args = output.args ? output.args->getAsObject() : nullptr;
+  const json::Array *grads = args ? args->getArray("grads") : nullptr;
+  const json::Array *primals = args ? args->getArray("grad_of") : nullptr;
+  if (!grads || !primals || grads->size() != primals->size())
+    return;
+  for (auto [grad, primal] : llvm::zip_equal(*grads, *primals)) {
+    const json::Object *ref = grad.getAsObject();
+    std::optional<int64_t> input = ref ? ref->getInteger("in") : std::nullopt;
+    std::optional<int64_t> id = primal.getAsInteger();
+    if (!input || *input < 0 ||
+        static_cast<size_t>(*input) >= output.inputs.size() || !id)
+      continue;
+    auto it = positionOfId.find(*id);
+    if (it == positionOfId.end())
+      continue;
+    const NodeRecord &param = nodes[it->second];
+    if (param.role == Role::Placeholder && param.inputKind == "param")
+      gradientOf.push_back({firstResult + static_cast<unsigned>(*input),
+                            StringRef(param.name)});
+  }
 }
 
 OwningOpRef<ModuleOp> GraphJsonImporter::import() {

@@ -25,6 +25,8 @@ constexpr llvm::StringLiteral kArgNameAttr = "lethe.name";
 /// Marks a value the exporter saved for the backward pass: a unit argument
 /// attribute on graph inputs, the list of saved result indices on nodes.
 constexpr llvm::StringLiteral kSavedAttr = "lethe.saved";
+/// On a step result: the name of the parameter it is the gradient of.
+constexpr llvm::StringLiteral kGradOfAttr = "lethe.grad_of";
 /// Named (keyword) arguments and other source attributes of a node.
 constexpr llvm::StringLiteral kNodeAttrsAttr = "lethe.attrs";
 
