@@ -67,9 +67,11 @@ int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment, PackOrder order);
 
-/// Packs in every fixed order, best-fit and first-fit, then in perturbed
-/// orders (a fixed seed; fewer on large inputs) until the arena meets
-/// max-live, and returns the smallest arena (ties: the first found).
+/// Packs in every fixed order, best-fit and first-fit, then in up to 48
+/// perturbed orders (a fixed seed), until the arena meets max-live or a
+/// work bound is spent (placements cost about n^2/2 checks each: all of
+/// them up to ~2,000 buffers, the eight fixed ones at 10,000, four at
+/// 20,000); returns the smallest arena (ties: the first found).
 /// Deterministic.
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment);
