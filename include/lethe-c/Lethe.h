@@ -133,6 +133,20 @@ LETHE_CAPI_EXPORTED LetheStatus lethePlanJson(LethePlan plan,
 LETHE_CAPI_EXPORTED LetheStatus lethePlanWriteTrace(LethePlan plan,
                                                     const char *path);
 
+/// Compiles `graph` with the whole pipeline (docs/Pipeline.md) under
+/// `options` (as letheGraphPlan takes them; NULL: the defaults): plan,
+/// materialize, schedule, allocate arenas and verify, planning again if
+/// packing leaves the arena over the budget. `program` (may be NULL)
+/// receives the allocated program as MLIR, the input of the lowering to the
+/// runtime; `json` (may be NULL) the `lethe simulate --json` document of the
+/// simulated program (step_us, peak_bytes, arena_bytes, max_live_bytes,
+/// exposed_copy_us, busy_us, ...) with `values`, one entry per activation
+/// and its decision. The graph itself is left unchanged. A budget the
+/// policy cannot meet is an error stating the least budget it can meet.
+LETHE_CAPI_EXPORTED LetheStatus letheGraphCompile(
+    LetheGraph graph, const LethePlanOptions *options, LetheString *program,
+    LetheString *json);
+
 #ifdef __cplusplus
 }
 #endif

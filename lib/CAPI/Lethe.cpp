@@ -12,6 +12,8 @@
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Report.h"
+#include "lethe/Driver/Simulation.h"
+#include "lethe/Pipelines/Pipelines.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Simulator/Timeline.h"
@@ -104,6 +106,34 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
+/// The planner's options as text, from the C struct (NULL: defaults).
+lethe::PlanOptionText planOptionText(const LethePlanOptions *options) {
+  lethe::PlanOptionText text;
+  if (options) {
+    if (options->budget)
+      text.budget = options->budget;
+    if (options->policy)
+      text.policy = options->policy;
+    if (options->every_n)
+      text.everyN = options->every_n;
+    if (options->keep_ops) {
+      llvm::SmallVector<llvm::StringRef> kinds;
+      llvm::StringRef(options->keep_ops).split(kinds, ',', -1, false);
+      for (llvm::StringRef kind : kinds)
+        text.keepOps.push_back(kind.trim().str());
+    }
+    text.offloadKept = options->offload_kept != 0;
+    if (options->min_offload_bytes)
+      text.minOffloadBytes = options->min_offload_bytes;
+    if (options->host_budget)
+      text.hostBudget = options->host_budget;
+    if (options->solver)
+      text.solver = options->solver;
+    text.replayRng = options->replay_rng != 0;
+  }
+  return text;
+}
+
 /// Writes through a temporary renamed into place on success.
 LetheStatus writeFile(const char *path,
                       llvm::function_ref<void(llvm::raw_ostream &)> write) {
@@ -128,7 +158,8 @@ LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
     return errorStatus("lethe: no LetheGraph to store the result in");
   *graph = nullptr;
   auto impl = std::make_unique<LetheGraphImpl>();
-  impl->context = std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
+  impl->context =
+      std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
   impl->device = device ? device : "h200";
   ErrorCollector errors(*impl->context);
   lethe::LoadOptions options;
@@ -177,8 +208,8 @@ LetheStatus letheGraphLoadString(const char *data, size_t length,
   llvm::StringRef kind = format ? format : "";
   if (kind != "json" && kind != "mlir")
     return errorStatus(("lethe: unknown graph format '" + kind +
-                    "' (expected 'json' or 'mlir')")
-                       .str());
+                        "' (expected 'json' or 'mlir')")
+                           .str());
   std::unique_ptr<llvm::MemoryBuffer> buffer =
       llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(data, length),
                                            name ? name : "<string>");
@@ -252,29 +283,7 @@ LetheStatus letheGraphPlan(LetheGraph graph, const LethePlanOptions *options,
   if (!device)
     return errorStatus(llvm::toString(device.takeError()));
 
-  lethe::PlanOptionText text;
-  if (options) {
-    if (options->budget)
-      text.budget = options->budget;
-    if (options->policy)
-      text.policy = options->policy;
-    if (options->every_n)
-      text.everyN = options->every_n;
-    if (options->keep_ops) {
-      llvm::SmallVector<llvm::StringRef> kinds;
-      llvm::StringRef(options->keep_ops).split(kinds, ',', -1, false);
-      for (llvm::StringRef kind : kinds)
-        text.keepOps.push_back(kind.trim().str());
-    }
-    text.offloadKept = options->offload_kept != 0;
-    if (options->min_offload_bytes)
-      text.minOffloadBytes = options->min_offload_bytes;
-    if (options->host_budget)
-      text.hostBudget = options->host_budget;
-    if (options->solver)
-      text.solver = options->solver;
-    text.replayRng = options->replay_rng != 0;
-  }
+  lethe::PlanOptionText text = planOptionText(options);
   int64_t unplannedPeak =
       lethe::MemoryProfile::compute(lethe::Lifetimes(*training)).peakBytes;
   llvm::Expected<lethe::PlanOptions> parsed =
@@ -311,11 +320,61 @@ LetheStatus lethePlanWriteTrace(LethePlan plan, const char *path) {
       plan->trainingGraph, plan->device, plan->options, plan->plan, &schedule);
   if (!sim)
     return errorStatus(llvm::toString(sim.takeError()));
-  lethe::Timeline timeline = lethe::buildTimeline(
-      plan->trainingGraph, schedule, *sim, plan->plan.budgetBytes);
+  lethe::Timeline timeline = lethe::buildTimeline(plan->trainingGraph, schedule,
+                                                  *sim, plan->plan.budgetBytes);
   return writeFile(path, [&](llvm::raw_ostream &os) {
     lethe::writeChromeTrace(timeline, os);
   });
+}
+
+LetheStatus letheGraphCompile(LetheGraph graph, const LethePlanOptions *options,
+                              LetheString *program, LetheString *json) {
+  if (!graph)
+    return errorStatus("lethe: null graph");
+  ErrorCollector errors(*graph->context);
+  OwningOpRef<ModuleOp> module = graph->module->clone();
+  lethe::LethePipelineConfig config;
+  config.plan = planOptionText(options);
+  config.device = graph->device;
+  config.annotateCosts = false;
+  lethe::SimulationReport report;
+  if (failed(lethe::runLethePipeline(*module, config, &report.outcome)))
+    return errors.status("lethe: the graph cannot be compiled");
+  func::FuncOp func = lethe::getTrainingFunction(*module);
+  if (!func)
+    return errors.status("lethe: no training function");
+  llvm::Expected<lethe::DeviceProfile> device =
+      lethe::DeviceProfile::load(graph->device);
+  if (!device)
+    return errorStatus(llvm::toString(device.takeError()));
+  FailureOr<lethe::ProgramSimulation> planned =
+      lethe::simulateProgram(func, *device);
+  if (failed(planned))
+    return errors.status("lethe: the program cannot be simulated");
+  report.planned = std::move(*planned);
+  report.device = device->name;
+  report.policy = config.plan.policy;
+  lethe::readCompiledFigures(*module, func, report);
+  if (program) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    *program = makeString(text);
+  }
+  if (json) {
+    llvm::json::Object document =
+        *lethe::simulationToJson(report).getAsObject();
+    llvm::json::Array values;
+    for (const lethe::PipelineOutcome::Decision &d : report.outcome.decisions)
+      values.push_back(llvm::json::Object{{"node", d.node},
+                                          {"result", d.result},
+                                          {"bytes", d.bytes},
+                                          {"decision", d.decision}});
+    document["values"] = std::move(values);
+    *json = makeString(
+        llvm::formatv("{0:2}", llvm::json::Value(std::move(document))).str());
+  }
+  return okStatus();
 }
 
 } // extern "C"

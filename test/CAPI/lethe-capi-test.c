@@ -65,7 +65,19 @@ int main(int argc, char **argv) {
     report("plan trace", lethePlanWriteTrace(plan, argv[3]));
     lethePlanDestroy(plan);
   }
+  /* The whole pipeline: the allocated program and its simulated run. */
+  LetheString program = {NULL, 0}, compiled = {NULL, 0};
+  if (report("compile 50%",
+             letheGraphCompile(graph, &options, &program, &compiled))) {
+    printf("program has arena offsets: %s\n",
+           strstr(program.data, "lethe.offsets") ? "yes" : "no");
+    printf("compile json has arena_bytes: %s\n",
+           strstr(compiled.data, "\"arena_bytes\"") ? "yes" : "no");
+    letheStringDestroy(program);
+    letheStringDestroy(compiled);
+  }
   options.budget = "1KiB";
+  report("compile 1KiB", letheGraphCompile(graph, &options, NULL, NULL));
   if (report("plan 1KiB", letheGraphPlan(graph, &options, &plan))) {
     printf("plan 1KiB feasible: %s\n", lethePlanIsFeasible(plan) ? "yes" : "no");
     lethePlanDestroy(plan);
