@@ -56,6 +56,9 @@ static llvm::cl::opt<bool> evalTiming(
     llvm::cl::desc("time placement, schedule building and simulation of one "
                    "plan (every 3rd activation recomputed, every 7th "
                    "offloaded) per graph, and exit"));
+static llvm::cl::opt<bool> showDecisions(
+    "show-decisions",
+    llvm::cl::desc("print every plan's non-retain decisions and placements"));
 static llvm::cl::opt<unsigned>
     repeat("repeat",
            llvm::cl::desc("plan this many times, report the least solve time"),
@@ -283,6 +286,16 @@ int main(int argc, char **argv) {
           llvm::errs() << name << " " << policy << ": "
                        << llvm::toString(plan.takeError()) << "\n";
           return 1;
+        }
+        if (showDecisions) {
+          for (const ActivationDecision &d : plan->decisions)
+            if (d.decision != Decision::Retain)
+              llvm::outs() << llvm::formatv(
+                  "    %{0} {1} bytes {2} restore {3} release {4} prefetch "
+                  "{5} nodes {6}\n",
+                  d.value, stringifyDecision(d.decision),
+                  g.storageBytes(d.value), d.firstBackwardUse, d.releaseAfter,
+                  d.prefetchAfter, d.recomputeNodes.size());
         }
         row.peak = plan->peakBytes;
         row.feasible = plan->peakBytes <= budget;

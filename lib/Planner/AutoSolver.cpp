@@ -145,6 +145,8 @@ struct Candidate {
   size_t chainPos = 0;
   int64_t chainExtra = 0;
   NodeId restore = -1;
+  /// Offload: the copy placement it needs (default: hidden copies).
+  CopyHint hint;
   llvm::SmallVector<NodeId, 4> newChainNodes;
 
   double score() const {
@@ -183,6 +185,9 @@ struct Batch {
   /// Per activation: what offloading it would do to the copy queues as they
   /// stand (cleared when the queues change).
   std::vector<std::optional<planner::CopyWhatIf>> whatIf;
+  /// The same for the copy-time trade at a peak node (the node, the what-if).
+  std::vector<std::optional<std::pair<NodeId, planner::CopyWhatIf>>>
+      tradeWhatIf;
   /// The activations that may be dropped, with the ops their produced
   /// buffer is live between, as flat arrays (scanned at every pick).
   std::vector<int32_t> liveAct;
@@ -195,6 +200,7 @@ struct Batch {
 
 struct Member {
   std::vector<Decision> decisions;
+  std::vector<CopyHint> hints;
   int64_t peak = 0;
   double step = 0.0;
   /// Running maximum of `step` along the ladder.
@@ -274,6 +280,8 @@ private:
   AutoSolverOptions solverOptions;
 
   std::vector<Decision> current;
+  /// Copy placements the current offloads need (one per activation).
+  std::vector<CopyHint> currentHints;
   Evaluation currentEval;
   /// Activations in the order offload candidates are judged: hardest to
   /// recompute (per byte) first, then largest, then lowest id.
@@ -367,6 +375,7 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
   batch.recompute.resize(acts.size());
   batch.picked.assign(acts.size(), 0);
   batch.whatIf.resize(acts.size());
+  batch.tradeWhatIf.resize(acts.size());
   batch.offloadMark.assign(acts.size(), 0);
   for (size_t a = 0; a < acts.size(); ++a) {
     if (decisions[a] != Decision::Retain)
@@ -448,7 +457,45 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
   const std::vector<double> &nodeEnd = placement.nodeEndUs;
   double h2dRate = device.h2dBytesPerSec *
                    (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
-  size_t judged = 0;
+  // Offloads whose copies cannot hide around `op` can still free it by
+  // releasing before it (waiting for the D2H copy) and prefetching after it
+  // (waiting for the H2D copy): judged too, a few per call.
+  NodeId peakNode = pos.opNode[op];
+  size_t judged = 0, trades = 0;
+  const size_t tradeLimit = 8;
+  llvm::ArrayRef<planner::CopyEntry> entries = copies.getEntries();
+  // Adds the candidate if it frees `op`; returns whether it costs nothing.
+  auto consider = [&](Candidate c, const planner::CopyWhatIf &effect) {
+    c.gapBegin = pos.nodeOp[effect.release] + 1;
+    c.gapEnd = pos.nodeOp[effect.prefetch];
+    if (op < c.gapBegin || op > c.gapEnd)
+      return false;
+    int64_t lost = 0;
+    for (const planner::CopyWhatIf::Move &m : effect.moved)
+      if (freesAt(m.oldRelease, m.oldPrefetch) &&
+          !freesAt(m.newRelease, m.newPrefetch))
+        lost += entries[m.entry].bytes;
+    c.costUs = effect.extraUs;
+    c.benefit = c.bytes - lost;
+    if (c.benefit <= 0)
+      return false;
+    bool free = c.costUs == 0.0 && lost == 0;
+    batch.offloadScratch.push_back(std::move(c));
+    return free;
+  };
+  auto makeCandidate = [&](int32_t a) {
+    const ActivationInfo &act = acts[a];
+    Candidate c;
+    c.act = a;
+    c.decision = Decision::Offload;
+    c.bytes = act.bytes;
+    c.restore = restoreOf[a];
+    c.difficulty = act.recomputable
+                       ? act.recomputeUs / static_cast<double>(act.bytes)
+                       : std::numeric_limits<double>::infinity();
+    return c;
+  };
+  llvm::SmallVector<int32_t> cannotHide;
   for (int32_t a : offloadOrder) {
     if (!offloadable[a])
       continue;
@@ -471,39 +518,39 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
     NodeId latestIssue = std::max<NodeId>(
         earliestRelease, static_cast<NodeId>(issueIt - nodeEnd.begin()) - 1);
     if (static_cast<size_t>(pos.nodeOp[earliestRelease]) + 1 > op ||
-        static_cast<size_t>(pos.nodeOp[latestIssue]) < op)
+        static_cast<size_t>(pos.nodeOp[latestIssue]) < op) {
+      cannotHide.push_back(a);
       continue;
+    }
     if (judged++ >= offloadLimit)
       break;
-    Candidate c;
-    c.act = a;
-    c.decision = Decision::Offload;
-    c.bytes = act.bytes;
-    c.restore = restore;
-    c.difficulty = act.recomputable
-                       ? act.recomputeUs / static_cast<double>(act.bytes)
-                       : std::numeric_limits<double>::infinity();
     std::optional<planner::CopyWhatIf> &effect = batch.whatIf[a];
     if (!effect)
-      effect = copies.whatIf(c.act, c.restore);
-    c.gapBegin = pos.nodeOp[effect->release] + 1;
-    c.gapEnd = pos.nodeOp[effect->prefetch];
-    if (op < c.gapBegin || op > c.gapEnd)
-      continue;
-    int64_t lost = 0;
-    llvm::ArrayRef<planner::CopyEntry> entries = copies.getEntries();
-    for (const planner::CopyWhatIf::Move &m : effect->moved)
-      if (freesAt(m.oldRelease, m.oldPrefetch) &&
-          !freesAt(m.newRelease, m.newPrefetch))
-        lost += entries[m.entry].bytes;
-    c.costUs = effect->extraUs;
-    c.benefit = c.bytes - lost;
-    if (c.benefit <= 0)
-      continue;
-    bool free = c.costUs == 0.0 && lost == 0;
-    batch.offloadScratch.push_back(std::move(c));
-    if (free)
+      effect = copies.whatIf(a, restore);
+    size_t before = batch.offloadScratch.size();
+    if (consider(makeCandidate(a), *effect))
       break;
+    if (batch.offloadScratch.size() == before)
+      cannotHide.push_back(a);
+  }
+  // Trading copy time for memory only where nothing else frees `op`.
+  if (result.empty() && batch.offloadScratch.empty()) {
+    for (int32_t a : cannotHide) {
+      if (trades >= tradeLimit)
+        break;
+      const ActivationInfo &act = acts[a];
+      if (peakNode - 1 < act.lastForwardUse || peakNode > restoreOf[a] - 1)
+        continue;
+      ++trades;
+      Candidate c = makeCandidate(a);
+      c.hint.releaseBy = peakNode - 1;
+      c.hint.prefetchNotBefore = peakNode;
+      std::optional<std::pair<NodeId, planner::CopyWhatIf>> &cached =
+          batch.tradeWhatIf[a];
+      if (!cached || cached->first != peakNode)
+        cached.emplace(peakNode, copies.whatIf(a, c.restore, c.hint));
+      consider(c, cached->second);
+    }
   }
   for (int32_t a : marked)
     offloadable[a] = 0;
@@ -513,7 +560,8 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
 }
 
 llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
-  planner::CopyModel copies(analysis, device, currentEval.placement);
+  planner::CopyModel copies(analysis, device, currentEval.placement,
+                            currentHints);
   Batch batch = prepareBatch(pos, currentEval, current);
   std::vector<const Candidate *> cands = candidatesAt(
       currentEval.memory.peakOp, pos, currentEval, batch, copies, 32);
@@ -533,14 +581,17 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
   }
   for (const Candidate *c : tries) {
     std::vector<Decision> trial = current;
+    std::vector<CopyHint> trialHints = currentHints;
     trial[c->act] = c->decision;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial);
+    trialHints[c->act] = c->hint;
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
     if (!eval)
       return eval.takeError();
     if (improves(*eval, currentEval)) {
       if (c->decision == Decision::Offload)
         offloadedBytes += c->bytes;
       current = std::move(trial);
+      currentHints = std::move(trialHints);
       currentEval = std::move(*eval);
       return true;
     }
@@ -556,9 +607,11 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
       return true;
     Positions pos = index(currentEval);
     tree.build(currentEval.memory.deviceAtOp);
-    planner::CopyModel copies(analysis, device, currentEval.placement);
+    planner::CopyModel copies(analysis, device, currentEval.placement,
+                              currentHints);
     Batch batch = prepareBatch(pos, currentEval, current);
     std::vector<Decision> next = current;
+    std::vector<CopyHint> nextHints = currentHints;
     bool any = false;
     auto freedRange = [&](const planner::CopyEntry &e) {
       return std::make_pair<size_t, size_t>(pos.nodeOp[e.release] + 1,
@@ -577,6 +630,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
           });
       batch.picked[best.act] = 1;
       next[best.act] = best.decision;
+      nextHints[best.act] = best.hint;
       any = true;
       if (best.decision == Decision::Recompute) {
         tree.add(best.gapBegin, best.gapEnd, -best.bytes);
@@ -590,9 +644,11 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
       std::vector<std::pair<size_t, size_t>> before;
       for (const planner::CopyEntry &e : copies.getEntries())
         before.push_back(freedRange(e));
-      copies.add(best.act, best.restore);
+      copies.add(best.act, best.restore, best.hint);
       copies.update();
       for (std::optional<planner::CopyWhatIf> &w : batch.whatIf)
+        w.reset();
+      for (auto &w : batch.tradeWhatIf)
         w.reset();
       llvm::ArrayRef<planner::CopyEntry> entries = copies.getEntries();
       for (size_t i = 0; i < before.size(); ++i) {
@@ -609,11 +665,12 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
         tree.add(mine.first, mine.second, -best.bytes);
     }
     if (any) {
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(next);
+      llvm::Expected<Evaluation> eval = evaluator.evaluate(next, nextHints);
       if (!eval)
         return eval.takeError();
       if (improves(*eval, currentEval)) {
         current = std::move(next);
+        currentHints = std::move(nextHints);
         currentEval = std::move(*eval);
         continue;
       }
@@ -677,12 +734,12 @@ llvm::Error Solver::polish(int64_t level) {
   }
   // The memory estimate ignores how restore points move; when the whole
   // batch does not hold, its most valuable half may.
-  for (size_t count = reverted.size(), attempt = 0; count > 0 && attempt < 3;
+  for (size_t count = reverted.size(), attempt = 0; count > 0 && attempt < 2;
        count /= 2, ++attempt) {
     std::vector<Decision> trial = current;
     for (size_t i = 0; i < count; ++i)
       trial[reverted[i]] = Decision::Retain;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial);
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, currentHints);
     if (!eval)
       return eval.takeError();
     if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
@@ -748,6 +805,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
   AutoSolution solution;
   const int64_t budget = options.budgetBytes;
   current.assign(acts.size(), Decision::Retain);
+  currentHints.assign(acts.size(), CopyHint());
   llvm::Expected<Evaluation> base = evaluator.evaluate(current);
   if (!base)
     return base.takeError();
@@ -758,6 +816,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
   auto record = [&](unsigned level) {
     Member m;
     m.decisions = current;
+    m.hints = currentHints;
     m.peak = currentEval.peakBytes;
     m.step = currentEval.stepUs;
     m.key = ladder.empty() ? m.step : std::max(ladder.back().key, m.step);
@@ -798,6 +857,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
       if (!pick)
         break;
       current = seeds[*pick].decisions;
+      currentHints.assign(acts.size(), CopyHint());
       currentEval = seedEvals[*pick];
       offloadedBytes = 0;
       for (size_t a = 0; a < acts.size(); ++a)
@@ -873,7 +933,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
   }
   const Member &member = ladder[best->index];
   solution.decisions = member.decisions;
-  llvm::Expected<Evaluation> eval = evaluator.evaluate(member.decisions);
+  llvm::Expected<Evaluation> eval =
+      evaluator.evaluate(member.decisions, member.hints);
   if (!eval)
     return eval.takeError();
   solution.evaluation = std::move(*eval);

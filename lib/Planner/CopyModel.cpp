@@ -11,14 +11,16 @@ using namespace lethe;
 using namespace lethe::planner;
 
 CopyModel::CopyModel(const ActivationAnalysis &analysis,
-                     const DeviceProfile &device, const Placement &placement)
+                     const DeviceProfile &device, const Placement &placement,
+                     llvm::ArrayRef<CopyHint> hints)
     : analysis(analysis), placement(placement) {
   d2hRate = device.d2hBytesPerSec;
   h2dRate = device.h2dBytesPerSec *
             (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
   for (auto [a, d] : llvm::enumerate(placement.decisions))
     if (d.decision == Decision::Offload)
-      entries.push_back(makeEntry(static_cast<int32_t>(a), d.firstBackwardUse));
+      entries.push_back(makeEntry(static_cast<int32_t>(a), d.firstBackwardUse,
+                                  hints.empty() ? CopyHint() : hints[a]));
   for (uint32_t i = 0; i < entries.size(); ++i)
     d2hOrder.push_back(i);
   h2dOrder = d2hOrder;
@@ -31,7 +33,8 @@ CopyModel::CopyModel(const ActivationAnalysis &analysis,
   update();
 }
 
-CopyEntry CopyModel::makeEntry(int32_t act, NodeId restore) const {
+CopyEntry CopyModel::makeEntry(int32_t act, NodeId restore,
+                               CopyHint hint) const {
   const ActivationInfo &info = analysis.getActivations()[act];
   CopyEntry e;
   e.act = act;
@@ -39,11 +42,12 @@ CopyEntry CopyModel::makeEntry(int32_t act, NodeId restore) const {
   e.h2dKey = {restore, info.storage};
   e.bytes = info.bytes;
   e.restore = restore;
+  e.hint = hint;
   return e;
 }
 
-void CopyModel::add(int32_t act, NodeId restore) {
-  entries.push_back(makeEntry(act, restore));
+void CopyModel::add(int32_t act, NodeId restore, CopyHint hint) {
+  entries.push_back(makeEntry(act, restore, hint));
   uint32_t index = static_cast<uint32_t>(entries.size() - 1);
   d2hOrder = inserted(d2hOrder, index,
                       [&](uint32_t i) { return entries[i].d2hKey; });
@@ -78,6 +82,9 @@ double CopyModel::run(std::vector<CopyEntry> &list,
     e.d2hEnd = start + static_cast<double>(e.bytes) / d2hRate * 1e6;
     free = e.d2hEnd;
     e.release = firstEndingAfter(e.d2hEnd, info.lastForwardUse, e.restore - 1);
+    if (e.hint.releaseBy >= 0)
+      e.release = std::max(info.lastForwardUse,
+                           std::min(e.release, e.hint.releaseBy));
     e.stallUs = std::max(0.0, e.d2hEnd - nodeEnd[e.release]);
     wait += e.stallUs;
   }
@@ -88,6 +95,9 @@ double CopyModel::run(std::vector<CopyEntry> &list,
     double end = std::min(placement.chainStartUs[e.restore], next);
     double start = end - static_cast<double>(e.bytes) / h2dRate * 1e6;
     e.prefetch = lastEndingBefore(start, e.release, e.restore - 1);
+    if (e.hint.prefetchNotBefore >= 0)
+      e.prefetch = std::min(e.restore - 1,
+                            std::max(e.prefetch, e.hint.prefetchNotBefore));
     e.h2dStart = std::max(start, nodeEnd[e.prefetch]);
     next = e.h2dStart;
   }
@@ -108,9 +118,10 @@ double CopyModel::run(std::vector<CopyEntry> &list,
   return wait;
 }
 
-CopyWhatIf CopyModel::whatIf(int32_t act, NodeId restore) const {
+CopyWhatIf CopyModel::whatIf(int32_t act, NodeId restore,
+                             CopyHint hint) const {
   std::vector<CopyEntry> list = entries;
-  list.push_back(makeEntry(act, restore));
+  list.push_back(makeEntry(act, restore, hint));
   uint32_t mineIndex = static_cast<uint32_t>(list.size() - 1);
   std::vector<uint32_t> d2h = inserted(
       d2hOrder, mineIndex, [&](uint32_t i) { return list[i].d2hKey; });

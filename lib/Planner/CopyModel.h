@@ -27,6 +27,7 @@ struct CopyEntry {
   std::pair<NodeId, ValueId> d2hKey, h2dKey;
   int64_t bytes = 0;
   NodeId restore = -1;
+  CopyHint hint;
   // Results of the passes.
   double d2hEnd = 0.0;
   NodeId release = -1;
@@ -51,22 +52,24 @@ struct CopyWhatIf {
 
 class CopyModel {
 public:
+  /// The queues of `placement`, whose offloads followed `hints` (empty, or
+  /// one per activation).
   CopyModel(const ActivationAnalysis &analysis, const DeviceProfile &device,
-            const Placement &placement);
+            const Placement &placement, llvm::ArrayRef<CopyHint> hints = {});
 
   /// Adds an offloaded activation restored before `restore`.
-  void add(int32_t act, NodeId restore);
+  void add(int32_t act, NodeId restore, CopyHint hint = {});
   /// Recomputes both queues; call after add().
   void update();
 
   /// What offloading `act` (restored before `restore`) would do.
-  CopyWhatIf whatIf(int32_t act, NodeId restore) const;
+  CopyWhatIf whatIf(int32_t act, NodeId restore, CopyHint hint = {}) const;
 
   llvm::ArrayRef<CopyEntry> getEntries() const { return entries; }
   double exposureUs() const { return exposure; }
 
 private:
-  CopyEntry makeEntry(int32_t act, NodeId restore) const;
+  CopyEntry makeEntry(int32_t act, NodeId restore, CopyHint hint) const;
   /// Runs the D2H FIFO and the H2D as-late-as-possible passes over `list`
   /// taken in the given orders; returns the predicted compute wait.
   double run(std::vector<CopyEntry> &list, llvm::ArrayRef<uint32_t> d2hOrder,

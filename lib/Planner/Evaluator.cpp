@@ -5,10 +5,11 @@
 using namespace lethe;
 
 llvm::Expected<Evaluation>
-Evaluator::evaluate(llvm::ArrayRef<Decision> decisions) const {
+Evaluator::evaluate(llvm::ArrayRef<Decision> decisions,
+                    llvm::ArrayRef<CopyHint> hints) const {
   Evaluation result;
   llvm::Expected<Placement> placement =
-      placeDecisions(analysis, device, decisions);
+      placeDecisions(analysis, device, decisions, hints);
   if (!placement)
     return placement.takeError();
   result.placement = std::move(*placement);

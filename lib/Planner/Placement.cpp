@@ -24,7 +24,8 @@ static double nodeComputeUs(const GraphNode &node) {
 llvm::Expected<Placement>
 lethe::placeDecisions(const ActivationAnalysis &analysis,
                       const DeviceProfile &device,
-                      llvm::ArrayRef<Decision> decisions) {
+                      llvm::ArrayRef<Decision> decisions,
+                      llvm::ArrayRef<CopyHint> hints) {
   const TrainingGraph &graph = analysis.getGraph();
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   const size_t numNodes = graph.numNodes();
@@ -33,6 +34,11 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     return placementError(llvm::formatv(
         "expected one decision per activation ({0}), got {1}", numActs,
         decisions.size()));
+  if (!hints.empty() && hints.size() != numActs)
+    return placementError(llvm::formatv(
+        "expected one copy hint per activation ({0}), got {1}", numActs,
+        hints.size()));
+  auto hintOf = [&](size_t a) { return hints.empty() ? CopyHint() : hints[a]; };
   bool anyOffload = false;
   for (auto [a, decision] : llvm::enumerate(decisions)) {
     if (decision == Decision::Recompute && !acts[a].recomputable)
@@ -166,8 +172,11 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
         start + static_cast<double>(act.bytes) / device.d2hBytesPerSec * 1e6;
     d2hFree = end;
     result.d2hEndUs[a] = end;
-    result.decisions[a].releaseAfter =
-        firstEndingAfter(end, act.lastForwardUse, restore[a] - 1);
+    NodeId release = firstEndingAfter(end, act.lastForwardUse, restore[a] - 1);
+    if (hintOf(a).releaseBy >= 0)
+      release = std::max(act.lastForwardUse,
+                         std::min(release, hintOf(a).releaseBy));
+    result.decisions[a].releaseAfter = release;
   }
 
   // H2D: as late as possible, walking deadlines backwards.
@@ -185,6 +194,9 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     double end = std::min(deadline, nextStart);
     double start = end - static_cast<double>(act.bytes) / h2dRate * 1e6;
     NodeId issue = lastEndingBefore(start, d.releaseAfter, restore[a] - 1);
+    if (hintOf(a).prefetchNotBefore >= 0)
+      issue = std::min(restore[a] - 1,
+                       std::max(issue, hintOf(a).prefetchNotBefore));
     d.prefetchAfter = issue;
     result.h2dStartUs[a] = std::max(start, result.nodeEndUs[issue]);
     nextStart = result.h2dStartUs[a];

@@ -31,7 +31,9 @@ public:
   Evaluator(const ActivationAnalysis &analysis, const DeviceProfile &device)
       : analysis(analysis), device(device) {}
 
-  llvm::Expected<Evaluation> evaluate(llvm::ArrayRef<Decision> decisions) const;
+  llvm::Expected<Evaluation>
+  evaluate(llvm::ArrayRef<Decision> decisions,
+           llvm::ArrayRef<CopyHint> hints = {}) const;
 
   const ActivationAnalysis &getAnalysis() const { return analysis; }
   const DeviceProfile &getDevice() const { return device; }

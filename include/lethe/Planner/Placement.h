@@ -35,6 +35,24 @@
 
 namespace lethe {
 
+/// Where a solver wants an offload's copies to trade time for memory, when
+/// hiding them would keep the device buffer at a moment that matters.
+struct CopyHint {
+  /// Release after this node at the latest; the compute stream then waits
+  /// there for the D2H copy if it is not done. -1: release when the copy is
+  /// predicted done.
+  NodeId releaseBy = -1;
+  /// Issue the prefetch after this node at the earliest; its copy may then
+  /// end after the restore point, and the compute stream waits. -1: as late
+  /// as still hides the copy.
+  NodeId prefetchNotBefore = -1;
+
+  bool operator==(const CopyHint &other) const {
+    return releaseBy == other.releaseBy &&
+           prefetchNotBefore == other.prefetchNotBefore;
+  }
+};
+
 struct Placement {
   /// One per activation (ActivationAnalysis order), fully placed.
   std::vector<ActivationDecision> decisions;
@@ -53,12 +71,14 @@ struct Placement {
   double recomputeUs = 0.0;
 };
 
-/// Places `decisions` (one per activation). Retained activations and
-/// decisions the analysis forbids (recompute of a non-recomputable
-/// activation, offload of a non-offloadable one) are an error.
+/// Places `decisions` (one per activation), following `hints` (empty, or
+/// one per activation) for offloads. Decisions the analysis forbids
+/// (recompute of a non-recomputable activation, offload of a
+/// non-offloadable one) are an error.
 llvm::Expected<Placement> placeDecisions(const ActivationAnalysis &analysis,
                                          const DeviceProfile &device,
-                                         llvm::ArrayRef<Decision> decisions);
+                                         llvm::ArrayRef<Decision> decisions,
+                                         llvm::ArrayRef<CopyHint> hints = {});
 
 /// Completes a plan whose decisions state only retain / recompute / offload
 /// (as the exact solver writes them): fills restore points, chains and copy
