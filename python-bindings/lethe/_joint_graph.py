@@ -267,15 +267,21 @@ def build_graph_json(cap, time_ops, replay_mode="auto"):
     notes = list(getattr(cap, "notes", []))
     modes = {"real": [False], "fake": [True], "auto": [False] if time_ops
              else [True, False]}[replay_mode]
+    if any(_is_fake(p["value"]) for p in cap.primals):
+        modes = [True]  # nothing real to fall back to
     start = time.perf_counter()
     for fake in modes:
         values = [p["value"] for p in cap.primals]
-        fake_mode = _fake_mode() if fake else None
+        # Inputs that are fake already (a partition function's, under
+        # torch.compile) are replayed in their own mode.
+        given_mode = next((v.fake_mode for v in values
+                           if _is_fake(v)), None)
+        fake_mode = (given_mode or _fake_mode()) if fake else None
         with fake_mode if fake else contextlib.nullcontext():
             if fake:
                 values = [fake_mode.from_tensor(v)
-                          if isinstance(v, torch.Tensor) else v
-                          for v in values]
+                          if isinstance(v, torch.Tensor) and not _is_fake(v)
+                          else v for v in values]
             values += [_ones_like_meta(n, device) for n in tangent_nodes]
             replay = _Replay(joint, time_ops, fake_mode)
             try:
@@ -437,6 +443,10 @@ def _sink_early_backward_nodes(bwd_ops, fwd_ops, graph_nodes):
     for n in bwd_ops:  # early nodes no later node reads
         emit(n)
     return ordered
+
+
+def _is_fake(v):
+    return isinstance(v, torch.Tensor) and hasattr(v, "fake_mode")
 
 
 def _fake_mode():

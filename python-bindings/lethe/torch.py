@@ -33,7 +33,11 @@ import torch
 from lethe._joint_graph import (ExportError, JointCapture, build_graph_json,
                                 is_rng_op, normalize_module_path)
 
-__all__ = ["export_training_step", "ExportError", "is_rng_op"]
+from lethe._backend import (Backend, GraphPlan, InfeasibleBudgetError,
+                            PlanError, backend)
+
+__all__ = ["export_training_step", "ExportError", "is_rng_op", "backend",
+           "Backend", "GraphPlan", "InfeasibleBudgetError", "PlanError"]
 
 
 def export_training_step(model, example_inputs, loss_fn, path=None, *,

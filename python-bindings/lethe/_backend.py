@@ -1,0 +1,326 @@
+"""`lethe.torch.backend`: a torch.compile backend (torch 2.x) and an
+`aot_module` wrapper (torch 1.13) that plan activation memory with Lethe.
+
+AOTAutograd traces the training step into one joint forward+backward graph
+and hands it to a partition function. Ours exports the joint graph to
+Lethe's JSON (in memory, through the exporter's code), asks Lethe for a
+plan under the budget, and splits the graph so that the forward saves what
+Lethe retains, the backward re-runs what Lethe recomputes, and offloaded
+values travel to pinned host memory and back on side streams
+(lethe/_partition.py, lethe/_offload.py). The forward and backward graphs
+then run eagerly, op by op, as AOTAutograd's boxed functions.
+"""
+
+import json
+import os
+import time
+
+import torch
+
+from lethe import _partition
+from lethe._joint_graph import JointCapture, build_graph_json
+from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
+from lethe._planclient import (InfeasibleBudgetError, LethePlan, PlanError,
+                               parse_plan, plan_json)
+
+__all__ = ["Backend", "backend", "InfeasibleBudgetError", "PlanError",
+           "GraphPlan"]
+
+
+def backend(budget="40%", policy="auto", device="h200", **options):
+    """A Lethe backend: `torch.compile(model, backend=lethe.torch.backend(
+    budget="40%"))` on torch 2.x, or `lethe.torch.backend(...)(model)`,
+    which on torch 1.13 wraps the module with functorch's `aot_module`
+    (and on torch 2.x calls torch.compile).
+
+    budget: device bytes the step may allocate besides its inputs: bytes,
+      "12GiB", or a percentage of the unplanned peak ("40%"); None: no limit.
+    policy: none, full, every-n, selective-op, offload-all or auto.
+    device: the device profile Lethe plans for (h200, h100, or a JSON file).
+    Keyword options: `offload` (True / False / "auto": on CUDA only),
+    `prefetch` ("plan": where Lethe scheduled the H2D copy, or "layer": one
+    layer ahead of the first use), `replay_rng` (let Lethe recompute RNG ops;
+    only sound with saved RNG state, off by default), `dump_dir` (write each
+    graph's JSON and plan there), `planner` (a callable graph -> plan
+    document, replacing the call to Lethe), and planner options passed
+    through (`n`, `keep_ops`, `min_offload_bytes`, `host_budget`, `solver`).
+    """
+    return Backend(budget=budget, policy=policy, device=device, **options)
+
+
+class GraphPlan:
+    """What the backend decided for one compiled graph."""
+
+    def __init__(self, plan, info, graph, plan_s):
+        self.plan = plan
+        self.info = info
+        self.graph = graph
+        self.plan_s = plan_s
+
+    @property
+    def predicted_peak_bytes(self):
+        return self.plan.peak_bytes
+
+    @property
+    def predicted_step_us(self):
+        return self.plan.step_us
+
+    def summary(self):
+        return {"policy": self.plan.policy, "feasible": self.plan.feasible,
+                "budget_bytes": self.plan.budget_bytes,
+                "peak_bytes": self.plan.peak_bytes,
+                "step_us": self.plan.step_us,
+                "baseline_peak_bytes": self.plan.baseline_peak_bytes,
+                "baseline_step_us": self.plan.baseline_step_us,
+                "decisions": self.plan.counts(),
+                "saved": len(self.info.saved),
+                "recomputed_nodes": len(self.info.recomputed),
+                "offloaded": len(self.info.offloaded),
+                "retained_instead": self.info.retained_instead,
+                "plan_s": self.plan_s}
+
+
+class Backend:
+    """See `backend`. `plans` lists a GraphPlan per compiled graph."""
+
+    def __init__(self, budget="40%", policy="auto", device="h200", *,
+                 offload="auto", prefetch="plan", replay_rng=False,
+                 dump_dir=None, planner=None, **plan_options):
+        if prefetch not in ("plan", "layer"):
+            raise ValueError(f"prefetch must be 'plan' or 'layer', got "
+                             f"'{prefetch}'")
+        if offload not in (True, False, "auto"):
+            raise ValueError("offload must be True, False or 'auto'")
+        if isinstance(budget, float) and 0 < budget <= 1:
+            budget = f"{budget * 100:g}%"
+        self.budget = budget
+        self.policy = policy
+        self.device = device
+        self.offload = offload
+        self.prefetch = prefetch
+        self.replay_rng = replay_rng
+        self.dump_dir = dump_dir
+        self.planner = planner
+        self.plan_options = plan_options
+        self.plans = []
+
+    # --- entry points -----------------------------------------------------
+
+    def __call__(self, model, example_inputs=None):
+        if example_inputs is None:
+            if not isinstance(model, torch.nn.Module):
+                raise TypeError("backend(...)(model) takes a torch.nn.Module")
+            if hasattr(torch, "compile"):
+                return torch.compile(model, backend=self)
+            return self.wrap_module(model)
+        # torch.compile calls backends with (GraphModule, example inputs).
+        from torch._dynamo.backends.common import aot_autograd
+        compiler = aot_autograd(fw_compiler=_boxed_eager,
+                                bw_compiler=_boxed_eager,
+                                partition_fn=self.partition)
+        return compiler(model, example_inputs)
+
+    def wrap_module(self, model):
+        """functorch's aot_module with Lethe's partition (torch 1.13)."""
+        try:
+            from functorch.compile import aot_module
+        except ImportError as e:
+            raise RuntimeError("this torch has neither torch.compile nor "
+                               "functorch.compile") from e
+        return aot_module(model, fw_compiler=_boxed_eager,
+                          bw_compiler=_boxed_eager,
+                          partition_fn=self.partition)
+
+    # --- the partition function -----------------------------------------
+
+    def partition(self, joint_module, joint_inputs, **kwargs):
+        """AOTAutograd partition_fn: Lethe's plan as forward/backward."""
+        start = time.perf_counter()
+        default_fw, default_bw = _default_partition(joint_module,
+                                                    joint_inputs, **kwargs)
+        num_fwd_outputs = kwargs.get("num_fwd_outputs")
+        if num_fwd_outputs is None:  # torch 1.13 keeps it in the out spec
+            num_fwd_outputs = \
+                joint_module._out_spec.children_specs[0].num_leaves
+        fwd_names = {n.name for n in default_fw.graph.nodes}
+        capture = _joint_capture(joint_module, joint_inputs, default_fw,
+                                 default_bw, num_fwd_outputs)
+        graph, _ = build_graph_json(capture, time_ops=False,
+                                    replay_mode="auto")
+        device = _device_of(joint_inputs)
+        graph = {"model": "lethe.torch.backend",
+                 "device": str(device), "torch": torch.__version__,
+                 "nodes": graph["nodes"], "saved": graph["saved"]}
+
+        offload_ok = (self.offload is True or
+                      (self.offload == "auto" and device.type == "cuda"))
+        if offload_ok and device.type != "cuda":
+            raise ValueError("offload=True needs the step on a CUDA device")
+        plan = self._plan(graph, offload_ok)
+        decisions = dict(plan.decisions)
+        if not offload_ok:  # documented: offload -> retain without CUDA
+            decisions = {k: Decision(RETAIN) if d.kind == OFFLOAD else d
+                         for k, d in decisions.items()}
+        if self.prefetch == "layer":
+            for d in decisions.values():
+                d.prefetch_after = None
+
+        info = PartitionInfo()
+        storages = _partition._Storages(joint_module, graph)
+        saved, offloaded = _partition.choose_saved_values(
+            joint_module, fwd_names, storages, decisions,
+            replay_rng=self.replay_rng, info=info)
+        fw, bw = _extract(joint_module, saved, num_fwd_outputs, kwargs)
+        bw_names = {n.name for n in bw.graph.nodes}
+        info.recomputed = sorted(n.name for n in bw.graph.nodes
+                                 if n.op == "call_function"
+                                 and n.name in fwd_names)
+        _partition.reorder_on_demand(bw, set(info.recomputed))
+        fw_out = next(n for n in fw.graph.nodes if n.op == "output")
+        info.saved = [a.name for a in _flat(fw_out.args)[num_fwd_outputs:]
+                      if isinstance(a, torch.fx.Node)]
+        offloaded_names = [n.name for n in saved if n in offloaded
+                           and n.name in bw_names and n.name in info.saved]
+        if offloaded_names:
+            names_by_id = {e["id"]: e["name"] for e in graph["nodes"]}
+            _partition.insert_offload(fw, bw, offloaded_names, storages,
+                                      decisions, names_by_id, device, info)
+        record = GraphPlan(plan, info, graph, time.perf_counter() - start)
+        self.plans.append(record)
+        if self.dump_dir:
+            self._dump(record)
+        return fw, bw
+
+    def _plan(self, graph, offload_ok):
+        options = dict(self.plan_options)
+        if not offload_ok:
+            options.setdefault("host_budget", 0)
+        if self.replay_rng:
+            options["replay_rng"] = True
+        if self.planner is not None:
+            raw = self.planner(graph, budget=self.budget, policy=self.policy,
+                               device=self.device, **options)
+        else:
+            raw = plan_json(graph, self.budget, self.policy, self.device,
+                            **options)
+        plan = parse_plan(raw, graph)
+        if not plan.feasible:
+            least = plan.least_feasible_budget
+            raise InfeasibleBudgetError(
+                f"Lethe: budget {self.budget} is infeasible for policy "
+                f"'{self.policy}' on this graph"
+                + (f"; the least budget it can meet is {least} bytes"
+                   if least is not None else ""), least)
+        return plan
+
+    def _dump(self, record):
+        os.makedirs(self.dump_dir, exist_ok=True)
+        k = len(self.plans) - 1
+        for name, doc in ((f"graph{k}.json", record.graph),
+                          (f"plan{k}.json", record.plan.raw),
+                          (f"summary{k}.json", record.summary())):
+            with open(os.path.join(self.dump_dir, name), "w") as f:
+                json.dump(doc, f, indent=1, default=str)
+
+
+def _boxed_eager(gm, example_inputs):
+    try:
+        from torch._functorch.aot_autograd import make_boxed_func
+    except ImportError:
+        from functorch.compile import make_boxed_func
+    return make_boxed_func(gm.forward)
+
+
+def _flat(args):
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.extend(_flat(a))
+        else:
+            out.append(a)
+    return out
+
+
+def _default_partition(joint_module, joint_inputs, **kwargs):
+    try:
+        from torch._functorch.partitioners import default_partition
+    except ImportError:
+        from functorch.compile import default_partition
+    return default_partition(joint_module, joint_inputs, **kwargs)
+
+
+def _extract(joint_module, saved, num_fwd_outputs, kwargs):
+    """Forward and backward modules for the saved values, with the
+    installed torch's own extraction (it copies nodes in joint order and
+    lets the backward re-run what is not saved)."""
+    import inspect
+    try:
+        from torch._functorch import partitioners
+    except ImportError:
+        from functorch._src import partitioners
+    extract = partitioners._extract_fwd_bwd_modules
+    params = inspect.signature(extract).parameters
+    saved = list(saved)
+    if "saved_sym_nodes" not in params:  # torch 1.13
+        return extract(joint_module, saved)
+    tensors = [n for n in saved if not _is_sym(n)]
+    syms = [n for n in saved if _is_sym(n)]
+    call = {"num_fwd_outputs": num_fwd_outputs}
+    for key in ("static_lifetime_input_nodes",):
+        if key in params and key in kwargs:
+            call[key] = kwargs[key]
+    if "static_lifetime_input_nodes" in params and \
+            "static_lifetime_input_nodes" not in call:
+        indices = kwargs.get("static_lifetime_input_indices")
+        if indices is not None:
+            primals = [n for n in joint_module.graph.nodes
+                       if n.op == "placeholder"
+                       and not n.name.startswith("tangents")]
+            call["static_lifetime_input_nodes"] = \
+                {primals[i] for i in indices}
+    call = {k: v for k, v in call.items() if k in params}
+    return extract(joint_module, tensors, syms, **call)
+
+
+def _is_sym(n):
+    val = n.meta.get("val")
+    return val is not None and not isinstance(val, torch.Tensor)
+
+
+def _flatten_inputs(joint_inputs):
+    primals, tangents = joint_inputs[0], joint_inputs[1]
+    return list(primals), list(tangents) if isinstance(
+        tangents, (list, tuple)) else [tangents]
+
+
+def _device_of(joint_inputs):
+    primals, _ = _flatten_inputs(joint_inputs)
+    for t in primals:
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            return t.device
+    return torch.device("cpu")
+
+
+def _joint_capture(joint, joint_inputs, fw, bw, num_fwd_outputs):
+    """The exporter's JointCapture for a partition function's arguments."""
+    primal_nodes = [n for n in joint.graph.nodes if n.op == "placeholder"
+                    and not n.name.startswith("tangents")]
+    values, _ = _flatten_inputs(joint_inputs)
+    if len(values) != len(primal_nodes):
+        raise PlanError(f"the joint graph has {len(primal_nodes)} primals, "
+                        f"AOTAutograd passed {len(values)}")
+    primals = []
+    for node, value in zip(primal_nodes, values):
+        is_param = isinstance(value, torch.Tensor) and value.requires_grad
+        primals.append({"name": node.name,
+                        "kind": "param" if is_param else "input",
+                        "buffer": False, "value": value, "source": value})
+    fw_out = next(n for n in fw.graph.nodes if n.op == "output")
+    saved_names = [a.name for a in _flat(fw_out.args)[num_fwd_outputs:]
+                   if isinstance(a, torch.fx.Node) and not _is_sym(a)]
+    return JointCapture(
+        primals=primals, method="backend", notes=[], joint=joint,
+        num_fwd_outputs=num_fwd_outputs,
+        fwd_names={n.name for n in fw.graph.nodes},
+        bwd_names={n.name for n in bw.graph.nodes},
+        saved_names=saved_names, fw_module=fw, bw_module=bw)

@@ -1,0 +1,188 @@
+"""Asks Lethe for a plan of an exported training step.
+
+One function, `plan_json`, hides how: through the compiled bindings
+(`lethe.plan`, when the `_lethe` extension is built) or, as a fallback, the
+driver (`lethe plan GRAPH --json FILE`). Both return the same document.
+`parse_plan` turns it into the decisions the partitioner follows.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from lethe._partition import OFFLOAD, RECOMPUTE, RETAIN, Decision
+
+
+class PlanError(RuntimeError):
+    """Lethe could not plan the graph (bad input, tool missing)."""
+
+
+class InfeasibleBudgetError(ValueError):
+    """The budget is below the least one the policy can meet."""
+
+    def __init__(self, message, least_feasible_budget=None):
+        super().__init__(message)
+        self.least_feasible_budget = least_feasible_budget
+
+
+def find_driver():
+    """The `lethe` driver: $LETHE_BIN, $LETHE_BUILD_DIR/bin, the source
+    tree's build/bin, or PATH."""
+    candidates = [os.environ.get("LETHE_BIN")]
+    if os.environ.get("LETHE_BUILD_DIR"):
+        candidates.append(os.path.join(os.environ["LETHE_BUILD_DIR"], "bin",
+                                       "lethe"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates.append(os.path.join(here, "..", "..", "build", "bin", "lethe"))
+    candidates.append(shutil.which("lethe"))
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    return None
+
+
+def _binding():
+    try:
+        import lethe
+        from lethe import _lethe  # noqa: F401
+    except ImportError:
+        return None
+    return lethe if hasattr(lethe, "plan") else None
+
+
+def _option_flags(options):
+    flags = []
+    for key, value in sorted(options.items()):
+        if value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"{flag}={'true' if value else 'false'}")
+        elif isinstance(value, (list, tuple)):
+            flags.append(f"{flag}={','.join(str(v) for v in value)}")
+        else:
+            flags.append(f"{flag}={value}")
+    return flags
+
+
+def plan_json(graph, budget, policy="auto", device="h200", **options):
+    """Lethe's plan (the `lethe plan --json` document) of `graph`, a graph
+    dict in graphs/SCHEMA.md's layout. `options` are the planner's further
+    options (`host_budget`, `replay_rng`, `n`, `keep_ops`, ...)."""
+    budget = str(budget) if budget is not None else ""
+    with tempfile.TemporaryDirectory(prefix="lethe-plan-") as tmp:
+        path = os.path.join(tmp, "step.json")
+        with open(path, "w") as f:
+            json.dump(graph, f, allow_nan=False)
+        binding = _binding()
+        if binding is not None:
+            kwargs = {k: v for k, v in options.items() if v is not None}
+            try:
+                plan = binding.plan(path, budget=budget or None, policy=policy,
+                                    device=device, **kwargs)
+            except ValueError as e:
+                return _infeasible_or_raise(str(e))
+            return json.loads(plan.to_json())
+        driver = find_driver()
+        if driver is None:
+            raise PlanError(
+                "no Lethe planner: build the Python extension (lethe._lethe) "
+                "or the driver (build/bin/lethe; set LETHE_BIN to its path)")
+        out = os.path.join(tmp, "plan.json")
+        cmd = [driver, "plan", path, f"--policy={policy}",
+               f"--device={device}", f"--json={out}"]
+        if budget:
+            cmd.append(f"--budget={budget}")
+        cmd += _option_flags(options)
+        run = subprocess.run(cmd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        if os.path.exists(out):
+            with open(out) as f:
+                return json.load(f)
+        message = (run.stderr or run.stdout).strip()
+        return _infeasible_or_raise(message or
+                                    f"'{' '.join(cmd)}' exited {run.returncode}")
+
+
+def _infeasible_or_raise(message):
+    if "least budget" in message or "infeasible" in message:
+        raise InfeasibleBudgetError(message)
+    raise PlanError(f"Lethe could not plan the step: {message}")
+
+
+def _node_id(ref, graph, op_ids):
+    """A JSON node id from a plan's node reference: a name, or the index of
+    an op node among the graph's op nodes (Lethe's node numbering)."""
+    if ref is None or ref == -1:
+        return None
+    if isinstance(ref, str):
+        return graph["_ids_by_name"].get(ref)
+    if isinstance(ref, dict):
+        return _node_id(ref.get("name", ref.get("node")), graph, op_ids)
+    if isinstance(ref, int) and 0 <= ref < len(op_ids):
+        return op_ids[ref]
+    return None
+
+
+class LethePlan:
+    """A plan's figures and its decisions keyed by storage owner
+    (JSON node id, output index)."""
+
+    def __init__(self, raw, decisions):
+        self.raw = raw
+        self.decisions = decisions
+        get = raw.get
+        self.policy = get("policy")
+        self.feasible = bool(get("feasible", True))
+        self.budget_bytes = get("budget_bytes")
+        self.peak_bytes = get("peak_bytes")
+        self.step_us = get("step_us")
+        self.baseline_peak_bytes = get("baseline_peak_bytes")
+        self.baseline_step_us = get("baseline_step_us")
+        self.least_feasible_budget = get("least_feasible_budget")
+
+    def counts(self):
+        counts = {RETAIN: 0, RECOMPUTE: 0, OFFLOAD: 0}
+        for d in self.decisions.values():
+            counts[d.kind] += 1
+        return counts
+
+
+def parse_plan(raw, graph):
+    """Decisions of `raw` (a plan document) for the graph it was made of."""
+    nodes = graph["nodes"]
+    ids = {}
+    for e in nodes:
+        ids.setdefault(e["name"], e["id"])
+        if "graph_name" in e:
+            ids.setdefault(e["graph_name"], e["id"])
+    graph = dict(graph, _ids_by_name=ids)
+    op_ids = [e["id"] for e in nodes if e["kind"] == "op"]
+    decisions = {}
+    for d in raw.get("decisions", []):
+        kind = d.get("decision")
+        value = d.get("value")
+        name = d.get("name", d.get("node"))
+        index = d.get("result", d.get("index", 0))
+        if isinstance(value, dict):
+            name = value.get("name", value.get("node", name))
+            index = value.get("result", value.get("index", index))
+        elif isinstance(value, (list, tuple)) and len(value) == 2:
+            name, index = value
+        nid = _node_id(name, graph, op_ids) if name is not None else None
+        if nid is None:
+            raise PlanError(f"plan decision {d!r} names no node of the graph")
+        placement = d.get("placement", d)
+        decisions[(nid, int(index))] = Decision(
+            kind,
+            release_after=_node_id(placement.get("release_after"), graph,
+                                   op_ids),
+            prefetch_after=_node_id(placement.get("prefetch_after"), graph,
+                                    op_ids),
+            restore_before=_node_id(placement.get("restore_before",
+                                                  placement.get(
+                                                      "first_backward_use")),
+                                    graph, op_ids))
+    return LethePlan(raw, decisions)
