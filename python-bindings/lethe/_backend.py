@@ -154,8 +154,6 @@ class Backend:
 
         offload_ok = (self.offload is True or
                       (self.offload == "auto" and device.type == "cuda"))
-        if offload_ok and device.type != "cuda":
-            raise ValueError("offload=True needs the step on a CUDA device")
         plan = self._plan(graph, offload_ok)
         decisions = dict(plan.decisions)
         if not offload_ok:  # documented: offload -> retain without CUDA
@@ -169,7 +167,8 @@ class Backend:
         storages = _partition._Storages(joint_module, graph)
         saved, offloaded = _partition.choose_saved_values(
             joint_module, fwd_names, storages, decisions,
-            replay_rng=self.replay_rng, info=info)
+            replay_rng=self.replay_rng, info=info,
+            mutated=_partition.mutated_inputs(joint_module))
         fw, bw = _extract(joint_module, saved, num_fwd_outputs, kwargs)
         bw_names = {n.name for n in bw.graph.nodes}
         info.recomputed = sorted(n.name for n in bw.graph.nodes
@@ -273,11 +272,12 @@ def _extract(joint_module, saved, num_fwd_outputs, kwargs):
             "static_lifetime_input_nodes" not in call:
         indices = kwargs.get("static_lifetime_input_indices")
         if indices is not None:
+            from torch.utils._ordered_set import OrderedSet
             primals = [n for n in joint_module.graph.nodes
                        if n.op == "placeholder"
                        and not n.name.startswith("tangents")]
-            call["static_lifetime_input_nodes"] = \
-                {primals[i] for i in indices}
+            call["static_lifetime_input_nodes"] = OrderedSet(
+                p for i, p in enumerate(primals) if i in indices)
     call = {k: v for k, v in call.items() if k in params}
     return extract(joint_module, tensors, syms, **call)
 

@@ -23,6 +23,8 @@ Ordering, with the semantics of CUDA events:
 - h2d_wait makes the compute stream wait for `done`.
 Pinned buffers come from PyTorch's caching host allocator, which keeps a
 block in use until the copies that read or wrote it have completed.
+For tensors not on a CUDA device the copies are synchronous clones: that is
+how the CPU tests exercise the offload graphs (`offload=True`).
 """
 
 import torch
@@ -80,6 +82,10 @@ class _Prefetched:
 
 def d2h_start(x):
     """Starts copying `x` to a pinned host buffer on the D2H stream."""
+    stats["d2h_bytes"] += x.numel() * x.element_size()
+    stats["d2h_copies"] += 1
+    if x.device.type != "cuda":  # synchronous stand-in (tests on CPU)
+        return _Offloaded(x, _empty_like_strided(x, "cpu").copy_(x), None)
     d2h, _ = _side_streams(x.device)
     compute = torch.cuda.current_stream(x.device)
     host = _empty_like_strided(x, "cpu", pin_memory=True)
@@ -88,8 +94,6 @@ def d2h_start(x):
         host.copy_(x, non_blocking=True)
         done = torch.cuda.Event()
         done.record(d2h)
-    stats["d2h_bytes"] += x.numel() * x.element_size()
-    stats["d2h_copies"] += 1
     return _Offloaded(x, host, done)
 
 
@@ -99,14 +103,19 @@ def host_of(handle):
 
 def release(handle):
     """Frees the device copy once the D2H copy has read it."""
-    torch.cuda.current_stream(handle.device_tensor.device).wait_event(
-        handle.done)
+    if handle.done is not None:
+        torch.cuda.current_stream(handle.device_tensor.device).wait_event(
+            handle.done)
     handle.device_tensor = None
 
 
 def h2d_start(host, device):
     """Starts copying `host` back to `device` on the H2D stream."""
     device = torch.device(device)
+    stats["h2d_bytes"] += host.numel() * host.element_size()
+    stats["h2d_copies"] += 1
+    if device.type != "cuda":
+        return _Prefetched(_empty_like_strided(host, device).copy_(host), None)
     _, h2d = _side_streams(device)
     compute = torch.cuda.current_stream(device)
     out = _empty_like_strided(host, device)  # in the compute stream's pool
@@ -115,14 +124,13 @@ def h2d_start(host, device):
         out.copy_(host, non_blocking=True)
         done = torch.cuda.Event()
         done.record(h2d)
-    stats["h2d_bytes"] += host.numel() * host.element_size()
-    stats["h2d_copies"] += 1
     return _Prefetched(out, done)
 
 
 def h2d_wait(handle):
     """The prefetched tensor, once its copy is complete (on the device)."""
     out = handle.device_tensor
-    torch.cuda.current_stream(out.device).wait_event(handle.done)
+    if handle.done is not None:
+        torch.cuda.current_stream(out.device).wait_event(handle.done)
     handle.device_tensor = None
     return out

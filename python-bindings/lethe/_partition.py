@@ -82,7 +82,7 @@ class _Storages:
                 ids[e["name"]] = e["id"]
             elif "graph_name" in e:
                 ids[e["graph_name"]] = e["id"]
-        self.ref = {}     # fx value node -> (json id, output index)
+        self.ref = {}     # fx value name -> (json id, output index)
         self.value = {}   # (json id, output index) -> fx value node
         for n in joint.graph.nodes:
             if _is_getitem(n) and n.args[0].name in ids:
@@ -91,7 +91,7 @@ class _Storages:
                 key = (ids[n.name], 0)
             else:
                 continue
-            self.ref[n] = key
+            self.ref[n.name] = key
             self.value.setdefault(key, n)
 
     def _is_tuple(self, n, nid):
@@ -100,7 +100,7 @@ class _Storages:
 
     def root(self, value):
         """(json id, index) of the storage owner of an FX value, or None."""
-        key = self.ref.get(value)
+        key = self.ref.get(value.name)
         if key is None:
             return None
         nid, index = key
@@ -122,20 +122,81 @@ def _is_tensor_value(n):
     return val is None or isinstance(val, torch.Tensor)
 
 
-def _reruns_safely(value, replay_rng):
+def _reruns_safely(value, replay_rng, mutated_inputs=frozenset()):
     """Whether the producer of `value` may be re-run in the backward."""
     p = _producer(value)
     if p.op != "call_function":
         return False, "not an op"
     if not replay_rng and is_rng_op(op_name(p.target)):
         return False, "RNG op without replayed state"
-    if _mutated_argument_positions(p.target):
+    if _mutated_argument_positions(p.target) or _updates_statistics(p):
         return False, "writes an operand in place"
+    if any(x.name in mutated_inputs for x in p.all_input_nodes):
+        return False, "reads a graph input the step updates"
+    if p.target is not operator.getitem and _impure(p):
+        return False, "has side effects"
     return True, ""
 
 
+def _impure(n):
+    try:
+        return bool(n.is_impure())
+    except (AttributeError, TypeError):
+        return False
+
+
+def mutated_inputs(joint):
+    """Names of the joint graph's primals that the step updates in place
+    (BatchNorm running statistics): a backward re-run reading one would see
+    the new value, and autograd refuses to save one."""
+    primals = [n for n in joint.graph.nodes if n.op == "placeholder"
+               and not n.name.startswith("tangents")]
+    names = set()
+    try:  # torch 2.x: AOTAutograd's view of the inputs
+        from torch._guards import TracingContext
+        meta = getattr(TracingContext.try_get(), "fw_metadata", None)
+        infos = getattr(meta, "input_info", None)
+        if infos is not None and len(infos) == len(primals):
+            for p, info in zip(primals, infos):
+                if getattr(info, "mutates_data", False) or \
+                        getattr(info, "mutates_metadata", False):
+                    names.add(p.name)
+    except ImportError:
+        pass
+    for n in joint.graph.nodes:
+        if n.op != "call_function":
+            continue
+        written = [n.args[pos] if pos < len(n.args) else n.kwargs.get(name)
+                   for pos, name in _mutated_argument_positions(n.target)]
+        if _updates_statistics(n) or op_name(n.target) == \
+                "aten._native_batch_norm_legit_functional.default":
+            args = list(n.args) + [None] * 6
+            if n.kwargs.get("training", args[5]):
+                written += [args[3], args[4]]
+        names.update(x.name for x in written
+                     if isinstance(x, fx.Node) and x in primals)
+    return names
+
+
+# Batch norms whose schema does not declare that, in training, they update
+# their running-statistics operands in place (torch 1.13's joint graphs).
+_BATCH_NORMS = {"aten.native_batch_norm.default",
+                "aten.cudnn_batch_norm.default",
+                "aten.miopen_batch_norm.default"}
+
+
+def _updates_statistics(n):
+    if op_name(n.target) not in _BATCH_NORMS:
+        return False
+    args = list(n.args) + [None] * 6
+    training = n.kwargs.get("training", args[5])
+    stats = [n.kwargs.get("running_mean", args[3]),
+             n.kwargs.get("running_var", args[4])]
+    return bool(training) and any(s is not None for s in stats)
+
+
 def choose_saved_values(joint, fwd_names, storages, decisions, *,
-                        replay_rng=False, info=None):
+                        replay_rng=False, info=None, mutated=frozenset()):
     """The saved values (FX nodes of `joint`, in graph order) and the
     storage owners among them to offload."""
     info = info or PartitionInfo()
@@ -168,10 +229,10 @@ def choose_saved_values(joint, fwd_names, storages, decisions, *,
             continue
         if x.op == "get_attr":
             continue
-        if x not in storages.ref:
+        if x.name not in storages.ref:
             # A tuple-returning node (re-run for its getitem users, which
             # checked it may be) or a value the export dropped.
-            if _reruns_safely(x, replay_rng)[0]:
+            if _reruns_safely(x, replay_rng, mutated)[0]:
                 stack.extend(reversed(x.all_input_nodes))
             elif _is_getitem(x) or not any(_is_getitem(u) for u in x.users):
                 saved.add(x)
@@ -199,7 +260,7 @@ def choose_saved_values(joint, fwd_names, storages, decisions, *,
                     stack.extend(reversed(_producer(x).all_input_nodes))
                 continue
         if kind == RECOMPUTE:
-            ok, why = _reruns_safely(x, replay_rng)
+            ok, why = _reruns_safely(x, replay_rng, mutated)
             if not ok or not _is_tensor_value(x):
                 if decision is not None:
                     info.retained_instead.append((x.name, why))
@@ -298,7 +359,7 @@ def insert_offload(fw, bw, offloaded, storages, decisions, names_by_id,
         # Every forward node touching the storage: its last writer is where
         # the copy may start; its last reader bounds the release.
         same = [n for n in fw_nodes if n.op != "output"
-                and n in storages.ref and storages.root(n) == root]
+                and n.name in storages.ref and storages.root(n) == root]
         readers = [u for n in same for u in n.users if u.op != "output"]
         writers = [n for n in fw_nodes if n.op == "call_function"
                    and _writes_storage(n, root, storages)]

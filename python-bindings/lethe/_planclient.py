@@ -38,9 +38,27 @@ def find_driver():
     candidates.append(os.path.join(here, "..", "..", "build", "bin", "lethe"))
     candidates.append(shutil.which("lethe"))
     for c in candidates:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+        if c and os.path.isfile(c) and os.access(c, os.X_OK) \
+                and _plans(os.path.abspath(c)):
             return os.path.abspath(c)
     return None
+
+
+_driver_plans = {}
+
+
+def _plans(driver):
+    """Whether this driver has the `plan` subcommand."""
+    if driver not in _driver_plans:
+        try:
+            run = subprocess.run([driver, "--help"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True,
+                                 timeout=60)
+            _driver_plans[driver] = "lethe plan" in run.stdout or \
+                "\n  plan " in run.stdout
+        except (OSError, subprocess.SubprocessError):
+            _driver_plans[driver] = False
+    return _driver_plans[driver]
 
 
 def _binding():

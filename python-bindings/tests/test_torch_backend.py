@@ -1,0 +1,226 @@
+"""lethe.torch.backend on CPU (Debian's torch 1.13 in CI: functorch's
+aot_module route; torch.compile where torch 2.x is installed).
+
+The planned step must compute the same loss and gradients as the eager
+step, bit for bit: recompute re-runs the same CPU kernels on the same
+inputs, RNG ops (dropout) are never re-run, and offload copies are exact.
+Two groups of tests: hand-made plans that push every activation one way
+(the partition machinery, no planner needed), and Lethe's own plans at
+several budgets (need the planner: the driver or the compiled module).
+"""
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import lethe.torch as lt  # noqa: E402
+from lethe import _offload  # noqa: E402
+from lethe._planclient import _binding, find_driver  # noqa: E402
+from lethe._joint_graph import is_rng_op  # noqa: E402
+from models import MLP, ConvNet, TinyLM  # noqa: E402
+
+HAS_LETHE = _binding() is not None or find_driver() is not None
+needs_lethe = pytest.mark.skipif(not HAS_LETHE,
+                                 reason="no Lethe planner built")
+
+
+def _tiny_lm(dropout):
+    torch.manual_seed(0)
+    model = TinyLM(vocab=64, dim=32, heads=4, layers=2, seq=16)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = dropout
+    tokens = torch.randint(0, 64, (2, 16))
+    targets = torch.randint(0, 64, (2, 16))
+    return model, tokens, lambda out: F.cross_entropy(
+        out.reshape(-1, 64), targets.reshape(-1))
+
+
+def _mlp():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    return MLP(), x, lambda out: F.mse_loss(out, y)
+
+
+def _convnet():
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))
+    return ConvNet(), x, lambda out: F.cross_entropy(out, y)
+
+
+MODELS = {"lm": lambda: _tiny_lm(0.0), "lm_dropout": lambda: _tiny_lm(0.1),
+          "mlp": _mlp, "convnet": _convnet}
+
+
+def _step(module, params, x, loss_fn, seed=1):
+    """One step: the loss, every parameter's gradient, the buffers."""
+    for p in params:
+        p.grad = None
+    torch.manual_seed(seed)
+    loss = loss_fn(module(x))
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in params]
+
+
+def _compiled_step(backend, model, x, loss_fn):
+    """A step of `backend(model)` after a first, compiling call (torch 1.13
+    traces with real tensors, drawing random numbers and updating buffers
+    while it does): the loss, gradients and buffers of that step."""
+    if hasattr(torch, "_dynamo"):  # torch 2.x: a fresh compile each time
+        torch._dynamo.reset()
+    wrapped = backend(model)
+    params = list(model.parameters())
+    state = copy.deepcopy(model.state_dict())
+    _step(wrapped, params, x, loss_fn)
+    model.load_state_dict(state)
+    got = _step(wrapped, params, x, loss_fn)
+    return got, [b.clone() for b in model.buffers()]
+
+
+def _run(name, make_backend):
+    """(eager loss, grads), (planned ...), the buffers after a step of the
+    default partition and of the planned one, the backend."""
+    model, x, loss_fn = MODELS[name]()
+    reference = copy.deepcopy(model)
+    twin = copy.deepcopy(model)
+    ref = _step(reference, list(reference.parameters()), x, loss_fn)
+    # Buffers (BatchNorm statistics) are compared with AOTAutograd's own
+    # default partition: torch 1.13's aot_module does not update them as
+    # eager does, with or without Lethe.
+    _, ref_buffers = _compiled_step(
+        lt.backend(planner=_uniform_planner("retain")), twin, x, loss_fn)
+    backend = make_backend()
+    got, buffers = _compiled_step(backend, model, x, loss_fn)
+    return ref, got, ref_buffers, buffers, backend
+
+
+def _assert_bitwise(ref, got, ref_buffers=(), buffers=()):
+    assert torch.equal(ref[0], got[0]), (ref[0].item(), got[0].item())
+    assert len(ref[1]) == len(got[1])
+    for i, (a, b) in enumerate(zip(ref[1], got[1])):
+        assert torch.equal(a, b), f"gradient {i} differs by " \
+            f"{(a - b).abs().max().item()}"
+    for a, b in zip(ref_buffers, buffers):
+        assert torch.equal(a, b)
+
+
+def _uniform_planner(kind):
+    """A plan that gives every activation storage the same decision."""
+    def planner(graph, budget, policy, device, **options):
+        nodes = graph["nodes"]
+        roots = set()
+        for nid, index in graph["saved"]:
+            while "alias" in nodes[nid]["outputs"][index]:
+                out = nodes[nid]["outputs"][index]
+                nid, index = nodes[nid]["inputs"][out["alias"]]
+            if nodes[nid]["kind"] == "op":
+                roots.add((nid, index))
+        return {"feasible": True, "policy": f"all-{kind}", "decisions": [
+            {"name": nodes[n]["name"], "result": i, "decision": kind}
+            for n, i in sorted(roots)]}
+    return planner
+
+
+# --- the partition machinery, with hand-made plans -----------------------
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("kind", ["retain", "recompute", "offload"])
+def test_uniform_plans_are_bitwise_exact(name, kind):
+    _offload.stats.update(d2h_bytes=0, h2d_bytes=0, d2h_copies=0,
+                          h2d_copies=0)
+    ref, got, ref_buffers, buffers, backend = _run(
+        name, lambda: lt.backend(planner=_uniform_planner(kind),
+                                 offload=kind == "offload"))
+    _assert_bitwise(ref, got, ref_buffers, buffers)
+    (record,) = backend.plans
+    info = record.info
+    if kind == "recompute":
+        assert info.recomputed, "nothing was re-run"
+        rng = [n for n in info.recomputed
+               if any(is_rng_op(e["op"]) for e in record.graph["nodes"]
+                      if e["name"] == n)]
+        assert not rng, f"RNG ops re-run in the backward: {rng}"
+    elif kind == "offload":
+        assert info.offloaded
+        # CPU stand-in copies: every offloaded value went out and came back
+        # once per step (two steps ran).
+        assert _offload.stats["d2h_copies"] == 2 * len(info.offloaded)
+        assert _offload.stats["h2d_copies"] == 2 * len(info.offloaded)
+    else:
+        assert not info.recomputed and not info.offloaded
+
+
+def test_recompute_saves_less_and_runs_just_in_time():
+    _, _, _, _, keep = _run("lm", lambda: lt.backend(
+        planner=_uniform_planner("retain")))
+    _, _, _, _, redo = _run("lm", lambda: lt.backend(
+        planner=_uniform_planner("recompute")))
+    assert len(redo.plans[0].info.saved) < len(keep.plans[0].info.saved)
+
+
+def test_dropout_masks_are_saved_not_redrawn():
+    _, _, _, _, backend = _run("lm_dropout", lambda: lt.backend(
+        planner=_uniform_planner("recompute")))
+    graph = backend.plans[0].graph
+    rng_names = {e["name"] for e in graph["nodes"] if is_rng_op(e["op"])}
+    assert rng_names, "the model has no dropout in its graph"
+    assert not rng_names & set(backend.plans[0].info.recomputed)
+
+
+def test_offload_is_retain_on_cpu_by_default():
+    _, _, _, _, backend = _run("mlp", lambda: lt.backend(
+        planner=_uniform_planner("offload")))
+    assert not backend.plans[0].info.offloaded
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="prefetch"):
+        lt.backend(prefetch="never")
+    with pytest.raises(ValueError, match="offload"):
+        lt.backend(offload="sometimes")
+    with pytest.raises(TypeError):
+        lt.backend()(lambda x: x)
+
+
+def test_infeasible_plan_raises():
+    def planner(graph, **kwargs):
+        return {"feasible": False, "least_feasible_budget": 123456,
+                "decisions": []}
+    with pytest.raises(lt.InfeasibleBudgetError, match="123456"):
+        _run("mlp", lambda: lt.backend(budget="1%", planner=planner))
+
+
+# --- Lethe's plans -------------------------------------------------------
+
+@needs_lethe
+@pytest.mark.parametrize("budget", ["100%", "50%", "30%"])
+@pytest.mark.parametrize("name", ["lm", "lm_dropout", "convnet"])
+def test_lethe_plans_are_bitwise_exact(name, budget):
+    ref, got, ref_buffers, buffers, backend = _run(
+        name, lambda: lt.backend(budget=budget, policy="auto"))
+    _assert_bitwise(ref, got, ref_buffers, buffers)
+    (record,) = backend.plans
+    plan = record.plan
+    assert plan.feasible
+    assert plan.peak_bytes <= plan.budget_bytes
+    assert not record.info.retained_instead, record.info.retained_instead
+    if budget == "30%":
+        assert record.info.recomputed, "a 30% budget recomputes something"
+
+
+@needs_lethe
+@pytest.mark.parametrize("policy", ["full", "every-n", "selective-op"])
+def test_lethe_policies_run(policy):
+    ref, got, _, _, backend = _run(
+        "lm", lambda: lt.backend(budget=None, policy=policy))
+    _assert_bitwise(ref, got)
+    assert backend.plans[0].plan.feasible
+
+
+@needs_lethe
+def test_lethe_infeasible_budget_raises():
+    with pytest.raises(lt.InfeasibleBudgetError, match="least budget"):
+        _run("lm", lambda: lt.backend(budget="1KiB", policy="auto"))
