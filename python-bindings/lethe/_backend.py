@@ -143,14 +143,9 @@ class Backend:
             num_fwd_outputs = \
                 joint_module._out_spec.children_specs[0].num_leaves
         fwd_names = {n.name for n in default_fw.graph.nodes}
-        capture = _joint_capture(joint_module, joint_inputs, default_fw,
-                                 default_bw, num_fwd_outputs)
-        graph, _ = build_graph_json(capture, time_ops=False,
-                                    replay_mode="auto")
         device = _device_of(joint_inputs)
-        graph = {"model": "lethe.torch.backend",
-                 "device": str(device), "torch": torch.__version__,
-                 "nodes": graph["nodes"], "saved": graph["saved"]}
+        graph = _export(joint_module, joint_inputs, default_fw, default_bw,
+                        num_fwd_outputs, device)
 
         offload_ok = (self.offload is True or
                       (self.offload == "auto" and device.type == "cuda"))
@@ -220,6 +215,31 @@ class Backend:
                           (f"summary{k}.json", record.summary())):
             with open(os.path.join(self.dump_dir, name), "w") as f:
                 json.dump(doc, f, indent=1, default=str)
+
+
+# The last few exports, by joint graph code and input shapes: compiling one
+# model again (another budget, a recompile) skips the export's replay.
+_export_cache = {}
+_EXPORT_CACHE_SIZE = 4
+
+
+def _export(joint_module, joint_inputs, fw, bw, num_fwd_outputs, device):
+    primals, tangents = _flatten_inputs(joint_inputs)
+    key = (joint_module.code, str(device), tuple(
+        (tuple(t.shape), str(t.dtype)) if isinstance(t, torch.Tensor)
+        else repr(t) for t in primals + tangents))
+    if key in _export_cache:
+        return _export_cache[key]
+    capture = _joint_capture(joint_module, joint_inputs, fw, bw,
+                             num_fwd_outputs)
+    graph, _ = build_graph_json(capture, time_ops=False, replay_mode="auto")
+    graph = {"model": "lethe.torch.backend", "device": str(device),
+             "torch": torch.__version__, "nodes": graph["nodes"],
+             "saved": graph["saved"]}
+    if len(_export_cache) >= _EXPORT_CACHE_SIZE:
+        _export_cache.pop(next(iter(_export_cache)))
+    _export_cache[key] = graph
+    return graph
 
 
 def _boxed_eager(gm, example_inputs):

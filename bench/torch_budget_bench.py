@@ -1,0 +1,663 @@
+#!/usr/bin/env python3
+"""Lethe's torch backend against PyTorch's own activation-memory options.
+
+Two models (GPT-2-medium-like: 24 layers, width 1024, 16 heads, batch 8,
+seq 1024; Llama-style: 8 layers, hidden 2048, GQA 16/4 heads, SwiGLU, seq
+2048, batch 4; bf16), one training step (forward, loss, backward; no
+optimizer), measured per method: peak device memory the step allocates
+beyond what is resident before it (parameters, data; gradients are
+allocated by the step) and the median step time. Methods: no
+checkpointing, full checkpointing of every block, every 2nd block,
+selective op checkpointing (matmuls and attention saved), `save_on_cpu`,
+torch.compile (inductor) with `activation_memory_budget` 0.5 and 0.1, and
+Lethe's backend at each budget, with Lethe's predicted peak and step time.
+
+Lethe's compiler need not be on the GPU machine: `prepare` traces the step
+here with torch 2.x on CPU at the bench sizes (fake tensors: nothing is
+computed), plans it with Lethe at every budget and writes the plans keyed
+by op kind and occurrence (stable across CPU and CUDA traces: only the
+attention kernel differs, and its first two results are the same); `run`
+on the GPU hands each plan to `lethe.torch.backend(planner=...)`.
+
+    python3 bench/torch_budget_bench.py prepare --out plans/ [--tiny]
+    python3 bench/torch_budget_bench.py run --plans plans/ --out r.json \
+        [--deadline-s 200] [--tiny]
+    python3 bench/torch_budget_bench.py report r.json --md M.md --svg P.svg
+    python3 bench/torch_budget_bench.py selftest   # --tiny, all on CPU
+"""
+
+import argparse
+import contextlib
+import datetime
+import functools
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python-bindings"))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+import lethe.torch as lt  # noqa: E402
+
+CONFIGS = {
+    # name: vocab, dim, layers, heads, kv_heads, mlp, seq, batch, kind
+    "gpt2-medium": dict(vocab=50304, dim=1024, layers=24, heads=16,
+                        kv_heads=16, mlp=4096, seq=1024, batch=8, kind="gpt"),
+    "llama-8l": dict(vocab=32000, dim=2048, layers=8, heads=16, kv_heads=4,
+                     mlp=5632, seq=2048, batch=4, kind="llama"),
+}
+TINY = {
+    "gpt2-medium": dict(vocab=128, dim=64, layers=4, heads=4, kv_heads=4,
+                        mlp=256, seq=32, batch=2, kind="gpt"),
+    "llama-8l": dict(vocab=128, dim=64, layers=2, heads=4, kv_heads=2,
+                     mlp=160, seq=32, batch=2, kind="llama"),
+}
+BUDGETS = ["80%", "60%", "40%", "25%"]
+BASELINES = ["none", "full", "every2", "selective", "save_on_cpu",
+             "compile", "compile-0.5", "compile-0.1"]
+
+
+# --- models ----------------------------------------------------------------
+
+class Attention(nn.Module):
+    def __init__(self, c, rope):
+        super().__init__()
+        self.heads, self.kv_heads = c["heads"], c["kv_heads"]
+        self.head_dim = c["dim"] // c["heads"]
+        kv = self.kv_heads * self.head_dim
+        bias = c["kind"] == "gpt"
+        self.q = nn.Linear(c["dim"], c["dim"], bias=bias)
+        self.kv = nn.Linear(c["dim"], 2 * kv, bias=bias)
+        self.o = nn.Linear(c["dim"], c["dim"], bias=bias)
+        self.rope = rope
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k, v = (t.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+                for t in self.kv(x).chunk(2, dim=-1))
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
+        if self.kv_heads != self.heads:  # GQA: repeat K/V as Llama does
+            rep = self.heads // self.kv_heads
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(out.transpose(1, 2).reshape(b, s, -1))
+
+
+class Rope(nn.Module):
+    def __init__(self, head_dim, seq):
+        super().__init__()
+        inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float()
+                               / head_dim))
+        angles = torch.outer(torch.arange(seq).float(), inv)
+        angles = torch.cat([angles, angles], dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x):
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        s = x.shape[-2]
+        return (x * self.cos[:s].to(x.dtype)
+                + rotated * self.sin[:s].to(x.dtype))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        var = x.float().pow(2).mean(-1, keepdim=True)
+        return (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype) \
+            * self.weight
+
+
+class Block(nn.Module):
+    def __init__(self, c, rope):
+        super().__init__()
+        llama = c["kind"] == "llama"
+        norm = (lambda: RMSNorm(c["dim"])) if llama else \
+            (lambda: nn.LayerNorm(c["dim"]))
+        self.norm1, self.norm2 = norm(), norm()
+        self.attn = Attention(c, rope)
+        self.llama = llama
+        if llama:
+            self.gate_up = nn.Linear(c["dim"], 2 * c["mlp"], bias=False)
+            self.down = nn.Linear(c["mlp"], c["dim"], bias=False)
+        else:
+            self.fc = nn.Linear(c["dim"], c["mlp"])
+            self.proj = nn.Linear(c["mlp"], c["dim"])
+
+    def mlp(self, x):
+        if self.llama:
+            gate, up = self.gate_up(x).chunk(2, dim=-1)
+            return self.down(F.silu(gate) * up)
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class LM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        rope = (Rope(c["dim"] // c["heads"], c["seq"])
+                if c["kind"] == "llama" else None)
+        self.embed = nn.Embedding(c["vocab"], c["dim"])
+        self.pos = (nn.Embedding(c["seq"], c["dim"])
+                    if c["kind"] == "gpt" else None)
+        self.blocks = nn.ModuleList(Block(c, rope) for _ in range(c["layers"]))
+        self.norm = (RMSNorm(c["dim"]) if c["kind"] == "llama"
+                     else nn.LayerNorm(c["dim"]))
+        self.head = nn.Linear(c["dim"], c["vocab"], bias=False)
+        self.checkpointed = set()   # block indices run under checkpoint
+        self.context_fn = None      # selective checkpointing policy
+
+    def forward(self, tokens, targets):
+        x = self.embed(tokens)
+        if self.pos is not None:
+            x = x + self.pos.weight[: tokens.shape[1]]
+        for i, block in enumerate(self.blocks):
+            if i in self.checkpointed:
+                kwargs = {"context_fn": self.context_fn} \
+                    if self.context_fn else {}
+                x = checkpoint(block, x, use_reentrant=False, **kwargs)
+            else:
+                x = block(x)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.flatten(0, 1).float(),
+                               targets.flatten())
+
+
+def make_model(name, tiny, device, dtype):
+    c = (TINY if tiny else CONFIGS)[name]
+    torch.manual_seed(0)
+    model = LM(c).to(device=device, dtype=dtype)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, c["vocab"], (c["batch"], c["seq"]),
+                           generator=g).to(device)
+    targets = torch.randint(0, c["vocab"], (c["batch"], c["seq"]),
+                            generator=g).to(device)
+    return model, tokens, targets
+
+
+# --- plans that travel: keyed by op kind and occurrence ----------------------
+
+def _norm_op(op):
+    """Op names equal across CPU and CUDA traces (attention kernels)."""
+    if "scaled_dot_product" in op:
+        return "sdpa_backward" if "backward" in op else "sdpa"
+    return op
+
+
+def node_keys(graph):
+    """JSON op node id -> "phase|scope|op#k": the k-th op of that kind in
+    that module scope and phase. A trace that differs in one module (the
+    attention kernel) shifts no key outside it."""
+    counts, keys = {}, {}
+    for e in graph["nodes"]:
+        if e["kind"] != "op":
+            continue
+        base = f"{e['phase']}|{e.get('scope') or ''}|{_norm_op(e['op'])}"
+        keys[e["id"]] = f"{base}#{counts.get(base, 0)}"
+        counts[base] = counts.get(base, 0) + 1
+    return keys
+
+
+def _result_bytes(graph, nid, index):
+    outputs = graph["nodes"][nid]["outputs"]
+    return outputs[index]["bytes"] if index < len(outputs) else None
+
+
+def to_portable(raw, graph):
+    """A plan document with node references as keys instead of names."""
+    from lethe._planclient import parse_plan
+    keys = node_keys(graph)
+    parsed = parse_plan(raw, graph)
+    decisions = []
+    for (nid, index), d in sorted(parsed.decisions.items()):
+        decisions.append({
+            "key": keys.get(nid), "result": index, "decision": d.kind,
+            "bytes": _result_bytes(graph, nid, index),
+            "release_after": keys.get(d.release_after),
+            "prefetch_after": keys.get(d.prefetch_after)})
+    figures = {k: v for k, v in raw.items() if k != "decisions"
+               and not isinstance(v, (list, dict))}
+    return dict(figures, decisions=decisions)
+
+
+def keyed_planner(portable, record=None):
+    """A `planner=` for lethe.torch.backend that maps a portable plan onto
+    the graph it is given."""
+    def planner(graph, **_):
+        ids = {v: k for k, v in node_keys(graph).items()}
+        names = {v: graph["nodes"][k]["name"] for v, k in ids.items()}
+        decisions, missing = [], 0
+        for d in portable["decisions"]:
+            nid = ids.get(d["key"])
+            if nid is None or _result_bytes(graph, nid, d["result"]) \
+                    != d.get("bytes"):
+                missing += 1  # not in this trace: retained
+                continue
+            name = names[d["key"]]
+            decisions.append({
+                "name": name, "result": d["result"],
+                "decision": d["decision"],
+                "release_after": names.get(d["release_after"]),
+                "prefetch_after": names.get(d["prefetch_after"])})
+        if record is not None:
+            record["unmapped_decisions"] = missing
+        return dict(portable, decisions=decisions)
+    return planner
+
+
+class _StopAfterPlanning(Exception):
+    pass
+
+
+def prepare(args):
+    """Traces each model on CPU at the bench sizes and plans every budget."""
+    os.makedirs(args.out, exist_ok=True)
+    from lethe._planclient import plan_json
+    for name in args.models:
+        model, tokens, targets = make_model(name, args.tiny, "cpu",
+                                            torch.bfloat16)
+        out = {"model": name, "config": model.c, "torch": torch.__version__,
+               "budgets": {}}
+
+        def planner(graph, **_):
+            for budget in args.budgets:
+                start = time.perf_counter()
+                try:
+                    raw = plan_json(graph, budget, args.policy, args.device)
+                    entry = to_portable(raw, graph)
+                except lt.InfeasibleBudgetError as e:
+                    entry = {"feasible": False, "error": str(e)}
+                entry["plan_s"] = time.perf_counter() - start
+                out["budgets"][budget] = entry
+                print(f"{name} {budget}: feasible={entry.get('feasible')} "
+                      f"peak={entry.get('peak_bytes')} "
+                      f"step_us={entry.get('step_us')}", flush=True)
+            out["graph_nodes"] = len(graph["nodes"])
+            raise _StopAfterPlanning()
+
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=lt.backend(planner=planner),
+                                 dynamic=False, fullgraph=True)
+        start = time.perf_counter()
+        try:
+            compiled(tokens, targets)
+        except Exception as e:  # dynamo wraps what the backend raises
+            if not _caused_by(e, _StopAfterPlanning):
+                raise
+        out["trace_and_plan_s"] = time.perf_counter() - start
+        path = os.path.join(args.out, f"plans-{name}.json")
+        with open(path, "w") as f:
+            json.dump(out, f)
+        print(f"wrote {path}", flush=True)
+
+
+def _caused_by(e, cls):
+    while e is not None:
+        if isinstance(e, cls):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+# --- measurement -----------------------------------------------------------
+
+def _sac_context():
+    from torch.utils.checkpoint import (CheckpointPolicy,
+                                        create_selective_checkpoint_contexts)
+    aten = torch.ops.aten
+    keep = {aten.mm.default, aten.addmm.default, aten.bmm.default,
+            aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_efficient_attention.default,
+            aten._scaled_dot_product_cudnn_attention.default}
+
+    def policy(ctx, op, *args, **kwargs):
+        return (CheckpointPolicy.MUST_SAVE if op in keep
+                else CheckpointPolicy.PREFER_RECOMPUTE)
+    return functools.partial(create_selective_checkpoint_contexts, policy)
+
+
+class _Timer:
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def __enter__(self):
+        if self.cuda:
+            self.start = torch.cuda.Event(enable_timing=True)
+            self.end = torch.cuda.Event(enable_timing=True)
+            self.start.record()
+        else:
+            self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            self.end.record()
+            self.end.synchronize()
+            self.ms = self.start.elapsed_time(self.end)
+        else:
+            self.ms = (time.perf_counter() - self.t0) * 1000.0
+
+
+def measure(step, params, cuda, warmup, steps):
+    """Median step time (ms) and the peak bytes the step allocates beyond
+    what is resident before it (gradients are freed before each step)."""
+    def one():
+        for p in params:
+            p.grad = None
+        step()
+
+    start = time.perf_counter()
+    one()  # compiles, where there is anything to compile
+    first_s = time.perf_counter() - start
+    for _ in range(warmup - 1):
+        one()
+    times, peak = [], None
+    for _ in range(steps):
+        for p in params:
+            p.grad = None
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+        with _Timer(cuda) as t:
+            step()
+        times.append(t.ms)
+        if cuda:
+            torch.cuda.synchronize()
+            peak = max(peak or 0, torch.cuda.max_memory_allocated() - before)
+    return {"step_ms": statistics.median(times), "step_ms_all": times,
+            "peak_bytes": peak, "first_step_s": first_s}
+
+
+def run_method(name, method, args, device, plans):
+    """Builds the step for `method` and measures it."""
+    cuda = device.type == "cuda"
+    model, tokens, targets = make_model(name, args.tiny, device,
+                                        torch.bfloat16)
+    params = list(model.parameters())
+    run = model
+    extra = {}
+    if hasattr(torch, "_dynamo"):
+        torch._dynamo.reset()
+    ctx = contextlib.nullcontext
+    if method == "full":
+        model.checkpointed = set(range(len(model.blocks)))
+    elif method == "every2":
+        model.checkpointed = set(range(0, len(model.blocks), 2))
+    elif method == "selective":
+        model.checkpointed = set(range(len(model.blocks)))
+        model.context_fn = _sac_context()
+    elif method == "save_on_cpu":
+        ctx = functools.partial(torch.autograd.graph.save_on_cpu,
+                                pin_memory=cuda)
+    elif method.startswith("compile"):
+        import torch._functorch.config as fconfig
+        budget = float(method.split("-")[1]) if "-" in method else 1.0
+        fconfig.activation_memory_budget = budget
+        run = torch.compile(model, dynamic=False)
+    elif method.startswith("lethe"):
+        budget = method.split(":")[1]
+        portable = plans[name]["budgets"][budget]
+        if not portable.get("feasible", True):
+            return {"skipped": portable.get("error", "infeasible")}
+        backend = lt.backend(planner=keyed_planner(portable, extra))
+        run = torch.compile(model, backend=backend, dynamic=False)
+        extra.update(predicted_peak_bytes=portable.get("peak_bytes"),
+                     predicted_step_us=portable.get("step_us"),
+                     baseline_peak_bytes=portable.get("baseline_peak_bytes"),
+                     baseline_step_us=portable.get("baseline_step_us"),
+                     budget_bytes=portable.get("budget_bytes"))
+
+    def step():
+        with ctx():
+            loss = run(tokens, targets)
+        loss.backward()
+
+    try:
+        result = measure(step, params, cuda, args.warmup, args.steps)
+    finally:
+        if method.startswith("compile"):
+            import torch._functorch.config as fconfig
+            fconfig.activation_memory_budget = 1.0
+    result.update(extra)
+    if method.startswith("lethe") and backend.plans:
+        s = backend.plans[0].summary()
+        result.update(decisions=s["decisions"], offloaded=s["offloaded"],
+                      recomputed_nodes=s["recomputed_nodes"],
+                      retained_instead=len(s["retained_instead"]),
+                      graphs=len(backend.plans))
+    del run, model
+    return result
+
+
+def run(args):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    plans = {}
+    for name in args.models:
+        path = os.path.join(args.plans, f"plans-{name}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                plans[name] = json.load(f)
+    results = {"date": datetime.date.today().isoformat(),
+               "device": (torch.cuda.get_device_name(device)
+                          if device.type == "cuda" else platform.processor()
+                          or "cpu"),
+               "torch": torch.__version__, "tiny": args.tiny,
+               "warmup": args.warmup, "steps": args.steps, "runs": []}
+    deadline = time.monotonic() + args.deadline_s
+    for name in args.models:
+        methods = list(args.baselines[:1])
+        budgets = list(plans.get(name, {}).get("budgets", {}))
+        methods += [f"lethe:{b}" for b in budgets]
+        methods += args.baselines[1:]
+        for method in methods:
+            entry = {"model": name, "method": method}
+            if time.monotonic() > deadline:
+                entry["skipped"] = "deadline"
+            else:
+                try:
+                    entry.update(run_method(name, method, args, device,
+                                            plans))
+                except Exception as e:  # noqa: BLE001 - reported, not fatal
+                    entry["error"] = f"{type(e).__name__}: " \
+                        f"{str(e).splitlines()[0][:300] if str(e) else ''}"
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+            results["runs"].append(entry)
+            print(_row(entry), flush=True)
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=1)
+    return results
+
+
+def _gb(x):
+    return "-" if x is None else f"{x / 1e9:.2f}"
+
+
+def _row(e):
+    if "skipped" in e or "error" in e:
+        return f"{e['model']:12} {e['method']:14} " \
+            f"{e.get('skipped') or e.get('error')}"
+    pred = ""
+    if e.get("predicted_peak_bytes") is not None:
+        pred = f" predicted {_gb(e['predicted_peak_bytes'])} GB " \
+            f"{(e.get('predicted_step_us') or 0) / 1000:.1f} ms"
+    return (f"{e['model']:12} {e['method']:14} {e['step_ms']:8.1f} ms "
+            f"{_gb(e.get('peak_bytes'))} GB (first step "
+            f"{e['first_step_s']:.1f} s){pred}")
+
+
+# --- report ----------------------------------------------------------------
+
+def report(args):
+    with open(args.results) as f:
+        results = json.load(f)
+    lines = [f"device: {results['device']}; torch {results['torch']}; "
+             f"date {results['date']}; median of {results['steps']} steps "
+             f"after {results['warmup']} warm-up steps",
+             "",
+             "| model | method | step ms | peak GB | predicted peak GB | "
+             "predicted step ms | peak / predicted | decisions "
+             "(retain/recompute/offload) |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for e in results["runs"]:
+        if "step_ms" not in e:
+            lines.append(f"| {e['model']} | {e['method']} | "
+                         f"{e.get('skipped') or e.get('error')} |||||| ")
+            continue
+        pred = e.get("predicted_peak_bytes")
+        ratio = (f"{e['peak_bytes'] / pred:.3f}" if pred and e.get(
+            "peak_bytes") else "-")
+        d = e.get("decisions") or {}
+        dec = "/".join(str(d.get(k, "")) for k in
+                       ("retain", "recompute", "offload")) if d else ""
+        lines.append(
+            f"| {e['model']} | {e['method']} | {e['step_ms']:.1f} | "
+            f"{_gb(e.get('peak_bytes'))} | {_gb(pred)} | "
+            + (f"{e['predicted_step_us'] / 1000:.1f}"
+               if e.get("predicted_step_us") else "-")
+            + f" | {ratio} | {dec} |")
+    text = "\n".join(lines) + "\n"
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+    print(text)
+    if args.svg:
+        with open(args.svg, "w") as f:
+            f.write(svg_plot(results))
+
+
+def svg_plot(results):
+    """Peak memory (x) against step time (y), one panel per model."""
+    models = []
+    for e in results["runs"]:
+        if e["model"] not in models:
+            models.append(e["model"])
+    w, h, pad = 460, 340, 56
+    colors = {"lethe": "#d62728", "none": "#1f77b4", "full": "#2ca02c",
+              "every2": "#17becf", "selective": "#9467bd",
+              "save_on_cpu": "#8c564b", "compile": "#ff7f0e"}
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w * len(models)}"'
+           f' height="{h}" font-family="sans-serif" font-size="11">']
+    for m, model in enumerate(models):
+        pts = [e for e in results["runs"] if e["model"] == model
+               and e.get("peak_bytes") is not None and "step_ms" in e]
+        x0 = m * w
+        out.append(f'<text x="{x0 + w / 2}" y="16" text-anchor="middle" '
+                   f'font-size="13">{model}</text>')
+        if not pts:
+            continue
+        xs = [e["peak_bytes"] / 1e9 for e in pts]
+        ys = [e["step_ms"] for e in pts]
+        xmax, ymax = max(xs) * 1.1, max(ys) * 1.1
+
+        def px(v):
+            return x0 + pad + v / xmax * (w - 1.5 * pad)
+
+        def py(v):
+            return h - pad + 10 - v / ymax * (h - 1.8 * pad)
+        out.append(f'<line x1="{px(0)}" y1="{py(0)}" x2="{px(xmax)}" '
+                   f'y2="{py(0)}" stroke="black"/>')
+        out.append(f'<line x1="{px(0)}" y1="{py(0)}" x2="{px(0)}" '
+                   f'y2="{py(ymax)}" stroke="black"/>')
+        for i in range(5):
+            xv, yv = xmax * i / 4, ymax * i / 4
+            out.append(f'<text x="{px(xv)}" y="{py(0) + 14}" '
+                       f'text-anchor="middle">{xv:.1f}</text>')
+            out.append(f'<text x="{px(0) - 4}" y="{py(yv) + 4}" '
+                       f'text-anchor="end">{yv:.0f}</text>')
+        out.append(f'<text x="{px(xmax / 2)}" y="{h - 8}" '
+                   f'text-anchor="middle">peak memory (GB)</text>')
+        out.append(f'<text x="{x0 + 12}" y="{py(ymax / 2)}" '
+                   f'transform="rotate(-90 {x0 + 12} {py(ymax / 2)})" '
+                   f'text-anchor="middle">step time (ms)</text>')
+        lethe = sorted((e for e in pts if e["method"].startswith("lethe")),
+                       key=lambda e: e["peak_bytes"])
+        if len(lethe) > 1:
+            path = " ".join(f"{px(e['peak_bytes'] / 1e9):.1f},"
+                            f"{py(e['step_ms']):.1f}" for e in lethe)
+            out.append(f'<polyline points="{path}" fill="none" '
+                       f'stroke="{colors["lethe"]}"/>')
+        for e in pts:
+            family = e["method"].split(":")[0].split("-")[0]
+            color = colors.get(family, "#444")
+            cx, cy = px(e["peak_bytes"] / 1e9), py(e["step_ms"])
+            out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" '
+                       f'fill="{color}"/>')
+            label = e["method"].replace("lethe:", "lethe ")
+            out.append(f'<text x="{cx + 6:.1f}" y="{cy - 5:.1f}" '
+                       f'fill="{color}">{label}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--out", required=True)
+    p.add_argument("--budgets", default=",".join(BUDGETS))
+    p.add_argument("--policy", default="auto")
+    p.add_argument("--device", default="h200")
+    r = sub.add_parser("run")
+    r.add_argument("--plans", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--baselines", default=",".join(BASELINES))
+    r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--steps", type=int, default=5)
+    r.add_argument("--deadline-s", type=float, default=1e9)
+    s = sub.add_parser("selftest")
+    s.add_argument("--out", default="/tmp/lethe-torch-bench")
+    for q in (p, r, s):
+        q.add_argument("--models", default=",".join(CONFIGS))
+        q.add_argument("--tiny", action="store_true")
+    rep = sub.add_parser("report")
+    rep.add_argument("results")
+    rep.add_argument("--md")
+    rep.add_argument("--svg")
+    args = parser.parse_args()
+    if getattr(args, "models", None):
+        args.models = args.models.split(",")
+    if args.cmd == "prepare":
+        args.budgets = args.budgets.split(",")
+        prepare(args)
+    elif args.cmd == "run":
+        args.baselines = args.baselines.split(",")
+        run(args)
+    elif args.cmd == "report":
+        report(args)
+    else:  # selftest: everything at tiny sizes on this machine
+        args.tiny = True
+        args.budgets, args.policy, args.device = BUDGETS, "auto", "h200"
+        prepare(argparse.Namespace(**dict(vars(args), out=args.out)))
+        ra = argparse.Namespace(**dict(
+            vars(args), plans=args.out, out=os.path.join(args.out, "r.json"),
+            baselines=BASELINES, warmup=1, steps=2, deadline_s=1e9))
+        run(ra)
+        report(argparse.Namespace(results=ra.out, md=None,
+                                  svg=os.path.join(args.out, "plot.svg")))
+
+
+if __name__ == "__main__":
+    main()
