@@ -8,6 +8,7 @@ driver (`lethe plan GRAPH --json FILE`). Both return the same document.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -105,6 +106,10 @@ def plan_json(graph, budget, policy="auto", device="h200", **options):
             return json.loads(plan.to_json())
         driver = find_driver()
         if driver is None:
+            tools = _find_pass_tools()
+            if tools is not None:
+                return _plan_with_pass(tools, path, budget, policy, device,
+                                       options)
             raise PlanError(
                 "no Lethe planner: build the Python extension (lethe._lethe) "
                 "or the driver (build/bin/lethe; set LETHE_BIN to its path)")
@@ -126,8 +131,115 @@ def plan_json(graph, budget, policy="auto", device="h200", **options):
 
 def _infeasible_or_raise(message):
     if "least budget" in message or "infeasible" in message:
-        raise InfeasibleBudgetError(message)
+        first = message.splitlines()[0]
+        least = re.findall(r"\((\d+) B\)", first)
+        raise InfeasibleBudgetError(first, int(least[-1]) if least else None)
     raise PlanError(f"Lethe could not plan the step: {message}")
+
+
+# --- the lethe-plan pass, for builds without the driver's `plan` ----------
+
+def _find_pass_tools():
+    """lethe-translate and lethe-opt from where the driver would be."""
+    dirs = [os.path.join(os.environ["LETHE_BUILD_DIR"], "bin")] \
+        if os.environ.get("LETHE_BUILD_DIR") else []
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs.append(os.path.join(here, "..", "..", "build", "bin"))
+    for d in dirs:
+        tools = [os.path.join(d, t) for t in ("lethe-translate", "lethe-opt")]
+        if all(os.access(t, os.X_OK) for t in tools):
+            return tools
+    return None
+
+
+def _plan_with_pass(tools, path, budget, policy, device, options):
+    """Runs `lethe-translate --import-graph-json | lethe-opt --lethe-plan`
+    and reads the decisions and figures back from the attributes."""
+    translate, opt = tools
+    pass_options = [f"policy={policy}", f"device={device}"]
+    if budget:
+        pass_options.append(f"budget={budget}")
+    for key, value in sorted(options.items()):
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        pass_options.append(f"{key.replace('_', '-')}={value}")
+    imported = subprocess.run([translate, "--import-graph-json", path],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    if imported.returncode != 0:
+        raise PlanError(f"Lethe could not import the step: "
+                        f"{imported.stderr.strip()}")
+    planned = subprocess.run(
+        [opt, f"--lethe-plan={' '.join(pass_options)}"], input=imported.stdout,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if planned.returncode != 0:
+        message = planned.stderr.strip()
+        message = message[message.find("lethe-plan:"):] \
+            if "lethe-plan:" in message else message
+        return _infeasible_or_raise(message)
+    return _read_planned_mlir(planned.stdout)
+
+
+_NODE = re.compile(r"\blethe\.(node|collective)\b")
+
+
+def _read_planned_mlir(text):
+    plan = {"decisions": []}
+    figures = re.search(r"lethe\.plan = \{([^}]*)\}", text)
+    if figures:
+        for key, value in re.findall(r"(\w+) = (\"[^\"]*\"|[^,]+)",
+                                     figures.group(1)):
+            value = value.strip().split(" : ")[0]
+            if value.startswith('"'):
+                plan[key] = value.strip('"')
+            elif value in ("true", "false"):
+                plan[key] = value == "true"
+            else:
+                number = float(value)
+                plan[key] = int(number) if number.is_integer() and \
+                    key.endswith("bytes") else number
+    index = -1
+    for line in text.splitlines():
+        if not _NODE.search(line) or "=" not in line.split("lethe.", 1)[0]:
+            continue
+        index += 1
+        decisions = re.search(r"lethe\.decisions = \[([^\]]*)\]", line)
+        if not decisions:
+            continue
+        kinds = re.findall(r"#lethe<decision (\w+)>|\bunit\b",
+                           decisions.group(1))
+        placement = re.search(r"lethe\.placement = \[(.*?)\]\s*[,}]", line)
+        places = _split_top(placement.group(1)) if placement else []
+        for result, kind in enumerate(kinds):
+            if not kind:
+                continue
+            entry = {"node": index, "result": result, "decision": kind}
+            where = places[result] if result < len(places) else ""
+            for key in ("release_after", "prefetch_after", "restore_before"):
+                found = re.search(key + r" = (-?\d+)", where)
+                if found:
+                    entry[key] = int(found.group(1))
+            plan["decisions"].append(entry)
+    return plan
+
+
+def _split_top(text):
+    """Splits "a, {b, c}, unit" at its top-level commas."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "{[<(":
+            depth += 1
+        elif ch in "}]>)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
 
 
 def _node_id(ref, graph, op_ids):

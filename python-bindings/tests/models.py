@@ -89,3 +89,19 @@ class TinyLM(nn.Module):
 def lm_loss(vocab, targets):
     return lambda logits: F.cross_entropy(logits.reshape(-1, vocab),
                                           targets.reshape(-1))
+
+
+class WideMLP(nn.Module):
+    """Residual blocks with a wide hidden layer: activations dominate the
+    step's memory (the backend tests plan it down to 30%)."""
+
+    def __init__(self, layers=8, dim=16, hidden=256):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(dim, hidden), nn.GELU(),
+                          nn.Linear(hidden, dim)) for _ in range(layers))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return x
