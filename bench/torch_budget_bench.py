@@ -63,7 +63,7 @@ TINY = {
 }
 BUDGETS = ["80%", "60%", "40%", "25%"]
 BASELINES = ["none", "full", "every2", "selective", "save_on_cpu",
-             "compile", "compile-0.5", "compile-0.1"]
+             "compile-0.5", "compile-0.1", "compile"]
 
 
 # --- models ----------------------------------------------------------------
@@ -275,12 +275,14 @@ def prepare(args):
     os.makedirs(args.out, exist_ok=True)
     from lethe._planclient import plan_json
     for name in args.models:
-        model, tokens, targets = make_model(name, args.tiny, "cpu",
-                                            torch.bfloat16)
-        out = {"model": name, "config": model.c, "torch": torch.__version__,
+        config = (TINY if args.tiny else CONFIGS)[name]
+        out = {"model": name, "config": config, "torch": torch.__version__,
                "budgets": {}}
+        graph_path = os.path.join(args.out, f"graph-{name}.json")
 
         def planner(graph, **_):
+            with open(graph_path, "w") as f:
+                json.dump(graph, f)
             for budget in args.budgets:
                 start = time.perf_counter()
                 try:
@@ -296,6 +298,17 @@ def prepare(args):
             out["graph_nodes"] = len(graph["nodes"])
             raise _StopAfterPlanning()
 
+        if os.path.exists(graph_path):  # traced before: plan again only
+            with open(graph_path) as f:
+                graph = json.load(f)
+            try:
+                planner(graph)
+            except _StopAfterPlanning:
+                pass
+            _write_plans(args.out, name, out)
+            continue
+        model, tokens, targets = make_model(name, args.tiny, "cpu",
+                                            torch.bfloat16)
         torch._dynamo.reset()
         compiled = torch.compile(model, backend=lt.backend(planner=planner),
                                  dynamic=False, fullgraph=True)
@@ -306,10 +319,14 @@ def prepare(args):
             if not _caused_by(e, _StopAfterPlanning):
                 raise
         out["trace_and_plan_s"] = time.perf_counter() - start
-        path = os.path.join(args.out, f"plans-{name}.json")
-        with open(path, "w") as f:
-            json.dump(out, f)
-        print(f"wrote {path}", flush=True)
+        _write_plans(args.out, name, out)
+
+
+def _write_plans(directory, name, out):
+    path = os.path.join(directory, f"plans-{name}.json")
+    with open(path, "w") as f:
+        json.dump(out, f)
+    print(f"wrote {path}", flush=True)
 
 
 def _caused_by(e, cls):
@@ -466,29 +483,51 @@ def run(args):
                "torch": torch.__version__, "tiny": args.tiny,
                "warmup": args.warmup, "steps": args.steps, "runs": []}
     deadline = time.monotonic() + args.deadline_s
-    for name in args.models:
-        methods = list(args.baselines[:1])
-        budgets = list(plans.get(name, {}).get("budgets", {}))
-        methods += [f"lethe:{b}" for b in budgets]
-        methods += args.baselines[1:]
-        for method in methods:
-            entry = {"model": name, "method": method}
-            if time.monotonic() > deadline:
-                entry["skipped"] = "deadline"
-            else:
-                try:
-                    entry.update(run_method(name, method, args, device,
-                                            plans))
-                except Exception as e:  # noqa: BLE001 - reported, not fatal
-                    entry["error"] = f"{type(e).__name__}: " \
-                        f"{str(e).splitlines()[0][:300] if str(e) else ''}"
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-            results["runs"].append(entry)
-            print(_row(entry), flush=True)
-            with open(args.out, "w") as f:
-                json.dump(results, f, indent=1)
+    # Rounds across the models, so that a deadline cuts the least useful
+    # runs: the unplanned step and Lethe's plans first, then the eager
+    # checkpointing baselines, then the torch.compile ones.
+    rounds = [[m for m in args.baselines if m == "none"]
+              + [f"lethe:{b}" for b in args.lethe_budgets],
+              [m for m in args.baselines
+               if m != "none" and not m.startswith("compile")],
+              [m for m in args.baselines if m.startswith("compile")]]
+    queue = []
+    for methods in rounds:
+        for name in args.models:
+            budgets = plans.get(name, {}).get("budgets", {})
+            queue += [(name, m) for m in methods
+                      if not m.startswith("lethe:") or m[6:] in budgets]
+    for name, method in queue:
+        entry = {"model": name, "method": method}
+        left = deadline - time.monotonic()
+        if left < _expected_s(method, args.tiny):
+            entry["skipped"] = f"deadline ({left:.0f} s left)"
+        else:
+            try:
+                entry.update(run_method(name, method, args, device,
+                                        plans))
+            except Exception as e:  # noqa: BLE001 - reported, not fatal
+                entry["error"] = f"{type(e).__name__}: " \
+                    f"{str(e).splitlines()[0][:300] if str(e) else ''}"
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        results["runs"].append(entry)
+        print(_row(entry), flush=True)
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
     return results
+
+
+def _expected_s(method, tiny):
+    """A rough upper bound of a method's wall time on an H100/H200 (compile
+    included), to skip what would overrun the deadline."""
+    if tiny:
+        return 0
+    if method.startswith("compile"):
+        return 100
+    if method.startswith("lethe"):
+        return 40
+    return 20 if method == "save_on_cpu" else 10
 
 
 def _gb(x):
@@ -624,6 +663,7 @@ def main():
     r.add_argument("--plans", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--baselines", default=",".join(BASELINES))
+    r.add_argument("--lethe-budgets", default=",".join(BUDGETS))
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--steps", type=int, default=5)
     r.add_argument("--deadline-s", type=float, default=1e9)
@@ -644,6 +684,7 @@ def main():
         prepare(args)
     elif args.cmd == "run":
         args.baselines = args.baselines.split(",")
+        args.lethe_budgets = args.lethe_budgets.split(",")
         run(args)
     elif args.cmd == "report":
         report(args)
@@ -653,7 +694,8 @@ def main():
         prepare(argparse.Namespace(**dict(vars(args), out=args.out)))
         ra = argparse.Namespace(**dict(
             vars(args), plans=args.out, out=os.path.join(args.out, "r.json"),
-            baselines=BASELINES, warmup=1, steps=2, deadline_s=1e9))
+            baselines=BASELINES, lethe_budgets=BUDGETS, warmup=1, steps=2,
+            deadline_s=1e9))
         run(ra)
         report(argparse.Namespace(results=ra.out, md=None,
                                   svg=os.path.join(args.out, "plot.svg")))

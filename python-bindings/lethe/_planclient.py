@@ -29,14 +29,16 @@ class InfeasibleBudgetError(ValueError):
 
 
 def find_driver():
-    """The `lethe` driver: $LETHE_BIN, $LETHE_BUILD_DIR/bin, the source
-    tree's build/bin, or PATH."""
+    """The `lethe` driver with a `plan` subcommand: $LETHE_BIN,
+    $LETHE_BUILD_DIR/bin, the build tree's bin, or PATH."""
     candidates = [os.environ.get("LETHE_BIN")]
     if os.environ.get("LETHE_BUILD_DIR"):
         candidates.append(os.path.join(os.environ["LETHE_BUILD_DIR"], "bin",
                                        "lethe"))
     here = os.path.dirname(os.path.abspath(__file__))
+    # The source tree's build/bin, or build/bin seen from build/python/lethe.
     candidates.append(os.path.join(here, "..", "..", "build", "bin", "lethe"))
+    candidates.append(os.path.join(here, "..", "..", "bin", "lethe"))
     candidates.append(shutil.which("lethe"))
     for c in candidates:
         if c and os.path.isfile(c) and os.access(c, os.X_OK) \
@@ -145,6 +147,7 @@ def _find_pass_tools():
         if os.environ.get("LETHE_BUILD_DIR") else []
     here = os.path.dirname(os.path.abspath(__file__))
     dirs.append(os.path.join(here, "..", "..", "build", "bin"))
+    dirs.append(os.path.join(here, "..", "..", "bin"))
     for d in dirs:
         tools = [os.path.join(d, t) for t in ("lethe-translate", "lethe-opt")]
         if all(os.access(t, os.X_OK) for t in tools):
@@ -271,7 +274,8 @@ class LethePlan:
         self.step_us = get("step_us")
         self.baseline_peak_bytes = get("baseline_peak_bytes")
         self.baseline_step_us = get("baseline_step_us")
-        self.least_feasible_budget = get("least_feasible_budget")
+        self.least_feasible_budget = get("least_feasible_budget_bytes",
+                                         get("least_feasible_budget"))
 
     def counts(self):
         counts = {RETAIN: 0, RECOMPUTE: 0, OFFLOAD: 0}
@@ -291,16 +295,20 @@ def parse_plan(raw, graph):
     graph = dict(graph, _ids_by_name=ids)
     op_ids = [e["id"] for e in nodes if e["kind"] == "op"]
     decisions = {}
-    for d in raw.get("decisions", []):
+    # `lethe plan --json` lists "values" named "NODE#RESULT (op kind)" (no
+    # "#RESULT" for single-result nodes), node references as Lethe's node
+    # numbers; the pass route and hand-made plans give "decisions" with
+    # "name"/"node" and "result".
+    entries = raw.get("values", raw.get("decisions", []))
+    for d in entries:
         kind = d.get("decision")
-        value = d.get("value")
-        name = d.get("name", d.get("node"))
-        index = d.get("result", d.get("index", 0))
-        if isinstance(value, dict):
-            name = value.get("name", value.get("node", name))
-            index = value.get("result", value.get("index", index))
-        elif isinstance(value, (list, tuple)) and len(value) == 2:
-            name, index = value
+        name = d.get("node", d.get("name"))
+        index = d.get("result", 0)
+        if isinstance(name, str) and name.endswith(")") and " (" in name:
+            name = name.rsplit(" (", 1)[0]
+            if "#" in name:
+                name, result = name.rsplit("#", 1)
+                index = int(result)
         nid = _node_id(name, graph, op_ids) if name is not None else None
         if nid is None:
             raise PlanError(f"plan decision {d!r} names no node of the graph")
