@@ -200,11 +200,11 @@ class Backend:
         plan = parse_plan(raw, graph)
         if not plan.feasible:
             least = plan.least_feasible_budget
+            given = f" ({plan.budget_bytes} B)" if plan.budget_bytes else ""
             raise InfeasibleBudgetError(
-                f"Lethe: budget {self.budget} is infeasible for policy "
-                f"'{self.policy}' on this graph"
-                + (f"; the least budget it can meet is {least} bytes"
-                   if least is not None else ""), least)
+                f"Lethe: budget {self.budget}{given} is below the least "
+                f"budget policy '{self.policy}' can meet on this graph"
+                + (f": {least} B" if least is not None else ""), least)
         return plan
 
     def _dump(self, record):

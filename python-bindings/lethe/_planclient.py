@@ -118,8 +118,8 @@ def plan_json(graph, budget, policy="auto", device="h200", **options):
         out = os.path.join(tmp, "plan.json")
         cmd = [driver, "plan", path, f"--policy={policy}",
                f"--device={device}", f"--json={out}"]
-        if budget:
-            cmd.append(f"--budget={budget}")
+        # No budget: no limit (the driver needs one).
+        cmd.append(f"--budget={budget or 2 ** 62}")
         cmd += _option_flags(options)
         run = subprocess.run(cmd, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
