@@ -492,11 +492,13 @@ def run(args):
                if m != "none" and not m.startswith("compile")],
               [m for m in args.baselines if m.startswith("compile")]]
     queue = []
-    for methods in rounds:
-        for name in args.models:
-            budgets = plans.get(name, {}).get("budgets", {})
-            queue += [(name, m) for m in methods
-                      if not m.startswith("lethe:") or m[6:] in budgets]
+    pairs = ([(name, methods) for name in args.models for methods in rounds]
+             if args.by_model else
+             [(name, methods) for methods in rounds for name in args.models])
+    for name, methods in pairs:
+        budgets = plans.get(name, {}).get("budgets", {})
+        queue += [(name, m) for m in methods
+                  if not m.startswith("lethe:") or m[6:] in budgets]
     for name, method in queue:
         entry = {"model": name, "method": method}
         left = deadline - time.monotonic()
@@ -664,6 +666,9 @@ def main():
     r.add_argument("--out", required=True)
     r.add_argument("--baselines", default=",".join(BASELINES))
     r.add_argument("--lethe-budgets", default=",".join(BUDGETS))
+    r.add_argument("--by-model", action="store_true",
+                   help="every method of a model before the next model "
+                   "(default: rounds across the models)")
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--steps", type=int, default=5)
     r.add_argument("--deadline-s", type=float, default=1e9)
@@ -695,7 +700,7 @@ def main():
         ra = argparse.Namespace(**dict(
             vars(args), plans=args.out, out=os.path.join(args.out, "r.json"),
             baselines=BASELINES, lethe_budgets=BUDGETS, warmup=1, steps=2,
-            deadline_s=1e9))
+            deadline_s=1e9, by_model=False))
         run(ra)
         report(argparse.Namespace(results=ra.out, md=None,
                                   svg=os.path.join(args.out, "plot.svg")))
