@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
+from lethe import LetheError
 from lethe._partition import OFFLOAD, RECOMPUTE, RETAIN, Decision
 
 
@@ -20,7 +21,7 @@ class PlanError(RuntimeError):
     """Lethe could not plan the graph (bad input, tool missing)."""
 
 
-class InfeasibleBudgetError(ValueError):
+class InfeasibleBudgetError(LetheError):
     """The budget is below the least one the policy can meet."""
 
     def __init__(self, message, least_feasible_budget=None):
@@ -65,12 +66,16 @@ def _plans(driver):
 
 
 def _binding():
-    try:
-        import lethe
-        from lethe import _lethe  # noqa: F401
-    except ImportError:
+    """The package, when its compiled module (and so `lethe.plan`) is
+    there."""
+    import lethe
+    if getattr(lethe, "_lethe", None) is None or not hasattr(lethe, "plan"):
         return None
-    return lethe if hasattr(lethe, "plan") else None
+    return lethe
+
+
+# Planner options: the backend's names -> lethe.plan's keyword names.
+_BINDING_NAMES = {"n": "every_n"}
 
 
 def _option_flags(options):
@@ -99,12 +104,14 @@ def plan_json(graph, budget, policy="auto", device="h200", **options):
             json.dump(graph, f, allow_nan=False)
         binding = _binding()
         if binding is not None:
-            kwargs = {k: v for k, v in options.items() if v is not None}
+            kwargs = {_BINDING_NAMES.get(k, k): v for k, v in options.items()
+                      if v is not None}
             try:
                 plan = binding.plan(path, budget=budget or None, policy=policy,
-                                    device=device, **kwargs)
-            except ValueError as e:
-                return _infeasible_or_raise(str(e))
+                                    device=device, allow_infeasible=True,
+                                    **kwargs)
+            except binding.LetheError as e:
+                raise PlanError(f"Lethe could not plan the step: {e}") from e
             return json.loads(plan.to_json())
         driver = find_driver()
         if driver is None:
