@@ -178,7 +178,8 @@ class Backend:
         if offloaded_names:
             names_by_id = {e["id"]: e["name"] for e in graph["nodes"]}
             _partition.insert_offload(fw, bw, offloaded_names, storages,
-                                      decisions, names_by_id, device, info)
+                                      decisions, names_by_id, device, info,
+                                      num_fwd_outputs)
         record = GraphPlan(plan, info, graph, time.perf_counter() - start)
         self.plans.append(record)
         if self.dump_dir:

@@ -339,7 +339,7 @@ def _fake_cpu_like(val):
 
 
 def insert_offload(fw, bw, offloaded, storages, decisions, names_by_id,
-                   device, info):
+                   device, info, num_fwd_outputs):
     """Adds the copy nodes for each offloaded saved value (by name)."""
     fw_graph, bw_graph = fw.graph, bw.graph
     fw_nodes = list(fw_graph.nodes)
@@ -383,7 +383,11 @@ def insert_offload(fw, bw, offloaded, storages, decisions, names_by_id,
             anchor = host
         with fw_graph.inserting_after(anchor):
             fw_graph.call_function(_offload.release, (handle,))
-        fw_output.args = tuple(_replace_in(a, x, host) for a in fw_output.args)
+        outputs = list(fw_output.args[0])  # user outputs, then saved
+        outputs[num_fwd_outputs:] = [host if a is x else a
+                                     for a in outputs[num_fwd_outputs:]]
+        fw_output.args = (type(fw_output.args[0])(outputs),) + \
+            tuple(fw_output.args[1:])
 
         # Backward: prefetch, then wait before the first use.
         ph = bw_by_name[name]
@@ -409,12 +413,6 @@ def insert_offload(fw, bw, offloaded, storages, decisions, names_by_id,
     bw_graph.lint()
     fw.recompile()
     bw.recompile()
-
-
-def _replace_in(arg, old, new):
-    if isinstance(arg, (list, tuple)):
-        return type(arg)(_replace_in(a, old, new) for a in arg)
-    return new if arg is old else arg
 
 
 def _writes_storage(n, root, storages):
