@@ -24,6 +24,8 @@ on the GPU hands each plan to `lethe.torch.backend(planner=...)`.
         [--deadline-s 200] [--tiny]
     python3 bench/torch_budget_bench.py report r.json --md M.md --svg P.svg
     python3 bench/torch_budget_bench.py selftest   # --tiny, all on CPU
+    python3 bench/torch_budget_bench.py export --model llama-8l \
+        --out graphs/graph_llama8l.json [--device cuda] [--tiny]
 """
 
 import argparse
@@ -320,6 +322,27 @@ def prepare(args):
                 raise
         out["trace_and_plan_s"] = time.perf_counter() - start
         _write_plans(args.out, name, out)
+
+
+def export(args):
+    """Writes one model's training step as Lethe's graph JSON with the
+    project's exporter: on CUDA with every op timed alone, on CPU with fake
+    tensors only (no op times: Lethe's cost model prices the ops)."""
+    device = torch.device(args.device)
+    model, tokens, targets = make_model(args.model, args.tiny, device,
+                                        torch.bfloat16)
+    config = (TINY if args.tiny else CONFIGS)[args.model]
+    start = time.perf_counter()
+    graph = lt.export_training_step(
+        model, (tokens, targets), lambda loss: loss, args.out,
+        meta={"model": args.model, "config": config,
+              "batch": config["batch"], "seq": config["seq"]})
+    t = graph["totals"]
+    print(f"wrote {args.out}: {t['n_nodes']} nodes ({t['n_fwd_ops']} fwd, "
+          f"{t['n_bwd_ops']} bwd ops), {t['n_saved']} saved "
+          f"({t['saved_bytes_unique_storage'] / 1e9:.2f} GB), "
+          f"{len(graph['warnings'])} warnings, "
+          f"{time.perf_counter() - start:.0f} s", flush=True)
 
 
 def _write_plans(directory, name, out):
@@ -677,6 +700,11 @@ def main():
     for q in (p, r, s):
         q.add_argument("--models", default=",".join(CONFIGS))
         q.add_argument("--tiny", action="store_true")
+    x = sub.add_parser("export")
+    x.add_argument("--model", default="llama-8l", choices=sorted(CONFIGS))
+    x.add_argument("--out", required=True)
+    x.add_argument("--device", default="cpu")
+    x.add_argument("--tiny", action="store_true")
     rep = sub.add_parser("report")
     rep.add_argument("results")
     rep.add_argument("--md")
@@ -693,6 +721,8 @@ def main():
         run(args)
     elif args.cmd == "report":
         report(args)
+    elif args.cmd == "export":
+        export(args)
     else:  # selftest: everything at tiny sizes on this machine
         args.tiny = True
         args.budgets, args.policy, args.device = BUDGETS, "auto", "h200"

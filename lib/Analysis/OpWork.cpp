@@ -254,6 +254,11 @@ const AttentionSignature attentionSignatures[] = {
      "is_causal"},
     {"_scaled_dot_product_efficient_attention_backward", 1, true, false, 11,
      "is_causal"},
+    // PyTorch's CPU flash kernel: what a graph traced on CPU holds.
+    {"_scaled_dot_product_flash_attention_for_cpu", 0, false, false, 4,
+     "is_causal"},
+    {"_scaled_dot_product_flash_attention_for_cpu_backward", 1, true, false,
+     7, "is_causal"},
     {"_scaled_dot_product_cudnn_attention", 0, false, false, 6, "is_causal"},
     {"_scaled_dot_product_cudnn_attention_backward", 1, true, false, 14,
      "is_causal"},

@@ -132,6 +132,10 @@ def write_json(graph, path):
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".lethe-", suffix=".json", dir=directory)
     try:
+        # mkstemp creates 0600; give the file the mode open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         with os.fdopen(fd, "w") as f:
             f.write(graph_json_text(graph))
         os.replace(tmp, path)

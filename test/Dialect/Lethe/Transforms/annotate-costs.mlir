@@ -52,6 +52,13 @@ func.func @step(%x: tensor<1024x4096xbf16>, %w: tensor<4096x4096xbf16>,
   // CHECK: lethe.node "aten._scaled_dot_product_flash_attention_backward.default" bwd {{.*}} time_us = 2.590130e+02 : f64}
   %5:3 = lethe.node "aten._scaled_dot_product_flash_attention_backward.default" bwd (%4#0, %q, %q, %q, %4#0, %4#1) {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, {in = 3 : i64}, {in = 4 : i64}, {in = 5 : i64}, unit, unit, 2048, 2048, 0.0 : f64, true]} : (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048xf32>) -> (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>)
 
+  // PyTorch's CPU flash kernel (a graph traced on CPU) costs what the GPU
+  // kernel does: is_causal at position 4 (forward) and 7 (backward).
+  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention_for_cpu.default" fwd {{.*}} time_us = 5.760100e+01 : f64}
+  %c4:2 = lethe.node "aten._scaled_dot_product_flash_attention_for_cpu.default" fwd (%q, %q, %q) {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, 0.0 : f64, true]} : (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>) -> (tensor<4x16x2048x64xbf16>, tensor<4x16x2048xf32>)
+  // CHECK: lethe.node "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" bwd {{.*}} time_us = 2.590130e+02 : f64}
+  %c5:3 = lethe.node "aten._scaled_dot_product_flash_attention_for_cpu_backward.default" bwd (%c4#0, %q, %q, %q, %c4#0, %c4#1) {args = [{in = 0 : i64}, {in = 1 : i64}, {in = 2 : i64}, {in = 3 : i64}, {in = 4 : i64}, {in = 5 : i64}, 0.0 : f64, true]} : (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048xf32>) -> (tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>, tensor<4x16x2048x64xbf16>)
+
   // Elementwise add of two 4096x4096 bf16 tensors: 3 x 33.6 MB moved =
   // 23.967 us + 3.2 = 27.167 us; an operand read twice counts once
   // (2 x 33.6 MB = 15.978 us + 3.2 = 19.178 us).
