@@ -257,6 +257,9 @@ private:
   /// Greedy until the peak is <= level. False when stuck.
   llvm::Expected<bool> reduceTo(int64_t level);
   llvm::Error polish(int64_t level);
+  /// Swaps the costliest recomputes for free decisions where that holds the
+  /// level (small graphs only: it costs a few evaluations per level).
+  llvm::Error swapCostly(int64_t level);
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
   std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
                       const Evaluation &eval);
@@ -287,6 +290,8 @@ private:
   /// recompute (per byte) first, then largest, then lowest id.
   std::vector<int32_t> offloadOrder;
   int64_t offloadedBytes = 0;
+  /// While set, candidatesAt offers only candidates that cost no time.
+  bool freeOnly = false;
 };
 
 } // namespace
@@ -556,6 +561,8 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
     offloadable[a] = 0;
   for (const Candidate &c : batch.offloadScratch)
     result.push_back(&c);
+  if (freeOnly)
+    llvm::erase_if(result, [](const Candidate *c) { return c->costUs > 0.0; });
   return result;
 }
 
@@ -690,6 +697,27 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
 }
 
 llvm::Error Solver::polish(int64_t level) {
+  // Copy-time trades no longer needed: hide the copies again where the
+  // level still holds (all at once, else the first half).
+  std::vector<int32_t> trades;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (current[a] == Decision::Offload && !(currentHints[a] == CopyHint()))
+      trades.push_back(static_cast<int32_t>(a));
+  for (size_t count = trades.size(), attempt = 0; count > 0 && attempt < 2;
+       count /= 2, ++attempt) {
+    std::vector<CopyHint> trialHints = currentHints;
+    for (size_t i = 0; i < count; ++i)
+      trialHints[trades[i]] = CopyHint();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      break;
+    }
+  }
+
   // Undo recomputes no longer needed for this level, most exclusive chain
   // time first.
   const Placement &placement = currentEval.placement;
@@ -747,6 +775,47 @@ llvm::Error Solver::polish(int64_t level) {
       currentEval = std::move(*eval);
       break;
     }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Solver::swapCostly(int64_t level) {
+  const size_t maxActivations = 1000, tries = 3;
+  if (acts.size() > maxActivations)
+    return llvm::Error::success();
+  const Placement &placement = currentEval.placement;
+  std::vector<std::pair<double, int32_t>> order;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (current[a] == Decision::Recompute)
+      order.push_back(
+          {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
+               acts[a].recomputeUs,
+           static_cast<int32_t>(a)});
+  llvm::sort(order);
+  for (size_t i = 0; i < order.size() && i < tries; ++i) {
+    int32_t x = order[i].second;
+    if (current[x] != Decision::Recompute)
+      continue;
+    std::vector<Decision> savedDecisions = current;
+    std::vector<CopyHint> savedHints = currentHints;
+    Evaluation savedEval = currentEval;
+    int64_t savedOffloaded = offloadedBytes;
+    current[x] = Decision::Retain;
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+    if (!eval)
+      return eval.takeError();
+    currentEval = std::move(*eval);
+    freeOnly = true;
+    llvm::Expected<bool> reached = reduceTo(level);
+    freeOnly = false;
+    if (!reached)
+      return reached.takeError();
+    if (*reached && currentEval.stepUs < savedEval.stepUs)
+      continue;
+    current = std::move(savedDecisions);
+    currentHints = std::move(savedHints);
+    currentEval = std::move(savedEval);
+    offloadedBytes = savedOffloaded;
   }
   return llvm::Error::success();
 }
@@ -865,6 +934,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
           offloadedBytes += acts[a].bytes;
     }
     if (llvm::Error err = polish(level))
+      return std::move(err);
+    if (llvm::Error err = swapCostly(level))
       return std::move(err);
     record(j);
   }
