@@ -25,8 +25,8 @@ if [[ "$QUICK" == "--quick" ]]; then
     --policies "auto,$FIXED" --csv "$TMP/random.csv"
 else
   # Small enough for the exact solver (2-3 layers, 60-100 nodes).
-  "$BENCH" --random 12 --random-layers 3 --budgets 0.4,0.5,0.6,0.7,0.8,0.9 \
-    --policies "auto,exact,$FIXED" --exact-time-limit 20 --csv "$TMP/random.csv"
+  "$BENCH" --random 10 --random-layers 3 --budgets 0.5,0.6,0.7,0.8,0.9 \
+    --policies "auto,exact,$FIXED" --exact-time-limit 10 --csv "$TMP/random.csv"
 fi
 
 # ~10,000 nodes: solve time.
