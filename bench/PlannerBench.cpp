@@ -12,8 +12,8 @@
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Evaluator.h"
-#include "lethe/Planner/Placement.h"
 #include "lethe/Planner/Knapsack.h"
+#include "lethe/Planner/Placement.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
@@ -37,12 +37,12 @@ using namespace lethe;
 
 static llvm::cl::list<std::string> graphFiles("graph",
                                               llvm::cl::desc("graph JSON"));
-static llvm::cl::opt<unsigned> numRandom("random",
-                                         llvm::cl::desc("random graphs"),
-                                         llvm::cl::init(0));
-static llvm::cl::opt<unsigned> randomLayers(
-    "random-layers", llvm::cl::desc("layers of the random graphs (0: 2-8)"),
-    llvm::cl::init(0));
+static llvm::cl::opt<unsigned>
+    numRandom("random", llvm::cl::desc("random graphs"), llvm::cl::init(0));
+static llvm::cl::opt<unsigned>
+    randomLayers("random-layers",
+                 llvm::cl::desc("layers of the random graphs (0: 2-8)"),
+                 llvm::cl::init(0));
 static llvm::cl::opt<std::string>
     budgetList("budgets", llvm::cl::desc("budget fractions"),
                llvm::cl::init("0.3,0.4,0.5,0.6,0.7,0.8,0.9"));
@@ -99,9 +99,9 @@ static llvm::Expected<TrainingGraph> loadJsonGraph(llvm::StringRef path,
   return std::move(*graph);
 }
 
-static llvm::cl::opt<std::string> deviceName(
-    "device", llvm::cl::desc("device profile (name or JSON path)"),
-    llvm::cl::init("h200"));
+static llvm::cl::opt<std::string>
+    deviceName("device", llvm::cl::desc("device profile (name or JSON path)"),
+               llvm::cl::init("h200"));
 
 struct Row {
   std::string graph, policy;
@@ -111,6 +111,7 @@ struct Row {
   double stepUs, baseStepUs, solveMs;
   /// Exact solver: the MILP gap (0 when proven optimal), else negative.
   double exactGap = -1.0;
+  size_t nodes = 0;
 };
 
 int main(int argc, char **argv) {
@@ -209,8 +210,9 @@ int main(int argc, char **argv) {
       ActivationAnalysis analysis(g, o);
       std::map<std::string, std::pair<int, int64_t>> reasons;
       for (const ActivationInfo &a : analysis.getActivations()) {
-        auto &e = reasons[a.recomputable ? std::string("recomputable")
-                                         : a.notRecomputableReason.substr(0, 60)];
+        auto &e =
+            reasons[a.recomputable ? std::string("recomputable")
+                                   : a.notRecomputableReason.substr(0, 60)];
         e.first++;
         e.second += a.bytes;
       }
@@ -307,12 +309,13 @@ int main(int argc, char **argv) {
           note = plan->exactReport->provenOptimal
                      ? "optimal"
                      : llvm::formatv("gap {0:F2}%", 100 * row.exactGap).str();
-          note += llvm::formatv(" ({0} rows, {1} columns, {2} integer)",
-                                plan->exactReport->rows,
-                                plan->exactReport->columns,
-                                plan->exactReport->integerColumns)
-                      .str();
+          note +=
+              llvm::formatv(" ({0} rows, {1} columns, {2} integer)",
+                            plan->exactReport->rows, plan->exactReport->columns,
+                            plan->exactReport->integerColumns)
+                  .str();
         }
+        row.nodes = g.numNodes();
         rows.push_back(row);
         llvm::outs() << llvm::formatv(
             "{0,-22} {1,5:F0}% {2,9} {3,8:F1}% {4,9:F2}% {5,9:F1} {6}\n",
@@ -326,15 +329,15 @@ int main(int argc, char **argv) {
     std::error_code ec;
     llvm::raw_fd_ostream os(csvFile, ec);
     os << "graph,policy,fraction,budget_bytes,peak_bytes,feasible,step_us,"
-          "baseline_step_us,solve_ms,exact_gap\n";
+          "baseline_step_us,solve_ms,exact_gap,nodes\n";
     for (const Row &r : rows)
-      os << llvm::formatv("{0},{1},{2},{3},{4},{5},{6:F3},{7:F3},{8:F3},{9}\n",
-                          r.graph, r.policy, r.fraction, r.budget, r.peak,
-                          r.feasible ? 1 : 0, r.stepUs, r.baseStepUs,
-                          r.solveMs,
-                          r.exactGap < 0
-                              ? std::string()
-                              : llvm::formatv("{0:F6}", r.exactGap).str());
+      os << llvm::formatv(
+          "{0},{1},{2},{3},{4},{5},{6:F3},{7:F3},{8:F3},{9},{10}\n", r.graph,
+          r.policy, r.fraction, r.budget, r.peak, r.feasible ? 1 : 0, r.stepUs,
+          r.baseStepUs, r.solveMs,
+          r.exactGap < 0 ? std::string()
+                         : llvm::formatv("{0:F6}", r.exactGap).str(),
+          r.nodes);
   }
   return 0;
 }
