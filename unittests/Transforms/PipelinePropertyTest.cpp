@@ -252,7 +252,8 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
   const std::vector<Policy> policies = {Policy::None,       Policy::Full,
                                         Policy::EveryN,     Policy::SelectiveOp,
                                         Policy::OffloadAll, Policy::Auto};
-  int checked = 0, exact = 0, replanned = 0, brokenChecked = 0;
+  int checked = 0, exact = 0, replanned = 0, brokenChecked = 0,
+      replacedChecked = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
     RandomGraphOptions graphOptions;
     graphOptions.unitBytes = (seed % 2 ? 4 : 1) << 20;
@@ -317,6 +318,15 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
         EXPECT_LE(result->peakBytes, budget);
         EXPECT_EQ(result->peakBytes, plan->peakBytes);
 
+        // Re-placing prefetches keeps the program valid and within budget.
+        if (seed % 2 == 1) {
+          OwningOpRef<ModuleOp> replaced = (*module).clone();
+          EXPECT_EQ(run(*replaced, "lethe-schedule{place-prefetches=true},"
+                                   "lethe-verify{allocated=false}"),
+                    "");
+          ++replacedChecked;
+        }
+
         // lethe-verify rejects the program once broken.
         if (seed % 4 == 0) {
           OwningOpRef<ModuleOp> broken = (*module).clone();
@@ -351,6 +361,7 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
                << "\n";
   EXPECT_GT(checked, 300);
   EXPECT_GT(brokenChecked, 80);
+  EXPECT_GT(replacedChecked, 150);
   EXPECT_GT(exact, checked * 3 / 4);
   // Packing meets the planner's peak nearly always.
   EXPECT_LT(replanned, checked / 20);

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PrefetchPlacement.h"
 #include "lethe/Analysis/Program.h"
 #include "lethe/Analysis/StreamOrder.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
@@ -170,6 +171,14 @@ struct ScheduleProgramPass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
+      if (placePrefetches) {
+        std::optional<int64_t> budget;
+        if (auto attr = module->getAttrOfType<IntegerAttr>(attrs::kBudgetBytes))
+          budget = attr.getInt();
+        PrefetchPlacementStats placed =
+            lethe::placePrefetches(func, *profile, budget);
+        numPrefetchesMoved += placed.moved;
+      }
       FailureOr<ExplicitProgram> program = ExplicitProgram::build(func);
       if (failed(program))
         return signalPassFailure();

@@ -175,6 +175,16 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
 
     Dependences already covered by the program's own barriers and awaits
     get nothing new, so running the pass twice changes nothing.
+
+    With `place-prefetches=true` the pass first re-places every prefetch
+    (the pipeline leaves it off: lethe-materialize already issues them where
+    the plan does): at the latest point in issue order at which, by the
+    predicted compute timeline (`time_us` of the compute ops) and the
+    device's H2D bandwidth, the copy still ends before its first reader,
+    copies queueing FIFO on the H2D stream, so that it is hidden yet holds
+    its device buffer as briefly as it can; never before the release of the
+    buffer it restores, and no earlier than the module's
+    `lethe.budget_bytes` allows.
   }];
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"h200\"",
@@ -185,6 +195,8 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
     Option<"contentionThreshold", "contention-threshold", "double",
            /*default=*/"1.05",
            "slowdown factor above which copies and collectives contend">,
+    Option<"placePrefetches", "place-prefetches", "bool", /*default=*/"false",
+           "re-place prefetches: latest hidden point, within the budget">,
   ];
   let statistics = [
     Statistic<"numBarriers", "num-barriers", "Barriers inserted">,
@@ -192,6 +204,8 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
               "Awaits inserted or timepoints added to an op's await">,
     Statistic<"numContentionWaits", "num-contention-waits",
               "Waits that keep copies and collectives apart">,
+    Statistic<"numPrefetchesMoved", "num-prefetches-moved",
+              "Prefetches re-placed">,
   ];
   let dependentDialects = ["lethe::LetheDialect"];
 }
