@@ -36,6 +36,7 @@ if config.lethe_build_runtime in ("ON", "1", "TRUE", "YES"):
     config.substitutions.append(
         ("%programs", os.path.join(config.lethe_obj_root, "programs")))
     tools.append("lethe-run")
+    tools.append("lethe-rt-bench")
 
 # GPU tests (test/integration, a lit suite of its own) run only where a CUDA
 # device is present.

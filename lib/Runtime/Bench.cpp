@@ -322,6 +322,9 @@ void replayBench(Bench &b) {
 } // namespace
 
 int lethe::rt::benchMain(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--collectives")
+      return collectiveBenchMain(argc, argv);
   bool quick = false;
   int device = -1;
   for (int i = 1; i < argc; ++i) {
@@ -331,7 +334,9 @@ int lethe::rt::benchMain(int argc, char **argv) {
     else if (arg.rfind("--device=", 0) == 0)
       device = std::atoi(arg.c_str() + 9);
     else {
-      std::fprintf(stderr, "usage: lethe-rt-bench [--quick] [--device=N]\n");
+      std::fprintf(stderr, "usage: lethe-rt-bench [--quick] [--device=N]\n"
+                           "       lethe-rt-bench --collectives ... "
+                           "(--collectives --help)\n");
       return 2;
     }
   }

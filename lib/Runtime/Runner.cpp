@@ -39,6 +39,7 @@ struct Options {
   std::string program, compareTo, jsonPath, tracePath, ncclIdFile;
   LetheRtMode mode = LETHE_MODE_TIMING;
   int steps = 20, warmup = 3, repeat = 2, device = -1, world = -1, rank = 0;
+  int profileSteps = 1;
   bool graph = true, profile = true, replayGemms = false;
   bool expectMismatch = false;
 };
@@ -49,6 +50,7 @@ const char *kUsage =
     "  --steps=N --warmup=N            timed and warm-up steps (20, 3)\n"
     "  --no-graph                      skip the CUDA-graph timing\n"
     "  --no-profile                    skip the profiled step\n"
+    "  --profile-steps=N               profiled steps (1); medians reported\n"
     "  --replay-gemms                  GEMMs as replay kernels of their time\n"
     "  --repeat=N                      checksum runs that must agree (2)\n"
     "  --compare=OTHER.so              checksum mode: compare with OTHER\n"
@@ -89,6 +91,8 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &err) {
       ok = parseInt(value, &o.steps) && o.steps >= 1;
     else if (name == "--warmup")
       ok = parseInt(value, &o.warmup) && o.warmup >= 0;
+    else if (name == "--profile-steps")
+      ok = parseInt(value, &o.profileSteps) && o.profileSteps >= 1;
     else if (name == "--repeat")
       ok = parseInt(value, &o.repeat) && o.repeat >= 1;
     else if (name == "--device")
@@ -249,9 +253,26 @@ int finish(const Options &o, JsonWriter &json, int code) {
   return code;
 }
 
+/// FNV-1a of a file's bytes (0 if unreadable): shows that every rank
+/// loaded the same program.
+uint64_t fileHash(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t h = 1469598103934665603ull;
+  char buf[65536];
+  bool any = false;
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    any = true;
+    for (std::streamsize i = 0; i < in.gcount(); ++i)
+      h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+  }
+  return any ? h : 0;
+}
+
 void writeProgram(JsonWriter &json, const Program &prog) {
   json.field("program", prog.p->name ? prog.p->name : "");
   json.field("path", prog.path);
+  json.field("program_file_hash", hex64(fileHash(prog.path)));
+  json.field("program_world_size", prog.p->worldSize);
 }
 
 void writeDevice(JsonWriter &json, LetheRt *rt) {
@@ -296,6 +317,8 @@ int runDry(const Options &o, const Program &prog) {
   json.beginObject();
   writeProgram(json, prog);
   json.field("mode", "dry-run");
+  json.field("world", o.world > 0 ? o.world : prog.p->worldSize);
+  json.field("rank", o.rank);
   LetheRt *rt = nullptr;
   RunError e = setUp(prog, o, LETHE_MODE_DRY_RUN, &rt);
   letheRtResetStats(rt); // count the step, not init
@@ -509,11 +532,21 @@ struct StreamProfile {
   uint64_t ops = 0, bytes = 0;
 };
 
+/// Of one profiled step: comm-stream time per collective kind (the first
+/// word of the op label: all_gather, reduce_scatter, ...) and a hash of the
+/// ops it enqueued (stream, label, bytes, in order), which must be the same
+/// on every rank.
+struct CollectiveProfile {
+  std::map<std::string, double> ms;
+  std::map<std::string, uint64_t> count;
+  uint64_t opsHash = 0;
+};
+
 /// One eager step with every op timed; fills per-stream totals and writes
 /// the Chrome trace.
 RunError profiledStep(LetheRt *rt, const Options &o, const Program &prog,
                       StreamProfile (&streams)[LETHE_RT_NUM_STREAMS],
-                      double &stepMs) {
+                      double &stepMs, CollectiveProfile &collectives) {
   const std::string at = "lethe-run (profiled step)";
   cudaStream_t compute = rt->streams[LETHE_STREAM_COMPUTE];
   cudaEvent_t begin = nullptr, end = nullptr;
@@ -539,6 +572,11 @@ RunError profiledStep(LetheRt *rt, const Options &o, const Program &prog,
                         "cudaEventElapsedTime"))
     err = errorOf(rt, LETHE_RT_OK, "");
   stepMs = total;
+  uint64_t opsHash = 1469598103934665603ull;
+  auto hashBytes = [&](const void *data, size_t size) {
+    for (size_t k = 0; k < size; ++k)
+      opsHash = (opsHash ^ ((const unsigned char *)data)[k]) * 1099511628211ull;
+  };
   for (size_t i = 0; !err && i < rt->profile.size(); ++i) {
     const ProfileRecord &r = rt->profile[i];
     float startMs = 0, endMs = 0;
@@ -548,6 +586,14 @@ RunError profiledStep(LetheRt *rt, const Options &o, const Program &prog,
                   "cudaEventElapsedTime")) {
       err = errorOf(rt, LETHE_RT_OK, "");
       break;
+    }
+    hashBytes(&r.stream, sizeof(r.stream));
+    hashBytes(r.op.data(), r.op.size() + 1);
+    hashBytes(&r.bytes, sizeof(r.bytes));
+    if (r.stream == LETHE_STREAM_COMM) {
+      std::string kind = r.op.substr(0, r.op.find(' '));
+      collectives.ms[kind] += endMs - startMs;
+      ++collectives.count[kind];
     }
     StreamProfile &s = streams[r.stream];
     s.busyMs += endMs - startMs;
@@ -561,6 +607,7 @@ RunError profiledStep(LetheRt *rt, const Options &o, const Program &prog,
                   (endMs - startMs) * 1000.0);
     trace += line + JsonWriter::quote(r.op) + "}";
   }
+  collectives.opsHash = opsHash;
   trace += "\n]}\n";
   if (!err && !o.tracePath.empty()) {
     std::ofstream out(o.tracePath);
@@ -616,6 +663,8 @@ int runTiming(const Options &o, const Program &prog) {
   json.beginObject();
   writeProgram(json, prog);
   json.field("mode", "timing");
+  json.field("world", o.world > 0 ? o.world : prog.p->worldSize);
+  json.field("rank", o.rank);
   LetheRt *rt = nullptr;
   RunError err = setUp(prog, o, LETHE_MODE_TIMING, &rt);
   if (err) {
@@ -657,10 +706,24 @@ int runTiming(const Options &o, const Program &prog) {
   StreamProfile streams[LETHE_RT_NUM_STREAMS];
   double profiledMs = 0;
   LetheRtStats stats{};
-  if (!err && o.profile) {
-    letheRtResetStats(rt);
-    err = profiledStep(rt, o, prog, streams, profiledMs);
-    letheRtGetStats(rt, &stats);
+  // Profiled steps: the first gives the per-stream totals and counts, all
+  // give the collective times (medians over the steps).
+  std::vector<CollectiveProfile> collectiveSteps;
+  std::vector<double> profiledSteps, commBusy;
+  for (int i = 0; !err && o.profile && i < o.profileSteps; ++i) {
+    StreamProfile scratch[LETHE_RT_NUM_STREAMS];
+    StreamProfile(&into)[LETHE_RT_NUM_STREAMS] = i == 0 ? streams : scratch;
+    if (i == 0)
+      letheRtResetStats(rt);
+    double ms = 0;
+    collectiveSteps.emplace_back();
+    err = profiledStep(rt, o, prog, into, ms, collectiveSteps.back());
+    if (i == 0) {
+      letheRtGetStats(rt, &stats);
+      profiledMs = ms;
+    }
+    profiledSteps.push_back(ms);
+    commBusy.push_back(into[LETHE_STREAM_COMM].busyMs);
   }
   // Read before the graph run: a capture failure leaves the runtime's
   // status sticky.
@@ -731,6 +794,30 @@ int runTiming(const Options &o, const Program &prog) {
     }
     json.endObject();
     writeCounts(json, stats);
+    // Per collective kind, medians over the profiled steps.
+    json.field("profile_steps", (int)profiledSteps.size());
+    writeSummary(json, "profiled_steps_ms", profiledSteps);
+    writeSummary(json, "comm_busy_ms", commBusy);
+    std::map<std::string, std::vector<double>> byKind;
+    for (const CollectiveProfile &c : collectiveSteps)
+      for (const auto &[kind, ms] : c.ms)
+        byKind[kind].push_back(ms);
+    json.key("collectives_ms").beginObject();
+    for (const auto &[kind, samples] : byKind)
+      writeSummary(json, kind, samples);
+    json.endObject();
+    json.key("collective_counts").beginObject();
+    if (!collectiveSteps.empty())
+      for (const auto &[kind, n] : collectiveSteps.front().count)
+        json.field(kind, n);
+    json.endObject();
+    bool sameOps = true;
+    for (const CollectiveProfile &c : collectiveSteps)
+      sameOps = sameOps && c.opsHash == collectiveSteps.front().opsHash;
+    json.field(
+        "step_ops_hash",
+        hex64(collectiveSteps.empty() ? 0 : collectiveSteps.front().opsHash));
+    json.field("step_ops_hash_stable", sameOps);
   }
   if (err)
     writeError(json, err);

@@ -19,6 +19,10 @@ int runnerMain(int argc, char **argv);
 /// as markdown tables.
 int benchMain(int argc, char **argv);
 
+/// lethe-rt-bench --collectives: collectives beside host copies, one
+/// process per GPU, as JSON (lib/Runtime/CollectiveBench.cpp).
+int collectiveBenchMain(int argc, char **argv);
+
 } // namespace lethe::rt
 
 #endif // LETHE_RUNTIME_TOOLS_H
