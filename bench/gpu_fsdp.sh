@@ -18,7 +18,7 @@
 #       (a variant whose program is identical to an earlier one is not run
 #       again: its meta names the alias); lowers each to C++, dry-runs it as
 #       every rank, and packs DIR (default .gpu/fsdp) for the GPU machine.
-#   bench/gpu_fsdp.sh device [DIR] [PART]   on the GPU machine (no LLVM):
+#   bench/gpu_fsdp.sh device [DIR] [PART] [GRAPH]   on the GPU machine:
 #       builds the runtime and the programs, then PART:
 #         profile  lethe-rt-bench --collectives, world 2, over NVLink (NCCL
 #                  defaults) and with NCCL_P2P_DISABLE=1
@@ -26,20 +26,29 @@
 #         world4   the collective bench at world 4, then every world-4
 #                  program: 4 processes (GPUs 0-3)
 #         all      world2 then world4
+#       With GRAPH (gpt2, llama8l), world2 / world4 run only that graph's
+#       programs and skip the collective bench, so that each call stays
+#       short. No program starts after $LETHE_FSDP_DEADLINE_S seconds (450):
+#       the results so far are saved and the rest reported as not run.
+#       LETHE_FSDP_DRY=1 (with LETHE_FSDP_NGPU=N) rehearses the whole part
+#       without a GPU: every process in dry-run mode.
 #       h200-pcie programs run with NCCL_P2P_DISABLE=1, h200-nvlink ones with
 #       NCCL defaults; NCCL_NVLS_ENABLE=0 always. Results: DIR/results/PART
 #       and, under the device tool, $OUT/gpu-fsdp-PART.tar.gz and
 #       $OUT/gpu-fsdp-PART.md (bench/gpu_fsdp_report.py).
 #
 # With the device tool (from the repo root, carry [".gpu"]):
-#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world2", kind=nvidia-h200-x2)
-#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world4", kind=nvidia-h200-x4)
+#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world2 gpt2", kind=nvidia-h200-x2)
+#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world2 llama8l", kind=nvidia-h200-x2)
+#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp profile", kind=nvidia-h200-x2)
+#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world4 gpt2", kind=nvidia-h200-x4)
 set -uo pipefail
 shopt -s nullglob
 cd "$(dirname "$0")/.." 2>/dev/null || true
 mode=${1:-compile}
 dir=${2:-.gpu/fsdp}
 part=${3:-world2}
+only=${4:-}
 worlds=(${LETHE_FSDP_WORLDS:-2 4})
 budgets=(${LETHE_FSDP_BUDGETS:-100 50})
 profiles=(h200-nvlink h200-pcie)
@@ -195,16 +204,20 @@ compile() {
 
 device() {
   export NCCL_NVLS_ENABLE=0 PATH=$PATH:/usr/local/cuda/bin
-  local res=$dir/results/$part start=$(date +%s)
+  local res=$dir/results/$part${only:+-$only} start=$(date +%s)
+  local deadline=${LETHE_FSDP_DEADLINE_S:-450}
   mkdir -p "$res"
   local ngpu
-  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  ngpu=${LETHE_FSDP_NGPU:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+  local dry_run=() dry_bench=()
+  [[ ${LETHE_FSDP_DRY:-0} == 1 ]] && { dry_run=(--mode=dry-run); dry_bench=(--dry-run); }
   elapsed() { echo $(( $(date +%s) - start )); }
   save() {
     python3 bench/gpu_fsdp_report.py device "$res" "$dir/programs" > "$res/report.md" 2> "$res/report.err"
     if [[ -n ${OUT:-} ]]; then
-      cp "$res/report.md" "$OUT/gpu-fsdp-$part.md"
-      tar czf "$OUT/gpu-fsdp-$part.tar.gz" -C "$dir/results" "$part"
+      local tag=$part${only:+-$only}
+      cp "$res/report.md" "$OUT/gpu-fsdp-$tag.md"
+      tar czf "$OUT/gpu-fsdp-$tag.tar.gz" -C "$dir/results" "$tag"
     fi
   }
   {
@@ -227,7 +240,7 @@ device() {
     [[ $path == pcie ]] && envs=(NCCL_P2P_DISABLE=1)
     for ((r = 0; r < w; ++r)); do
       env "${envs[@]}" timeout 240 "$bin/lethe-rt-bench" --collectives --world="$w" --rank=$r \
-        --device=$r --nccl-id-file="$id" --json="$res/rtbench-$path-w$w.r$r.json" \
+        --device=$r --nccl-id-file="$id" --json="$res/rtbench-$path-w$w.r$r.json" "${dry_bench[@]}" \
         > /dev/null 2> "$res/rtbench-$path-w$w.r$r.err" &
     done
     wait
@@ -236,11 +249,11 @@ device() {
   # run_world WORLD: every program compiled for WORLD, all ranks at once.
   run_world() {
     local w=$1 sos=()
-    for cpp in "$dir"/programs/*-w$w-*.cpp; do
+    for cpp in "$dir"/programs/${only:-*}-w$w-*.cpp; do
       local meta=${cpp%.cpp}.meta.json
       python3 -c 'import json,sys; sys.exit(1 if json.load(open(sys.argv[1])).get("alias") else 0)' "$meta" ||
         continue
-      c++ -std=c++17 -O1 -shared -fPIC -Iinclude "$cpp" -o "${cpp%.cpp}.so" &
+      c++ -std=c++17 "${LETHE_FSDP_CXX_OPT:--O1}" -shared -fPIC -Iinclude "$cpp" -o "${cpp%.cpp}.so" &
       sos+=("${cpp%.cpp}.so")
     done
     wait
@@ -248,13 +261,17 @@ device() {
     for so in "${sos[@]}"; do
       local name
       name=$(basename "${so%.so}")
+      if (( $(elapsed) > deadline )); then
+        echo "$name: not run (past the ${deadline} s deadline)" | tee -a "$res/not-run.txt"
+        continue
+      fi
       local id=$res/nccl-id.$name envs=()
       rm -f "$id"
       [[ $name == *-pcie-* ]] && envs=(NCCL_P2P_DISABLE=1)
       for ((r = 0; r < w; ++r)); do
         env "${envs[@]}" timeout 150 "$bin/lethe-run" "$so" --world="$w" --rank=$r \
           --device=$r --nccl-id-file="$id" --steps="${LETHE_FSDP_STEPS:-12}" --warmup=3 \
-          --no-graph --profile-steps=3 --json="$res/$name.r$r.json" \
+          --no-graph --profile-steps=3 --json="$res/$name.r$r.json" "${dry_run[@]}" \
           > /dev/null 2> "$res/$name.r$r.err" &
       done
       wait
@@ -269,21 +286,25 @@ device() {
   esac
   if [[ $part != world4 ]]; then
     ((ngpu >= 2)) || { echo "gpu_fsdp: $part needs 2 GPUs, found $ngpu"; save; exit 1; }
-    rt_bench 2 nvlink
-    rt_bench 2 pcie
-    save
-    python3 bench/collective_profile.py --nvlink "$res"/rtbench-nvlink-w2.r*.json \
-      --pcie "$res"/rtbench-pcie-w2.r*.json --json "$res/profile-fields-w2.json" \
-      > "$res/profile-w2.md" 2>&1
+    if [[ -z $only || $part == profile ]]; then
+      rt_bench 2 nvlink
+      rt_bench 2 pcie
+      python3 bench/collective_profile.py --nvlink "$res"/rtbench-nvlink-w2.r*.json \
+        --pcie "$res"/rtbench-pcie-w2.r*.json --json "$res/profile-fields-w2.json" \
+        > "$res/profile-w2.md" 2>&1
+      save
+    fi
     [[ $part == world2 || $part == all ]] && run_world 2
   fi
   if [[ $part == world4 || $part == all ]]; then
     if ((ngpu >= 4)); then
-      rt_bench 4 nvlink
-      rt_bench 4 pcie
-      python3 bench/collective_profile.py --nvlink "$res"/rtbench-nvlink-w4.r*.json \
-        --pcie "$res"/rtbench-pcie-w4.r*.json --json "$res/profile-fields-w4.json" \
-        > "$res/profile-w4.md" 2>&1
+      if [[ -z $only ]]; then
+        rt_bench 4 nvlink
+        rt_bench 4 pcie
+        python3 bench/collective_profile.py --nvlink "$res"/rtbench-nvlink-w4.r*.json \
+          --pcie "$res"/rtbench-pcie-w4.r*.json --json "$res/profile-fields-w4.json" \
+          > "$res/profile-w4.md" 2>&1
+      fi
       run_world 4
     else
       echo "gpu_fsdp: world 4 needs 4 GPUs, found $ngpu: skipped" | tee "$res/skipped-world4.txt"
@@ -298,5 +319,5 @@ device() {
 case $mode in
   compile) compile ;;
   device) device ;;
-  *) echo "usage: bench/gpu_fsdp.sh compile|device [DIR] [profile|world2|world4|all]"; exit 2 ;;
+  *) echo "usage: bench/gpu_fsdp.sh compile|device [DIR] [profile|world2|world4|all] [GRAPH]"; exit 2 ;;
 esac

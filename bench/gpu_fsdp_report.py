@@ -224,6 +224,10 @@ def measured(results, m):
         d = load(os.path.join(results, f"{m['name']}.r{r}.json"))
         reports.append(d)
     ok = [d for d in reports if d and not d.get("error") and d.get("step_ms")]
+    if any(d and d.get("mode") == "dry-run" for d in reports):
+        return {"ranks": 0, "world": m["world"], "errors": [
+            (r, "dry run " + ("ok" if d and d.get("ok") else "FAILED"))
+            for r, d in enumerate(reports)]}
     out = {"ranks": len(ok), "world": m["world"],
            "errors": [(r, (d or {}).get("error", "no report"))
                       for r, d in enumerate(reports)
