@@ -63,7 +63,14 @@ TINY = {
     "llama-8l": dict(vocab=128, dim=64, layers=2, heads=4, kv_heads=2,
                      mlp=160, seq=32, batch=2, kind="llama"),
 }
-BUDGETS = ["80%", "60%", "40%", "25%"]
+# Lethe's budgets, as fractions of its unplanned peak: a grid dense where
+# PyTorch's options land (full checkpointing and torch.compile's budgets
+# sit at 30-60% of the unplanned peak). An infeasible budget is replaced
+# by the least one Lethe can meet ("least"), planned once per model.
+BUDGETS = ["80%", "65%", "55%", "48%", "42%"]
+# At the tiny sizes also a plan that offloads every activation, so that a
+# smoke run drives the CUDA offload path (streams, events, pinned buffers).
+TINY_EXTRA = {"offload-all": dict(policy="offload-all", min_offload_bytes=0)}
 BASELINES = ["none", "full", "every2", "selective", "save_on_cpu",
              "compile-0.5", "compile-0.1", "compile"]
 
@@ -285,16 +292,29 @@ def prepare(args):
         def planner(graph, **_):
             with open(graph_path, "w") as f:
                 json.dump(graph, f)
-            for budget in args.budgets:
+            todo = [(b, b, args.policy, {}) for b in args.budgets]
+            if args.tiny:
+                todo += [(label, None, o["policy"], {
+                    k: v for k, v in o.items() if k != "policy"})
+                    for label, o in TINY_EXTRA.items()]
+            least = None
+            while todo:
+                label, budget, policy, options = todo.pop(0)
                 start = time.perf_counter()
                 try:
-                    raw = plan_json(graph, budget, args.policy, args.device)
+                    raw = plan_json(graph, budget, policy, args.device,
+                                    **options)
                     entry = to_portable(raw, graph)
                 except lt.InfeasibleBudgetError as e:
                     entry = {"feasible": False, "error": str(e)}
                 entry["plan_s"] = time.perf_counter() - start
-                out["budgets"][budget] = entry
-                print(f"{name} {budget}: feasible={entry.get('feasible')} "
+                entry["budget"] = label
+                if entry.get("feasible") is False and least is None \
+                        and entry.get("least_feasible_budget_bytes"):
+                    least = entry["least_feasible_budget_bytes"]
+                    todo.append(("least", least, policy, options))
+                out["budgets"][label] = entry
+                print(f"{name} {label}: feasible={entry.get('feasible')} "
                       f"peak={entry.get('peak_bytes')} "
                       f"step_us={entry.get('step_us')}", flush=True)
             out["graph_nodes"] = len(graph["nodes"])
@@ -368,6 +388,7 @@ def _sac_context():
     aten = torch.ops.aten
     keep = {aten.mm.default, aten.addmm.default, aten.bmm.default,
             aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_flash_attention_for_cpu.default,
             aten._scaled_dot_product_efficient_attention.default,
             aten._scaled_dot_product_cudnn_attention.default}
 
@@ -399,17 +420,32 @@ class _Timer:
             self.ms = (time.perf_counter() - self.t0) * 1000.0
 
 
+def _grad_norm(params):
+    """The gradients' global 2-norm (fp32): compares methods' steps."""
+    total = None
+    for p in params:
+        if p.grad is not None:
+            sq = p.grad.detach().float().pow(2).sum()
+            total = sq if total is None else total + sq
+    return None if total is None else float(total.sqrt())
+
+
 def measure(step, params, cuda, warmup, steps):
     """Median step time (ms) and the peak bytes the step allocates beyond
-    what is resident before it (gradients are freed before each step)."""
+    what is resident before it (gradients are freed before each step), the
+    first step's loss and gradient norm."""
     def one():
         for p in params:
             p.grad = None
-        step()
+        return step()
 
     start = time.perf_counter()
-    one()  # compiles, where there is anything to compile
+    loss = one()  # compiles, where there is anything to compile
+    if cuda:
+        torch.cuda.synchronize()
     first_s = time.perf_counter() - start
+    first = {"loss": float(loss), "grad_norm": _grad_norm(params)}
+    del loss
     for _ in range(warmup - 1):
         one()
     times, peak = [], None
@@ -426,8 +462,55 @@ def measure(step, params, cuda, warmup, steps):
         if cuda:
             torch.cuda.synchronize()
             peak = max(peak or 0, torch.cuda.max_memory_allocated() - before)
-    return {"step_ms": statistics.median(times), "step_ms_all": times,
-            "peak_bytes": peak, "first_step_s": first_s}
+    return dict(first, step_ms=statistics.median(times), step_ms_all=times,
+                peak_bytes=peak, first_step_s=first_s)
+
+
+def _is_oom(e):
+    return any(isinstance(c, torch.OutOfMemoryError) or
+               "out of memory" in str(c).lower()
+               for c in _chain(e))
+
+
+def _chain(e):
+    while e is not None:
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def _free_device_memory(cuda):
+    import gc
+    gc.collect()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def capped_step(step, params, device, budget_bytes):
+    """One step with the caching allocator capped at what is reserved now
+    (parameters, data) plus the budget: "ok" or "oom". The strict reading
+    of "no out-of-memory at a budget Lethe accepted": the cap holds
+    reserved segments, so allocator rounding and fragmentation count."""
+    for p in params:
+        p.grad = None
+    _free_device_memory(True)
+    total = torch.cuda.get_device_properties(device).total_memory
+    limit = torch.cuda.memory_reserved(device) + budget_bytes
+    torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total),
+                                               device)
+    try:
+        step()
+        torch.cuda.synchronize()
+        return "ok"
+    except Exception as e:  # noqa: BLE001 - an OOM is the result
+        if _is_oom(e):
+            return "oom"
+        raise
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        for p in params:
+            p.grad = None
+        _free_device_memory(True)
 
 
 def run_method(name, method, args, device, plans):
@@ -441,6 +524,7 @@ def run_method(name, method, args, device, plans):
     if hasattr(torch, "_dynamo"):
         torch._dynamo.reset()
     ctx = contextlib.nullcontext
+    backend = None
     if method == "full":
         model.checkpointed = set(range(len(model.blocks)))
     elif method == "every2":
@@ -467,92 +551,172 @@ def run_method(name, method, args, device, plans):
                      predicted_step_us=portable.get("step_us"),
                      baseline_peak_bytes=portable.get("baseline_peak_bytes"),
                      baseline_step_us=portable.get("baseline_step_us"),
-                     budget_bytes=portable.get("budget_bytes"))
+                     budget_bytes=portable.get("budget_bytes"),
+                     policy=portable.get("policy"))
 
     def step():
         with ctx():
             loss = run(tokens, targets)
         loss.backward()
+        return loss.detach()
 
+    from lethe import _offload
+    stats_before = dict(_offload.stats)
     try:
         result = measure(step, params, cuda, args.warmup, args.steps)
+        if cuda and method.startswith("lethe") and \
+                extra.get("budget_bytes") and extra["budget_bytes"] < 2 ** 60:
+            result["capped_step"] = capped_step(step, params, device,
+                                                extra["budget_bytes"])
     finally:
         if method.startswith("compile"):
             import torch._functorch.config as fconfig
             fconfig.activation_memory_budget = 1.0
     result.update(extra)
-    if method.startswith("lethe") and backend.plans:
+    if backend is not None and backend.plans:
         s = backend.plans[0].summary()
         result.update(decisions=s["decisions"], offloaded=s["offloaded"],
                       recomputed_nodes=s["recomputed_nodes"],
                       retained_instead=len(s["retained_instead"]),
                       graphs=len(backend.plans))
-    del run, model
+        result["offload_stats"] = {k: v - stats_before.get(k, 0)
+                                   for k, v in _offload.stats.items()}
     return result
 
 
+def _method_queue(args, plans):
+    """(model, method) pairs in run order. Rounds across the models (or
+    model by model), so that a deadline cuts the least useful runs: the
+    unplanned step and Lethe's plans first, then the eager checkpointing
+    baselines, then the torch.compile ones."""
+    queue = []
+    for name in args.models:
+        budgets = plans.get(name, {}).get("budgets", {})
+        if args.lethe_budgets == ["all"]:
+            lethe = [b for b, e in budgets.items() if e.get("feasible")]
+            if args.smoke:  # one of each kind: retain, recompute, offload
+                lethe = list(dict.fromkeys(
+                    lethe[:1] + [b for b in ("least", "offload-all")
+                                 if b in lethe]))
+        else:
+            lethe = [b for b in args.lethe_budgets if b in budgets]
+        rounds = [[m for m in args.baselines if m == "none"]
+                  + [f"lethe:{b}" for b in lethe],
+                  [m for m in args.baselines
+                   if m != "none" and not m.startswith("compile")],
+                  [m for m in args.baselines if m.startswith("compile")]]
+        queue.append(rounds)
+    if args.by_model or len(queue) == 1:
+        return [(name, m) for name, rounds in zip(args.models, queue)
+                for methods in rounds for m in methods]
+    return [(name, m) for k in range(3)
+            for name, rounds in zip(args.models, queue) for m in rounds[k]]
+
+
 def run(args):
+    start = time.monotonic()
+    deadline = start + args.deadline_s
+    if args.smoke:
+        args.tiny, args.warmup, args.steps = True, 1, 1
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = device.type == "cuda"
     plans = {}
     for name in args.models:
         path = os.path.join(args.plans, f"plans-{name}.json")
         if os.path.exists(path):
             with open(path) as f:
                 plans[name] = json.load(f)
+            if bool(plans[name]["config"] == TINY[name]) != args.tiny:
+                raise SystemExit(f"{path}: plans for the "
+                                 f"{'tiny' if not args.tiny else 'full'} "
+                                 "config; prepare them with matching --tiny")
     results = {"date": datetime.date.today().isoformat(),
-               "device": (torch.cuda.get_device_name(device)
-                          if device.type == "cuda" else platform.processor()
-                          or "cpu"),
+               "time": datetime.datetime.now().isoformat(timespec="seconds"),
+               "device": (torch.cuda.get_device_name(device) if cuda
+                          else platform.processor() or "cpu"),
+               "device_memory_bytes": (
+                   torch.cuda.get_device_properties(device).total_memory
+                   if cuda else None),
+               "host": platform.node(),
                "torch": torch.__version__, "tiny": args.tiny,
-               "warmup": args.warmup, "steps": args.steps, "runs": []}
-    deadline = time.monotonic() + args.deadline_s
-    # Rounds across the models, so that a deadline cuts the least useful
-    # runs: the unplanned step and Lethe's plans first, then the eager
-    # checkpointing baselines, then the torch.compile ones.
-    rounds = [[m for m in args.baselines if m == "none"]
-              + [f"lethe:{b}" for b in args.lethe_budgets],
-              [m for m in args.baselines
-               if m != "none" and not m.startswith("compile")],
-              [m for m in args.baselines if m.startswith("compile")]]
-    queue = []
-    pairs = ([(name, methods) for name in args.models for methods in rounds]
-             if args.by_model else
-             [(name, methods) for methods in rounds for name in args.models])
-    for name, methods in pairs:
-        budgets = plans.get(name, {}).get("budgets", {})
-        queue += [(name, m) for m in methods
-                  if not m.startswith("lethe:") or m[6:] in budgets]
-    for name, method in queue:
+               "smoke": args.smoke, "models": args.models,
+               "configs": {n: (TINY if args.tiny else CONFIGS)[n]
+                           for n in args.models},
+               "warmup": args.warmup, "steps": args.steps,
+               "deadline_s": args.deadline_s, "runs": []}
+    observed = {}  # method family -> longest wall time seen
+    for name, method in _method_queue(args, plans):
         entry = {"model": name, "method": method}
         left = deadline - time.monotonic()
-        if left < _expected_s(method, args.tiny):
-            entry["skipped"] = f"deadline ({left:.0f} s left)"
+        family = _family(method)
+        expected = max(_expected_s(method, name, args.tiny),
+                       observed.get(family, 0))
+        if left < expected:
+            entry["skipped"] = f"deadline ({left:.0f} s left, " \
+                f"{expected:.0f} s expected)"
         else:
+            t0 = time.monotonic()
             try:
-                entry.update(run_method(name, method, args, device,
-                                        plans))
+                entry.update(run_method(name, method, args, device, plans))
             except Exception as e:  # noqa: BLE001 - reported, not fatal
-                entry["error"] = f"{type(e).__name__}: " \
-                    f"{str(e).splitlines()[0][:300] if str(e) else ''}"
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+                if _is_oom(e):
+                    entry["oom"] = True
+                text = str(e).splitlines()[0][:300] if str(e) else ""
+                entry["error"] = f"{type(e).__name__}: {text}"
+                if args.smoke:
+                    import traceback
+                    traceback.print_exc()
+                del e
+            finally:
+                if hasattr(torch, "_dynamo"):
+                    torch._dynamo.reset()
+                _free_device_memory(cuda)
+            entry["wall_s"] = time.monotonic() - t0
+            observed[family] = max(observed.get(family, 0), entry["wall_s"])
         results["runs"].append(entry)
         print(_row(entry), flush=True)
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
-    return results
+        _write_json(results, args.out)
+    results["wall_s"] = time.monotonic() - start
+    _write_json(results, args.out)
+    failed = [e for e in results["runs"] if "error" in e]
+    if args.smoke and cuda:
+        # The offload path must have run on the device.
+        for e in results["runs"]:
+            if e["method"] == "lethe:offload-all" and "step_ms" in e and \
+                    not (e.get("offload_stats") or {}).get("d2h_copies"):
+                e["error"] = "no D2H copy was issued"
+                failed.append(e)
+        _write_json(results, args.out)
+    if args.smoke:
+        print(f"smoke: {len(results['runs']) - len(failed)} of "
+              f"{len(results['runs'])} runs passed in "
+              f"{results['wall_s']:.0f} s", flush=True)
+    return results, failed
 
 
-def _expected_s(method, tiny):
-    """A rough upper bound of a method's wall time on an H100/H200 (compile
-    included), to skip what would overrun the deadline."""
+def _write_json(doc, path):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _family(method):
+    return method.split(":")[0].split("-")[0]
+
+
+def _expected_s(method, model, tiny):
+    """A rough lower bound of a method's wall time on an H100/H200 host
+    (compile included), to skip what cannot end before the deadline; the
+    longest time seen for the method's family replaces it."""
     if tiny:
         return 0
+    layers = CONFIGS[model]["layers"]
     if method.startswith("compile"):
-        return 100
+        return 20 + 2 * layers
     if method.startswith("lethe"):
-        return 40
-    return 20 if method == "save_on_cpu" else 10
+        return 5 + 0.5 * layers
+    return 10 if method == "save_on_cpu" else 5
 
 
 def _gb(x):
@@ -564,7 +728,7 @@ def _row(e):
         return f"{e['model']:12} {e['method']:14} " \
             f"{e.get('skipped') or e.get('error')}"
     pred = ""
-    if e.get("predicted_peak_bytes") is not None:
+    if e.get("predicted_peak_bytes") is not None and "step_ms" in e:
         pred = f" predicted {_gb(e['predicted_peak_bytes'])} GB " \
             f"{(e.get('predicted_step_us') or 0) / 1000:.1f} ms"
     return (f"{e['model']:12} {e['method']:14} {e['step_ms']:8.1f} ms "
@@ -574,21 +738,124 @@ def _row(e):
 
 # --- report ----------------------------------------------------------------
 
-def report(args):
-    with open(args.results) as f:
-        results = json.load(f)
-    lines = [f"device: {results['device']}; torch {results['torch']}; "
-             f"date {results['date']}; median of {results['steps']} steps "
-             f"after {results['warmup']} warm-up steps",
-             "",
-             "| model | method | step ms | peak GB | predicted peak GB | "
-             "predicted step ms | peak / predicted | decisions "
-             "(retain/recompute/offload) |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+def load_results(paths):
+    """Runs of one or more result files (one per model process) merged."""
+    merged = None
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        if merged is None:
+            merged = dict(doc, runs=[], files=[])
+        merged["runs"] += doc["runs"]
+        merged["files"].append({k: doc.get(k) for k in (
+            "device", "date", "time", "host", "models", "wall_s")})
+        merged.setdefault("configs", {}).update(doc.get("configs", {}))
+    return merged
+
+
+def _rel(a, b):
+    return None if a is None or not b else abs(a - b) / abs(b)
+
+
+def check_targets(results):
+    """Issue 10's targets, per model: a list of (target, subject, ok, why)
+    rows. ok is None where there was nothing to check."""
+    rows = []
+    by_model = {}
+    for e in results["runs"]:
+        by_model.setdefault(e["model"], []).append(e)
+    for model, runs in by_model.items():
+        ok_runs = [e for e in runs if "step_ms" in e
+                   and e.get("peak_bytes") is not None]
+        lethe = [e for e in ok_runs if e["method"].startswith("lethe:")]
+        options = [e for e in ok_runs if not e["method"].startswith("lethe:")]
+        # 1. At a peak no higher than the option's, Lethe is faster.
+        for o in options:
+            under = [e for e in lethe if e["peak_bytes"] <= o["peak_bytes"]]
+            if not under:
+                rows.append(("faster at <= peak", f"{model} vs {o['method']}",
+                             False, f"no Lethe run at <= {_gb(o['peak_bytes'])}"
+                             " GB"))
+                continue
+            best = min(under, key=lambda e: e["step_ms"])
+            rows.append(("faster at <= peak", f"{model} vs {o['method']}",
+                         best["step_ms"] < o["step_ms"],
+                         f"{best['method']} {best['step_ms']:.1f} ms at "
+                         f"{_gb(best['peak_bytes'])} GB vs "
+                         f"{o['step_ms']:.1f} ms at "
+                         f"{_gb(o['peak_bytes'])} GB"))
+        # 2. Measured peak within 3% of the prediction.
+        for e in lethe:
+            pred = e.get("predicted_peak_bytes")
+            if not pred:
+                continue
+            err = (e["peak_bytes"] - pred) / pred
+            rows.append(("peak within 3% of prediction",
+                         f"{model} {e['method']}", abs(err) <= 0.03,
+                         f"measured {_gb(e['peak_bytes'])} GB, predicted "
+                         f"{_gb(pred)} GB ({err * 100:+.1f}%)"))
+        # 3. No out-of-memory at a budget Lethe accepted.
+        for e in runs:
+            if not e["method"].startswith("lethe:") or "skipped" in e:
+                continue
+            budget = e.get("budget_bytes")
+            why, ok = [], True
+            if e.get("oom"):
+                ok = False
+                why.append("out of memory")
+            elif "error" in e:
+                ok = False
+                why.append(e["error"][:80])
+            if e.get("capped_step"):
+                ok = ok and e["capped_step"] == "ok"
+                why.append(f"one step with the allocator capped at the "
+                           f"budget: {e['capped_step']}")
+            if budget and budget < 2 ** 60 and e.get("peak_bytes"):
+                fits = e["peak_bytes"] <= budget
+                ok = ok and fits
+                why.append(f"peak {_gb(e['peak_bytes'])} GB "
+                           f"{'<=' if fits else '>'} budget {_gb(budget)} GB")
+            rows.append(("no OOM at an accepted budget", f"{model} "
+                         f"{e['method']}", ok, "; ".join(why)))
+    return rows
+
+
+def report_text(results):
+    files = results.get("files", [])
+    hosts = sorted({f.get("host") or "?" for f in files})
+    lines = [
+        "# Lethe's torch backend against PyTorch's activation-memory options",
+        "",
+        f"Device: **{results['device']}** "
+        + (f"({results['device_memory_bytes'] / 2 ** 30:.0f} GiB)"
+           if results.get("device_memory_bytes") else "")
+        + f", host {', '.join(hosts)}; torch {results['torch']}; date "
+        f"{results['date']}; {'tiny configs; ' if results['tiny'] else ''}"
+        f"median of {results['steps']} steps after {results['warmup']} "
+        "warm-up steps; one process per model, one GPU each.",
+        "",
+        "Peak: bytes the step allocates beyond what is resident before it "
+        "(parameters, data; gradients are the step's). Lethe's plans were "
+        "made on CPU (`bench/torch_budget_bench.py prepare`, analytic op "
+        "costs for an H200) and mapped onto the CUDA trace; its forward and "
+        "backward run eagerly (no inductor). `capped`: one more step with "
+        "the caching allocator capped at reserved + budget. `loss Δ`, "
+        "`grad Δ`: relative difference of the first step's loss and global "
+        "gradient norm to `none`.",
+        "",
+        "| model | method | step ms | peak GB | predicted peak GB | "
+        "predicted step ms | peak / predicted | decisions "
+        "(retain/recompute/offload) | capped | loss Δ | grad Δ | "
+        "first step s |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|"]
+    ref = {e["model"]: e for e in results["runs"]
+           if e["method"] == "none" and "loss" in e}
     for e in results["runs"]:
         if "step_ms" not in e:
+            why = e.get("skipped") or e.get("error")
             lines.append(f"| {e['model']} | {e['method']} | "
-                         f"{e.get('skipped') or e.get('error')} |||||| ")
+                         f"{'OOM: ' if e.get('oom') else ''}{why} "
+                         "||||||||||")
             continue
         pred = e.get("predicted_peak_bytes")
         ratio = (f"{e['peak_bytes'] / pred:.3f}" if pred and e.get(
@@ -596,20 +863,41 @@ def report(args):
         d = e.get("decisions") or {}
         dec = "/".join(str(d.get(k, "")) for k in
                        ("retain", "recompute", "offload")) if d else ""
+        r = ref.get(e["model"], {})
+        dl = _rel(e.get("loss"), r.get("loss"))
+        dg = _rel(e.get("grad_norm"), r.get("grad_norm"))
         lines.append(
             f"| {e['model']} | {e['method']} | {e['step_ms']:.1f} | "
             f"{_gb(e.get('peak_bytes'))} | {_gb(pred)} | "
             + (f"{e['predicted_step_us'] / 1000:.1f}"
                if e.get("predicted_step_us") else "-")
-            + f" | {ratio} | {dec} |")
-    text = "\n".join(lines) + "\n"
+            + f" | {ratio} | {dec} | {e.get('capped_step', '')} | "
+            + ("-" if dl is None else f"{dl:.1e}") + " | "
+            + ("-" if dg is None else f"{dg:.1e}")
+            + f" | {e.get('first_step_s', 0):.1f} |")
+    rows = check_targets(results)
+    lines += ["", "## Targets (issue 10)", "",
+              "| target | run | met | measured |", "|---|---|---|---|"]
+    for target, subject, ok, why in rows:
+        mark = "-" if ok is None else ("yes" if ok else "**no**")
+        lines.append(f"| {target} | {subject} | {mark} | {why} |")
+    met = sum(1 for r in rows if r[2])
+    lines += ["", f"{met} of {len(rows)} target checks met."]
+    return "\n".join(lines) + "\n", rows
+
+
+def report(args):
+    results = load_results(args.results)
+    text, _ = report_text(results)
+    if args.svg:
+        with open(args.svg, "w") as f:
+            f.write(svg_plot(results))
+        text += f"\n![peak memory against step time]" \
+            f"({os.path.basename(args.svg)})\n"
     if args.md:
         with open(args.md, "w") as f:
             f.write(text)
     print(text)
-    if args.svg:
-        with open(args.svg, "w") as f:
-            f.write(svg_plot(results))
 
 
 def svg_plot(results):
@@ -688,7 +976,11 @@ def main():
     r.add_argument("--plans", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--baselines", default=",".join(BASELINES))
-    r.add_argument("--lethe-budgets", default=",".join(BUDGETS))
+    r.add_argument("--lethe-budgets", default="all",
+                   help="comma-separated plan labels, or all feasible ones")
+    r.add_argument("--smoke", action="store_true",
+                   help="tiny configs, one step per method; exits 1 when a "
+                   "method fails")
     r.add_argument("--by-model", action="store_true",
                    help="every method of a model before the next model "
                    "(default: rounds across the models)")
@@ -706,7 +998,7 @@ def main():
     x.add_argument("--device", default="cpu")
     x.add_argument("--tiny", action="store_true")
     rep = sub.add_parser("report")
-    rep.add_argument("results")
+    rep.add_argument("results", nargs="+")
     rep.add_argument("--md")
     rep.add_argument("--svg")
     args = parser.parse_args()
@@ -718,7 +1010,9 @@ def main():
     elif args.cmd == "run":
         args.baselines = args.baselines.split(",")
         args.lethe_budgets = args.lethe_budgets.split(",")
-        run(args)
+        _, failed = run(args)
+        if failed and args.smoke:
+            sys.exit(1)
     elif args.cmd == "report":
         report(args)
     elif args.cmd == "export":
@@ -729,11 +1023,13 @@ def main():
         prepare(argparse.Namespace(**dict(vars(args), out=args.out)))
         ra = argparse.Namespace(**dict(
             vars(args), plans=args.out, out=os.path.join(args.out, "r.json"),
-            baselines=BASELINES, lethe_budgets=BUDGETS, warmup=1, steps=2,
-            deadline_s=1e9, by_model=False))
-        run(ra)
-        report(argparse.Namespace(results=ra.out, md=None,
+            baselines=BASELINES, lethe_budgets=["all"], warmup=1, steps=2,
+            deadline_s=1e9, by_model=False, smoke=False))
+        _, failed = run(ra)
+        report(argparse.Namespace(results=[ra.out], md=None,
                                   svg=os.path.join(args.out, "plot.svg")))
+        if failed:
+            sys.exit(1)
 
 
 if __name__ == "__main__":
