@@ -153,6 +153,38 @@ LetheRtStatus letheRtCopyD2H(LetheRt *rt, uint64_t deviceOffset,
 LetheRtStatus letheRtCopyH2D(LetheRt *rt, uint64_t hostOffset,
                              uint64_t deviceOffset, uint64_t bytes);
 
+/*--- Copies that yield to collectives -------------------------------------*/
+
+/* Where host copies and collectives share a path (collectives through host
+ * memory over PCIe), each slows the other. With yielding on, the comm stream
+ * raises a device flag around every collective (a "collective window"), and
+ * every later letheRtCopyD2H / letheRtCopyH2D is issued in chunks of at most
+ * `chunkBytes`, its stream waiting before each chunk until no window is
+ * open. Copies never block collectives, so this cannot deadlock; a
+ * collective overlaps at most the one chunk per direction that was running
+ * when it began. chunkBytes == 0 turns yielding off (copies go whole).
+ * Enqueues nothing, so a step may call it first, also while captured into a
+ * CUDA graph. $LETHE_COPY_YIELD overrides every call: "off" (or 0) keeps
+ * copies whole, a number forces that chunk size (A/B runs of one program).
+ * docs/Runtime.md: the mechanism and its bound. */
+LetheRtStatus letheRtSetCopyYield(LetheRt *rt, uint64_t chunkBytes);
+
+/* Opens / closes a collective window on the comm stream by hand, around work
+ * the runtime does not issue itself (an NCCL group, a custom kernel). The
+ * collectives above open their own; windows nest. Nothing on the comm
+ * stream inside a window may wait for a host copy: the copy would wait for
+ * the window, and the window for it. */
+LetheRtStatus letheRtCollectiveWindowBegin(LetheRt *rt);
+LetheRtStatus letheRtCollectiveWindowEnd(LetheRt *rt);
+
+/* How this runtime makes copies wait: "stream memory operations"
+ * (cuStreamWaitValue32 / cuStreamWriteValue32, captured into CUDA graphs as
+ * memory-operation nodes), "spin kernel" (a one-thread kernel polls the
+ * flag: where the driver lacks stream memory operations), "stream memory
+ * operations; spin kernel in CUDA graphs" (where capturing them fails), or
+ * "none (dry run)". */
+const char *letheRtCopyYieldMechanism(const LetheRt *rt);
+
 /*--- Kernels (compute stream) ---------------------------------------------*/
 
 /* A replay kernel: reads every input byte, writes every output byte and
@@ -249,6 +281,11 @@ typedef struct LetheRtStats {
   /* The largest offset + bytes any call touched in each arena. */
   uint64_t deviceHighWater;
   uint64_t hostHighWater;
+  /* Copies issued while yielding, their chunks (each after a wait for the
+   * window flag), and the collective windows opened. */
+  uint64_t yieldingCopies;
+  uint64_t copyChunks;
+  uint64_t collectiveWindows;
 } LetheRtStats;
 void letheRtGetStats(const LetheRt *rt, LetheRtStats *stats);
 void letheRtResetStats(LetheRt *rt);

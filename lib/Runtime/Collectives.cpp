@@ -236,8 +236,11 @@ static LetheRtStatus collective(LetheRt *rt, Collective kind, const char *op,
   ++rt->stats.collectives;
   ++rt->stats.opsPerStream[LETHE_STREAM_COMM];
   rt->stats.bytesCollective += std::max(send.bytes, recv.bytes);
-  if (rt->dryRun)
-    return LETHE_RT_OK;
+  if (rt->dryRun) {
+    if (beginCollectiveWindow(rt, at))
+      return rt->status;
+    return endCollectiveWindow(rt, at);
+  }
 
   ncclDataType_t type = ncclTypeOf(dtype);
   // Checksum mode: exact integer arithmetic, so any bit pattern and any
@@ -252,24 +255,32 @@ static LetheRtStatus collective(LetheRt *rt, Collective kind, const char *op,
   void *recvPtr = rt->deviceArena + recv.offset;
   cudaStream_t stream = rt->streams[LETHE_STREAM_COMM];
   ncclComm_t comm = rt->comm->comm;
+  // Yielding copies pause while the window is open (CopyYield.cpp).
+  if (beginCollectiveWindow(rt, at))
+    return rt->status;
   switch (kind) {
   case Collective::AllGather:
-    return checkNccl(
+    checkNccl(
         rt,
         ncclAllGather(sendPtr, recvPtr, recvElts / world, type, comm, stream),
         at, "ncclAllGather");
+    break;
   case Collective::ReduceScatter:
-    return checkNccl(rt,
-                     ncclReduceScatter(sendPtr, recvPtr, recvElts, type,
-                                       ncclSum, comm, stream),
-                     at, "ncclReduceScatter");
+    checkNccl(rt,
+              ncclReduceScatter(sendPtr, recvPtr, recvElts, type, ncclSum,
+                                comm, stream),
+              at, "ncclReduceScatter");
+    break;
   case Collective::AllReduce:
-    return checkNccl(
+    checkNccl(
         rt,
         ncclAllReduce(sendPtr, recvPtr, recvElts, type, ncclSum, comm, stream),
         at, "ncclAllReduce");
+    break;
   }
-  return LETHE_RT_OK;
+  if (rt->status != LETHE_RT_OK)
+    return rt->status;
+  return endCollectiveWindow(rt, at);
 #else
   return fail(rt, LETHE_RT_UNSUPPORTED,
               at + ": this runtime was built without NCCL");

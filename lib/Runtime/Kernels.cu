@@ -236,7 +236,20 @@ SpanList makeList(const Span *inputs, int numInputs, const Span *outputs,
   return list;
 }
 
+/// Holds its stream until *flag is 0 (the copy-yield fallback where stream
+/// memory operations are missing). Volatile loads see the comm stream's
+/// writes; the sleep keeps the poll off the memory system.
+__global__ void waitFlagZeroKernel(const volatile uint32_t *flag) {
+  while (*flag != 0)
+    __nanosleep(500);
+}
+
 } // namespace
+
+cudaError_t launchWaitFlagZero(const uint32_t *flag, cudaStream_t stream) {
+  waitFlagZeroKernel<<<1, 1, 0, stream>>>(flag);
+  return cudaGetLastError();
+}
 
 cudaError_t launchReplay(const Span *inputs, int numInputs, const Span *outputs,
                          int numOutputs, uint64_t spinCycles, int numSMs,

@@ -49,6 +49,10 @@ cudaError_t launchDigest(Span buf, uint64_t *slot, int numSMs,
 cudaError_t launchFill(Span buf, int dtype, uint64_t seed, int numSMs,
                        cudaStream_t stream);
 
+/// One thread polls *flag until it is 0: `stream` waits for every open
+/// collective window (the copy-yield fallback without stream memory ops).
+cudaError_t launchWaitFlagZero(const uint32_t *flag, cudaStream_t stream);
+
 /// Measures the SM clock against %globaltimer with a spin of `cycles`
 /// cycles on one thread; synchronous. out: SM cycles per microsecond.
 cudaError_t measureClockRate(uint64_t cycles, cudaStream_t stream,

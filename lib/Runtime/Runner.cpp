@@ -283,6 +283,7 @@ void writeDevice(JsonWriter &json, LetheRt *rt) {
   json.field("sm_clock_mhz_nominal", rt->smClockKHz / 1000.0);
   json.field("sm_clock_mhz_measured", rt->cyclesPerUs);
   json.field("replay_floor_us", rt->replayFloorUs);
+  json.field("copy_yield_mechanism", letheRtCopyYieldMechanism(rt));
   json.endObject();
 }
 
@@ -305,6 +306,9 @@ void writeCounts(JsonWriter &json, const LetheRtStats &s) {
   json.field("kernel_us_planned", s.kernelUs);
   json.field("device_high_water", s.deviceHighWater);
   json.field("host_high_water", s.hostHighWater);
+  json.field("yielding_copies", s.yieldingCopies);
+  json.field("copy_chunks", s.copyChunks);
+  json.field("collective_windows", s.collectiveWindows);
   json.endObject();
 }
 

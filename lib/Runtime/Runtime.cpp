@@ -190,6 +190,7 @@ LetheRt::~LetheRt() {
       cudaStreamSynchronize(s);
   destroyCommState(this);
   destroyGemmState(this);
+  destroyCopyYield(this);
   for (cudaEvent_t e : events)
     cudaEventDestroy(e);
   for (cudaEvent_t e : profilePool)
@@ -374,6 +375,8 @@ static LetheRtStatus createOnDevice(LetheRt *rt) {
     return rt->status;
   if (calibrateReplayFloor(rt) != LETHE_RT_OK)
     return rt->status;
+  if (initCopyYield(rt) != LETHE_RT_OK)
+    return rt->status;
   // Everything above ran on the compute stream; the other streams start
   // from a finished setup.
   if (checkCuda(rt, cudaDeviceSynchronize(), at, "cudaDeviceSynchronize") ||
@@ -403,6 +406,8 @@ extern "C" LetheRtStatus letheRtCreate(const LetheRtConfig *config,
   rt->recorded.assign(rt->config.numEvents, 0);
   if (rt->config.mode == LETHE_MODE_DRY_RUN) {
     rt->dryRun = true;
+    if (initCopyYield(rt) != LETHE_RT_OK)
+      return rt->status;
     rt->ready = true;
     return LETHE_RT_OK;
   }
@@ -582,11 +587,18 @@ static LetheRtStatus copy(LetheRt *rt, bool toHost, uint64_t deviceOffset,
   int stream = toHost ? LETHE_STREAM_D2H : LETHE_STREAM_H2D;
   ++rt->stats.opsPerStream[stream];
   (toHost ? rt->stats.bytesD2H : rt->stats.bytesH2D) += bytes;
+  uint64_t chunk = copyYieldChunk(rt);
+  if (chunk && bytes) {
+    ++rt->stats.yieldingCopies;
+    rt->stats.copyChunks += (bytes + chunk - 1) / chunk;
+  }
   if (rt->dryRun || bytes == 0)
     return LETHE_RT_OK;
   ProfileScope profile(rt, stream, at.c_str(), bytes);
   unsigned char *dev = rt->deviceArena + deviceOffset;
   unsigned char *host = rt->hostArena + hostOffset;
+  if (chunk)
+    return enqueueYieldingCopy(rt, at, toHost, dev, host, bytes, chunk);
   cudaError_t err =
       toHost ? cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost,
                                rt->streams[stream])

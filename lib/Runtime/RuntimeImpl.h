@@ -91,6 +91,23 @@ struct LetheRt {
   /// Set by the runner while a CUDA graph is captured (no timing events).
   bool capturing = false;
 
+  // Copies that yield to collectives (CopyYield.cpp).
+  /// Device word: non-zero while a collective window is open.
+  uint32_t *yieldFlag = nullptr;
+  /// Chunk size of yielding copies; 0: copies go whole.
+  uint64_t yieldChunkBytes = 0;
+  /// $LETHE_COPY_YIELD: -1 none, 0 off, else the forced chunk size.
+  int64_t yieldOverride = -1;
+  /// Open windows (host side; only the outermost touches the flag).
+  int windowDepth = 0;
+  /// Whether the outermost open window raised the flag.
+  bool windowRaised = false;
+  /// Driver entry points (null: the spin-kernel fallback), and whether
+  /// they capture into CUDA graphs (probed at creation).
+  void *waitValue32 = nullptr;
+  void *writeValue32 = nullptr;
+  bool memOpsCapture = false;
+
   LetheRt();
   ~LetheRt();
 };
@@ -139,6 +156,24 @@ LetheRtStatus launchReplayOrHash(LetheRt *rt, const std::string &at,
 // Defined in Gemm.cpp and Collectives.cpp.
 void destroyGemmState(LetheRt *rt);
 void destroyCommState(LetheRt *rt);
+
+// Defined in CopyYield.cpp.
+/// Reads $LETHE_COPY_YIELD; on a device, allocates the window flag and finds
+/// how to wait on it (probing stream memory operations under capture).
+LetheRtStatus initCopyYield(LetheRt *rt);
+void destroyCopyYield(LetheRt *rt);
+/// The chunk size copies use now (0: whole).
+uint64_t copyYieldChunk(const LetheRt *rt);
+/// Opens / closes a collective window on the comm stream when yielding is
+/// on (no-ops otherwise, and inside an outer window).
+LetheRtStatus beginCollectiveWindow(LetheRt *rt, const std::string &at);
+LetheRtStatus endCollectiveWindow(LetheRt *rt, const std::string &at);
+/// Enqueues a copy of `bytes` in chunks of `chunk`, each after a wait for
+/// the window flag, on `stream` (validated and counted by the caller).
+LetheRtStatus enqueueYieldingCopy(LetheRt *rt, const std::string &at,
+                                  bool toHost, unsigned char *dev,
+                                  unsigned char *host, uint64_t bytes,
+                                  uint64_t chunk);
 
 } // namespace lethe::rt
 

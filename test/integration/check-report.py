@@ -6,6 +6,7 @@ usage: check-report.py REPORT.json CHECK...
   mismatch  checksum mode: differs from the compared program
   timing    timing mode: step times, memory, per-stream busy time present
   copies    timing mode: both copy streams moved data at a plausible rate
+  yielding  timing mode: a copy-yield mechanism, every copy went in chunks
 """
 import json
 import sys
@@ -56,6 +57,15 @@ def main():
                 rate = report["streams"][stream]["gb_per_s"]
                 if not rate > 5:
                     fail(f"{stream} moved {rate} GB/s")
+        elif check == "yielding":
+            mechanism = report["device"]["copy_yield_mechanism"]
+            if mechanism.startswith("none"):
+                fail(f"no copy-yield mechanism: {mechanism}")
+            counts = report["counts"]
+            copies = counts["ops_d2h"] + counts["ops_h2d"]
+            if not (counts["yielding_copies"] == copies and
+                    counts["copy_chunks"] > copies):
+                fail(f"copies were not chunked: {counts}")
         else:
             fail(f"unknown check {check}")
     print(f"check-report: {sys.argv[1]}: {' '.join(sys.argv[2:])}: ok")

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -288,6 +289,117 @@ TEST_F(DryRun, CollectivesNeedACommunicator) {
             LETHE_RT_INVALID_ARGUMENT);
   EXPECT_EQ(message(), "letheRtAllGather 'ag': send holds 1048576 bytes and "
                        "recv 1048576; over 2 ranks recv needs 2097152");
+}
+
+TEST_F(DryRun, CopiesYieldInChunks) {
+  EXPECT_STREQ(letheRtCopyYieldMechanism(rt), "none (dry run)");
+  // Off by default: copies go whole.
+  ASSERT_EQ(letheRtCopyD2H(rt, 0, 0, 3 * kMiB), LETHE_RT_OK);
+  EXPECT_EQ(stats().yieldingCopies, 0u);
+  EXPECT_EQ(stats().copyChunks, 0u);
+
+  ASSERT_EQ(letheRtSetCopyYield(rt, kMiB), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCopyD2H(rt, 0, 0, 3 * kMiB + 1), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCopyH2D(rt, 0, 0, kMiB), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCopyH2D(rt, 0, 0, 0), LETHE_RT_OK);
+  LetheRtStats s = stats();
+  EXPECT_EQ(s.yieldingCopies, 2u);
+  EXPECT_EQ(s.copyChunks, 5u); // 4 + 1; an empty copy has none
+  EXPECT_EQ(s.opsPerStream[LETHE_STREAM_D2H], 2u);
+
+  ASSERT_EQ(letheRtSetCopyYield(rt, 0), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCopyD2H(rt, 0, 0, 3 * kMiB), LETHE_RT_OK);
+  EXPECT_EQ(stats().copyChunks, 5u);
+}
+
+TEST_F(DryRun, CopyYieldChunkIsChecked) {
+  EXPECT_EQ(letheRtSetCopyYield(rt, 4096), LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(), "letheRtSetCopyYield: chunk of 4096 bytes; 0 (off) or "
+                       "at least 65536");
+}
+
+TEST_F(DryRun, CollectiveWindowsNestAndOpenOnlyWhenYielding) {
+  // Not yielding: windows are tracked but raise nothing.
+  ASSERT_EQ(letheRtCollectiveWindowBegin(rt), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCollectiveWindowEnd(rt), LETHE_RT_OK);
+  EXPECT_EQ(stats().collectiveWindows, 0u);
+  ASSERT_EQ(letheRtSetCopyYield(rt, 8 * kMiB), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCollectiveWindowBegin(rt), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCollectiveWindowBegin(rt), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCollectiveWindowEnd(rt), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCollectiveWindowEnd(rt), LETHE_RT_OK);
+  EXPECT_EQ(stats().collectiveWindows, 1u);
+  EXPECT_EQ(letheRtCollectiveWindowEnd(rt), LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(),
+            "letheRtCollectiveWindowEnd: no collective window is open");
+}
+
+TEST_F(DryRun, CollectivesOpenWindowsWhenYielding) {
+  LetheRtStatus s = letheRtCommInit(rt, 2, 0, "/nonexistent/id");
+  if (s == LETHE_RT_UNSUPPORTED)
+    GTEST_SKIP() << message();
+  ASSERT_EQ(s, LETHE_RT_OK) << message();
+  LetheRtBuf a = {0, kMiB}, b = {kMiB, 2 * kMiB};
+  ASSERT_EQ(letheRtAllGather(rt, "ag", a, b, LETHE_DTYPE_BF16), LETHE_RT_OK);
+  EXPECT_EQ(stats().collectiveWindows, 0u);
+  ASSERT_EQ(letheRtSetCopyYield(rt, 4 * kMiB), LETHE_RT_OK);
+  ASSERT_EQ(letheRtAllGather(rt, "ag", a, b, LETHE_DTYPE_BF16), LETHE_RT_OK);
+  ASSERT_EQ(letheRtReduceScatter(rt, "rs", b, a, LETHE_DTYPE_BF16),
+            LETHE_RT_OK);
+  EXPECT_EQ(stats().collectiveWindows, 2u);
+  // A hand-opened window holds the collectives inside it.
+  ASSERT_EQ(letheRtCollectiveWindowBegin(rt), LETHE_RT_OK);
+  ASSERT_EQ(letheRtAllGather(rt, "ag", a, b, LETHE_DTYPE_BF16), LETHE_RT_OK);
+  ASSERT_EQ(letheRtAllGather(rt, "ag", a, b, LETHE_DTYPE_BF16), LETHE_RT_OK);
+  ASSERT_EQ(letheRtCollectiveWindowEnd(rt), LETHE_RT_OK);
+  EXPECT_EQ(stats().collectiveWindows, 3u);
+}
+
+class CopyYieldEnv : public ::testing::Test {
+protected:
+  void TearDown() override { unsetenv("LETHE_COPY_YIELD"); }
+  LetheRt *create() {
+    LetheRtConfig config;
+    letheRtConfigInit(&config);
+    config.mode = LETHE_MODE_DRY_RUN;
+    config.deviceArenaBytes = 16 * kMiB;
+    config.hostArenaBytes = 16 * kMiB;
+    LetheRt *rt = nullptr;
+    letheRtCreate(&config, &rt);
+    return rt;
+  }
+  uint64_t chunksOf(LetheRt *rt, uint64_t bytes) {
+    letheRtResetStats(rt);
+    EXPECT_EQ(letheRtCopyD2H(rt, 0, 0, bytes), LETHE_RT_OK);
+    LetheRtStats s;
+    letheRtGetStats(rt, &s);
+    return s.copyChunks;
+  }
+};
+
+TEST_F(CopyYieldEnv, OverridesTheProgram) {
+  setenv("LETHE_COPY_YIELD", "off", 1);
+  LetheRt *off = create();
+  ASSERT_EQ(letheRtGetStatus(off), LETHE_RT_OK);
+  ASSERT_EQ(letheRtSetCopyYield(off, kMiB), LETHE_RT_OK);
+  EXPECT_EQ(chunksOf(off, 8 * kMiB), 0u);
+  letheRtDestroy(off);
+
+  setenv("LETHE_COPY_YIELD", "2M", 1);
+  LetheRt *forced = create();
+  ASSERT_EQ(letheRtGetStatus(forced), LETHE_RT_OK);
+  EXPECT_EQ(chunksOf(forced, 8 * kMiB), 4u);
+  ASSERT_EQ(letheRtSetCopyYield(forced, 0), LETHE_RT_OK);
+  EXPECT_EQ(chunksOf(forced, 8 * kMiB), 4u);
+  letheRtDestroy(forced);
+
+  setenv("LETHE_COPY_YIELD", "12x", 1);
+  LetheRt *bad = create();
+  EXPECT_EQ(letheRtGetStatus(bad), LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(letheRtGetErrorMessage(bad))
+                .find("$LETHE_COPY_YIELD is '12x'"),
+            std::string::npos);
+  letheRtDestroy(bad);
 }
 
 TEST(RuntimeRegistry, MatmulLikeOpsGetGemms) {
