@@ -53,6 +53,12 @@ constexpr llvm::StringLiteral kMaxLiveBytes = "lethe.max_live_bytes";
 constexpr llvm::StringLiteral kHostMaxLiveBytes = "lethe.host_max_live_bytes";
 constexpr llvm::StringLiteral kArenaAlignment = "lethe.arena_alignment";
 constexpr llvm::StringLiteral kBudgetBytes = "lethe.budget_bytes";
+/// On the function, set by lethe-schedule: how host copies share time with
+/// collectives ("overlap", "separate" or "yield"), and in yield mode the
+/// chunk size of yielding copies (lethe-lower-to-runtime emits
+/// letheRtSetCopyYield with it).
+constexpr llvm::StringLiteral kContention = "lethe.contention";
+constexpr llvm::StringLiteral kCopyChunkBytes = "lethe.copy_chunk_bytes";
 } // namespace attrs
 
 /// The stream an op runs on: its `lethe.stream` attribute, else the op's

@@ -819,6 +819,19 @@ void Lowering::emitInit() {
 
 LogicalResult Lowering::emitStep() {
   beginFunction("step");
+  // lethe-schedule chose copies that yield to collectives: the runtime
+  // issues them in chunks, each waiting while a collective runs.
+  if (auto chunk = func->getAttrOfType<IntegerAttr>(attrs::kCopyChunkBytes)) {
+    if (chunk.getInt() < 65536)
+      return func.emitError("lethe-lower-to-runtime: ")
+             << attrs::kCopyChunkBytes << " is " << chunk.getInt()
+             << "; the runtime takes chunks of at least 65536 bytes";
+    comment("Copies yield to collectives (lethe-schedule contention=yield), "
+            "in chunks of " +
+            std::to_string(chunk.getInt()) + " bytes.");
+    call(func.getLoc(), "letheRtSetCopyYield",
+         {opaque(std::to_string(chunk.getInt()))});
+  }
   for (Operation *op : program.getOps())
     if (failed(lowerOp(op)))
       return failure();

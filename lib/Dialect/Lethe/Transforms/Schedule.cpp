@@ -12,12 +12,17 @@
 #include "lethe/Analysis/StreamOrder.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Simulator/ProgramSchedule.h"
+#include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 namespace lethe {
 #define GEN_PASS_DEF_SCHEDULEPROGRAM
@@ -138,9 +143,70 @@ void ProgramScheduler::schedule(Operation *op) {
 }
 
 namespace {
+
+enum class Contention { Overlap, Separate, Yield };
+
+StringRef contentionName(Contention mode) {
+  switch (mode) {
+  case Contention::Overlap:
+    return "overlap";
+  case Contention::Separate:
+    return "separate";
+  case Contention::Yield:
+    return "yield";
+  }
+  llvm_unreachable("unknown contention mode");
+}
+
+/// Whether `func` has host copies and collectives (else contention is moot)
+/// and whether every node and collective has a time (else it cannot be
+/// simulated).
+struct ProgramTraits {
+  bool copies = false, collectives = false, timed = true;
+};
+
+ProgramTraits getTraits(func::FuncOp func) {
+  ProgramTraits traits;
+  func.walk([&](Operation *op) {
+    if (isa<OffloadOp, PrefetchOp>(op))
+      traits.copies = true;
+    if (isa<CollectiveOp>(op))
+      traits.collectives = true;
+    if (isa<NodeOp, CollectiveOp>(op) && !op->hasAttr("time_us"))
+      traits.timed = false;
+  });
+  return traits;
+}
+
+/// One variant's simulated step and collective time.
+struct VariantTime {
+  double stepUs = 0, collectiveUs = 0;
+};
+
+llvm::Expected<VariantTime> simulateVariant(const Schedule &schedule,
+                                            const DeviceProfile &device,
+                                            bool yield) {
+  SimOptions options;
+  options.copiesYieldToCollectives = yield;
+  llvm::Expected<SimResult> result = simulate(schedule, device, options);
+  if (!result)
+    return result.takeError();
+  VariantTime time;
+  time.stepUs = result->stepUs;
+  time.collectiveUs = result->busyUs[static_cast<unsigned>(Stream::Comm)];
+  return time;
+}
+
 struct ScheduleProgramPass
     : public lethe::impl::ScheduleProgramBase<ScheduleProgramPass> {
   using Base::Base;
+
+  /// contention=auto on a profile where copies and collectives contend:
+  /// simulates `func`, already scheduled without separation, three ways and
+  /// returns the fastest variant whose collectives stay within the
+  /// tolerance of their time without copies.
+  FailureOr<Contention> chooseBySimulation(func::FuncOp func,
+                                           const DeviceProfile &profile);
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -149,23 +215,30 @@ struct ScheduleProgramPass
       module.emitError("lethe-schedule: ") << toString(profile.takeError());
       return signalPassFailure();
     }
-    bool contended;
     StringRef mode = contention;
-    if (mode == "on") {
-      contended = true;
-    } else if (mode == "off") {
-      contended = false;
-    } else if (mode == "auto") {
-      contended =
-          profile->collectiveSlowdownWithCopies > contentionThreshold ||
-          profile->collectiveSlowdownWithBothCopies > contentionThreshold ||
-          profile->copySlowdownWithCollectives * contentionThreshold < 1.0;
-    } else {
-      module.emitError("lethe-schedule: contention must be auto, on or off, "
-                       "got '")
+    std::optional<Contention> fixed;
+    if (mode == "on")
+      fixed = Contention::Separate;
+    else if (mode == "off")
+      fixed = Contention::Overlap;
+    else if (mode == "yield")
+      fixed = Contention::Yield;
+    else if (mode != "auto") {
+      module.emitError("lethe-schedule: contention must be auto, on, off or "
+                       "yield, got '")
           << contention << "'";
       return signalPassFailure();
     }
+    if (copyChunkBytes < 65536) {
+      module.emitError("lethe-schedule: copy-chunk-bytes must be at least "
+                       "65536, got ")
+          << copyChunkBytes;
+      return signalPassFailure();
+    }
+    bool profileContends =
+        profile->collectiveSlowdownWithCopies > contentionThreshold ||
+        profile->collectiveSlowdownWithBothCopies > contentionThreshold ||
+        profile->copySlowdownWithCollectives * contentionThreshold < 1.0;
 
     Counters counters;
     for (auto func : module.getOps<func::FuncOp>()) {
@@ -179,14 +252,115 @@ struct ScheduleProgramPass
             lethe::placePrefetches(func, *profile, budget);
         numPrefetchesMoved += placed.moved;
       }
+      ProgramTraits traits = getTraits(func);
+      bool moot = !traits.copies || !traits.collectives;
+      Contention chosen = fixed.value_or(
+          profileContends ? Contention::Separate : Contention::Overlap);
+      bool simulate = !fixed && profileContends && !moot;
+      if (simulate && !traits.timed) {
+        func.emitRemark("lethe-schedule: contention=auto keeps copies and "
+                        "collectives apart (separate): the program has ops "
+                        "without time_us, so the variants cannot be "
+                        "simulated");
+        simulate = false;
+      }
+      // Schedule without separation first; separation only adds waits.
       FailureOr<ExplicitProgram> program = ExplicitProgram::build(func);
       if (failed(program))
         return signalPassFailure();
-      ProgramScheduler(*program, contended, counters).run(program->getOps());
+      ProgramScheduler(*program, chosen == Contention::Separate && !simulate,
+                       counters)
+          .run(program->getOps());
+      if (simulate) {
+        FailureOr<Contention> choice = chooseBySimulation(func, *profile);
+        if (failed(choice))
+          return signalPassFailure();
+        chosen = *choice;
+        if (chosen == Contention::Separate) {
+          FailureOr<ExplicitProgram> scheduled = ExplicitProgram::build(func);
+          if (failed(scheduled))
+            return signalPassFailure();
+          ProgramScheduler(*scheduled, /*contended=*/true, counters)
+              .run(scheduled->getOps());
+        }
+      }
+      if (moot)
+        continue;
+      MLIRContext *ctx = func.getContext();
+      func->setAttr(attrs::kContention,
+                    StringAttr::get(ctx, contentionName(chosen)));
+      if (chosen == Contention::Yield)
+        func->setAttr(attrs::kCopyChunkBytes,
+                      IntegerAttr::get(IntegerType::get(ctx, 64),
+                                       static_cast<int64_t>(copyChunkBytes)));
+      else
+        func->removeAttr(attrs::kCopyChunkBytes);
     }
     numBarriers += counters.barriers;
     numAwaits += counters.awaits;
     numContentionWaits += counters.contention;
   }
 };
+
+FailureOr<Contention>
+ScheduleProgramPass::chooseBySimulation(func::FuncOp func,
+                                        const DeviceProfile &profile) {
+  FailureOr<ProgramSchedule> built = buildProgramSchedule(func);
+  if (failed(built))
+    return failure();
+  const Schedule &schedule = built->schedule;
+  // The collectives alone: each at its full rate.
+  double aloneUs = 0;
+  for (const ScheduleOp &op : schedule.ops)
+    if (op.stream == Stream::Comm)
+      aloneUs += op.durationUs;
+
+  constexpr Contention order[] = {Contention::Overlap, Contention::Yield,
+                                  Contention::Separate};
+  VariantTime times[3];
+  for (auto [index, mode] : llvm::enumerate(order)) {
+    llvm::Expected<VariantTime> time =
+        mode == Contention::Separate
+            ? simulateVariant(separateCopiesFromCollectives(schedule), profile,
+                              /*yield=*/false)
+            : simulateVariant(schedule, profile, mode == Contention::Yield);
+    if (!time) {
+      func.emitError("lethe-schedule: contention=auto cannot simulate the "
+                     "program: ")
+          << toString(time.takeError());
+      return failure();
+    }
+    times[index] = *time;
+  }
+  // Fastest step among the variants whose collectives keep their time;
+  // ties go to the earlier (simpler) one. Separate always qualifies.
+  double limitUs = aloneUs * (1.0 + collectiveTolerance) + 1e-6;
+  int best = -1;
+  for (int index = 0; index < 3; ++index)
+    if (times[index].collectiveUs <= limitUs &&
+        (best < 0 || times[index].stepUs < times[best].stepUs))
+      best = index;
+  if (best < 0)
+    best = 2;
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto percent = [&](double us) {
+    double change = aloneUs > 0 ? (us / aloneUs - 1.0) * 100.0 : 0.0;
+    if (std::abs(change) < 0.05)
+      change = 0.0;
+    return llvm::formatv("{0}{1:F1}%", change < 0 ? "" : "+", change).str();
+  };
+  os << "lethe-schedule: contention=auto chose " << contentionName(order[best])
+     << " on '" << profile.name << "' (collectives "
+     << llvm::formatv("{0:F1}", aloneUs) << " us without copies, tolerance "
+     << llvm::formatv("{0:F1}", collectiveTolerance * 100.0) << "%):";
+  for (int index = 0; index < 3; ++index)
+    os << (index ? ";" : "") << " " << contentionName(order[index])
+       << " step " << llvm::formatv("{0:F1}", times[index].stepUs)
+       << " us, collectives " << percent(times[index].collectiveUs);
+  func.emitRemark(text);
+  return order[best];
+}
+
 } // namespace

@@ -8,7 +8,7 @@
 // RUN: not lethe-opt %s --lethe-schedule='contention=maybe' 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not lethe-opt %s --lethe-schedule='device=tpu9' 2>&1 | FileCheck %s --check-prefix=NODEV
 
-// BAD: error: lethe-schedule: contention must be auto, on or off, got 'maybe'
+// BAD: error: lethe-schedule: contention must be auto, on, off or yield, got 'maybe'
 // NODEV: error: lethe-schedule: {{.*}}tpu9
 
 // An explicit program without any synchronisation: lethe-schedule puts

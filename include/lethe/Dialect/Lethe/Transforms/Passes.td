@@ -166,12 +166,23 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
       Copies and releases take the timepoint as their `await` operand
       (joined with the one they had); other ops get a `lethe.await` on their
       stream just before them;
-    - contention: when the device profile says host copies and collectives
-      slow each other down (`collectiveSlowdownWithCopies` above
-      `contention-threshold`, or `copySlowdownWithCollectives` below its
-      inverse) or `contention=on`, copies are kept out of collective
-      windows: a copy awaits every collective issued before it and a
-      collective every copy issued before it. Otherwise they overlap.
+    - contention, for programs with both host copies and collectives:
+      `overlap` (`contention=off`): they run side by side; `separate`
+      (`contention=on`): copies are kept out of collective windows, a copy
+      awaiting every collective issued before it and a collective every
+      copy issued before it; `yield` (`contention=yield`): they overlap in
+      the IR and the runtime issues copies in chunks of `copy-chunk-bytes`
+      that wait while a collective runs (the function gets
+      `lethe.copy_chunk_bytes`, which lethe-lower-to-runtime turns into
+      letheRtSetCopyYield). `contention=auto` overlaps when the device
+      profile says they do not slow each other down
+      (`collectiveSlowdownWithCopies` and the both-directions factor at
+      most `contention-threshold`, `copySlowdownWithCollectives` at least
+      its inverse); otherwise it simulates the three and picks the fastest
+      step among those whose collective time stays within
+      `collective-tolerance` of the collectives' time without copies, with
+      a remark giving the numbers (a program without op times keeps the
+      old rule: separate). The function gets `lethe.contention`.
 
     Dependences already covered by the program's own barriers and awaits
     get nothing new, so running the pass twice changes nothing.
@@ -190,13 +201,20 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
     Option<"device", "device", "std::string", /*default=*/"\"h200\"",
            "built-in device profile name, or the path of a JSON profile">,
     Option<"contention", "contention", "std::string", /*default=*/"\"auto\"",
-           "keep copies out of collective windows: auto (from the device "
-           "profile), on, off">,
+           "how copies share time with collectives: auto (from the device "
+           "profile and a simulation), on (separate), off (overlap), yield">,
     Option<"contentionThreshold", "contention-threshold", "double",
            /*default=*/"1.05",
            "slowdown factor above which copies and collectives contend">,
     Option<"placePrefetches", "place-prefetches", "bool", /*default=*/"false",
            "re-place prefetches: latest hidden point, within the budget">,
+    Option<"copyChunkBytes", "copy-chunk-bytes", "int64_t",
+           /*default=*/"8 << 20",
+           "chunk size of copies that yield to collectives (at least 64 KiB)">,
+    Option<"collectiveTolerance", "collective-tolerance", "double",
+           /*default=*/"0.05",
+           "contention=auto: how much slower than without copies the "
+           "collectives may run">,
   ];
   let statistics = [
     Statistic<"numBarriers", "num-barriers", "Barriers inserted">,
