@@ -232,7 +232,7 @@ struct ScheduleProgramPass
     if (copyChunkBytes < 65536) {
       module.emitError("lethe-schedule: copy-chunk-bytes must be at least "
                        "65536, got ")
-          << copyChunkBytes;
+          << static_cast<int64_t>(copyChunkBytes);
       return signalPassFailure();
     }
     bool profileContends =
