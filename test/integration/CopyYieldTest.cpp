@@ -9,6 +9,12 @@
 // around real collectives on one rank. Prints one line per check and
 // "N passed, M failed"; exits 1 on failure.
 //
+// lethe-rt-yieldtest --contention --world 2 --rank R --nccl-id-file F: one
+// rank of a microbenchmark (bench/gpu_contention.sh runs it): all-gather
+// time alone, beside D2H + H2D copies, and beside yielding copies, with
+// compute gaps between the all-gathers as in an FSDP step; rank 0 prints a
+// table, every rank its JSON on stderr.
+//
 // It reaches the runtime's streams (RuntimeImpl.h) only to capture a graph,
 // as lethe-run does.
 //
@@ -17,11 +23,13 @@
 #include "RuntimeImpl.h"
 #include "lethe-c/Runtime.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -185,9 +193,181 @@ void testRoundTripAroundCollectives() {
   letheRtDestroy(rt);
 }
 
+//===----------------------------------------------------------------------===//
+// --contention: all-gather time alone, beside copies, beside yielding copies
+//===----------------------------------------------------------------------===//
+
+struct BenchOptions {
+  int world = 2, rank = 0;
+  std::string idFile;
+  uint64_t sendMiB = 256, copyMiB = 1024, chunkMiB = 8;
+  int copyRounds = 4, reps = 6;
+  double gapUs = 15000;
+};
+
+struct BenchResult {
+  std::vector<double> gatherMs;
+  double d2hGBs = 0, h2dGBs = 0, wallMs = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+float elapsedMs(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms;
+}
+
+/// One run: compute spins `gapUs` before each all-gather (the comm stream
+/// waits for it, as an FSDP prefetch waits for its layer), while both copy
+/// streams (when `copies`) move copyRounds x copyMiB each way.
+bool runVariant(LetheRt *rt, const BenchOptions &o, bool copies,
+                uint64_t chunk, BenchResult &out) {
+  const uint64_t copy = o.copyMiB * kMiB, send = o.sendMiB * kMiB;
+  const uint64_t recvOffset = 2 * copy + send;
+  letheRtSetCopyYield(rt, chunk);
+  int n = o.reps;
+  std::vector<cudaEvent_t> ev(2 * n + 6);
+  for (cudaEvent_t &e : ev)
+    cudaEventCreate(&e);
+  cudaStream_t *st = rt->streams;
+  letheRtStepBegin(rt);
+  cudaEventRecord(ev[2 * n], st[LETHE_STREAM_COMPUTE]);
+  if (copies) {
+    cudaEventRecord(ev[2 * n + 1], st[LETHE_STREAM_D2H]);
+    cudaEventRecord(ev[2 * n + 2], st[LETHE_STREAM_H2D]);
+    for (int r = 0; r < o.copyRounds; ++r) {
+      letheRtCopyD2H(rt, 0, 0, copy);
+      letheRtCopyH2D(rt, copy, copy, copy);
+    }
+    cudaEventRecord(ev[2 * n + 3], st[LETHE_STREAM_D2H]);
+    cudaEventRecord(ev[2 * n + 4], st[LETHE_STREAM_H2D]);
+  }
+  for (int i = 0; i < n; ++i) {
+    letheRtReplay(rt, "gap", o.gapUs, nullptr, 0, nullptr, 0);
+    letheRtRecord(rt, LETHE_STREAM_COMPUTE, 0);
+    letheRtWait(rt, LETHE_STREAM_COMM, 0);
+    cudaEventRecord(ev[2 * i], st[LETHE_STREAM_COMM]);
+    letheRtAllGather(rt, "all_gather", {2 * copy, send},
+                     {recvOffset, send * (uint64_t)o.world}, LETHE_DTYPE_BF16);
+    cudaEventRecord(ev[2 * i + 1], st[LETHE_STREAM_COMM]);
+  }
+  letheRtStepEnd(rt);
+  cudaEventRecord(ev[2 * n + 5], st[LETHE_STREAM_COMPUTE]);
+  bool ok = letheRtSynchronize(rt) == LETHE_RT_OK;
+  out.gatherMs.clear();
+  for (int i = 0; i < n; ++i)
+    out.gatherMs.push_back(elapsedMs(ev[2 * i], ev[2 * i + 1]));
+  out.wallMs = elapsedMs(ev[2 * n], ev[2 * n + 5]);
+  if (copies) {
+    double gb = (double)copy * o.copyRounds / 1e9;
+    out.d2hGBs = gb / (elapsedMs(ev[2 * n + 1], ev[2 * n + 3]) / 1e3);
+    out.h2dGBs = gb / (elapsedMs(ev[2 * n + 2], ev[2 * n + 4]) / 1e3);
+  }
+  for (cudaEvent_t e : ev)
+    cudaEventDestroy(e);
+  return ok;
+}
+
+int runContention(const BenchOptions &o) {
+  LetheRtConfig config;
+  letheRtConfigInit(&config);
+  const uint64_t copy = o.copyMiB * kMiB, send = o.sendMiB * kMiB;
+  config.deviceArenaBytes = 2 * copy + send * (1 + (uint64_t)o.world);
+  config.hostArenaBytes = 2 * copy;
+  config.numEvents = 1;
+  LetheRt *rt = nullptr;
+  if (letheRtCreate(&config, &rt) != LETHE_RT_OK ||
+      letheRtCommInit(rt, o.world, o.rank,
+                      o.idFile.empty() ? nullptr : o.idFile.c_str()) !=
+          LETHE_RT_OK) {
+    std::printf("contention: %s\n", letheRtGetErrorMessage(rt));
+    letheRtDestroy(rt);
+    return 1;
+  }
+  letheRtFill(rt, {0, config.deviceArenaBytes}, LETHE_DTYPE_RAW, 3);
+  struct Variant {
+    const char *name;
+    bool copies;
+    uint64_t chunk;
+  } variants[] = {{"alone", false, 0},
+                  {"overlap", true, 0},
+                  {"yield", true, o.chunkMiB * kMiB}};
+  BenchResult warm;
+  runVariant(rt, o, false, 0, warm);
+  double alone = 0;
+  std::string json = "{\"rank\": " + std::to_string(o.rank) +
+                     ", \"world\": " + std::to_string(o.world) +
+                     ", \"mechanism\": \"" +
+                     letheRtCopyYieldMechanism(rt) + "\", \"variants\": [";
+  if (o.rank == 0)
+    std::printf("copy-yield mechanism: %s\n"
+                "| variant | all-gather ms (median) | vs alone | D2H GB/s | "
+                "H2D GB/s | wall ms |\n|---|---|---|---|---|---|\n",
+                letheRtCopyYieldMechanism(rt));
+  bool ok = true;
+  for (const Variant &v : variants) {
+    BenchResult r;
+    ok = runVariant(rt, o, v.copies, v.chunk, r) && ok;
+    double med = median(r.gatherMs);
+    if (!v.copies)
+      alone = med;
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "| %s | %.3f | x%.3f | %.1f | %.1f | %.1f |\n", v.name, med,
+                  alone > 0 ? med / alone : 0.0, r.d2hGBs, r.h2dGBs, r.wallMs);
+    if (o.rank == 0)
+      std::printf("%s", line);
+    json += std::string(&v == variants ? "" : ", ") + "{\"name\": \"" +
+            v.name + "\", \"gather_ms\": [";
+    for (size_t i = 0; i < r.gatherMs.size(); ++i)
+      json += (i ? ", " : "") + std::to_string(r.gatherMs[i]);
+    json += "], \"d2h_gbs\": " + std::to_string(r.d2hGBs) +
+            ", \"h2d_gbs\": " + std::to_string(r.h2dGBs) +
+            ", \"wall_ms\": " + std::to_string(r.wallMs) + "}";
+  }
+  json += "], \"ok\": " + std::string(ok ? "true" : "false") +
+          ", \"error\": \"" + letheRtGetErrorMessage(rt) + "\"}";
+  std::fprintf(stderr, "%s\n", json.c_str());
+  letheRtDestroy(rt);
+  return ok ? 0 : 1;
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  if (argc > 1 && std::string(argv[1]) == "--contention") {
+    BenchOptions o;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      std::string name = argv[i], value = argv[i + 1];
+      if (name == "--world")
+        o.world = std::stoi(value);
+      else if (name == "--rank")
+        o.rank = std::stoi(value);
+      else if (name == "--nccl-id-file")
+        o.idFile = value;
+      else if (name == "--send-mib")
+        o.sendMiB = std::stoull(value);
+      else if (name == "--copy-mib")
+        o.copyMiB = std::stoull(value);
+      else if (name == "--chunk-mib")
+        o.chunkMiB = std::stoull(value);
+      else if (name == "--copy-rounds")
+        o.copyRounds = std::stoi(value);
+      else if (name == "--reps")
+        o.reps = std::stoi(value);
+      else if (name == "--gap-us")
+        o.gapUs = std::stod(value);
+      else {
+        std::printf("unknown option %s\n", name.c_str());
+        return 2;
+      }
+    }
+    return runContention(o);
+  }
   LetheRt *rt = makeRuntime();
   if (!rt) {
     std::printf("0 passed, 1 failed\n");
