@@ -129,7 +129,7 @@ device() {
       local id=$res/fsdp-$label.id
       rm -f "$id"
       for r in 0 1; do
-        LOCAL_RANK=$r NCCL_P2P_DISABLE=1 ${yieldenv:+LETHE_COPY_YIELD=$yieldenv} timeout 240 \
+        env LOCAL_RANK=$r NCCL_P2P_DISABLE=1 ${yieldenv:+LETHE_COPY_YIELD=$yieldenv} timeout 240 \
           "$b/lethe-run" "$res/$so.so" --world=2 --rank=$r --nccl-id-file="$id" \
           --steps=10 --warmup=2 > "$res/fsdp-$label.rank$r.json" 2> "$res/fsdp-$label.rank$r.err" &
       done
