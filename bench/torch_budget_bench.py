@@ -497,10 +497,13 @@ def capped_step(step, params, device, budget_bytes):
     for p in params:
         p.grad = None
     _free_device_memory(True)
-    total = torch.cuda.get_device_properties(device).total_memory
-    limit = torch.cuda.memory_reserved(device) + budget_bytes
+    index = torch.device(device).index
+    if index is None:  # "cuda": the memory-fraction call needs an index
+        index = torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
+    limit = torch.cuda.memory_reserved(index) + budget_bytes
     torch.cuda.set_per_process_memory_fraction(min(1.0, limit / total),
-                                               device)
+                                               index)
     try:
         step()
         torch.cuda.synchronize()
@@ -510,7 +513,7 @@ def capped_step(step, params, device, budget_bytes):
             return "oom"
         raise
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        torch.cuda.set_per_process_memory_fraction(1.0, index)
         for p in params:
             p.grad = None
         _free_device_memory(True)

@@ -47,18 +47,25 @@ def _side_streams(device):
 
 
 def _empty_like_strided(t, device, pin_memory=False):
-    if _dense(t):
-        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype,
-                                   device=device, pin_memory=pin_memory)
-    return torch.empty(t.size(), dtype=t.dtype, device=device,
-                       pin_memory=pin_memory)
+    """A dense buffer with `t`'s dimension order: `t`'s own strides where it
+    is dense (a transposed attention output, say), so that the views the
+    backward re-derives from the copy (a transpose then a view) stay valid.
+    (torch 2.x tensors have no public is_non_overlapping_and_dense.)"""
+    return torch.empty_strided(t.size(), _dense_strides_in_order(t),
+                               dtype=t.dtype, device=device,
+                               pin_memory=pin_memory)
 
 
-def _dense(t):
-    try:
-        return t.is_non_overlapping_and_dense()
-    except AttributeError:  # older torch
-        return t.is_contiguous()
+def _dense_strides_in_order(t):
+    """Dense strides whose dimension order (outermost first) is `t`'s."""
+    order = sorted(range(t.dim()),
+                   key=lambda d: (t.stride(d), t.size(d)), reverse=True)
+    strides = [0] * t.dim()
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(t.size(d), 1)
+    return tuple(strides)
 
 
 class _Offloaded:

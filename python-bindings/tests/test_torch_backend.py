@@ -253,3 +253,22 @@ def test_lethe_infeasible_budget_raises():
                                                         policy="auto")))
     assert "below the least budget" in str(e)
     assert e.least_feasible_budget > 0
+
+
+def test_offload_buffers_keep_the_dimension_order():
+    # A transposed (dense, permuted) tensor must come back with its strides,
+    # and a sliced one with dense strides in its order: the backward
+    # re-derives views (transpose, then view) from the copy.
+    for t in (torch.randn(2, 3, 4).transpose(1, 2),
+              torch.randn(2, 3, 4).permute(2, 0, 1),
+              torch.randn(2, 8, 12)[..., :4]):
+        handle = _offload.d2h_start(t)
+        back = _offload.h2d_wait(_offload.h2d_start(_offload.host_of(handle),
+                                                    "cpu"))
+        assert torch.equal(back, t)
+        order = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+        assert sorted(range(back.dim()), key=lambda d: -back.stride(d)) == order
+    merged = torch.randn(2, 4, 3, 5).transpose(1, 2)  # (2, 3, 4, 5) view
+    back = _offload.h2d_wait(_offload.h2d_start(
+        _offload.host_of(_offload.d2h_start(merged)), "cpu"))
+    back.transpose(1, 2).view(2, 4, 15)  # valid on the original layout
