@@ -624,7 +624,9 @@ def run(args):
     deadline = start + args.deadline_s
     if args.smoke:
         args.tiny, args.warmup, args.steps = True, 1, 1
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    # An indexed device: some torch.cuda calls refuse a bare "cuda".
+    device = (torch.device("cuda", torch.cuda.current_device())
+              if torch.cuda.is_available() else torch.device("cpu"))
     cuda = device.type == "cuda"
     plans = {}
     for name in args.models:
@@ -869,6 +871,10 @@ def report_text(results):
         d = e.get("decisions") or {}
         dec = "/".join(str(d.get(k, "")) for k in
                        ("retain", "recompute", "offload")) if d else ""
+        if e.get("retained_instead"):
+            dec += f" ({e['retained_instead']} kept instead)"
+        if e.get("unmapped_decisions"):
+            dec += f" ({e['unmapped_decisions']} unmapped)"
         r = ref.get(e["model"], {})
         dl = _rel(e.get("loss"), r.get("loss"))
         dg = _rel(e.get("grad_norm"), r.get("grad_norm"))

@@ -127,19 +127,49 @@ def _reruns_safely(value, replay_rng, mutated_inputs=frozenset()):
     p = _producer(value)
     if p.op != "call_function":
         return False, "not an op"
-    if not replay_rng and is_rng_op(op_name(p.target)):
+    seeded_but_draws_nothing = _attention_without_dropout(p)
+    if not replay_rng and is_rng_op(op_name(p.target)) \
+            and not seeded_but_draws_nothing:
         return False, "RNG op without replayed state"
     if _mutated_argument_positions(p.target) or _updates_statistics(p):
         return False, "writes an operand in place"
     if any(x.name in mutated_inputs for x in p.all_input_nodes):
         return False, "reads a graph input the step updates"
-    if p.target is not operator.getitem and _impure(p):
+    if p.target is not operator.getitem and \
+            _impure(p, impure_random=not seeded_but_draws_nothing):
         return False, "has side effects"
     return True, ""
 
 
-def _impure(n):
+def _attention_without_dropout(n):
+    """A fused attention op (tagged as seeded: it can draw a dropout mask)
+    called with dropout_p == 0 draws nothing and re-runs exactly, as
+    Lethe's importer assumes when it plans a recompute of it."""
+    name = op_name(n.target)
+    if "scaled_dot_product" not in name or "backward" in name:
+        return False
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return False
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == "dropout_p":
+            if arg.name in n.kwargs:
+                value = n.kwargs[arg.name]
+            elif i < len(n.args) and not arg.kwarg_only:
+                value = n.args[i]
+            else:
+                value = arg.default_value
+            return isinstance(value, (int, float)) and value == 0
+    return False
+
+
+def _impure(n, impure_random=True):
     try:
+        if not impure_random:
+            try:
+                return bool(n.is_impure(impure_random=False))
+            except TypeError:  # torch < 2.6 has no impure_random
+                pass
         return bool(n.is_impure())
     except (AttributeError, TypeError):
         return False

@@ -272,3 +272,51 @@ def test_offload_buffers_keep_the_dimension_order():
     back = _offload.h2d_wait(_offload.h2d_start(
         _offload.host_of(_offload.d2h_start(merged)), "cpu"))
     back.transpose(1, 2).view(2, 4, 15)  # valid on the original layout
+
+
+# --- fused attention: seeded ops that draw nothing without dropout --------
+
+class _SdpaBlock(torch.nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 4)
+        self.dropout = dropout
+
+    def forward(self, x):
+        q, k, v = (t.view(2, 8, 2, 8).transpose(1, 2)
+                   for t in self.qkv(x).chunk(3, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout,
+                                           is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(2, 8, 16))
+
+
+@pytest.mark.skipif(not hasattr(F, "scaled_dot_product_attention")
+                    or not hasattr(torch, "compile"),
+                    reason="needs torch 2.x")
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_attention_recomputed_only_without_dropout(dropout):
+    """SDPA kernels carry the nondeterministic_seeded tag; with dropout_p 0
+    they draw nothing and re-run exactly (Lethe plans them so). With
+    dropout (on CPU: the math route, a native_dropout) the random op's
+    results stay saved."""
+    torch.manual_seed(0)
+    model = _SdpaBlock(dropout)
+    x, y = torch.randn(2, 8, 16), torch.randn(2, 8, 4)
+
+    def loss_fn(out):
+        return F.mse_loss(out, y)
+    reference = copy.deepcopy(model)
+    ref = _step(reference, list(reference.parameters()), x, loss_fn)
+    backend = lt.backend(planner=_uniform_planner("recompute"))
+    got, _ = _compiled_step(backend, model, x, loss_fn)
+    info = backend.plans[-1].info
+    attention = [n for n in info.recomputed if "scaled_dot_product" in n]
+    kept = [n for n, why in info.retained_instead
+            if "scaled_dot_product" in n]
+    rng_kept = [n for n, why in info.retained_instead if "RNG" in why]
+    if dropout == 0:
+        assert attention and not kept and not rng_kept
+    else:
+        assert rng_kept
+    _assert_bitwise(ref, got)
