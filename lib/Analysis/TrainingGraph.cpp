@@ -7,6 +7,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace lethe;
@@ -64,6 +65,14 @@ NodeId TrainingGraph::addNode(StringRef kind, Phase phase, double timeUs,
 void TrainingGraph::addOutput(ValueId value) {
   values[value].isOutput = true;
   outputs.push_back(value);
+}
+
+void TrainingGraph::alignStorageBytes(int64_t alignment) {
+  assert(alignment > 0 && llvm::isPowerOf2_64(alignment) &&
+         "alignment must be a power of two");
+  for (GraphValue &value : values)
+    if (!value.isInput())
+      value.bytes = static_cast<int64_t>(llvm::alignTo(value.bytes, alignment));
 }
 
 NodeId TrainingGraph::firstBackwardNode() const {

@@ -10,6 +10,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace lethe;
 
@@ -49,6 +51,8 @@ void lethe::buildPlanPhase(OpPassManager &pm,
   plan.hostBudget = config.plan.hostBudget;
   plan.solver = config.plan.solver;
   plan.replayRng = config.plan.replayRng;
+  // Plan the bytes the arena will hold, not the bare tensor sizes.
+  plan.alignment = config.alignment;
   pm.addPass(createPlanActivations(plan));
 }
 
@@ -129,13 +133,32 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
   });
 
   LethePipelineConfig attempt = config;
+  int64_t lastArena = 0;
   for (result.attempts = 1; result.attempts <= maxReplans + 1;
        ++result.attempts) {
     OwningOpRef<ModuleOp> work = module.clone();
     PassManager plan(context);
     buildPlanPhase(plan, attempt);
-    if (failed(plan.run(*work)))
-      return failure();
+    // A re-plan's error names the lowered budget, not the user's: say why.
+    std::string replanError;
+    std::optional<ScopedDiagnosticHandler> captureReplanError;
+    if (result.attempts > 1)
+      captureReplanError.emplace(context, [&](Diagnostic &diag) {
+        if (diag.getSeverity() != DiagnosticSeverity::Error)
+          return failure();
+        replanError = diag.str();
+        return success();
+      });
+    LogicalResult planned = plan.run(*work);
+    captureReplanError.reset();
+    if (failed(planned)) {
+      if (result.attempts == 1)
+        return failure();
+      return module.emitError("lethe: the packed device arena (")
+             << lastArena << " bytes) exceeds the budget ("
+             << result.budgetBytes << " bytes) and re-planning for "
+             << attempt.plan.budget << " bytes failed: " << replanError;
+    }
     std::optional<int64_t> planBudget = getI64(*work, attrs::kBudgetBytes);
     if (result.attempts == 1)
       result.budgetBytes = planBudget.value_or(-1);
@@ -147,6 +170,7 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
     if (failed(program.run(*work)))
       return failure();
     int64_t arena = getI64(*work, attrs::kDeviceArenaBytes).value_or(0);
+    lastArena = arena;
     if (result.budgetBytes >= 0 && arena > result.budgetBytes) {
       // Fragmentation: plan for less, by what packing lost.
       if (result.attempts > maxReplans)

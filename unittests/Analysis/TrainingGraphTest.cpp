@@ -39,6 +39,28 @@ TEST(TrainingGraphTest, BuilderTracksUsersAliasesAndOutputs) {
   EXPECT_TRUE(g.getValue(g.getNode(back).results[0]).isOutput);
 }
 
+TEST(TrainingGraphTest, AlignStorageBytesRoundsWhatTheArenaHolds) {
+  TrainingGraph g;
+  ValueId x = g.addInput(1000, InputKind::Input);
+  NodeId relu = g.addNode("aten.relu.default", Phase::Fwd, 1.0, {x}, {1000});
+  ValueId y = g.getNode(relu).results[0];
+  NodeId view =
+      g.addNode("aten.view.default", Phase::Fwd, 1.0, {y}, {1000}, {0});
+  ValueId v = g.getNode(view).results[0];
+  NodeId back =
+      g.addNode("aten.mul.Tensor", Phase::Bwd, 1.0, {v, x}, {1024, 0});
+  ValueId grad = g.getNode(back).results[0];
+  ValueId empty = g.getNode(back).results[1];
+  g.alignStorageBytes(256);
+  // Graph inputs are outside the arena.
+  EXPECT_EQ(g.getValue(x).bytes, 1000);
+  EXPECT_EQ(g.getValue(y).bytes, 1024);
+  EXPECT_EQ(g.storageBytes(v), 1024);
+  EXPECT_EQ(g.getValue(v).bytes, 0);
+  EXPECT_EQ(g.getValue(grad).bytes, 1024);
+  EXPECT_EQ(g.getValue(empty).bytes, 0);
+}
+
 TEST(TrainingGraphTest, ClassifiesKinds) {
   EXPECT_TRUE(TrainingGraph::classifyKind("aten.native_dropout.default") &
               NodeFlagRandom);

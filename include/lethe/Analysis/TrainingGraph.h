@@ -109,6 +109,13 @@ public:
   /// Marks `value` as returned by the step.
   void addOutput(ValueId value);
 
+  /// Rounds the bytes of every storage a node produces up to a multiple of
+  /// `alignment` (a power of two), the size it takes in an arena laid out
+  /// with that alignment (lethe-assign-buffers), so that the planner's peak
+  /// is the allocated program's max-live. Graph inputs live outside the
+  /// arena and keep their size.
+  void alignStorageBytes(int64_t alignment);
+
   /// Builds the graph of a function in Lethe's canonical form: arguments are
   /// inputs (kind from the `lethe.kind` argument attribute, default input),
   /// `lethe.node` / `lethe.collective` ops are nodes, and `func.return`

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Remarks.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <limits>
@@ -79,6 +80,12 @@ void PlanActivationsPass::runOnOperation() {
   if (failed(loadDevice(profile)))
     return signalPassFailure();
   // Bad options fail before any function is looked at.
+  if (alignment < 1 || !llvm::isPowerOf2_64(alignment)) {
+    getOperation()->emitError()
+        << "lethe-plan: alignment must be a power of two, got "
+        << static_cast<int64_t>(alignment);
+    return signalPassFailure();
+  }
   llvm::Expected<PlanOptions> checked =
       parsePlanOptions(optionText(), 0, profile);
   if (!checked) {
@@ -99,6 +106,8 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
   FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
   if (failed(graph))
     return failure();
+  if (alignment > 1)
+    graph->alignStorageBytes(alignment);
   int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
   llvm::Expected<PlanOptions> options =
       parsePlanOptions(optionText(), unplannedPeak, profile);
