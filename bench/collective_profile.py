@@ -20,6 +20,10 @@ device-profile fields the simulator reads (lib/Support/DeviceProfile.cpp):
                                         alone (mean over both collectives
                                         and both directions), at most 1
 
+The table's last columns are the collective beside D2H + H2D copies that
+yield to it (letheRtSetCopyYield, --yield-chunk-mib): the factor the
+runtime's yielding copies leave (not written to the profiles).
+
 Each figure is the median over ranks of each rank's median over repeats.
 The copy bandwidths alone and the duplex factor are printed too, but not
 written: they were measured with every rank copying at once.
@@ -93,8 +97,11 @@ def summarize(reports):
             [x.get("beside_d2h_ms", {}).get("median") for x in ks])
         k["beside_both_ms"] = med(
             [x.get("beside_both_ms", {}).get("median") for x in ks])
+        k["beside_both_yield_ms"] = med(
+            [x.get("beside_both_yield_ms", {}).get("median") for x in ks])
         k["bus_gb_per_s"] = med([x.get("bus_gb_per_s") for x in ks])
         for key in ("slowdown_beside_d2h", "slowdown_beside_both",
+                    "slowdown_beside_both_yield",
                     "d2h_gb_per_s_during", "h2d_gb_per_s_during",
                     "d2h_gb_per_s_both_during", "h2d_gb_per_s_both_during"):
             k[key] = med([x.get(key) for x in ks])
@@ -152,8 +159,9 @@ def print_summary(name, s, f):
           f"rank, {s['copy_mib']:.0f} MiB copies, NCCL_P2P_DISABLE="
           f"'{s['p2p_disable']}'\n")
     print("| collective | alone ms | bus GB/s | beside D2H ms | x | beside "
-          "D2H+H2D ms | x | D2H GB/s during | H2D GB/s during | covered |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "D2H+H2D ms | x | D2H GB/s during | H2D GB/s during | covered "
+          "| beside yielding D2H+H2D ms | x |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind in KINDS:
         k = s[kind]
         print(f"| {kind} | {fmt(k['alone_ms'])} | {fmt(k['bus_gb_per_s'], '.1f')}"
@@ -161,7 +169,9 @@ def print_summary(name, s, f):
               f" | {fmt(k['beside_both_ms'])} | {fmt(k['slowdown_beside_both'], '.3f')}"
               f" | {fmt(k['d2h_gb_per_s_during'], '.1f')}"
               f" | {fmt(k['h2d_gb_per_s_during'], '.1f')}"
-              f" | {'yes' if k['covered'] else 'NO'} |")
+              f" | {'yes' if k['covered'] else 'NO'}"
+              f" | {fmt(k['beside_both_yield_ms'])}"
+              f" | {fmt(k['slowdown_beside_both_yield'], '.3f')} |")
     dup = [ratio(s["d2h_gb_per_s_both"], s["d2h_gb_per_s"]),
            ratio(s["h2d_gb_per_s_both"], s["h2d_gb_per_s"])]
     dup = [d for d in dup if d]

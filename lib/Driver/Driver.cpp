@@ -155,8 +155,9 @@ struct DriverCommandLine {
   cl::opt<std::string> contention{
       "contention",
       cl::init("auto"),
-      cl::desc("Keep host copies out of collective windows: auto (from the "
-               "device profile), on, off"),
+      cl::desc("How host copies share time with collectives: auto (from "
+               "the device profile and a simulation), on (separate), off "
+               "(overlap), yield"),
       cl::sub(simulate),
       cl::sub(compile),
       cl::cat(category)};

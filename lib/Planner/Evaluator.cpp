@@ -20,6 +20,7 @@ Evaluator::evaluate(llvm::ArrayRef<Decision> decisions,
   result.schedule = std::move(*schedule);
   SimOptions options;
   options.recordTimeline = false;
+  options.copiesYieldToCollectives = copiesYield;
   llvm::Expected<SimResult> sim = simulate(result.schedule, device, options);
   if (!sim)
     return sim.takeError();

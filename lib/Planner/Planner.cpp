@@ -12,6 +12,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
+#include <limits>
 
 using namespace lethe;
 
@@ -82,12 +83,32 @@ planExact(const TrainingGraph &graph, const DeviceProfile &device,
   return plan;
 }
 
+bool lethe::planCopiesYield(const TrainingGraph &graph,
+                            const DeviceProfile &device,
+                            const PlanOptions &options) {
+  switch (options.copyModel) {
+  case CollectiveCopyModel::Overlap:
+    return false;
+  case CollectiveCopyModel::Yield:
+    return true;
+  case CollectiveCopyModel::Auto:
+    break;
+  }
+  if (!copiesContendWithCollectives(device))
+    return false;
+  for (const GraphNode &node : graph.getNodes())
+    if (node.hasFlag(NodeFlagCollective))
+      return true;
+  return false;
+}
+
 llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
                                              const DeviceProfile &device,
                                              const PlanOptions &options) {
   auto started = std::chrono::steady_clock::now();
   ActivationAnalysis analysis(graph, options);
-  Evaluator evaluator(analysis, device);
+  bool copiesYield = planCopiesYield(graph, device, options);
+  Evaluator evaluator(analysis, device, copiesYield);
   std::vector<Decision> retainAll(analysis.getActivations().size(),
                                   Decision::Retain);
   llvm::Expected<Evaluation> baseline = evaluator.evaluate(retainAll);
@@ -117,6 +138,26 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
     least = evaluation->peakBytes;
   } else {
     std::vector<AutoSeed> seeds = autoSeeds(analysis, layers, options);
+    // Copies pause during collectives: offload may lose where it won with
+    // full copy windows, so auto also starts from (and never loses to) its
+    // own recompute-only plan.
+    if (copiesYield &&
+        options.minOffloadBytes < std::numeric_limits<int64_t>::max()) {
+      PlanOptions recomputeOnly = options;
+      recomputeOnly.minOffloadBytes = std::numeric_limits<int64_t>::max();
+      recomputeOnly.solver = SolverKind::Fast;
+      llvm::Expected<Plan> noOffload =
+          planTrainingStep(graph, device, recomputeOnly);
+      if (!noOffload)
+        return noOffload.takeError();
+      AutoSeed seed{"auto (no offload)", {}, {}};
+      for (const ActivationDecision &d : noOffload->decisions) {
+        seed.decisions.push_back(d.decision);
+        seed.reasons.push_back(d.reason);
+      }
+      if (seed.decisions.size() == analysis.getActivations().size())
+        seeds.push_back(std::move(seed));
+    }
     llvm::Expected<AutoSolution> solution =
         solveAuto(evaluator, options, seeds);
     if (!solution)
@@ -164,7 +205,9 @@ llvm::Expected<SimResult> lethe::simulatePlan(const TrainingGraph &graph,
   llvm::Expected<Schedule> schedule = buildSchedule(analysis, placed.decisions);
   if (!schedule)
     return schedule.takeError();
-  llvm::Expected<SimResult> result = simulate(*schedule, device);
+  SimOptions simOptions;
+  simOptions.copiesYieldToCollectives = planCopiesYield(graph, device, options);
+  llvm::Expected<SimResult> result = simulate(*schedule, device, simOptions);
   if (result && scheduleOut)
     *scheduleOut = std::move(*schedule);
   return result;

@@ -47,7 +47,7 @@ const char *kCollectiveUsage =
     "usage: lethe-rt-bench --collectives --world=N --rank=R "
     "[--nccl-id-file=PATH]\n"
     "         [--mib=256] [--copy-mib=1024] [--reps=7] [--device=N]\n"
-    "         [--json=PATH] [--dry-run]\n";
+    "         [--json=PATH] [--dry-run] [--yield-chunk-mib=8]\n";
 
 struct Stat {
   double median = 0, min = 0, max = 0;
@@ -239,6 +239,8 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
   CollectiveBench b;
   int device = -1;
   std::string idFile, jsonPath;
+  // Chunk of the yielding copies (beside_both_yield); 0: not measured.
+  uint64_t yieldChunk = 8 * kMiB;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i], value;
     size_t eq = arg.find('=');
@@ -279,6 +281,8 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
       idFile = value;
     else if (name == "--json")
       jsonPath = value;
+    else if (name == "--yield-chunk-mib")
+      yieldChunk = (uint64_t)number(0) * kMiB;
     else {
       std::cerr << "lethe-rt-bench: bad argument '" << arg << "'\n"
                 << kCollectiveUsage;
@@ -381,6 +385,15 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
         b.round({collLane(k, 1), d2hLane(copyRepeats)});
     std::vector<Stat> besideBoth =
         b.round({collLane(k, 1), d2hLane(copyRepeats), h2dLane(copyRepeats)});
+    // The same with copies that yield to collectives (lib/Runtime/
+    // CopyYield.cpp): chunks wait while the collective's window is open.
+    std::vector<Stat> besideBothYield;
+    if (yieldChunk) {
+      b.check(letheRtSetCopyYield(b.rt, yieldChunk));
+      besideBothYield = b.round(
+          {collLane(k, 1), d2hLane(copyRepeats), h2dLane(copyRepeats)});
+      b.check(letheRtSetCopyYield(b.rt, 0));
+    }
     // Collectives back to back for 1.5x the copy (the copy slowed by up to
     // x1.5 is still inside the loop); all ranks run the longest loop.
     int loop = alone.median > 0
@@ -405,6 +418,13 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
                ratio(at(besideD2H, 0).median, alone.median));
     json.field("slowdown_beside_both",
                ratio(at(besideBoth, 0).median, alone.median));
+    if (yieldChunk) {
+      writeStat(json, "beside_both_yield_ms", at(besideBothYield, 0));
+      json.field("slowdown_beside_both_yield",
+                 ratio(at(besideBothYield, 0).median, alone.median));
+      json.field("yield_chunk_bytes", yieldChunk);
+      json.field("copy_yield_mechanism", letheRtCopyYieldMechanism(b.rt));
+    }
     json.field("copy_repeats", copyRepeats);
     // Whether the copies outlasted the collective (else part of it ran
     // uncontended and the slowdown is understated).

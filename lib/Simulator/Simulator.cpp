@@ -29,6 +29,13 @@ static bool isCopy(const ScheduleOp &op) {
          op.kind == ScheduleOpKind::Prefetch;
 }
 
+bool lethe::copiesContendWithCollectives(const DeviceProfile &device,
+                                         double threshold) {
+  return device.collectiveSlowdownWithCopies > threshold ||
+         device.collectiveSlowdownWithBothCopies > threshold ||
+         device.copySlowdownWithCollectives * threshold < 1.0;
+}
+
 llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
                                           const DeviceProfile &device,
                                           const SimOptions &options) {

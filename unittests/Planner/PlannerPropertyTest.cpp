@@ -7,6 +7,8 @@
 // - the peak never rises as the budget falls, and once a budget is
 //   infeasible every smaller one is too;
 // - `auto` is never slower than a fixed policy whose plan fits the budget;
+// - where copies contend with collectives, plans are simulated with copies
+//   that yield, and `auto` never loses to its recompute-only plan;
 // - planning is deterministic;
 // - `none` has the plain lifetime peak.
 //
@@ -91,6 +93,69 @@ TEST(PlannerPropertyTest, AutoFitsIsMonotonicAndBeatsFixedPolicies) {
               << "slower than policy " << stringifyPolicy(fixed[i]).str();
     }
   }
+}
+
+// Where copies contend with collectives (the PCIe path's factors), the
+// planner simulates copies that yield to collectives, and auto is never
+// slower in that model than the best plan without offload at the budget.
+TEST(PlannerPropertyTest, ContendedAutoNeverLosesToRecomputeOnly) {
+  DeviceProfile device = testDeviceProfile();
+  device.collectiveSlowdownWithCopies = 1.39;
+  device.collectiveSlowdownWithBothCopies = 1.69;
+  device.copySlowdownWithCollectives = 0.7;
+  const std::vector<double> fractions = {0.8, 0.6, 0.45};
+  int compared = 0, yielding = 0, modelsDiffer = 0;
+  for (uint64_t seed = 0; seed < kNumGraphs / 3; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RandomGraphOptions graphOptions = optionsFor(seed);
+    graphOptions.collectivePercent = 25;
+    TrainingGraph g = randomLayeredGraph(seed, graphOptions);
+    PlanOptions base;
+    bool copiesYield = planCopiesYield(g, device, base);
+    yielding += copiesYield;
+    // The model follows the graph and the profile, and can be forced.
+    EXPECT_FALSE(planCopiesYield(g, testDeviceProfile(), base));
+    PlanOptions overlap;
+    overlap.copyModel = CollectiveCopyModel::Overlap;
+    EXPECT_FALSE(planCopiesYield(g, device, overlap));
+    base.policy = Policy::None;
+    llvm::Expected<Plan> none = planTrainingStep(g, device, base);
+    ASSERT_TRUE(static_cast<bool>(none)) << llvm::toString(none.takeError());
+    for (double fraction : fractions) {
+      PlanOptions options;
+      options.budgetBytes =
+          static_cast<int64_t>(fraction * static_cast<double>(none->peakBytes));
+      PlanOptions recomputeOnly = options;
+      recomputeOnly.minOffloadBytes = INT64_MAX;
+      llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+      llvm::Expected<Plan> noOffload =
+          planTrainingStep(g, device, recomputeOnly);
+      ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+      ASSERT_TRUE(static_cast<bool>(noOffload))
+          << llvm::toString(noOffload.takeError());
+      // The plan's step is the yield model's.
+      llvm::Expected<SimResult> sim = simulatePlan(g, device, options, *plan);
+      ASSERT_TRUE(static_cast<bool>(sim)) << llvm::toString(sim.takeError());
+      EXPECT_DOUBLE_EQ(sim->stepUs, plan->stepUs);
+      PlanOptions overlapModel = options;
+      overlapModel.copyModel = CollectiveCopyModel::Overlap;
+      llvm::Expected<SimResult> overlapSim =
+          simulatePlan(g, device, overlapModel, *plan);
+      ASSERT_TRUE(static_cast<bool>(overlapSim))
+          << llvm::toString(overlapSim.takeError());
+      modelsDiffer += overlapSim->stepUs != sim->stepUs;
+      if (!noOffload->feasible)
+        continue;
+      ++compared;
+      EXPECT_TRUE(plan->feasible);
+      EXPECT_LE(plan->stepUs, noOffload->stepUs + 1e-6)
+          << "auto is slower than its recompute-only plan";
+    }
+  }
+  // The property was exercised.
+  EXPECT_GT(yielding, 0);
+  EXPECT_GT(compared, 10);
+  EXPECT_GT(modelsDiffer, 0) << "the yield model never changed a step";
 }
 
 TEST(PlannerPropertyTest, EveryPolicyBuildsAValidSchedule) {

@@ -76,7 +76,8 @@ struct LethePipelineOptions
       llvm::cl::init("")};
   Option<std::string> contention{
       *this, "contention",
-      llvm::cl::desc("keep copies out of collective windows: auto, on, off"),
+      llvm::cl::desc("how copies share time with collectives: auto, on "
+                     "(separate), off (overlap), yield"),
       llvm::cl::init("auto")};
   Option<int64_t> alignment{*this, "alignment",
                             llvm::cl::desc("arena alignment, bytes"),

@@ -28,8 +28,11 @@ struct Evaluation {
 
 class Evaluator {
 public:
-  Evaluator(const ActivationAnalysis &analysis, const DeviceProfile &device)
-      : analysis(analysis), device(device) {}
+  /// `copiesYield`: simulate copies that pause while a collective runs
+  /// (planCopiesYield decides it for a plan).
+  Evaluator(const ActivationAnalysis &analysis, const DeviceProfile &device,
+            bool copiesYield = false)
+      : analysis(analysis), device(device), copiesYield(copiesYield) {}
 
   llvm::Expected<Evaluation>
   evaluate(llvm::ArrayRef<Decision> decisions,
@@ -37,11 +40,13 @@ public:
 
   const ActivationAnalysis &getAnalysis() const { return analysis; }
   const DeviceProfile &getDevice() const { return device; }
+  bool getCopiesYield() const { return copiesYield; }
 
 private:
   const ActivationAnalysis &analysis;
   /// A copy: callers may pass a temporary.
   DeviceProfile device;
+  bool copiesYield;
 };
 
 } // namespace lethe

@@ -41,6 +41,20 @@ enum class Policy : uint8_t {
 
 enum class SolverKind : uint8_t { Auto, Fast, Exact };
 
+/// How the planner's simulations let host copies share time with
+/// collectives.
+enum class CollectiveCopyModel : uint8_t {
+  /// Yield where the device profile says copies and collectives contend
+  /// and the graph has collectives (what lethe-schedule's contention=auto
+  /// then usually picks), else overlap.
+  Auto,
+  /// Side by side, slowing each other by the profile's factors.
+  Overlap,
+  /// Copies pause while a collective runs (SimOptions::
+  /// copiesYieldToCollectives: the runtime's yielding copies).
+  Yield,
+};
+
 struct PlanOptions {
   /// Device bytes the step may allocate at any instant.
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
@@ -65,6 +79,7 @@ struct PlanOptions {
   SolverKind solver = SolverKind::Auto;
   /// Wall-clock limit for the exact solver, seconds.
   double exactTimeLimitSec = 30.0;
+  CollectiveCopyModel copyModel = CollectiveCopyModel::Auto;
 };
 
 /// The decision for one activation.

@@ -36,6 +36,14 @@ llvm::Expected<SimResult> simulatePlan(const TrainingGraph &graph,
                                        const Plan &plan,
                                        Schedule *schedule = nullptr);
 
+/// Whether the planner simulates copies that yield to collectives for this
+/// graph and device (PlanOptions::copyModel; Auto: the profile says copies
+/// and collectives contend and the graph has a collective). Under it, auto
+/// also starts from its own recompute-only plan, so it never returns a plan
+/// slower in this model than the best plan without offload at the budget.
+bool planCopiesYield(const TrainingGraph &graph, const DeviceProfile &device,
+                     const PlanOptions &options);
+
 /// The error message for an infeasible plan: "budget B is below the least
 /// budget policy P can meet on this graph (L)".
 std::string infeasibleMessage(const Plan &plan);

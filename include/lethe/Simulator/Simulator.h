@@ -79,6 +79,13 @@ struct SimResult {
   std::vector<MemoryPoint> memoryCurve;
 };
 
+/// Whether host copies and collectives slow each other down on `device`:
+/// a collective factor above `threshold`, or the copy factor below its
+/// inverse. lethe-schedule's contention rule and the planner's copy model
+/// share it.
+bool copiesContendWithCollectives(const DeviceProfile &device,
+                                  double threshold = 1.05);
+
 /// Simulates `schedule`. Fails if the schedule is malformed or a device
 /// bandwidth it needs is not positive.
 llvm::Expected<SimResult> simulate(const Schedule &schedule,

@@ -236,9 +236,7 @@ struct ScheduleProgramPass
       return signalPassFailure();
     }
     bool profileContends =
-        profile->collectiveSlowdownWithCopies > contentionThreshold ||
-        profile->collectiveSlowdownWithBothCopies > contentionThreshold ||
-        profile->copySlowdownWithCollectives * contentionThreshold < 1.0;
+        copiesContendWithCollectives(*profile, contentionThreshold);
 
     Counters counters;
     for (auto func : module.getOps<func::FuncOp>()) {
