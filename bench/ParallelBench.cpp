@@ -187,10 +187,16 @@ void runFsdp(mlir::MLIRContext &context, llvm::StringRef json) {
                   "`naive`: the auto plan, copies overlap collectives; "
                   "`separate`: the same plan, every copy after the "
                   "collectives issued before it and every collective after "
-                  "the copies issued before it (lethe-schedule's rule when "
-                  "the profile says they contend); `yield`: the same plan, "
+                  "the copies issued before it (lethe-schedule "
+                  "contention=on); `yield`: the same plan, "
                   "copies paused while a collective runs (the bound of "
-                  "copies chunked into the gaps between collectives). Rows "
+                  "the runtime's yielding copies); `aware`: the variant "
+                  "lethe-schedule's contention=auto picks (overlap where "
+                  "the profile does not contend, else the fastest step "
+                  "whose collectives stay within 5% of their time without "
+                  "copies). The auto plan is made under the copy model the "
+                  "planner uses for the profile (yielding copies where they "
+                  "contend). Rows "
                   "with offload appear only when the plan offloads. AG / RS: "
                   "all-gather / reduce-scatter time on the comm stream. "
                   "`(over)`: peak above the budget.\n\n"
@@ -250,6 +256,23 @@ void runFsdp(mlir::MLIRContext &context, llvm::StringRef json) {
         row("naive", naive, naiveSim);
         row("separate", separated, separatedSim);
         row("yield", naive, yieldSim);
+        // What lethe-schedule's contention=auto runs: overlap where the
+        // profile does not contend, else its simulated choice.
+        CopyContention aware = CopyContention::Overlap;
+        if (copiesContendWithCollectives(device)) {
+          llvm::Expected<CopyContentionChoice> choice =
+              chooseCopyContention(naive, device);
+          if (!choice)
+            fail(llvm::toString(choice.takeError()));
+          aware = choice->chosen;
+        }
+        std::string awareName =
+            ("aware: " + stringifyCopyContention(aware)).str();
+        if (aware == CopyContention::Separate)
+          row(awareName, separated, separatedSim);
+        else
+          row(awareName, naive,
+              aware == CopyContention::Yield ? yieldSim : naiveSim);
       }
     }
   }

@@ -268,3 +268,75 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   }
   return result;
 }
+
+llvm::StringRef lethe::stringifyCopyContention(CopyContention mode) {
+  switch (mode) {
+  case CopyContention::Overlap:
+    return "overlap";
+  case CopyContention::Yield:
+    return "yield";
+  case CopyContention::Separate:
+    return "separate";
+  }
+  llvm_unreachable("unknown copy contention mode");
+}
+
+llvm::Expected<CopyContentionChoice>
+lethe::chooseCopyContention(const Schedule &schedule,
+                            const DeviceProfile &device, double tolerance) {
+  CopyContentionChoice choice;
+  for (const ScheduleOp &op : schedule.ops)
+    if (op.stream == Stream::Comm)
+      choice.collectivesAloneUs += op.durationUs;
+  const Schedule separated = separateCopiesFromCollectives(schedule);
+  for (CopyContention mode : {CopyContention::Overlap, CopyContention::Yield,
+                              CopyContention::Separate}) {
+    SimOptions options;
+    options.recordTimeline = false;
+    options.copiesYieldToCollectives = mode == CopyContention::Yield;
+    llvm::Expected<SimResult> result = simulate(
+        mode == CopyContention::Separate ? separated : schedule, device,
+        options);
+    if (!result)
+      return result.takeError();
+    CopyContentionChoice::Variant &variant =
+        choice.variants[static_cast<unsigned>(mode)];
+    variant.stepUs = result->stepUs;
+    variant.collectiveUs = result->busyUs[streamIndex(Stream::Comm)];
+  }
+  double limitUs = choice.collectivesAloneUs * (1.0 + tolerance) + 1e-6;
+  int best = -1;
+  for (int index = 0; index < 3; ++index) {
+    const CopyContentionChoice::Variant &variant = choice.variants[index];
+    if (variant.collectiveUs <= limitUs &&
+        (best < 0 || variant.stepUs < choice.variants[best].stepUs))
+      best = index;
+  }
+  choice.chosen = best < 0 ? CopyContention::Separate
+                           : static_cast<CopyContention>(best);
+  return choice;
+}
+
+std::string CopyContentionChoice::describe(llvm::StringRef device,
+                                           double tolerance) const {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto percent = [&](double us) {
+    double change = collectivesAloneUs > 0
+                        ? (us / collectivesAloneUs - 1.0) * 100.0
+                        : 0.0;
+    if (std::abs(change) < 0.05)
+      change = 0.0;
+    return llvm::formatv("{0}{1:F1}%", change < 0 ? "" : "+", change).str();
+  };
+  os << "chose " << stringifyCopyContention(chosen) << " on '" << device
+     << "' (collectives " << llvm::formatv("{0:F1}", collectivesAloneUs)
+     << " us without copies, tolerance "
+     << llvm::formatv("{0:F1}", tolerance * 100.0) << "%):";
+  for (unsigned index = 0; index < 3; ++index)
+    os << (index ? ";" : "") << " "
+       << stringifyCopyContention(static_cast<CopyContention>(index))
+       << " step " << llvm::formatv("{0:F1}", variants[index].stepUs)
+       << " us, collectives " << percent(variants[index].collectiveUs);
+  return text;
+}

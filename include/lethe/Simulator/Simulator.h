@@ -33,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace lethe {
@@ -85,6 +86,33 @@ struct SimResult {
 /// share it.
 bool copiesContendWithCollectives(const DeviceProfile &device,
                                   double threshold = 1.05);
+
+/// How host copies share time with collectives in a scheduled program.
+enum class CopyContention { Overlap, Yield, Separate };
+llvm::StringRef stringifyCopyContention(CopyContention mode);
+
+/// lethe-schedule's contention=auto choice for a program scheduled without
+/// separation (docs/Parallel.md): `schedule` simulated as is, with copies
+/// that yield to collectives, and with separateCopiesFromCollectives; the
+/// fastest step among the variants whose collective time (comm-stream busy
+/// time) is at most (1 + tolerance) x the collectives' time alone (their
+/// summed durations). Ties go to overlap, then yield; separate always
+/// qualifies.
+struct CopyContentionChoice {
+  struct Variant {
+    double stepUs = 0.0, collectiveUs = 0.0;
+  };
+  CopyContention chosen = CopyContention::Overlap;
+  double collectivesAloneUs = 0.0;
+  /// Indexed by CopyContention.
+  std::array<Variant, 3> variants;
+  /// "chose yield on 'h200-pcie' (collectives ... us without copies,
+  /// tolerance 5.0%): overlap step ... us, collectives +17.7%; ..."
+  std::string describe(llvm::StringRef device, double tolerance) const;
+};
+llvm::Expected<CopyContentionChoice>
+chooseCopyContention(const Schedule &schedule, const DeviceProfile &device,
+                     double tolerance = 0.05);
 
 /// Simulates `schedule`. Fails if the schedule is malformed or a device
 /// bandwidth it needs is not positive.

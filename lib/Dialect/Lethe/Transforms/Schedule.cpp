@@ -20,9 +20,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/MapVector.h"
-#include "llvm/Support/FormatVariadic.h"
-
-#include <cmath>
 
 namespace lethe {
 #define GEN_PASS_DEF_SCHEDULEPROGRAM
@@ -144,19 +141,7 @@ void ProgramScheduler::schedule(Operation *op) {
 
 namespace {
 
-enum class Contention { Overlap, Separate, Yield };
-
-StringRef contentionName(Contention mode) {
-  switch (mode) {
-  case Contention::Overlap:
-    return "overlap";
-  case Contention::Separate:
-    return "separate";
-  case Contention::Yield:
-    return "yield";
-  }
-  llvm_unreachable("unknown contention mode");
-}
+using Contention = CopyContention;
 
 /// Whether `func` has host copies and collectives (else contention is moot)
 /// and whether every node and collective has a time (else it cannot be
@@ -176,25 +161,6 @@ ProgramTraits getTraits(func::FuncOp func) {
       traits.timed = false;
   });
   return traits;
-}
-
-/// One variant's simulated step and collective time.
-struct VariantTime {
-  double stepUs = 0, collectiveUs = 0;
-};
-
-llvm::Expected<VariantTime> simulateVariant(const Schedule &schedule,
-                                            const DeviceProfile &device,
-                                            bool yield) {
-  SimOptions options;
-  options.copiesYieldToCollectives = yield;
-  llvm::Expected<SimResult> result = simulate(schedule, device, options);
-  if (!result)
-    return result.takeError();
-  VariantTime time;
-  time.stepUs = result->stepUs;
-  time.collectiveUs = result->busyUs[static_cast<unsigned>(Stream::Comm)];
-  return time;
 }
 
 struct ScheduleProgramPass
@@ -286,7 +252,7 @@ struct ScheduleProgramPass
         continue;
       MLIRContext *ctx = func.getContext();
       func->setAttr(attrs::kContention,
-                    StringAttr::get(ctx, contentionName(chosen)));
+                    StringAttr::get(ctx, stringifyCopyContention(chosen)));
       if (chosen == Contention::Yield)
         func->setAttr(attrs::kCopyChunkBytes,
                       IntegerAttr::get(IntegerType::get(ctx, 64),
@@ -306,59 +272,17 @@ ScheduleProgramPass::chooseBySimulation(func::FuncOp func,
   FailureOr<ProgramSchedule> built = buildProgramSchedule(func);
   if (failed(built))
     return failure();
-  const Schedule &schedule = built->schedule;
-  // The collectives alone: each at its full rate.
-  double aloneUs = 0;
-  for (const ScheduleOp &op : schedule.ops)
-    if (op.stream == Stream::Comm)
-      aloneUs += op.durationUs;
-
-  constexpr Contention order[] = {Contention::Overlap, Contention::Yield,
-                                  Contention::Separate};
-  VariantTime times[3];
-  for (auto [index, mode] : llvm::enumerate(order)) {
-    llvm::Expected<VariantTime> time =
-        mode == Contention::Separate
-            ? simulateVariant(separateCopiesFromCollectives(schedule), profile,
-                              /*yield=*/false)
-            : simulateVariant(schedule, profile, mode == Contention::Yield);
-    if (!time) {
-      func.emitError("lethe-schedule: contention=auto cannot simulate the "
-                     "program: ")
-          << toString(time.takeError());
-      return failure();
-    }
-    times[index] = *time;
+  llvm::Expected<CopyContentionChoice> choice =
+      chooseCopyContention(built->schedule, profile, collectiveTolerance);
+  if (!choice) {
+    func.emitError("lethe-schedule: contention=auto cannot simulate the "
+                   "program: ")
+        << toString(choice.takeError());
+    return failure();
   }
-  // Fastest step among the variants whose collectives keep their time;
-  // ties go to the earlier (simpler) one. Separate always qualifies.
-  double limitUs = aloneUs * (1.0 + collectiveTolerance) + 1e-6;
-  int best = -1;
-  for (int index = 0; index < 3; ++index)
-    if (times[index].collectiveUs <= limitUs &&
-        (best < 0 || times[index].stepUs < times[best].stepUs))
-      best = index;
-  if (best < 0)
-    best = 2;
-
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  auto percent = [&](double us) {
-    double change = aloneUs > 0 ? (us / aloneUs - 1.0) * 100.0 : 0.0;
-    if (std::abs(change) < 0.05)
-      change = 0.0;
-    return llvm::formatv("{0}{1:F1}%", change < 0 ? "" : "+", change).str();
-  };
-  os << "lethe-schedule: contention=auto chose " << contentionName(order[best])
-     << " on '" << profile.name << "' (collectives "
-     << llvm::formatv("{0:F1}", aloneUs) << " us without copies, tolerance "
-     << llvm::formatv("{0:F1}", collectiveTolerance * 100.0) << "%):";
-  for (int index = 0; index < 3; ++index)
-    os << (index ? ";" : "") << " " << contentionName(order[index])
-       << " step " << llvm::formatv("{0:F1}", times[index].stepUs)
-       << " us, collectives " << percent(times[index].collectiveUs);
-  func.emitRemark(text);
-  return order[best];
+  func.emitRemark("lethe-schedule: contention=auto ")
+      << choice->describe(profile.name, collectiveTolerance);
+  return choice->chosen;
 }
 
 } // namespace
