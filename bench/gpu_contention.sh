@@ -84,6 +84,9 @@ device() {
   res=$dir/results
   mkdir -p "$res"
   local start=$(date +%s)
+  # Every phase is cut to what is left of ~9 minutes, so a hang (a deadlock
+  # would show up as one) still leaves time to write the report.
+  lim() { local left=$(( 540 - ($(date +%s) - start) )); (( left > $1 )) && echo "$1" || echo $(( left > 5 ? left : 5 )); }
   export LETHE_RUNTIME_BUILD_DIR=${LETHE_RUNTIME_BUILD_DIR:-build-runtime}
   scripts/build-runtime.sh > "$res/build.log" 2>&1 || { tail -20 "$res/build.log"; exit 1; }
   local b=$LETHE_RUNTIME_BUILD_DIR/bin progs=$LETHE_RUNTIME_BUILD_DIR/programs
@@ -92,14 +95,14 @@ device() {
   nvidia-smi topo -m > "$res/topo.txt" 2>&1
 
   # 1-2. Correctness.
-  timeout 120 "$b/lethe-rt-yieldtest" > "$res/yieldtest.txt" 2>&1
+  timeout "$(lim 90)" "$b/lethe-rt-yieldtest" > "$res/yieldtest.txt" 2>&1
   echo "yieldtest exit $?" >> "$res/yieldtest.txt"
-  LETHE_COPY_YIELD=1M timeout 120 "$b/lethe-run" "$progs/mlp-offload.so" --mode=checksum \
+  LETHE_COPY_YIELD=1M timeout "$(lim 60)" "$b/lethe-run" "$progs/mlp-offload.so" --mode=checksum \
     --compare="$progs/mlp-unplanned.so" > "$res/mlp-yield.checksum.json" 2>&1
   python3 test/integration/check-report.py "$res/mlp-yield.checksum.json" equal > "$res/mlp-checks.txt" 2>&1
-  LETHE_COPY_YIELD=1M timeout 120 "$b/lethe-run" "$progs/mlp-offload.so" > "$res/mlp-yield.timing.json" 2>&1
+  LETHE_COPY_YIELD=1M timeout "$(lim 60)" "$b/lethe-run" "$progs/mlp-offload.so" > "$res/mlp-yield.timing.json" 2>&1
   python3 test/integration/check-report.py "$res/mlp-yield.timing.json" timing yielding >> "$res/mlp-checks.txt" 2>&1
-  timeout 120 "$b/lethe-run" "$progs/mlp-offload.so" > "$res/mlp-whole.timing.json" 2>&1
+  timeout "$(lim 60)" "$b/lethe-run" "$progs/mlp-offload.so" > "$res/mlp-whole.timing.json" 2>&1
   echo "correctness done at $(( $(date +%s) - start )) s"
 
   # 3. Microbenchmark, NVLink then the PCIe path.
@@ -110,7 +113,7 @@ device() {
     local id=$res/bench-$path.id
     rm -f "$id"
     for r in 0 1; do
-      LOCAL_RANK=$r timeout 240 "${env[@]}" "${bench[@]}" --rank $r --nccl-id-file "$id" \
+      LOCAL_RANK=$r timeout "$(lim 90)" "${env[@]}" "${bench[@]}" --rank $r --nccl-id-file "$id" \
         > "$res/bench-$path.rank$r.out" 2> "$res/bench-$path.rank$r.err" &
     done
     wait
@@ -129,7 +132,7 @@ device() {
       local id=$res/fsdp-$label.id
       rm -f "$id"
       for r in 0 1; do
-        env LOCAL_RANK=$r NCCL_P2P_DISABLE=1 ${yieldenv:+LETHE_COPY_YIELD=$yieldenv} timeout 240 \
+        env LOCAL_RANK=$r NCCL_P2P_DISABLE=1 ${yieldenv:+LETHE_COPY_YIELD=$yieldenv} timeout "$(lim 120)" \
           "$b/lethe-run" "$res/$so.so" --world=2 --rank=$r --nccl-id-file="$id" \
           --steps=10 --warmup=2 > "$res/fsdp-$label.rank$r.json" 2> "$res/fsdp-$label.rank$r.err" &
       done
