@@ -27,8 +27,8 @@
 #                  program: 4 processes (GPUs 0-3)
 #         all      world2 then world4
 #       With GRAPH (gpt2, llama8l), world2 / world4 run only that graph's
-#       programs and skip the collective bench, so that each call stays
-#       short. No program starts after $LETHE_FSDP_DEADLINE_S seconds (450):
+#       programs, so that each call stays short; LETHE_FSDP_BENCH=0 skips
+#       the collective bench (when an earlier call measured it). No program starts after $LETHE_FSDP_DEADLINE_S seconds (450):
 #       the results so far are saved and the rest reported as not run.
 #       LETHE_FSDP_DRY=1 (with LETHE_FSDP_NGPU=N) rehearses the whole part
 #       without a GPU: every process in dry-run mode.
@@ -39,8 +39,7 @@
 #
 # With the device tool (from the repo root, carry [".gpu"]):
 #   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world2 gpt2", kind=nvidia-h200-x2)
-#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world2 llama8l", kind=nvidia-h200-x2)
-#   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp profile", kind=nvidia-h200-x2)
+#   run(command="LETHE_FSDP_BENCH=0 bash bench/gpu_fsdp.sh device .gpu/fsdp world2 llama8l", ...)
 #   run(command="bash bench/gpu_fsdp.sh device .gpu/fsdp world4 gpt2", kind=nvidia-h200-x4)
 set -uo pipefail
 shopt -s nullglob
@@ -224,6 +223,8 @@ device() {
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader
     nvidia-smi topo -m 2>/dev/null
     python3 -c 'import torch; print("nccl (torch)", torch.cuda.nccl.version())' 2>/dev/null
+    # NCCL_P2P_DISABLE=1 moves collectives through shared host memory.
+    df -h /dev/shm 2>/dev/null | tail -1
   } > "$res/device.txt"
   export LETHE_RUNTIME_BUILD_DIR=${LETHE_RUNTIME_BUILD_DIR:-build-runtime}
   scripts/build-runtime.sh lethe-run lethe-rt-bench > "$res/build.log" 2>&1 ||
@@ -286,7 +287,7 @@ device() {
   esac
   if [[ $part != world4 ]]; then
     ((ngpu >= 2)) || { echo "gpu_fsdp: $part needs 2 GPUs, found $ngpu"; save; exit 1; }
-    if [[ -z $only || $part == profile ]]; then
+    if [[ ${LETHE_FSDP_BENCH:-1} != 0 || $part == profile ]]; then
       rt_bench 2 nvlink
       rt_bench 2 pcie
       python3 bench/collective_profile.py --nvlink "$res"/rtbench-nvlink-w2.r*.json \
@@ -298,7 +299,7 @@ device() {
   fi
   if [[ $part == world4 || $part == all ]]; then
     if ((ngpu >= 4)); then
-      if [[ -z $only ]]; then
+      if [[ ${LETHE_FSDP_BENCH:-1} != 0 ]]; then
         rt_bench 4 nvlink
         rt_bench 4 pcie
         python3 bench/collective_profile.py --nvlink "$res"/rtbench-nvlink-w4.r*.json \
