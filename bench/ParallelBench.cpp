@@ -189,8 +189,11 @@ void runFsdp(mlir::MLIRContext &context, llvm::StringRef json) {
                   "collectives issued before it and every collective after "
                   "the copies issued before it (lethe-schedule "
                   "contention=on); `yield`: the same plan, "
-                  "copies paused while a collective runs (the bound of "
-                  "the runtime's yielding copies); `aware`: the variant "
+                  "copies in chunks that pause while a collective runs "
+                  "(the runtime's yielding copies: a chunk in flight when "
+                  "a collective starts finishes beside it), with the "
+                  "chunk lethe-schedule would pick (the largest from 8 MiB "
+                  "down that keeps collectives within 5%); `aware`: the variant "
                   "lethe-schedule's contention=auto picks (overlap where "
                   "the profile does not contend, else the fastest step "
                   "whose collectives stay within 5% of their time without "
@@ -228,8 +231,15 @@ void runFsdp(mlir::MLIRContext &context, llvm::StringRef json) {
         Schedule off = scheduleOf(graph, noOffload, offPlan);
         Schedule naive = scheduleOf(graph, options, autoPlan);
         Schedule separated = separateCopiesFromCollectives(naive);
+        // lethe-schedule's contention=auto choice, and the chunk size it
+        // would give yielding copies.
+        llvm::Expected<CopyContentionChoice> choice =
+            chooseCopyContention(naive, device);
+        if (!choice)
+          fail(llvm::toString(choice.takeError()));
         SimOptions yieldOptions;
         yieldOptions.copiesYieldToCollectives = true;
+        yieldOptions.yieldChunkBytes = choice->yieldChunkBytes;
         SimResult offSim = simulateOrDie(off, device);
         SimResult naiveSim = simulateOrDie(naive, device);
         SimResult separatedSim = simulateOrDie(separated, device);
@@ -255,17 +265,14 @@ void runFsdp(mlir::MLIRContext &context, llvm::StringRef json) {
           continue;
         row("naive", naive, naiveSim);
         row("separate", separated, separatedSim);
-        row("yield", naive, yieldSim);
+        row(llvm::formatv("yield ({0} KiB)", choice->yieldChunkBytes >> 10)
+                .str(),
+            naive, yieldSim);
         // What lethe-schedule's contention=auto runs: overlap where the
         // profile does not contend, else its simulated choice.
-        CopyContention aware = CopyContention::Overlap;
-        if (copiesContendWithCollectives(device)) {
-          llvm::Expected<CopyContentionChoice> choice =
-              chooseCopyContention(naive, device);
-          if (!choice)
-            fail(llvm::toString(choice.takeError()));
-          aware = choice->chosen;
-        }
+        CopyContention aware = copiesContendWithCollectives(device)
+                                   ? choice->chosen
+                                   : CopyContention::Overlap;
         std::string awareName =
             ("aware: " + stringifyCopyContention(aware)).str();
         if (aware == CopyContention::Separate)

@@ -22,7 +22,8 @@
 #       4. (when compile made them) the GPT-2 FSDP programs on 2 ranks over
 #          the PCIe path: no offload, offload with copies overlapping
 #          ($LETHE_COPY_YIELD=off), offload with yielding copies (as
-#          compiled: 8 MiB chunks, and forced to 1 MiB chunks); per-stream
+#          compiled: the chunk lethe-schedule chose, and forced to 1 MiB
+#          chunks); per-stream
 #          busy time and step time from lethe-run.
 #       Writes $OUT/contention.md and $OUT/contention.tar.gz (all logs and
 #       JSON) and prints the tables last. About 3-5 minutes.
@@ -127,7 +128,7 @@ device() {
       c++ -std=c++17 -O1 -shared -fPIC -Iinclude "$dir/$name.cpp" -o "$res/$name.so" &
     done
     wait
-    # yield1m: 1 MiB chunks instead of the compiled 8 MiB. A collective
+    # yield1m: 1 MiB chunks instead of the compiled chunk. A collective
     # overlaps at most the chunk in flight per direction when it starts,
     # and GPT-2's per-unit all-gathers are short (~0.3 ms on this path).
     local variants=("nooffload:fsdp-nooffload:" "overlap:fsdp-auto:off" "yield:fsdp-auto:"

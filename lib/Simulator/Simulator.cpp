@@ -103,6 +103,16 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   std::vector<uint8_t> done(numOps, 0);
   std::array<size_t, kNumStreams> head = {0, 0, 0, 0};
   std::array<OpIndex, kNumStreams> active = {-1, -1, -1, -1};
+  // Yielding copies: the collective whose start set the allowances, and per
+  // copy stream the work (full-rate microseconds) it may still do beside
+  // that collective (the rest of its chunk).
+  OpIndex allowanceFor = -1;
+  std::array<double, kNumStreams> allowance = {0.0, 0.0, 0.0, 0.0};
+  auto chunkWork = [&](unsigned s) {
+    double bandwidth = s == streamIndex(Stream::D2H) ? device.d2hBytesPerSec
+                                                     : device.h2dBytesPerSec;
+    return static_cast<double>(options.yieldChunkBytes) / bandwidth * 1e6;
+  };
   size_t numDone = 0;
   double now = 0.0;
 
@@ -152,11 +162,39 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
                                                            : 1.0;
 
     // Copies issued in chunks that yield to collectives: paused while one
-    // runs, which then runs at full rate.
+    // runs, which then runs at full rate -- except for the rest of the
+    // chunk each copy was in when the collective started.
+    bool allowanceEvents = false;
     if (options.copiesYieldToCollectives && commBusy) {
-      rate[streamIndex(Stream::D2H)] = 0.0;
-      rate[streamIndex(Stream::H2D)] = 0.0;
-      rate[streamIndex(Stream::Comm)] = 1.0;
+      OpIndex comm = active[streamIndex(Stream::Comm)];
+      if (comm != allowanceFor) {
+        allowanceFor = comm;
+        for (Stream copy : {Stream::D2H, Stream::H2D}) {
+          unsigned c = streamIndex(copy);
+          allowance[c] = 0.0;
+          if (active[c] < 0 || options.yieldChunkBytes <= 0)
+            continue;
+          double chunk = chunkWork(c);
+          double done = work[active[c]] - remaining[active[c]];
+          double into = std::fmod(done, chunk);
+          // A copy that has not moved a byte has not started a chunk yet.
+          if (done > 1e-9 && into > 1e-9 * chunk)
+            allowance[c] = chunk - into;
+        }
+      }
+      bool d2hGoes = d2hBusy && allowance[streamIndex(Stream::D2H)] > 0.0;
+      bool h2dGoes = h2dBusy && allowance[streamIndex(Stream::H2D)] > 0.0;
+      if (!d2hGoes)
+        rate[streamIndex(Stream::D2H)] = 0.0;
+      if (!h2dGoes)
+        rate[streamIndex(Stream::H2D)] = 0.0;
+      rate[streamIndex(Stream::Comm)] =
+          d2hGoes && h2dGoes   ? 1.0 / commSlowdownBoth
+          : d2hGoes || h2dGoes ? 1.0 / commSlowdown
+                               : 1.0;
+      allowanceEvents = d2hGoes || h2dGoes;
+    } else if (!commBusy) {
+      allowanceFor = -1;
     }
 
     double step = std::numeric_limits<double>::infinity();
@@ -178,12 +216,38 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       if (active[st] < 0 && head[st] < queues[st].size() &&
           ready(queues[st][head[st]]))
         release = std::min(release, releasedAt(queues[st][head[st]]));
-    if (release - now < step) {
-      double advance = release - now;
+    // A yielding copy reaching its chunk's end pauses: an event.
+    double allowanceEnd = std::numeric_limits<double>::infinity();
+    if (allowanceEvents)
+      for (Stream copy : {Stream::D2H, Stream::H2D}) {
+        unsigned c = streamIndex(copy);
+        if (rate[c] > 0.0 && allowance[c] > 0.0 &&
+            allowance[c] < remaining[active[c]])
+          allowanceEnd = std::min(allowanceEnd, now + allowance[c] / rate[c]);
+      }
+    auto advanceTo = [&](double time) {
+      double advance = time - now;
       for (unsigned st = 0; st < kNumStreams; ++st)
-        if (active[st] >= 0)
+        if (active[st] >= 0) {
           remaining[active[st]] -= rate[st] * advance;
-      now = release;
+          if (allowanceEvents && rate[st] > 0.0 &&
+              (st == streamIndex(Stream::D2H) ||
+               st == streamIndex(Stream::H2D)))
+            allowance[st] = std::max(0.0, allowance[st] - rate[st] * advance);
+        }
+      now = time;
+    };
+    if (allowanceEnd - now < step && allowanceEnd <= release) {
+      advanceTo(allowanceEnd);
+      for (Stream copy : {Stream::D2H, Stream::H2D}) {
+        unsigned c = streamIndex(copy);
+        if (allowance[c] <= 1e-9 * std::max(1.0, chunkWork(c)))
+          allowance[c] = 0.0;
+      }
+      continue;
+    }
+    if (release - now < step) {
+      advanceTo(release);
       continue;
     }
     if (first == kNumStreams) {
@@ -202,8 +266,13 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       if (op < 0)
         continue;
       remaining[op] -= rate[s] * step;
+      if (allowanceEvents && s != streamIndex(Stream::Compute) &&
+          s != streamIndex(Stream::Comm))
+        allowance[s] = std::max(0.0, allowance[s] - rate[s] * step);
       if (s == first || remaining[op] <= 1e-9 * work[op]) {
         remaining[op] = 0.0;
+        // The next copy on this stream waits for the window like any chunk.
+        allowance[s] = 0.0;
         timing[op].endUs = now;
         done[op] = 1;
         ++numDone;
@@ -283,28 +352,52 @@ llvm::StringRef lethe::stringifyCopyContention(CopyContention mode) {
 
 llvm::Expected<CopyContentionChoice>
 lethe::chooseCopyContention(const Schedule &schedule,
-                            const DeviceProfile &device, double tolerance) {
+                            const DeviceProfile &device, double tolerance,
+                            int64_t maxChunkBytes) {
   CopyContentionChoice choice;
   for (const ScheduleOp &op : schedule.ops)
     if (op.stream == Stream::Comm)
       choice.collectivesAloneUs += op.durationUs;
-  const Schedule separated = separateCopiesFromCollectives(schedule);
-  for (CopyContention mode : {CopyContention::Overlap, CopyContention::Yield,
-                              CopyContention::Separate}) {
+  double limitUs = choice.collectivesAloneUs * (1.0 + tolerance) + 1e-6;
+  auto run = [&](const Schedule &variant, bool yield,
+                 int64_t chunk) -> llvm::Expected<CopyContentionChoice::Variant> {
     SimOptions options;
     options.recordTimeline = false;
-    options.copiesYieldToCollectives = mode == CopyContention::Yield;
-    llvm::Expected<SimResult> result = simulate(
-        mode == CopyContention::Separate ? separated : schedule, device,
-        options);
+    options.copiesYieldToCollectives = yield;
+    options.yieldChunkBytes = chunk;
+    llvm::Expected<SimResult> result = simulate(variant, device, options);
     if (!result)
       return result.takeError();
-    CopyContentionChoice::Variant &variant =
-        choice.variants[static_cast<unsigned>(mode)];
-    variant.stepUs = result->stepUs;
-    variant.collectiveUs = result->busyUs[streamIndex(Stream::Comm)];
+    return CopyContentionChoice::Variant{
+        result->stepUs, result->busyUs[streamIndex(Stream::Comm)]};
+  };
+  auto store = [&](CopyContention mode,
+                   llvm::Expected<CopyContentionChoice::Variant> variant)
+      -> llvm::Error {
+    if (!variant)
+      return variant.takeError();
+    choice.variants[static_cast<unsigned>(mode)] = *variant;
+    return llvm::Error::success();
+  };
+  if (llvm::Error err = store(CopyContention::Overlap,
+                              run(schedule, /*yield=*/false, 0)))
+    return std::move(err);
+  if (llvm::Error err =
+          store(CopyContention::Separate,
+                run(separateCopiesFromCollectives(schedule), false, 0)))
+    return std::move(err);
+  int64_t chunk = std::max(maxChunkBytes, kMinYieldChunkBytes);
+  while (true) {
+    if (llvm::Error err =
+            store(CopyContention::Yield, run(schedule, /*yield=*/true, chunk)))
+      return std::move(err);
+    choice.yieldChunkBytes = chunk;
+    if (choice.variants[static_cast<unsigned>(CopyContention::Yield)]
+                .collectiveUs <= limitUs ||
+        chunk / 2 < kMinYieldChunkBytes)
+      break;
+    chunk /= 2;
   }
-  double limitUs = choice.collectivesAloneUs * (1.0 + tolerance) + 1e-6;
   int best = -1;
   for (int index = 0; index < 3; ++index) {
     const CopyContentionChoice::Variant &variant = choice.variants[index];
@@ -336,6 +429,10 @@ std::string CopyContentionChoice::describe(llvm::StringRef device,
   for (unsigned index = 0; index < 3; ++index)
     os << (index ? ";" : "") << " "
        << stringifyCopyContention(static_cast<CopyContention>(index))
+       << (index == static_cast<unsigned>(CopyContention::Yield)
+               ? llvm::formatv(" ({0} KiB chunks)", yieldChunkBytes >> 10)
+                     .str()
+               : std::string())
        << " step " << llvm::formatv("{0:F1}", variants[index].stepUs)
        << " us, collectives " << percent(variants[index].collectiveUs);
   return text;

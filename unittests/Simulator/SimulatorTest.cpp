@@ -242,6 +242,40 @@ TEST(SimulatorTest, CopiesCanYieldToCollectives) {
   EXPECT_GT(r->timeline[1].endUs, 12);
 }
 
+TEST(SimulatorTest, AYieldingCopyFinishesItsChunkBesideTheCollective) {
+  Schedule s;
+  // As in CopiesCanYieldToCollectives, with 1500-byte chunks (1.5us): at
+  // 2us the copy is 0.5us into its second chunk, so it goes on for 1us of
+  // its work beside the collective (at half rate: 2us, the collective at
+  // half rate too), then pauses until the collective ends.
+  s.ops = {copyOp(ScheduleOpKind::Offload, 5000), commOp(10)};
+  SimOptions options;
+  options.copiesYieldToCollectives = true;
+  options.yieldChunkBytes = 1500;
+  options.earliestStartUs = {0, 2};
+  llvm::Expected<SimResult> r = simulate(s, copyDevice(), options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  // Collective: 1us of its work in 2us (x2 slower), then 9us alone.
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 13);
+  EXPECT_DOUBLE_EQ(r->busyUs[static_cast<unsigned>(Stream::Comm)], 11);
+  // Copy: 2us + 1us done when paused at 4us, the last 2us after 13us.
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 15);
+
+  // A chunk boundary right at the collective's start: no overlap.
+  options.earliestStartUs = {0, 1.5};
+  r = simulate(s, copyDevice(), options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->busyUs[static_cast<unsigned>(Stream::Comm)], 10);
+
+  // A copy that starts during the collective waits for all of it.
+  s.ops = {commOp(10), copyOp(ScheduleOpKind::Offload, 5000)};
+  options.earliestStartUs = {0, 1};
+  r = simulate(s, copyDevice(), options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 10);
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 15);
+}
+
 TEST(SimulatorTest, MemoryFollowsProgramOrder) {
   Schedule s;
   s.buffers = {{0, 100, BufferOrigin::Produced},

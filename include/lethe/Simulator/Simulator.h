@@ -48,6 +48,11 @@ struct MemoryPoint {
   int64_t bytes = 0;
 };
 
+/// Chunk sizes of the runtime's yielding copies lethe-schedule tries: the
+/// largest first (its copy-chunk-bytes option), halving down to the least.
+constexpr int64_t kDefaultYieldChunkBytes = 8 << 20;
+constexpr int64_t kMinYieldChunkBytes = 256 << 10;
+
 struct SimOptions {
   /// Fill `timeline` and `memoryCurve` (off for the planner's inner loop).
   bool recordTimeline = true;
@@ -60,6 +65,11 @@ struct SimOptions {
   /// collectives. Off: copies and collectives overlap and slow each other
   /// down by the profile's factors.
   bool copiesYieldToCollectives = false;
+  /// With copiesYieldToCollectives: the chunk size of yielding copies. A
+  /// copy in the middle of a chunk when a collective starts finishes that
+  /// chunk beside it (both slowed by the profile's factors), then pauses:
+  /// the runtime's bound. 0: copies pause at once (the ideal).
+  int64_t yieldChunkBytes = 0;
 };
 
 struct SimResult {
@@ -97,13 +107,18 @@ llvm::StringRef stringifyCopyContention(CopyContention mode);
 /// fastest step among the variants whose collective time (comm-stream busy
 /// time) is at most (1 + tolerance) x the collectives' time alone (their
 /// summed durations). Ties go to overlap, then yield; separate always
-/// qualifies.
+/// qualifies. Yield is simulated with chunks of `maxChunkBytes` halved
+/// down to kMinYieldChunkBytes until its collectives are within the
+/// tolerance (the largest such chunk: the fewest chunks to issue), or the
+/// least when none is.
 struct CopyContentionChoice {
   struct Variant {
     double stepUs = 0.0, collectiveUs = 0.0;
   };
   CopyContention chosen = CopyContention::Overlap;
   double collectivesAloneUs = 0.0;
+  /// The chunk size the yield variant was simulated with.
+  int64_t yieldChunkBytes = 0;
   /// Indexed by CopyContention.
   std::array<Variant, 3> variants;
   /// "chose yield on 'h200-pcie' (collectives ... us without copies,
@@ -112,7 +127,8 @@ struct CopyContentionChoice {
 };
 llvm::Expected<CopyContentionChoice>
 chooseCopyContention(const Schedule &schedule, const DeviceProfile &device,
-                     double tolerance = 0.05);
+                     double tolerance = 0.05,
+                     int64_t maxChunkBytes = kDefaultYieldChunkBytes);
 
 /// Simulates `schedule`. Fails if the schedule is malformed or a device
 /// bandwidth it needs is not positive.

@@ -172,7 +172,8 @@ struct ScheduleProgramPass
   /// returns the fastest variant whose collectives stay within the
   /// tolerance of their time without copies.
   FailureOr<Contention> chooseBySimulation(func::FuncOp func,
-                                           const DeviceProfile &profile);
+                                           const DeviceProfile &profile,
+                                           int64_t &chunkBytes);
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -221,6 +222,7 @@ struct ScheduleProgramPass
       Contention chosen = fixed.value_or(
           profileContends ? Contention::Separate : Contention::Overlap);
       bool simulate = !fixed && profileContends && !moot;
+      int64_t chunkBytes = copyChunkBytes;
       if (simulate && !traits.timed) {
         func.emitRemark("lethe-schedule: contention=auto keeps copies and "
                         "collectives apart (separate): the program has ops "
@@ -236,7 +238,8 @@ struct ScheduleProgramPass
                        counters)
           .run(program->getOps());
       if (simulate) {
-        FailureOr<Contention> choice = chooseBySimulation(func, *profile);
+        FailureOr<Contention> choice =
+            chooseBySimulation(func, *profile, chunkBytes);
         if (failed(choice))
           return signalPassFailure();
         chosen = *choice;
@@ -255,8 +258,7 @@ struct ScheduleProgramPass
                     StringAttr::get(ctx, stringifyCopyContention(chosen)));
       if (chosen == Contention::Yield)
         func->setAttr(attrs::kCopyChunkBytes,
-                      IntegerAttr::get(IntegerType::get(ctx, 64),
-                                       static_cast<int64_t>(copyChunkBytes)));
+                      IntegerAttr::get(IntegerType::get(ctx, 64), chunkBytes));
       else
         func->removeAttr(attrs::kCopyChunkBytes);
     }
@@ -268,12 +270,14 @@ struct ScheduleProgramPass
 
 FailureOr<Contention>
 ScheduleProgramPass::chooseBySimulation(func::FuncOp func,
-                                        const DeviceProfile &profile) {
+                                        const DeviceProfile &profile,
+                                        int64_t &chunkBytes) {
   FailureOr<ProgramSchedule> built = buildProgramSchedule(func);
   if (failed(built))
     return failure();
   llvm::Expected<CopyContentionChoice> choice =
-      chooseCopyContention(built->schedule, profile, collectiveTolerance);
+      chooseCopyContention(built->schedule, profile, collectiveTolerance,
+                           copyChunkBytes);
   if (!choice) {
     func.emitError("lethe-schedule: contention=auto cannot simulate the "
                    "program: ")
@@ -282,6 +286,7 @@ ScheduleProgramPass::chooseBySimulation(func::FuncOp func,
   }
   func.emitRemark("lethe-schedule: contention=auto ")
       << choice->describe(profile.name, collectiveTolerance);
+  chunkBytes = choice->yieldChunkBytes;
   return choice->chosen;
 }
 

@@ -35,7 +35,7 @@
 // FORCED-LABEL: func.func @step
 // FORCED-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 4194304 : i64
 
-// expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +24.3%; yield step 6211.4 us, collectives +0.0%; separate step 6424.9 us, collectives +0.0%}}
+// expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +24.3%; yield (8192 KiB chunks) step 6211.4 us, collectives +0.0%; separate step 6424.9 us, collectives +0.0%}}
 func.func @step(%x: tensor<16777216xf32> {lethe.kind = "input"}, %w: tensor<4194304xf32> {lethe.kind = "param"}) -> tensor<16777216xf32> {
   %a = lethe.node "aten.gelu.default" fwd (%x) {time_us = 500.0 : f64} : (tensor<16777216xf32>) -> tensor<16777216xf32>
   %h, %d = lethe.offload %a : tensor<16777216xf32> -> !lethe.host<tensor<16777216xf32>>
@@ -80,4 +80,33 @@ func.func @untimed(%x: tensor<256xf32>, %w: tensor<256xf32>) -> tensor<512xf32> 
 func.func @no_copies(%w: tensor<256xf32>) -> tensor<512xf32> {
   %g = lethe.collective all_gather %w group [0, 1] fwd {time_us = 1.0 : f64} : tensor<256xf32> -> tensor<512xf32>
   return %g : tensor<512xf32>
+}
+
+// -----
+
+// A short collective (200 us) starts 120 us into a copy's first chunk: an
+// 8 MiB chunk (~150 us at the profile's D2H rate) would overlap most of it,
+// so auto halves the chunk until the collective stays within 5%: 1 MiB.
+
+// PCIE-LABEL: func.func @short_collective
+// PCIE-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 1048576 : i64
+
+// expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 200.0 us without copies, tolerance 5.0%): overlap step 6331.4 us, collectives +39.0%; yield (1024 KiB chunks) step 6331.4 us, collectives +2.6%; separate step 6331.4 us, collectives +0.0%}}
+func.func @short_collective(%x: tensor<16777216xf32> {lethe.kind = "input"}, %w: tensor<262144xf32> {lethe.kind = "param"}) -> tensor<16777216xf32> {
+  %a = lethe.node "aten.gelu.default" fwd (%x) {time_us = 500.0 : f64} : (tensor<16777216xf32>) -> tensor<16777216xf32>
+  %h, %d = lethe.offload %a : tensor<16777216xf32> -> !lethe.host<tensor<16777216xf32>>
+  %v = lethe.node "aten.relu.default" fwd (%w) {time_us = 120.0 : f64} : (tensor<262144xf32>) -> tensor<262144xf32>
+  %g = lethe.collective all_gather %v group [0, 1] fwd {time_us = 200.0 : f64} : tensor<262144xf32> -> tensor<524288xf32>
+  %b = lethe.node "aten.relu.default" fwd (%x) {time_us = 3000.0 : f64} : (tensor<16777216xf32>) -> tensor<16777216xf32>
+  lethe.release %a : tensor<16777216xf32>
+  %c = lethe.node "aten.mul.Tensor" fwd (%b, %g) {time_us = 1000.0 : f64} : (tensor<16777216xf32>, tensor<524288xf32>) -> tensor<16777216xf32>
+  %p, %pd = lethe.prefetch %h : !lethe.host<tensor<16777216xf32>> -> tensor<16777216xf32>
+  %e = lethe.node "aten.add.Tensor" bwd (%c, %p) {time_us = 500.0 : f64} : (tensor<16777216xf32>, tensor<16777216xf32>) -> tensor<16777216xf32>
+  lethe.release %g : tensor<524288xf32>
+  lethe.release %v : tensor<262144xf32>
+  lethe.release %b : tensor<16777216xf32>
+  lethe.release %c : tensor<16777216xf32>
+  lethe.release %p : tensor<16777216xf32>
+  lethe.release %h : !lethe.host<tensor<16777216xf32>>
+  return %e : tensor<16777216xf32>
 }

@@ -174,7 +174,9 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
       the IR and the runtime issues copies in chunks of `copy-chunk-bytes`
       that wait while a collective runs (the function gets
       `lethe.copy_chunk_bytes`, which lethe-lower-to-runtime turns into
-      letheRtSetCopyYield). `contention=auto` overlaps when the device
+      letheRtSetCopyYield; auto halves the chunk, down to 256 KiB, until the
+      simulated collectives beside in-flight chunks stay within the
+      tolerance). `contention=auto` overlaps when the device
       profile says they do not slow each other down
       (`collectiveSlowdownWithCopies` and the both-directions factor at
       most `contention-threshold`, `copySlowdownWithCollectives` at least
@@ -210,7 +212,9 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
            "re-place prefetches: latest hidden point, within the budget">,
     Option<"copyChunkBytes", "copy-chunk-bytes", "int64_t",
            /*default=*/"8 << 20",
-           "chunk size of copies that yield to collectives (at least 64 KiB)">,
+           "chunk size of copies that yield to collectives (at least 64 "
+           "KiB); contention=auto halves it (down to 256 KiB) until the "
+           "simulated collectives stay within the tolerance">,
     Option<"collectiveTolerance", "collective-tolerance", "double",
            /*default=*/"0.05",
            "contention=auto: how much slower than without copies the "
