@@ -106,8 +106,8 @@ llvm::StringRef stringifyCopyContention(CopyContention mode);
 /// that yield to collectives, and with separateCopiesFromCollectives; the
 /// fastest step among the variants whose collective time (comm-stream busy
 /// time) is at most (1 + tolerance) x the collectives' time alone (their
-/// summed durations). Ties go to overlap, then yield; separate always
-/// qualifies. Yield is simulated with chunks of `maxChunkBytes` halved
+/// summed durations); yield, where it qualifies, wins over any variant
+/// less than 1% faster; separate always qualifies. Yield is simulated with chunks of `maxChunkBytes` halved
 /// down to kMinYieldChunkBytes until its collectives are within the
 /// tolerance (the largest such chunk: the fewest chunks to issue), or the
 /// least when none is.

@@ -221,13 +221,16 @@ struct ScheduleProgramPass
       bool moot = !traits.copies || !traits.collectives;
       Contention chosen = fixed.value_or(
           profileContends ? Contention::Separate : Contention::Overlap);
-      bool simulate = !fixed && profileContends && !moot;
+      // Simulated also where the profile does not contend: yielding copies
+      // win near-ties there too (chooseCopyContention says why).
+      bool simulate = !fixed && !moot;
       int64_t chunkBytes = copyChunkBytes;
       if (simulate && !traits.timed) {
-        func.emitRemark("lethe-schedule: contention=auto keeps copies and "
-                        "collectives apart (separate): the program has ops "
-                        "without time_us, so the variants cannot be "
-                        "simulated");
+        if (profileContends)
+          func.emitRemark("lethe-schedule: contention=auto keeps copies and "
+                          "collectives apart (separate): the program has ops "
+                          "without time_us, so the variants cannot be "
+                          "simulated");
         simulate = false;
       }
       // Schedule without separation first; separation only adds waits.

@@ -1,8 +1,8 @@
 // RUN: lethe-opt %s -split-input-file --lethe-schedule=device=h200-pcie -verify-diagnostics | FileCheck %s --check-prefix=PCIE
-// RUN: lethe-opt %s -split-input-file --lethe-schedule='device=h200-pcie collective-tolerance=0.5' 2>/dev/null | FileCheck %s --check-prefix=LOOSE
-// RUN: lethe-opt %s -split-input-file --lethe-schedule='device=h200-pcie collective-tolerance=0.5' 2>&1 >/dev/null | FileCheck %s --check-prefix=LOOSE-REMARK
+// RUN: lethe-opt %s -split-input-file --lethe-schedule='device=h200-pcie collective-tolerance=0.6' 2>/dev/null | FileCheck %s --check-prefix=LOOSE
+// RUN: lethe-opt %s -split-input-file --lethe-schedule='device=h200-pcie collective-tolerance=0.6' 2>&1 >/dev/null | FileCheck %s --check-prefix=LOOSE-REMARK
 // RUN: lethe-opt %s -split-input-file --lethe-schedule=device=h200-nvlink 2>/dev/null | FileCheck %s --check-prefix=NVLINK
-// RUN: lethe-opt %s -split-input-file --lethe-schedule=device=h200-nvlink 2>&1 >/dev/null | FileCheck %s --check-prefix=NVLINK-REMARK --allow-empty
+// RUN: lethe-opt %s -split-input-file --lethe-schedule=device=h200-nvlink 2>&1 >/dev/null | FileCheck %s --check-prefix=NVLINK-REMARK
 // RUN: lethe-opt %s -split-input-file --lethe-schedule='device=h200-nvlink contention=yield copy-chunk-bytes=4194304' | FileCheck %s --check-prefix=FORCED
 // RUN: lethe-opt %s -split-input-file --lethe-schedule=device=h200-pcie 2>/dev/null | lethe-opt -split-input-file --lethe-schedule=device=h200-pcie 2>/dev/null | FileCheck %s --check-prefix=PCIE
 // RUN: lethe-opt %s -split-input-file --lethe-schedule=device=h200-pcie --lethe-verify=allocated=false -o /dev/null 2>/dev/null
@@ -12,11 +12,12 @@
 
 // contention=auto. A 64 MiB activation is offloaded while a 2 ms all-gather
 // runs, and prefetched back. On the PCIe-path profile copies slow the
-// all-gather by x1.39 (x1.69 beside both directions), so overlapping them
-// misses the 5% collective tolerance; yielding copies keep the collective
-// exact at the same step time, and keeping them apart is slower: yield.
-// With a 50% tolerance overlap qualifies and wins the tie. Over NVLink
-// (x1.01) nothing contends: overlap, without a simulation or a remark.
+// all-gather by x2.13 (measured, bench/results/gpu-fsdp.md), so overlapping
+// them misses the 5% collective tolerance; yielding copies keep the
+// collective exact at the same step time, and keeping them apart is slower:
+// yield. With a 60% tolerance overlap qualifies, but yield still wins the
+// tie (it wins any variant less than 1% faster). Over NVLink (x1.01) overlap
+// qualifies too, and yield wins the tie there as well.
 
 // PCIE-LABEL: func.func @step
 // PCIE-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 8388608 : i64
@@ -24,18 +25,17 @@
 // PCIE: lethe.offload
 // PCIE-NOT: lethe.await
 // PCIE: lethe.collective all_gather
-// LOOSE-REMARK: remark: lethe-schedule: contention=auto chose overlap on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 50.0%)
+// LOOSE-REMARK: remark: lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 60.0%): overlap step 6211.4 us, collectives +51.5%
 // LOOSE-LABEL: func.func @step
-// LOOSE-SAME: lethe.contention = "overlap"
-// LOOSE-NOT: lethe.copy_chunk_bytes
+// LOOSE-SAME: lethe.contention = "yield"
+// NVLINK-REMARK: remark: lethe-schedule: contention=auto chose yield on 'h200-nvlink' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +0.4%
 // NVLINK-REMARK-NOT: remark: lethe-schedule
 // NVLINK-LABEL: func.func @step
-// NVLINK-SAME: lethe.contention = "overlap"
-// NVLINK-NOT: lethe.copy_chunk_bytes
+// NVLINK-SAME: lethe.contention = "yield"
 // FORCED-LABEL: func.func @step
 // FORCED-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 4194304 : i64
 
-// expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +24.3%; yield (8192 KiB chunks) step 6211.4 us, collectives +0.0%; separate step 6424.9 us, collectives +0.0%}}
+// expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +51.5%; yield (8192 KiB chunks) step 6211.4 us, collectives +0.0%; separate step 6424.9 us, collectives +0.0%}}
 func.func @step(%x: tensor<16777216xf32> {lethe.kind = "input"}, %w: tensor<4194304xf32> {lethe.kind = "param"}) -> tensor<16777216xf32> {
   %a = lethe.node "aten.gelu.default" fwd (%x) {time_us = 500.0 : f64} : (tensor<16777216xf32>) -> tensor<16777216xf32>
   %h, %d = lethe.offload %a : tensor<16777216xf32> -> !lethe.host<tensor<16777216xf32>>
