@@ -29,6 +29,7 @@
 // LOOSE-LABEL: func.func @step
 // LOOSE-SAME: lethe.contention = "yield"
 // NVLINK-REMARK: remark: lethe-schedule: contention=auto chose yield on 'h200-nvlink' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +0.4%
+// NVLINK-REMARK: remark: lethe-schedule: contention=auto chose yield on 'h200-nvlink' (collectives 200.0 us without copies, tolerance 5.0%): overlap step 6331.4 us, collectives +0.7%; yield (8192 KiB chunks)
 // NVLINK-REMARK-NOT: remark: lethe-schedule
 // NVLINK-LABEL: func.func @step
 // NVLINK-SAME: lethe.contention = "yield"
@@ -86,12 +87,13 @@ func.func @no_copies(%w: tensor<256xf32>) -> tensor<512xf32> {
 
 // A short collective (200 us) starts 120 us into a copy's first chunk: an
 // 8 MiB chunk (~150 us at the profile's D2H rate) would overlap most of it,
-// so auto halves the chunk until the collective stays within 5%: 1 MiB.
+// so auto halves the chunk until the collective stays within 5%: 512 KiB
+// (copies run at x0.626 beside a collective on this profile).
 
 // PCIE-LABEL: func.func @short_collective
-// PCIE-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 1048576 : i64
+// PCIE-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 524288 : i64
 
-// expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 200.0 us without copies, tolerance 5.0%): overlap step 6331.4 us, collectives +39.0%; yield (1024 KiB chunks) step 6331.4 us, collectives +2.6%; separate step 6331.4 us, collectives +0.0%}}
+// expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 200.0 us without copies, tolerance 5.0%): overlap step 6331.4 us, collectives +113.2%; yield (512 KiB chunks) step 6331.4 us, collectives +1.4%; separate step 6331.4 us, collectives +0.0%}}
 func.func @short_collective(%x: tensor<16777216xf32> {lethe.kind = "input"}, %w: tensor<262144xf32> {lethe.kind = "param"}) -> tensor<16777216xf32> {
   %a = lethe.node "aten.gelu.default" fwd (%x) {time_us = 500.0 : f64} : (tensor<16777216xf32>) -> tensor<16777216xf32>
   %h, %d = lethe.offload %a : tensor<16777216xf32> -> !lethe.host<tensor<16777216xf32>>
