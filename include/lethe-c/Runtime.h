@@ -255,6 +255,39 @@ LetheRtStatus letheRtReduceScatter(LetheRt *rt, const char *op, LetheRtBuf send,
 LetheRtStatus letheRtAllReduce(LetheRt *rt, const char *op, LetheRtBuf send,
                                LetheRtBuf recv, LetheRtDType dtype);
 
+/* Point to point (pipeline stages): `buf` goes to / comes from rank `peer`
+ * (not this rank), in the order the pair issues them (ncclSend/ncclRecv).
+ * The bytes move unchanged in every mode, so a received buffer digests to
+ * the sender's checksum. Between letheRtGroupStart and letheRtGroupEnd
+ * sends and receives form one NCCL group: NCCL launches them together at
+ * letheRtGroupEnd, so exchanges that wait on each other (stage s sends
+ * forward while s+1 sends backward) cannot deadlock. Inside a group the
+ * comm stream's work has not been launched yet: recording an event on comm
+ * and other collectives are refused there; waits on comm are allowed (they
+ * precede the group). A step cannot end, nor the runtime synchronize, with
+ * a group open. */
+LetheRtStatus letheRtSend(LetheRt *rt, const char *op, LetheRtBuf buf,
+                          LetheRtDType dtype, int peer);
+LetheRtStatus letheRtRecv(LetheRt *rt, const char *op, LetheRtBuf buf,
+                          LetheRtDType dtype, int peer);
+LetheRtStatus letheRtGroupStart(LetheRt *rt);
+LetheRtStatus letheRtGroupEnd(LetheRt *rt);
+
+/* The point-to-point calls since the last letheRtResetStats, in issue
+ * order: for checking offline that two stages' programs pair up (every
+ * mode, the dry run included). group: the ordinal of the NCCL group the
+ * call belongs to (counted from 0 since the reset), -1 outside a group. */
+typedef struct LetheRtP2P {
+  const char *op;
+  int32_t isSend;
+  int32_t peer;
+  uint64_t bytes;
+  int32_t group;
+} LetheRtP2P;
+uint32_t letheRtNumP2P(const LetheRt *rt);
+LetheRtStatus letheRtGetP2P(const LetheRt *rt, uint32_t index,
+                            LetheRtP2P *out);
+
 /*--- Access and accounting ------------------------------------------------*/
 
 /* Pointers into the arenas (NULL in dry-run mode or when out of range):

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -209,6 +210,10 @@ static LetheRtStatus collective(LetheRt *rt, Collective kind, const char *op,
   if (!rt->comm)
     return fail(rt, LETHE_RT_INVALID_ARGUMENT,
                 at + ": no communicator (call letheRtCommInit first)");
+  if (rt->p2pGroupOpen)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": inside a point-to-point group (call letheRtGroupEnd "
+                     "first)");
   if (!isFloatDType(dtype) && dtype != LETHE_DTYPE_RAW)
     return fail(rt, LETHE_RT_INVALID_ARGUMENT,
                 at + ": unknown dtype " + std::to_string((int)dtype));
@@ -303,4 +308,143 @@ extern "C" LetheRtStatus letheRtAllReduce(LetheRt *rt, const char *op,
                                           LetheRtBuf send, LetheRtBuf recv,
                                           LetheRtDType dtype) {
   return collective(rt, Collective::AllReduce, op, send, recv, dtype);
+}
+
+//===----------------------------------------------------------------------===//
+// Point to point (pipeline stages)
+//===----------------------------------------------------------------------===//
+
+static LetheRtStatus pointToPoint(LetheRt *rt, bool isSend, const char *op,
+                                  LetheRtBuf buf, LetheRtDType dtype,
+                                  int peer) {
+  if (!rt)
+    return LETHE_RT_INVALID_ARGUMENT;
+  if (rt->status != LETHE_RT_OK)
+    return rt->status;
+  std::string at = where(isSend ? "letheRtSend" : "letheRtRecv", op);
+  if (!rt->comm)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": no communicator (call letheRtCommInit first)");
+  if (!isFloatDType(dtype) && dtype != LETHE_DTYPE_RAW)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": unknown dtype " + std::to_string((int)dtype));
+  if (!checkBuf(rt, at, isSend ? "send buffer" : "receive buffer", buf, false,
+                16))
+    return rt->status;
+#if LETHE_RT_HAVE_NCCL
+  int world = rt->comm->worldSize, rank = rt->comm->rank;
+  if (peer < 0 || peer >= world || peer == rank)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": peer " + std::to_string(peer) + " is not another rank "
+                     "of the communicator (rank " + std::to_string(rank) +
+                     " of " + std::to_string(world) + ")");
+  ++rt->stats.collectives;
+  ++rt->stats.opsPerStream[LETHE_STREAM_COMM];
+  rt->stats.bytesCollective += buf.bytes;
+  rt->p2pLog.push_back({op ? op : "", isSend, peer, buf.bytes,
+                        rt->p2pGroupOpen ? rt->p2pGroups - 1 : -1});
+  if (rt->p2pGroupOpen) {
+    rt->p2pGroupLabel += (rt->p2pGroupLabel.empty() ? "" : " + ") +
+                         std::string(op ? op : "");
+    rt->p2pGroupBytes += buf.bytes;
+  }
+  if (rt->dryRun || buf.bytes == 0)
+    return LETHE_RT_OK;
+  // Bytes, whatever the dtype: nothing is computed, so the receiver gets
+  // exactly the sender's bits (checksums agree across stages).
+  void *ptr = rt->deviceArena + buf.offset;
+  cudaStream_t stream = rt->streams[LETHE_STREAM_COMM];
+  ncclComm_t comm = rt->comm->comm;
+  // Inside a group the transfer is launched by ncclGroupEnd, which
+  // letheRtGroupEnd profiles as a whole.
+  std::optional<ProfileScope> profile;
+  if (!rt->p2pGroupOpen)
+    profile.emplace(rt, LETHE_STREAM_COMM, op, buf.bytes);
+  return isSend ? checkNccl(rt,
+                            ncclSend(ptr, buf.bytes, ncclUint8, peer, comm,
+                                     stream),
+                            at, "ncclSend")
+                : checkNccl(rt,
+                            ncclRecv(ptr, buf.bytes, ncclUint8, peer, comm,
+                                     stream),
+                            at, "ncclRecv");
+#else
+  (void)peer;
+  return fail(rt, LETHE_RT_UNSUPPORTED,
+              at + ": this runtime was built without NCCL");
+#endif
+}
+
+extern "C" LetheRtStatus letheRtSend(LetheRt *rt, const char *op,
+                                     LetheRtBuf buf, LetheRtDType dtype,
+                                     int peer) {
+  return pointToPoint(rt, /*isSend=*/true, op, buf, dtype, peer);
+}
+
+extern "C" LetheRtStatus letheRtRecv(LetheRt *rt, const char *op,
+                                     LetheRtBuf buf, LetheRtDType dtype,
+                                     int peer) {
+  return pointToPoint(rt, /*isSend=*/false, op, buf, dtype, peer);
+}
+
+extern "C" LetheRtStatus letheRtGroupStart(LetheRt *rt) {
+  if (!rt)
+    return LETHE_RT_INVALID_ARGUMENT;
+  if (rt->status != LETHE_RT_OK)
+    return rt->status;
+  const std::string at = "letheRtGroupStart";
+  if (!rt->comm)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": no communicator (call letheRtCommInit first)");
+  if (rt->p2pGroupOpen)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": a group is already open (groups do not nest)");
+  rt->p2pGroupOpen = true;
+  ++rt->p2pGroups;
+  rt->p2pGroupLabel.clear();
+  rt->p2pGroupBytes = 0;
+#if LETHE_RT_HAVE_NCCL
+  if (rt->dryRun)
+    return LETHE_RT_OK;
+  return checkNccl(rt, ncclGroupStart(), at, "ncclGroupStart");
+#else
+  return fail(rt, LETHE_RT_UNSUPPORTED,
+              at + ": this runtime was built without NCCL");
+#endif
+}
+
+extern "C" LetheRtStatus letheRtGroupEnd(LetheRt *rt) {
+  if (!rt)
+    return LETHE_RT_INVALID_ARGUMENT;
+  if (rt->status != LETHE_RT_OK)
+    return rt->status;
+  const std::string at = "letheRtGroupEnd";
+  if (!rt->p2pGroupOpen)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": no group is open (call letheRtGroupStart first)");
+  rt->p2pGroupOpen = false;
+#if LETHE_RT_HAVE_NCCL
+  if (rt->dryRun)
+    return LETHE_RT_OK;
+  std::string label = "group: " + rt->p2pGroupLabel;
+  ProfileScope profile(rt, LETHE_STREAM_COMM, label.c_str(),
+                       rt->p2pGroupBytes);
+  return checkNccl(rt, ncclGroupEnd(), at, "ncclGroupEnd");
+#else
+  return fail(rt, LETHE_RT_UNSUPPORTED,
+              at + ": this runtime was built without NCCL");
+#endif
+}
+
+extern "C" uint32_t letheRtNumP2P(const LetheRt *rt) {
+  return rt ? (uint32_t)rt->p2pLog.size() : 0;
+}
+
+extern "C" LetheRtStatus letheRtGetP2P(const LetheRt *rt, uint32_t index,
+                                       LetheRtP2P *out) {
+  if (!rt || !out || index >= rt->p2pLog.size())
+    return LETHE_RT_INVALID_ARGUMENT;
+  const P2PRecord &r = rt->p2pLog[index];
+  *out = {r.op.c_str(), r.isSend ? 1 : 0, r.peer, r.bytes, r.group};
+  return LETHE_RT_OK;
 }

@@ -312,6 +312,28 @@ void writeCounts(JsonWriter &json, const LetheRtStats &s) {
   json.endObject();
 }
 
+/// The step's sends and receives in issue order, so that the reports of
+/// two pipeline stages can be checked to pair up.
+void writeP2P(JsonWriter &json, LetheRt *rt) {
+  uint32_t count = letheRtNumP2P(rt);
+  if (count == 0)
+    return;
+  json.key("p2p").beginArray();
+  for (uint32_t i = 0; i < count; ++i) {
+    LetheRtP2P p;
+    if (letheRtGetP2P(rt, i, &p) != LETHE_RT_OK)
+      break;
+    json.beginObject();
+    json.field("op", p.op);
+    json.field("kind", p.isSend ? "send" : "recv");
+    json.field("peer", (int)p.peer);
+    json.field("bytes", p.bytes);
+    json.field("group", (int)p.group);
+    json.endObject();
+  }
+  json.endArray();
+}
+
 //===----------------------------------------------------------------------===//
 // Dry run
 //===----------------------------------------------------------------------===//
@@ -339,6 +361,7 @@ int runDry(const Options &o, const Program &prog) {
   json.field("host_arena_bytes", prog.p->hostArenaBytes);
   json.field("checksums", (uint64_t)letheRtNumChecksums(rt));
   writeCounts(json, stats);
+  writeP2P(json, rt);
   json.endObject();
   letheRtDestroy(rt);
   return finish(o, json, e ? 1 : 0);
@@ -822,6 +845,7 @@ int runTiming(const Options &o, const Program &prog) {
         "step_ops_hash",
         hex64(collectiveSteps.empty() ? 0 : collectiveSteps.front().opsHash));
     json.field("step_ops_hash_stable", sameOps);
+    writeP2P(json, rt);
   }
   if (err)
     writeError(json, err);

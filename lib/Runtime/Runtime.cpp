@@ -500,6 +500,9 @@ extern "C" LetheRtStatus letheRtStepBegin(LetheRt *rt) {
 
 extern "C" LetheRtStatus letheRtStepEnd(LetheRt *rt) {
   LETHE_RT_ENTER(rt);
+  if (rt->p2pGroupOpen)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                "letheRtStepEnd: a point-to-point group is still open");
   if (rt->dryRun)
     return LETHE_RT_OK;
   const std::string at = "letheRtStepEnd";
@@ -516,6 +519,9 @@ extern "C" LetheRtStatus letheRtStepEnd(LetheRt *rt) {
 
 extern "C" LetheRtStatus letheRtSynchronize(LetheRt *rt) {
   LETHE_RT_ENTER(rt);
+  if (rt->p2pGroupOpen)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                "letheRtSynchronize: a point-to-point group is still open");
   if (rt->dryRun)
     return LETHE_RT_OK;
   for (int s = 0; s < LETHE_RT_NUM_STREAMS; ++s)
@@ -539,6 +545,11 @@ extern "C" LetheRtStatus letheRtRecord(LetheRt *rt, LetheRtStream stream,
     return fail(rt, LETHE_RT_INVALID_ARGUMENT,
                 at + ": the program has " +
                     std::to_string(rt->config.numEvents) + " events");
+  if (stream == LETHE_STREAM_COMM && rt->p2pGroupOpen)
+    return fail(rt, LETHE_RT_INVALID_ARGUMENT,
+                at + ": inside a point-to-point group the comm stream's "
+                     "transfers start only at letheRtGroupEnd, so the event "
+                     "would not follow them");
   rt->recorded[event] = 1;
   ++rt->stats.records;
   if (rt->dryRun)
@@ -794,8 +805,11 @@ extern "C" void letheRtGetStats(const LetheRt *rt, LetheRtStats *stats) {
 }
 
 extern "C" void letheRtResetStats(LetheRt *rt) {
-  if (rt)
-    rt->stats = LetheRtStats{};
+  if (!rt)
+    return;
+  rt->stats = LetheRtStats{};
+  rt->p2pLog.clear();
+  rt->p2pGroups = rt->p2pGroupOpen ? 1 : 0;
 }
 
 extern "C" LetheRtStatus letheRtGetMemoryInfo(LetheRt *rt,

@@ -25,6 +25,15 @@ struct CommState;
 /// kernel's inputs, then the replay sink, then the named checksum slots.
 constexpr uint32_t kMaxChecksums = 4096;
 
+/// One send or receive, as letheRtGetP2P reports it.
+struct P2PRecord {
+  std::string op;
+  bool isSend;
+  int peer;
+  uint64_t bytes;
+  int32_t group;
+};
+
 /// One op timed in profile mode.
 struct ProfileRecord {
   int stream;
@@ -75,6 +84,14 @@ struct LetheRt {
   // Owned; freed by destroyGemmState / destroyCommState.
   lethe::rt::GemmState *gemm = nullptr;
   lethe::rt::CommState *comm = nullptr;
+
+  // Point to point: the NCCL group being gathered (letheRtGroupStart ..
+  // letheRtGroupEnd) and the log of sends and receives (letheRtGetP2P).
+  bool p2pGroupOpen = false;
+  int32_t p2pGroups = 0;
+  std::string p2pGroupLabel;
+  uint64_t p2pGroupBytes = 0;
+  std::vector<lethe::rt::P2PRecord> p2pLog;
 
   // Accounting.
   LetheRtStats stats{};

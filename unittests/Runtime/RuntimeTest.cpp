@@ -402,6 +402,119 @@ TEST_F(CopyYieldEnv, OverridesTheProgram) {
   letheRtDestroy(bad);
 }
 
+TEST_F(DryRun, SendAndRecvPairWithAPeer) {
+  LetheRtBuf a = {0, kMiB}, b = {kMiB, kMiB};
+  EXPECT_EQ(letheRtSend(rt, "s", a, LETHE_DTYPE_BF16, 1),
+            LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(),
+            "letheRtSend 's': no communicator (call letheRtCommInit first)");
+  letheRtClearInvalidArgument(rt);
+  LetheRtStatus s = letheRtCommInit(rt, 2, 0, "/nonexistent/id");
+  if (s == LETHE_RT_UNSUPPORTED)
+    GTEST_SKIP() << message();
+  ASSERT_EQ(s, LETHE_RT_OK) << message();
+  EXPECT_EQ(letheRtSend(rt, "s0", a, LETHE_DTYPE_BF16, 1), LETHE_RT_OK);
+  EXPECT_EQ(letheRtRecv(rt, "r0", b, LETHE_DTYPE_F32, 1), LETHE_RT_OK);
+  LetheRtStats st = stats();
+  EXPECT_EQ(st.collectives, 2u);
+  EXPECT_EQ(st.opsPerStream[LETHE_STREAM_COMM], 2u);
+  EXPECT_EQ(st.bytesCollective, 2 * kMiB);
+  EXPECT_EQ(st.deviceHighWater, 2 * kMiB);
+
+  // The peer is another rank of the communicator.
+  EXPECT_EQ(letheRtSend(rt, "self", a, LETHE_DTYPE_BF16, 0),
+            LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(), "letheRtSend 'self': peer 0 is not another rank of the "
+                       "communicator (rank 0 of 2)");
+  letheRtClearInvalidArgument(rt);
+  EXPECT_EQ(letheRtRecv(rt, "far", b, LETHE_DTYPE_BF16, 2),
+            LETHE_RT_INVALID_ARGUMENT);
+  letheRtClearInvalidArgument(rt);
+  // Buffers are checked like a kernel's.
+  EXPECT_EQ(letheRtRecv(rt, "out", {16 * kMiB - 8, 16}, LETHE_DTYPE_BF16, 1),
+            LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(), "letheRtRecv 'out': receive buffer [16777208, +16) lies "
+                       "outside the device arena (16777216 bytes)");
+  letheRtClearInvalidArgument(rt);
+  EXPECT_EQ(letheRtSend(rt, "odd", {8, 16}, LETHE_DTYPE_BF16, 1),
+            LETHE_RT_INVALID_ARGUMENT);
+  letheRtClearInvalidArgument(rt);
+
+  // The log: only the calls that were issued, in order, ungrouped.
+  ASSERT_EQ(letheRtNumP2P(rt), 2u);
+  LetheRtP2P p;
+  ASSERT_EQ(letheRtGetP2P(rt, 0, &p), LETHE_RT_OK);
+  EXPECT_STREQ(p.op, "s0");
+  EXPECT_EQ(p.isSend, 1);
+  EXPECT_EQ(p.peer, 1);
+  EXPECT_EQ(p.bytes, kMiB);
+  EXPECT_EQ(p.group, -1);
+  ASSERT_EQ(letheRtGetP2P(rt, 1, &p), LETHE_RT_OK);
+  EXPECT_EQ(p.isSend, 0);
+  EXPECT_EQ(letheRtGetP2P(rt, 2, &p), LETHE_RT_INVALID_ARGUMENT);
+  letheRtResetStats(rt);
+  EXPECT_EQ(letheRtNumP2P(rt), 0u);
+}
+
+TEST_F(DryRun, GroupsGatherSendsAndRecvs) {
+  LetheRtBuf a = {0, kMiB}, b = {kMiB, kMiB}, c = {2 * kMiB, 2 * kMiB};
+  EXPECT_EQ(letheRtGroupStart(rt), LETHE_RT_INVALID_ARGUMENT);
+  letheRtClearInvalidArgument(rt);
+  LetheRtStatus s = letheRtCommInit(rt, 2, 1, "/nonexistent/id");
+  if (s == LETHE_RT_UNSUPPORTED)
+    GTEST_SKIP() << message();
+  ASSERT_EQ(s, LETHE_RT_OK) << message();
+  ASSERT_EQ(letheRtStepBegin(rt), LETHE_RT_OK);
+  ASSERT_EQ(letheRtRecord(rt, LETHE_STREAM_COMPUTE, 0), LETHE_RT_OK);
+
+  EXPECT_EQ(letheRtGroupEnd(rt), LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(), "letheRtGroupEnd: no group is open (call "
+                       "letheRtGroupStart first)");
+  letheRtClearInvalidArgument(rt);
+  ASSERT_EQ(letheRtGroupStart(rt), LETHE_RT_OK);
+  EXPECT_EQ(letheRtGroupStart(rt), LETHE_RT_INVALID_ARGUMENT);
+  letheRtClearInvalidArgument(rt);
+  // Waits on comm precede the group; other streams carry on.
+  EXPECT_EQ(letheRtWait(rt, LETHE_STREAM_COMM, 0), LETHE_RT_OK);
+  EXPECT_EQ(letheRtSend(rt, "s", a, LETHE_DTYPE_BF16, 0), LETHE_RT_OK);
+  EXPECT_EQ(letheRtRecv(rt, "r", b, LETHE_DTYPE_BF16, 0), LETHE_RT_OK);
+  EXPECT_EQ(letheRtRecord(rt, LETHE_STREAM_COMPUTE, 1), LETHE_RT_OK);
+  // A record on comm would complete before the group's transfers start.
+  EXPECT_EQ(letheRtRecord(rt, LETHE_STREAM_COMM, 2),
+            LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(),
+            "letheRtRecord(comm, event 2): inside a point-to-point group the "
+            "comm stream's transfers start only at letheRtGroupEnd, so the "
+            "event would not follow them");
+  letheRtClearInvalidArgument(rt);
+  EXPECT_EQ(letheRtAllReduce(rt, "ar", a, a, LETHE_DTYPE_F32),
+            LETHE_RT_INVALID_ARGUMENT);
+  EXPECT_EQ(message(), "letheRtAllReduce 'ar': inside a point-to-point group "
+                       "(call letheRtGroupEnd first)");
+  letheRtClearInvalidArgument(rt);
+  EXPECT_EQ(letheRtStepEnd(rt), LETHE_RT_INVALID_ARGUMENT);
+  letheRtClearInvalidArgument(rt);
+  EXPECT_EQ(letheRtSynchronize(rt), LETHE_RT_INVALID_ARGUMENT);
+  letheRtClearInvalidArgument(rt);
+  ASSERT_EQ(letheRtGroupEnd(rt), LETHE_RT_OK);
+  EXPECT_EQ(letheRtRecord(rt, LETHE_STREAM_COMM, 2), LETHE_RT_OK);
+
+  ASSERT_EQ(letheRtGroupStart(rt), LETHE_RT_OK);
+  EXPECT_EQ(letheRtSend(rt, "s2", c, LETHE_DTYPE_F32, 0), LETHE_RT_OK);
+  ASSERT_EQ(letheRtGroupEnd(rt), LETHE_RT_OK);
+  EXPECT_EQ(letheRtRecv(rt, "alone", a, LETHE_DTYPE_F32, 0), LETHE_RT_OK);
+  EXPECT_EQ(letheRtStepEnd(rt), LETHE_RT_OK);
+
+  std::vector<int> groups;
+  for (uint32_t i = 0; i < letheRtNumP2P(rt); ++i) {
+    LetheRtP2P p;
+    ASSERT_EQ(letheRtGetP2P(rt, i, &p), LETHE_RT_OK);
+    groups.push_back(p.group);
+  }
+  EXPECT_EQ(groups, (std::vector<int>{0, 0, 1, -1}));
+  EXPECT_EQ(stats().bytesCollective, 5 * kMiB);
+}
+
 TEST(RuntimeRegistry, MatmulLikeOpsGetGemms) {
   EXPECT_EQ(letheRtKernelForOp("aten.mm.default"), LETHE_KERNEL_GEMM);
   EXPECT_EQ(letheRtKernelForOp("aten.addmm.default"), LETHE_KERNEL_GEMM);
