@@ -1,6 +1,7 @@
 //===- TrainingGraph.cpp - Index-based view of a training step ------------===//
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -215,6 +216,8 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
               .str(),
           coll.getPhase(), time, operands, resultBytes, {},
           NodeFlagCollective, coll.getScope().value_or(""), &op);
+      if (auto group = coll->getAttrOfType<IntegerAttr>(attrs::kP2PGroup))
+        graph.nodes[id].p2pGroup = group.getInt();
     } else {
       return op.emitError("unexpected op in a training graph: expected "
                           "'lethe.node' or 'lethe.collective' (run "

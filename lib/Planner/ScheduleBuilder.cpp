@@ -10,6 +10,7 @@
 
 #include "lethe/Planner/Placement.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -331,6 +332,20 @@ llvm::Expected<Schedule> Builder::build() {
       emit(std::move(copy));
     }
   }
+
+  // The transfers of one point-to-point group run together (one NCCL
+  // group): what any of them reads stays live until the group's last op.
+  llvm::DenseMap<int64_t, OpIndex> groupEnd;
+  for (auto [index, op] : llvm::enumerate(schedule.ops))
+    if (op.kind == ScheduleOpKind::Node && graph.getNode(op.node).p2pGroup >= 0)
+      groupEnd[graph.getNode(op.node).p2pGroup] = static_cast<OpIndex>(index);
+  if (!groupEnd.empty())
+    for (OpIndex &reader : lastReader)
+      if (reader >= 0 && schedule.ops[reader].kind == ScheduleOpKind::Node) {
+        int64_t group = graph.getNode(schedule.ops[reader].node).p2pGroup;
+        if (group >= 0)
+          reader = std::max(reader, groupEnd.lookup(group));
+      }
 
   // Free every other buffer when the last op reading it ends; buffers of
   // returned storages live to the end.

@@ -59,6 +59,11 @@ constexpr llvm::StringLiteral kBudgetBytes = "lethe.budget_bytes";
 /// letheRtSetCopyYield with it).
 constexpr llvm::StringLiteral kContention = "lethe.contention";
 constexpr llvm::StringLiteral kCopyChunkBytes = "lethe.copy_chunk_bytes";
+/// On a point-to-point `lethe.collective` (send / recv): the NCCL group it
+/// is issued in (lethe-expand-pipeline-schedule numbers them). The group's
+/// transfers run together, so what they read stays live until the group's
+/// last op, and the lowering issues them between one ncclGroupStart/End.
+constexpr llvm::StringLiteral kP2PGroup = "lethe.p2p_group";
 } // namespace attrs
 
 /// The stream an op runs on: its `lethe.stream` attribute, else the op's

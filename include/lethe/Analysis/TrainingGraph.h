@@ -87,6 +87,10 @@ struct GraphNode {
   uint32_t flags = NodeFlagNone;
   /// The IR op, when built from IR.
   mlir::Operation *irOp = nullptr;
+  /// A point-to-point node's NCCL group (`lethe.p2p_group`), -1 if none:
+  /// the group's transfers run together, so the buffers they read are freed
+  /// only when its last node is done.
+  int64_t p2pGroup = -1;
 
   bool hasFlag(NodeFlags flag) const { return (flags & flag) != 0; }
 };

@@ -182,6 +182,9 @@ private:
   LogicalResult lowerCopy(Operation *op, bool toHost);
   LogicalResult lowerRelease(ReleaseOp release);
   LogicalResult lowerCollective(CollectiveOp collective);
+  LogicalResult lowerPointToPoint(CollectiveOp collective);
+  LogicalResult emitP2PGroup(ArrayRef<Operation *> ops, size_t first,
+                             size_t last, int64_t group);
 
   void emitSlots();
   void emitInit();
@@ -720,6 +723,8 @@ LogicalResult Lowering::lowerRelease(ReleaseOp release) {
 }
 
 LogicalResult Lowering::lowerCollective(CollectiveOp collective) {
+  if (collective.isPointToPoint())
+    return lowerPointToPoint(collective);
   StringRef callee;
   switch (collective.getKind()) {
   case CollectiveKind::AllGather:
@@ -771,6 +776,136 @@ LogicalResult Lowering::lowerCollective(CollectiveOp collective) {
                        collective.getName())),
         opaque(send), opaque(recv),
         opaque(fillDType(collective.getResult().getType()))});
+  return success();
+}
+
+LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
+  bool isSend = collective.getKind() == CollectiveKind::Send;
+  if (getOpStream(collective) != Stream::Comm)
+    return collective.emitError("lethe-lower-to-runtime: ")
+           << describe(collective) << " is on the "
+           << stringifyStream(getOpStream(collective))
+           << " stream; the runtime runs point-to-point transfers on comm";
+  int32_t group = collective.getGroup().size();
+  if (worldSize && worldSize != group)
+    return collective.emitError("lethe-lower-to-runtime: a group of ")
+           << group << " ranks, but an earlier collective spans " << worldSize;
+  worldSize = group;
+  int64_t peer = *collective.getPeer();
+  if (auto pipeline =
+          func->getAttrOfType<DictionaryAttr>("lethe.pipeline"))
+    if (auto stage = pipeline.getAs<IntegerAttr>("stage");
+        stage && stage.getInt() == peer)
+      return collective.emitError("lethe-lower-to-runtime: ")
+             << describe(collective) << " names its own stage " << peer
+             << " as the peer";
+  Value value = isSend ? collective.getInput() : collective.getResult();
+  std::string why;
+  std::optional<RowMajorView> view = getRowMajorView(value, why);
+  if (!view || view->transposed)
+    return collective.emitError("lethe-lower-to-runtime: ")
+           << ssa(value) << " is not a row-major tensor"
+           << (why.empty() ? "" : ": " + why);
+  const Slot *slot;
+  if (failed(requireSlot(collective, view->storage, slot)))
+    return failure();
+  comment(describe(collective) + (isSend ? " to rank " : " from rank ") +
+          std::to_string(peer));
+  call(collective.getLoc(), isSend ? "letheRtSend" : "letheRtRecv",
+       {opaque(opLabel(stringifyCollectiveKind(collective.getKind()),
+                       collective.getName())),
+        opaque(bufExpr(*slot, getTypeBytes(value.getType()))),
+        opaque(fillDType(value.getType())),
+        builder.getI32IntegerAttr(static_cast<int32_t>(peer))});
+  return success();
+}
+
+/// The NCCL group of a point-to-point op, if it has one.
+static std::optional<int64_t> p2pGroupOf(Operation *op) {
+  auto collective = dyn_cast<CollectiveOp>(op);
+  if (!collective || !collective.isPointToPoint())
+    return std::nullopt;
+  if (auto group = op->getAttrOfType<IntegerAttr>(attrs::kP2PGroup))
+    return group.getInt();
+  return std::nullopt;
+}
+
+/// Issues the transfers of one NCCL group, ops[first] .. ops[last] (its
+/// first and last member), between letheRtGroupStart and letheRtGroupEnd.
+/// NCCL launches the group's work only at the end, so whatever in the span
+/// waits for a member (the comm barriers after it, a release after the
+/// transfer, a read of a received tensor) is issued after
+/// letheRtGroupEnd, in program order; the rest (waits the transfers need,
+/// work on other streams) before it. A member that needs something that
+/// needs the group cannot be issued this way: an error.
+LogicalResult Lowering::emitP2PGroup(ArrayRef<Operation *> ops, size_t first,
+                                     size_t last, int64_t group) {
+  DenseSet<Value> late;
+  DenseSet<unsigned> lateStreams;
+  SmallVector<Operation *> after;
+  // A comm wait that must follow the group: the transfers after it would
+  // not wait for what it waits for.
+  Operation *lateCommWait = nullptr;
+  auto needsLate = [&](Operation *op) {
+    bool needs = false;
+    op->walk([&](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        needs |= late.contains(operand);
+    });
+    return needs;
+  };
+  comment("NCCL group " + std::to_string(group) + " (point-to-point)");
+  call(ops[first]->getLoc(), "letheRtGroupStart", {});
+  for (size_t index = first; index <= last; ++index) {
+    Operation *op = ops[index];
+    std::optional<int64_t> member = p2pGroupOf(op);
+    if (member && *member == group) {
+      if (needsLate(op) || lateCommWait)
+        return op->emitError("lethe-lower-to-runtime: ")
+               << describe(op) << " cannot be issued in NCCL group " << group
+               << ": it needs an op that waits for an earlier transfer of "
+                  "the group ("
+               << (lateCommWait ? describe(lateCommWait) : "its operand")
+               << ")";
+      if (failed(lowerOp(op)))
+        return failure();
+      for (Value result : op->getResults())
+        late.insert(result);
+      continue;
+    }
+    if (member || isa<CollectiveOp>(op))
+      return op->emitError("lethe-lower-to-runtime: ")
+             << describe(op) << " lies inside NCCL group " << group
+             << " (between its transfers), where no other collective can be "
+                "issued";
+    unsigned stream = static_cast<unsigned>(getOpStream(op));
+    bool isComm = getOpStream(op) == Stream::Comm && !isa<JoinOp>(op);
+    // A comm wait may run before the group's transfers (it only orders them
+    // later); any other comm op follows the group's transfers.
+    bool isCommWait = isComm && isa<AwaitOp>(op);
+    bool isLate = needsLate(op) || (isComm && !isCommWait) ||
+                  (!isa<JoinOp>(op) && !isCommWait &&
+                   lateStreams.contains(stream));
+    if (auto yield = dyn_cast<YieldOp>(op); yield && isLate)
+      for (Value result : yield->getParentOp()->getResults())
+        late.insert(result);
+    if (!isLate) {
+      if (failed(lowerOp(op)))
+        return failure();
+      continue;
+    }
+    for (Value result : op->getResults())
+      late.insert(result);
+    if (!isa<JoinOp>(op))
+      lateStreams.insert(stream);
+    if (isCommWait && !lateCommWait)
+      lateCommWait = op;
+    after.push_back(op);
+  }
+  call(ops[last]->getLoc(), "letheRtGroupEnd", {});
+  for (Operation *op : after)
+    if (failed(lowerOp(op)))
+      return failure();
   return success();
 }
 
@@ -832,9 +967,27 @@ LogicalResult Lowering::emitStep() {
     call(func.getLoc(), "letheRtSetCopyYield",
          {opaque(std::to_string(chunk.getInt()))});
   }
-  for (Operation *op : program.getOps())
-    if (failed(lowerOp(op)))
+  ArrayRef<Operation *> ops = program.getOps();
+  // The issue span of every NCCL group of two or more transfers.
+  llvm::DenseMap<int64_t, std::pair<size_t, size_t>> spans;
+  llvm::DenseMap<int64_t, unsigned> members;
+  for (auto [index, op] : llvm::enumerate(ops))
+    if (std::optional<int64_t> group = p2pGroupOf(op)) {
+      auto [it, inserted] = spans.try_emplace(*group, index, index);
+      it->second.second = index;
+      ++members[*group];
+    }
+  for (size_t index = 0; index < ops.size(); ++index) {
+    std::optional<int64_t> group = p2pGroupOf(ops[index]);
+    if (group && members[*group] > 1 && spans[*group].first == index) {
+      if (failed(emitP2PGroup(ops, index, spans[*group].second, *group)))
+        return failure();
+      index = spans[*group].second;
+      continue;
+    }
+    if (failed(lowerOp(ops[index])))
       return failure();
+  }
   endFunction();
   return success();
 }

@@ -58,8 +58,8 @@ func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> {
 
 module attributes {lethe.device_arena_bytes = 1024 : i64} {
 func.func @step(%w: tensor<256xf32>) {
-  // expected-error @+1 {{lethe-lower-to-runtime: the runtime has no send collective}}
-  lethe.collective send %w peer 1 group [0, 1] fwd {time_us = 1.0 : f64} : tensor<256xf32>
+  // expected-error @+1 {{lethe-lower-to-runtime: the runtime has no all_to_all collective}}
+  %a = lethe.collective all_to_all %w group [0, 1] fwd {time_us = 1.0 : f64, lethe.offsets = array<i64: 0>} : tensor<256xf32> -> tensor<256xf32>
   return
 }
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/PipelineSchedule.h"
+#include "lethe/Analysis/Program.h"
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
@@ -642,7 +643,11 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
   // Sums this pass allocated, which later micro-batches add into in place.
   DenseSet<Value> owned;
 
-  auto transfer = [&](std::pair<int, int> entry, bool send) -> LogicalResult {
+  // The sends after a unit and the receives before the next are one NCCL
+  // group (numbered by that next unit), as checkPipelineCommunication
+  // checked them.
+  auto transfer = [&](std::pair<int, int> entry, bool send,
+                      int64_t p2pGroup) -> LogicalResult {
     const MessageTemplate &message = messages[entry.first];
     int microbatch = entry.second;
     for (Value value : message.values) {
@@ -673,6 +678,7 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
       }
       op->setAttr(kMicrobatchAttr, b.getI64IntegerAttr(microbatch));
       op->setAttr(kChunkAttr, b.getI64IntegerAttr(message.chunk));
+      op->setAttr(attrs::kP2PGroup, b.getI64IntegerAttr(p2pGroup));
     }
     return success();
   };
@@ -681,10 +687,10 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
   for (size_t unit = 0; unit < plan.receivesBefore.size(); ++unit) {
     if (unit > 0)
       for (auto entry : plan.sendsAfter[unit - 1])
-        if (failed(transfer(entry, /*send=*/true)))
+        if (failed(transfer(entry, /*send=*/true, unit)))
           return failure();
     for (auto entry : plan.receivesBefore[unit])
-      if (failed(transfer(entry, /*send=*/false)))
+      if (failed(transfer(entry, /*send=*/false, unit)))
         return failure();
     for (; next < plan.steps.size() &&
            plan.steps[next].unit == static_cast<int>(unit);
@@ -725,30 +731,32 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
       }
     }
   }
+  int64_t lastGroup = plan.receivesBefore.size();
   if (!plan.sendsAfter.empty())
     for (auto entry : plan.sendsAfter.back())
-      if (failed(transfer(entry, /*send=*/true)))
+      if (failed(transfer(entry, /*send=*/true, lastGroup)))
         return failure();
   // Partial gradients of cross-stage sums, once, then the sums.
   DenseMap<Value, Value> partials;
   for (const DeferredTransfer &transfer : deferredTransfers) {
     Location loc = transfer.value.getLoc();
     if (transfer.from == stage) {
-      CollectiveOp::create(b, loc, Type(), CollectiveKind::Send,
-                           accumulated.lookup(transfer.value), group,
-                           Phase::Bwd, nullptr, nullptr,
-                           b.getStringAttr("pp.send.partial_grad"),
-                           b.getI64IntegerAttr(transfer.to));
+      auto send = CollectiveOp::create(b, loc, Type(), CollectiveKind::Send,
+                                       accumulated.lookup(transfer.value),
+                                       group, Phase::Bwd, nullptr, nullptr,
+                                       b.getStringAttr("pp.send.partial_grad"),
+                                       b.getI64IntegerAttr(transfer.to));
+      send->setAttr(attrs::kP2PGroup, b.getI64IntegerAttr(lastGroup));
       ++numSends;
     }
     if (transfer.to == stage) {
-      partials[transfer.value] =
-          CollectiveOp::create(b, loc, transfer.value.getType(),
-                               CollectiveKind::Recv, Value(), group, Phase::Bwd,
-                               nullptr, nullptr,
-                               b.getStringAttr("pp.recv.partial_grad"),
-                               b.getI64IntegerAttr(transfer.from))
-              .getResult();
+      auto recv = CollectiveOp::create(
+          b, loc, transfer.value.getType(), CollectiveKind::Recv, Value(),
+          group, Phase::Bwd, nullptr, nullptr,
+          b.getStringAttr("pp.recv.partial_grad"),
+          b.getI64IntegerAttr(transfer.from));
+      recv->setAttr(attrs::kP2PGroup, b.getI64IntegerAttr(lastGroup));
+      partials[transfer.value] = recv.getResult();
       ++numRecvs;
     }
   }

@@ -55,7 +55,7 @@
 // S0-NEXT: %[[A00:.+]] = lethe.node "aten.mul.Tensor" fwd (%[[H00]], %[[M0]])
 // S0-NEXT: %[[H01:.+]] = lethe.node "aten.mm.default" fwd (%[[A00]], %[[W1]])
 // S0-NEXT: %[[A01:.+]] = lethe.node "aten.mul.Tensor" fwd (%[[H01]], %[[M0]])
-// S0-NEXT: lethe.collective send %[[A01]] peer 1 group [0, 1] fwd {lethe.chunk = 0 : i64, lethe.mb = 0 : i64, name = "pp.send.fwd.c0.mb0"} : tensor<2x4xf32>
+// S0-NEXT: lethe.collective send %[[A01]] peer 1 group [0, 1] fwd {lethe.chunk = 0 : i64, lethe.mb = 0 : i64, lethe.p2p_group = 1 : i64, name = "pp.send.fwd.c0.mb0"} : tensor<2x4xf32>
 // F1: micro-batch 1, values of its own; its output sent together with the
 // receive of micro-batch 0's gradient (one group).
 // S0-NEXT: %[[D1:.+]]:2 = lethe.node "aten.native_dropout.default" fwd (%[[X1]]) {lethe.chunk = 0 : i64, lethe.mb = 1 : i64
@@ -65,7 +65,7 @@
 // S0-NEXT: %[[H11:.+]] = lethe.node "aten.mm.default" fwd (%[[A10]], %[[W1]])
 // S0-NEXT: %[[A11:.+]] = lethe.node "aten.mul.Tensor" fwd (%[[H11]], %[[M1]])
 // S0-NEXT: lethe.collective send %[[A11]] peer 1 group [0, 1] fwd {{.*}}name = "pp.send.fwd.c0.mb1"
-// S0-NEXT: %[[G0:.+]] = lethe.collective recv peer 1 group [0, 1] bwd {lethe.chunk = 1 : i64, lethe.mb = 0 : i64, name = "pp.recv.bwd.c1.mb0"} : -> tensor<2x4xf32>
+// S0-NEXT: %[[G0:.+]] = lethe.collective recv peer 1 group [0, 1] bwd {lethe.chunk = 1 : i64, lethe.mb = 0 : i64, lethe.p2p_group = 2 : i64, name = "pp.recv.bwd.c1.mb0"} : -> tensor<2x4xf32>
 // B0 reads micro-batch 0's saved activations.
 // S0-NEXT: %[[GH01:.+]] = lethe.node "aten.mul.Tensor" bwd (%[[G0]], %[[M0]])
 // S0-NEXT: %[[GW01:.+]] = lethe.node "aten.mm.default" bwd (%[[A00]], %[[GH01]])
@@ -95,13 +95,13 @@
 // S1-SAME: %[[X0:[a-z0-9]+]]: tensor<2x4xf32> {lethe.kind = "input", lethe.mb = 0 : i64, lethe.name = "x.mb0"}
 // S1-SAME: %[[T0:[a-z0-9]+]]: tensor<f32> {lethe.kind = "tangent", lethe.mb = 0 : i64, lethe.name = "tangents_1.mb0"}
 // S1-SAME: -> (tensor<f32> {lethe.mb = 0 : i64}, tensor<f32> {lethe.mb = 1 : i64}, tensor<4x4xf32>, tensor<4x4xf32>)
-// S1-NEXT: %[[IN0:.+]] = lethe.collective recv peer 0 group [0, 1] fwd {lethe.chunk = 0 : i64, lethe.mb = 0 : i64, name = "pp.recv.fwd.c0.mb0"} : -> tensor<2x4xf32>
+// S1-NEXT: %[[IN0:.+]] = lethe.collective recv peer 0 group [0, 1] fwd {lethe.chunk = 0 : i64, lethe.mb = 0 : i64, lethe.p2p_group = 0 : i64, name = "pp.recv.fwd.c0.mb0"} : -> tensor<2x4xf32>
 // S1-NEXT: %[[H:.+]] = lethe.node "aten.mm.default" fwd (%[[IN0]], %[[W2]]) {lethe.chunk = 1 : i64, lethe.mb = 0 : i64
 // S1-NEXT: lethe.node "aten.ones_like.default" fwd (%[[X0]]) {lethe.chunk = 1 : i64, lethe.mb = 0 : i64
 // S1: %[[LOSS0:.+]] = lethe.node "aten.sum.default" fwd
 // S1-NEXT: lethe.node "aten.expand.default" bwd (%[[T0]])
 // S1: lethe.node "aten.mm.default" bwd (%[[IN0]],
-// S1: lethe.collective send %{{.*}} peer 0 group [0, 1] bwd {lethe.chunk = 1 : i64, lethe.mb = 0 : i64, name = "pp.send.bwd.c1.mb0"}
+// S1: lethe.collective send %{{.*}} peer 0 group [0, 1] bwd {lethe.chunk = 1 : i64, lethe.mb = 0 : i64, lethe.p2p_group = 2 : i64, name = "pp.send.bwd.c1.mb0"}
 // S1-NEXT: lethe.collective recv peer 0 group [0, 1] fwd {lethe.chunk = 0 : i64, lethe.mb = 1 : i64
 // S1: %[[LOSS1:.+]] = lethe.node "aten.sum.default" fwd
 // S1: lethe.collective send %{{.*}} peer 0 group [0, 1] bwd {lethe.chunk = 1 : i64, lethe.mb = 1 : i64
