@@ -114,3 +114,48 @@ func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> attributes {lethe.conten
   return %a : tensor<256xf32>
 }
 }
+
+// -----
+
+// The second send of NCCL group 1 reads a tensor computed after compute
+// waited for the first send; NCCL launches both only at the group's end.
+module attributes {lethe.device_arena_bytes = 2048 : i64} {
+func.func @step(%w: tensor<256xf32>) {
+  %a = lethe.node "aten.relu.default" fwd (%w) {time_us = 1.0 : f64, lethe.offsets = array<i64: 0>} : (tensor<256xf32>) -> tensor<256xf32>
+  %t0 = lethe.barrier
+  %a2 = lethe.await %t0 => %a : tensor<256xf32> {lethe.stream = #lethe<stream comm>}
+  lethe.collective send %a2 peer 1 group [0, 1] fwd {lethe.p2p_group = 1 : i64, time_us = 1.0 : f64} : tensor<256xf32>
+  %t1 = lethe.barrier {lethe.stream = #lethe<stream comm>}
+  lethe.await %t1
+  %b = lethe.node "aten.relu.default" fwd (%a) {time_us = 1.0 : f64, lethe.offsets = array<i64: 1024>} : (tensor<256xf32>) -> tensor<256xf32>
+  %t2 = lethe.barrier
+  %b2 = lethe.await %t2 => %b : tensor<256xf32> {lethe.stream = #lethe<stream comm>}
+  // expected-error @+1 {{cannot be issued in NCCL group 1: it needs an op that waits for an earlier transfer of the group}}
+  lethe.collective send %b2 peer 1 group [0, 1] fwd {lethe.p2p_group = 1 : i64, time_us = 1.0 : f64} : tensor<256xf32>
+  return
+}
+}
+
+// -----
+
+// Another collective between two transfers of a group.
+module attributes {lethe.device_arena_bytes = 2048 : i64} {
+func.func @step(%w: tensor<256xf32>) {
+  lethe.collective send %w peer 1 group [0, 1] fwd {lethe.p2p_group = 3 : i64, time_us = 1.0 : f64} : tensor<256xf32>
+  // expected-error @+1 {{lies inside NCCL group 3 (between its transfers), where no other collective can be issued}}
+  %r = lethe.collective all_reduce %w group [0, 1] fwd {time_us = 1.0 : f64, lethe.offsets = array<i64: 0>} : tensor<256xf32> -> tensor<256xf32>
+  %g = lethe.collective recv peer 1 group [0, 1] bwd {lethe.p2p_group = 3 : i64, time_us = 1.0 : f64, lethe.offsets = array<i64: 1024>} : -> tensor<256xf32>
+  return
+}
+}
+
+// -----
+
+// Stage 1 of a pipeline sending to itself.
+module attributes {lethe.device_arena_bytes = 1024 : i64} {
+func.func @step(%w: tensor<256xf32>) attributes {lethe.pipeline = {stage = 1 : i64, stages = 2 : i64}} {
+  // expected-error @+1 {{names its own stage 1 as the peer}}
+  lethe.collective send %w peer 1 group [0, 1] fwd {time_us = 1.0 : f64} : tensor<256xf32>
+  return
+}
+}
