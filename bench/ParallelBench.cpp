@@ -13,6 +13,11 @@
 // lethe-schedule applies when the profile says they contend), and prints
 // all-gather / reduce-scatter time, step time and peak per rank.
 //
+// --programs=S0.mlir,S1.mlir,...: allocated stage programs (the output of
+// lethe-pipeline or lethe compile, in rank order) simulated together the
+// same way, over the programs themselves (what bench/gpu_pp.sh runs on
+// GPUs): per-stage and pipeline step time, printed and, with --json, saved.
+//
 // pipeline: every stage of the step split by lethe-expand-pipeline-schedule,
 // planned with each policy at one budget for every stage (the last stage's
 // unplanned peak, issue 11's target) and simulated together: a receive
@@ -28,10 +33,12 @@
 #include "lethe/Planner/Placement.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
+#include "lethe/Simulator/ProgramSchedule.h"
 #include "lethe/Simulator/Simulator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -42,14 +49,20 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <functional>
 #include <limits>
 #include <map>
 
 using namespace lethe;
 
 static llvm::cl::opt<std::string> graphFile("graph",
-                                            llvm::cl::desc("graph JSON"),
-                                            llvm::cl::Required);
+                                            llvm::cl::desc("graph JSON"));
+static llvm::cl::opt<std::string> programFiles(
+    "programs",
+    llvm::cl::desc("allocated stage programs (.mlir, rank order) to simulate "
+                   "together instead of a graph"));
+static llvm::cl::opt<std::string>
+    jsonFile("json", llvm::cl::desc("with --programs: write the result here"));
 static llvm::cl::opt<std::string>
     mode("mode", llvm::cl::desc("fsdp | pipeline | all"), llvm::cl::init("all"));
 static llvm::cl::opt<std::string>
@@ -317,19 +330,28 @@ transferOf(const TrainingGraph &graph, const ScheduleOp &op) {
   return std::make_tuple(send, name.str(), static_cast<int>(*coll.getPeer()));
 }
 
-/// Simulates the stages together: each receive starts no earlier than its
-/// send, found by name and order on the pair.
-/// Returns the number of iterations to the fixed point.
-int simulateTogether(std::vector<StageRun> &stages,
-                     const DeviceProfile &device) {
-  int numStages = static_cast<int>(stages.size());
+/// The transfer of op `index` of a stage's schedule, as transferOf says.
+using TransferOf = std::function<std::optional<std::tuple<bool, std::string,
+                                                          int>>(OpIndex)>;
+
+/// Simulates stage schedules together: each receive starts no earlier than
+/// its send, found by name and order on the pair. Fills `results`; returns
+/// the number of iterations to the fixed point.
+int simulateSchedules(llvm::ArrayRef<const Schedule *> schedules,
+                      llvm::ArrayRef<TransferOf> transfers,
+                      const DeviceProfile &device,
+                      std::vector<SimResult> &results) {
+  int numStages = static_cast<int>(schedules.size());
+  results.resize(numStages);
   // partner[stage][op] = (other stage, other op).
   std::vector<std::map<OpIndex, std::pair<int, OpIndex>>> partner(numStages);
   std::map<std::tuple<int, int, std::string>, std::vector<OpIndex>> sends,
       recvs;
   for (int s = 0; s < numStages; ++s)
-    for (auto [index, op] : llvm::enumerate(stages[s].schedule.ops))
-      if (auto t = transferOf(stages[s].graph, op)) {
+    for (OpIndex index = 0,
+                 e = static_cast<OpIndex>(schedules[s]->ops.size());
+         index < e; ++index)
+      if (auto t = transfers[s](index)) {
         auto [send, name, peer] = *t;
         if (send)
           sends[{s, peer, name}].push_back(index);
@@ -352,15 +374,14 @@ int simulateTogether(std::vector<StageRun> &stages,
   }
   std::vector<SimOptions> options(numStages);
   for (int s = 0; s < numStages; ++s)
-    options[s].earliestStartUs.assign(stages[s].schedule.ops.size(), 0.0);
+    options[s].earliestStartUs.assign(schedules[s]->ops.size(), 0.0);
   for (int iteration = 1; iteration <= 1000; ++iteration) {
     for (int s = 0; s < numStages; ++s)
-      stages[s].result = simulateOrDie(stages[s].schedule, device, options[s]);
+      results[s] = simulateOrDie(*schedules[s], device, options[s]);
     double change = 0.0;
     for (int s = 0; s < numStages; ++s)
       for (auto [op, other] : partner[s]) {
-        double start =
-            stages[other.first].result.timeline[other.second].startUs;
+        double start = results[other.first].timeline[other.second].startUs;
         change = std::max(change, start - options[s].earliestStartUs[op]);
         options[s].earliestStartUs[op] =
             std::max(options[s].earliestStartUs[op], start);
@@ -369,6 +390,23 @@ int simulateTogether(std::vector<StageRun> &stages,
       return iteration;
   }
   fail("the joint simulation of the stages did not converge");
+}
+
+int simulateTogether(std::vector<StageRun> &stages,
+                     const DeviceProfile &device) {
+  std::vector<const Schedule *> schedules;
+  std::vector<TransferOf> transfers;
+  for (const StageRun &run : stages) {
+    schedules.push_back(&run.schedule);
+    transfers.push_back([&run](OpIndex index) {
+      return transferOf(run.graph, run.schedule.ops[index]);
+    });
+  }
+  std::vector<SimResult> results;
+  int iterations = simulateSchedules(schedules, transfers, device, results);
+  for (auto [run, result] : llvm::zip_equal(stages, results))
+    run.result = std::move(result);
+  return iterations;
 }
 
 /// Micro-batch of a node (its `lethe.mb`), or -1.
@@ -508,6 +546,88 @@ void runPipeline(mlir::MLIRContext &context, llvm::StringRef json) {
     runPipelineConfig(context, json, device, config);
 }
 
+//===----------------------------------------------------------------------===//
+// Allocated stage programs
+//===----------------------------------------------------------------------===//
+
+/// The transfer of a program op: a point-to-point collective named
+/// pp.send.* / pp.recv.* by lethe-expand-pipeline-schedule.
+std::optional<std::tuple<bool, std::string, int>>
+programTransferOf(mlir::Operation *op) {
+  auto coll = llvm::dyn_cast_or_null<CollectiveOp>(op);
+  if (!coll || !coll.isPointToPoint() || !coll.getName())
+    return std::nullopt;
+  llvm::StringRef name = *coll.getName();
+  bool send = coll.getKind() == CollectiveKind::Send;
+  if (!name.consume_front(send ? "pp.send." : "pp.recv."))
+    return std::nullopt;
+  return std::make_tuple(send, name.str(), static_cast<int>(*coll.getPeer()));
+}
+
+void runPrograms(mlir::MLIRContext &context) {
+  DeviceProfile device = loadDevice(pipelineDevice);
+  llvm::SmallVector<llvm::StringRef> paths;
+  llvm::StringRef(programFiles).split(paths, ',', -1, false);
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
+  std::vector<ProgramSchedule> programs;
+  for (llvm::StringRef path : paths) {
+    modules.push_back(mlir::parseSourceFile<mlir::ModuleOp>(path, &context));
+    if (!modules.back())
+      fail("cannot parse " + path);
+    mlir::func::FuncOp step;
+    modules.back()->walk([&](mlir::func::FuncOp func) {
+      if (!step && !func.isExternal())
+        step = func;
+    });
+    if (!step)
+      fail(path + " has no function");
+    mlir::FailureOr<ProgramSchedule> program = buildProgramSchedule(step);
+    if (mlir::failed(program))
+      fail("cannot simulate " + path);
+    programs.push_back(std::move(*program));
+  }
+  std::vector<const Schedule *> schedules;
+  std::vector<TransferOf> transfers;
+  std::vector<SimResult> alone;
+  for (const ProgramSchedule &program : programs) {
+    schedules.push_back(&program.schedule);
+    transfers.push_back([&program](OpIndex index) {
+      return programTransferOf(program.irOps[index]);
+    });
+    alone.push_back(simulateOrDie(program.schedule, device));
+  }
+  std::vector<SimResult> results;
+  int iterations = simulateSchedules(schedules, transfers, device, results);
+  double step = 0.0;
+  for (const SimResult &result : results)
+    step = std::max(step, result.stepUs);
+  llvm::outs() << "| stage | program | alone step ms | together step ms | "
+                  "peak MiB |\n|---|---|---|---|---|\n";
+  for (auto [s, path] : llvm::enumerate(paths))
+    llvm::outs() << llvm::formatv("| {0} | {1} | {2:F2} | {3:F2} | {4:F0} |\n",
+                                  s, path, ms(alone[s].stepUs),
+                                  ms(results[s].stepUs),
+                                  mib(results[s].peakBytes));
+  llvm::outs() << llvm::formatv(
+      "\nPipeline step {0:F2} ms ({1} iterations, profile {2}).\n", ms(step),
+      iterations, pipelineDevice);
+  if (jsonFile.empty())
+    return;
+  std::error_code error;
+  llvm::raw_fd_ostream out(jsonFile, error);
+  if (error)
+    fail("cannot write " + jsonFile + ": " + error.message());
+  out << llvm::formatv("{{\"device\": \"{0}\", \"step_us\": {1:F3}, "
+                       "\"iterations\": {2}, \"stages\": [",
+                       pipelineDevice, step, iterations);
+  for (size_t s = 0; s < results.size(); ++s)
+    out << llvm::formatv("{0}{{\"program\": \"{1}\", \"alone_step_us\": "
+                         "{2:F3}, \"step_us\": {3:F3}, \"peak_bytes\": {4}}",
+                         s ? ", " : "", paths[s], alone[s].stepUs,
+                         results[s].stepUs, results[s].peakBytes);
+  out << "]}\n";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -523,6 +643,12 @@ int main(int argc, char **argv) {
       return mlir::success();
     return mlir::failure();
   });
+  if (!programFiles.empty()) {
+    runPrograms(context);
+    return 0;
+  }
+  if (graphFile.empty())
+    fail("give --graph FILE.json or --programs S0.mlir,S1.mlir,...");
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(graphFile);
   if (!buffer)

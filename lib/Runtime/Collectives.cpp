@@ -348,8 +348,13 @@ static LetheRtStatus pointToPoint(LetheRt *rt, bool isSend, const char *op,
                          std::string(op ? op : "");
     rt->p2pGroupBytes += buf.bytes;
   }
+  // Yielding copies pause while a transfer runs (CopyYield.cpp); a group
+  // holds one window from letheRtGroupStart to letheRtGroupEnd.
+  bool window = !rt->p2pGroupOpen;
+  if (window && beginCollectiveWindow(rt, at))
+    return rt->status;
   if (rt->dryRun || buf.bytes == 0)
-    return LETHE_RT_OK;
+    return window ? endCollectiveWindow(rt, at) : LETHE_RT_OK;
   // Bytes, whatever the dtype: nothing is computed, so the receiver gets
   // exactly the sender's bits (checksums agree across stages).
   void *ptr = rt->deviceArena + buf.offset;
@@ -360,14 +365,16 @@ static LetheRtStatus pointToPoint(LetheRt *rt, bool isSend, const char *op,
   std::optional<ProfileScope> profile;
   if (!rt->p2pGroupOpen)
     profile.emplace(rt, LETHE_STREAM_COMM, op, buf.bytes);
-  return isSend ? checkNccl(rt,
-                            ncclSend(ptr, buf.bytes, ncclUint8, peer, comm,
-                                     stream),
-                            at, "ncclSend")
-                : checkNccl(rt,
-                            ncclRecv(ptr, buf.bytes, ncclUint8, peer, comm,
-                                     stream),
-                            at, "ncclRecv");
+  if (isSend)
+    checkNccl(rt, ncclSend(ptr, buf.bytes, ncclUint8, peer, comm, stream), at,
+              "ncclSend");
+  else
+    checkNccl(rt, ncclRecv(ptr, buf.bytes, ncclUint8, peer, comm, stream), at,
+              "ncclRecv");
+  profile.reset();
+  if (rt->status != LETHE_RT_OK)
+    return rt->status;
+  return window ? endCollectiveWindow(rt, at) : LETHE_RT_OK;
 #else
   (void)peer;
   return fail(rt, LETHE_RT_UNSUPPORTED,
@@ -404,8 +411,8 @@ extern "C" LetheRtStatus letheRtGroupStart(LetheRt *rt) {
   rt->p2pGroupLabel.clear();
   rt->p2pGroupBytes = 0;
 #if LETHE_RT_HAVE_NCCL
-  if (rt->dryRun)
-    return LETHE_RT_OK;
+  if (beginCollectiveWindow(rt, at) || rt->dryRun)
+    return rt->status;
   return checkNccl(rt, ncclGroupStart(), at, "ncclGroupStart");
 #else
   return fail(rt, LETHE_RT_UNSUPPORTED,
@@ -425,11 +432,15 @@ extern "C" LetheRtStatus letheRtGroupEnd(LetheRt *rt) {
   rt->p2pGroupOpen = false;
 #if LETHE_RT_HAVE_NCCL
   if (rt->dryRun)
-    return LETHE_RT_OK;
-  std::string label = "group: " + rt->p2pGroupLabel;
-  ProfileScope profile(rt, LETHE_STREAM_COMM, label.c_str(),
-                       rt->p2pGroupBytes);
-  return checkNccl(rt, ncclGroupEnd(), at, "ncclGroupEnd");
+    return endCollectiveWindow(rt, at);
+  {
+    std::string label = "group: " + rt->p2pGroupLabel;
+    ProfileScope profile(rt, LETHE_STREAM_COMM, label.c_str(),
+                         rt->p2pGroupBytes);
+    if (checkNccl(rt, ncclGroupEnd(), at, "ncclGroupEnd"))
+      return rt->status;
+  }
+  return endCollectiveWindow(rt, at);
 #else
   return fail(rt, LETHE_RT_UNSUPPORTED,
               at + ": this runtime was built without NCCL");
