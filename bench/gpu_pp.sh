@@ -21,7 +21,8 @@
 #       against the unplanned pair's). Ends within ~4 minutes; prints the
 #       table of bench/gpu_pp_report.py; JSON and logs go to DIR/json and,
 #       as one archive with the table, to $OUT. LETHE_PP_DRY=1 rehearses
-#       it without GPUs (every run a dry run).
+#       it without GPUs (every run a dry run); no variant starts after
+#       LETHE_PP_DEADLINE_S (210) seconds.
 #
 # With the device tool, one call does the GPU part:
 #   run(command="bash .gpu/pp/gpu_pp.sh device .gpu/pp", carry=[".gpu"])
@@ -161,8 +162,10 @@ device() {
   local run=$LETHE_RUNTIME_BUILD_DIR/bin/lethe-run
   echo "runtime built in $(( $(date +%s) - start )) s"
   tar xzf "$dir/programs.tar.gz" -C "$dir/programs" || exit 1
+  # -O0: a step is a list of runtime calls; optimizing it only costs time.
   for cpp in "$dir"/programs/*.cpp; do
-    c++ -std=c++17 -O1 -shared -fPIC -Iinclude "$cpp" -o "${cpp%.cpp}.so" &
+    [[ -f ${cpp%.cpp}.so ]] ||
+      c++ -std=c++17 -O0 -shared -fPIC -Iinclude "$cpp" -o "${cpp%.cpp}.so" &
   done
   wait
   echo "programs built at $(( $(date +%s) - start )) s"
@@ -171,7 +174,7 @@ device() {
   date -u +%Y-%m-%dT%H:%MZ > "$json/date.txt"
   for v in "${variants[@]}"; do
     [[ -f $dir/programs/$v-s0.so && -f $dir/programs/$v-s1.so ]] || continue
-    if (( $(date +%s) - start > 210 )); then
+    if (( $(date +%s) - start > ${LETHE_PP_DEADLINE_S:-210} )); then
       echo "skipping $v: past the time limit" | tee -a "$json/skipped.txt"; continue
     fi
     run_pair "$v" timing "$json" "$run" 75; local t=$?

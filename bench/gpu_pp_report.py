@@ -109,7 +109,8 @@ def device(json_dir, programs):
     base = {}
     for s in (0, 1):
         c = load(os.path.join(json_dir, f"none-s{s}.checksum.json"))
-        base[s] = c.get("checksums")
+        base[s] = c.get("checksums") if isinstance(c.get("checksums"),
+                                                   dict) else None
     pipeline = []
     for v in variants_in(json_dir, ".timing.json"):
         sim = sim_of(programs, v)
@@ -126,7 +127,9 @@ def device(json_dir, programs):
             m = t.get("memory", {})
             comm = t.get("streams", {}).get("comm", {})
             sums = c.get("checksums")
-            if sums is None:
+            if c.get("mode") == "dry-run":
+                verdict = "dry run" if c.get("ok") else c.get("error", "?")
+            elif not isinstance(sums, dict):
                 verdict = c.get("error", "no run")
             elif v == "none":
                 verdict = "reference" + ("" if c.get("stable", True) else

@@ -8,6 +8,8 @@
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 
 #include <optional>
@@ -82,14 +84,49 @@ void lethe::buildLethePipeline(OpPassManager &pm,
   buildLethePipeline(pm, options.toConfig());
 }
 
+namespace {
+/// What `lethe-pipeline` runs: the phases as runLethePipeline runs them,
+/// planning again for less when packing leaves the arena above the budget,
+/// so that the textual pipeline accepts what `lethe compile` accepts. It
+/// loops over whole pass pipelines, so it is the pipeline's own driver
+/// rather than a pass of its own (it has no registration).
+class ReplanningPipeline
+    : public PassWrapper<ReplanningPipeline, OperationPass<ModuleOp>> {
+public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ReplanningPipeline)
+
+  explicit ReplanningPipeline(LethePipelineConfig config)
+      : config(std::move(config)) {}
+  StringRef getArgument() const final { return "lethe-pipeline"; }
+  StringRef getDescription() const final {
+    return "lethe-pipeline, re-planning for fragmentation";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    // What the phases create, loaded before they run.
+    OpPassManager pm(ModuleOp::getOperationName());
+    buildLethePipeline(pm, config);
+    pm.getDependentDialects(registry);
+  }
+  void runOnOperation() override {
+    if (failed(runLethePipeline(getOperation(), config, nullptr,
+                                /*maxReplans=*/4, /*keepRemarks=*/true)))
+      signalPassFailure();
+  }
+
+private:
+  LethePipelineConfig config;
+};
+} // namespace
+
 void lethe::registerLethePipelines() {
   PassPipelineRegistration<LethePipelineOptions>(
       "lethe-pipeline",
       "Plan, materialize, schedule, allocate and verify a training step "
       "(lethe-annotate-costs, lethe-plan, lethe-materialize, lethe-schedule, "
-      "lethe-assign-buffers, lethe-verify)",
+      "lethe-assign-buffers, lethe-verify), planning again for less when "
+      "packing leaves the arena above the budget",
       [](OpPassManager &pm, const LethePipelineOptions &options) {
-        buildLethePipeline(pm, options);
+        pm.addPass(std::make_unique<ReplanningPipeline>(options.toConfig()));
       });
 }
 
@@ -123,13 +160,14 @@ static void recordDecisions(ModuleOp module, PipelineOutcome &outcome) {
 LogicalResult lethe::runLethePipeline(ModuleOp module,
                                       const LethePipelineConfig &config,
                                       PipelineOutcome *outcome,
-                                      int maxReplans) {
+                                      int maxReplans, bool keepRemarks) {
   MLIRContext *context = module.getContext();
   PipelineOutcome local;
   PipelineOutcome &result = outcome ? *outcome : local;
   // Remarks are for lethe-opt users; the driver prints its own summary.
-  ScopedDiagnosticHandler dropRemarks(context, [](Diagnostic &diag) {
-    return success(diag.getSeverity() == DiagnosticSeverity::Remark);
+  ScopedDiagnosticHandler dropRemarks(context, [keepRemarks](Diagnostic &diag) {
+    return success(!keepRemarks &&
+                   diag.getSeverity() == DiagnosticSeverity::Remark);
   });
 
   LethePipelineConfig attempt = config;
@@ -180,6 +218,11 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
                << " re-plans for fragmentation; try a larger budget";
       attempt.plan.budget =
           std::to_string(*planBudget - (arena - result.budgetBytes));
+      if (keepRemarks)
+        module.emitRemark("lethe-pipeline: the packed device arena (")
+            << arena << " bytes) exceeds the budget (" << result.budgetBytes
+            << " bytes); planning again for " << attempt.plan.budget
+            << " bytes";
       continue;
     }
     // The program is checked against the budget the user asked for.

@@ -102,7 +102,8 @@ void buildPlanPhase(mlir::OpPassManager &pm, const LethePipelineConfig &config);
 void buildProgramPhase(mlir::OpPassManager &pm,
                        const LethePipelineConfig &config);
 
-/// Registers `lethe-pipeline`.
+/// Registers `lethe-pipeline`: runLethePipeline on the module (re-planning
+/// for fragmentation), remarks kept.
 void registerLethePipelines();
 
 /// What runLethePipeline did.
@@ -128,12 +129,14 @@ struct PipelineOutcome {
 /// Runs the pipeline on `module` in place and verifies the result. When the
 /// packed device arena exceeds the budget (fragmentation), plans again for
 /// the budget lowered by the overflow, up to `maxReplans` times. Remarks
-/// are dropped; errors go to the context's handler. On failure `module` is
-/// left as it was.
+/// are dropped unless `keepRemarks` (then each re-plan also gets one);
+/// errors go to the context's handler. On failure `module` is left as it
+/// was.
 mlir::LogicalResult runLethePipeline(mlir::ModuleOp module,
                                      const LethePipelineConfig &config,
                                      PipelineOutcome *outcome = nullptr,
-                                     int maxReplans = 4);
+                                     int maxReplans = 4,
+                                     bool keepRemarks = false);
 
 } // namespace lethe
 
