@@ -133,7 +133,7 @@ run_pair() {
   [[ -n ${LETHE_PP_DRY:-} ]] && args=(--mode=dry-run)
   local pids=()
   for s in 0 1; do
-    LETHE_NCCL_TIMEOUT_S=60 timeout "$limit" "$run" "$dir/programs/$v-s$s.so" \
+    LETHE_NCCL_TIMEOUT_S=30 timeout "$limit" "$run" "$dir/programs/$v-s$s.so" \
       "${args[@]}" --rank=$s --device=$s --json="$json/$v-s$s.$m.json" \
       > "$json/$v-s$s.$m.out" 2> "$json/$v-s$s.$m.err" &
     pids+=($!)
@@ -177,8 +177,8 @@ device() {
     if (( $(date +%s) - start > ${LETHE_PP_DEADLINE_S:-210} )); then
       echo "skipping $v: past the time limit" | tee -a "$json/skipped.txt"; continue
     fi
-    run_pair "$v" timing "$json" "$run" 75; local t=$?
-    run_pair "$v" checksum "$json" "$run" 45; local c=$?
+    run_pair "$v" timing "$json" "$run" 60; local t=$?
+    run_pair "$v" checksum "$json" "$run" 40; local c=$?
     echo "$v: timing exit $t, checksum exit $c at $(( $(date +%s) - start )) s"
     save
   done
