@@ -78,14 +78,14 @@ compile() {
           -o "$work/$name.mlir" 2> "$work/$name.log"
       else
         if ! compile_at "$budget" "$v" "$s" "$name"; then
-          # A policy that cannot meet the budget on this stage (every-n on
-          # the head stage, whose floor is its unplanned peak, once packing
-          # adds its gap) is compiled at the unplanned program's arena.
-          local least arena
-          least=$(grep -o 'least budget .*' "$work/$name.log" | grep -oE '\([0-9]+ B\)' | tail -1 | tr -dc 0-9)
+          # A policy that cannot meet the budget on this stage (the head
+          # stage's floor is its unplanned peak, which packing exceeds) is
+          # compiled at the unplanned program's arena, and noted.
+          local why arena
+          why=$(grep -m1 'error:' "$work/$name.log" | sed 's/.*error: //')
           arena=$(grep -o 'lethe.device_arena_bytes = [0-9]*' "$work/none-s$s.mlir" | head -1 | tr -dc 0-9)
-          [[ -n $least && -n $arena ]] &&
-            echo "$name: infeasible at $budget B (least $least B); compiled at the unplanned arena, $arena B" |
+          [[ -n $arena ]] &&
+            echo "$name: not at $budget B ($why); compiled at the unplanned arena, $arena B" |
               tee -a "$dir/notes.txt" &&
             compile_at "$arena" "$v" "$s" "$name"
         fi
