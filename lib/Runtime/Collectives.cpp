@@ -348,13 +348,14 @@ static LetheRtStatus pointToPoint(LetheRt *rt, bool isSend, const char *op,
                          std::string(op ? op : "");
     rt->p2pGroupBytes += buf.bytes;
   }
-  // Yielding copies pause while a transfer runs (CopyYield.cpp); a group
-  // holds one window from letheRtGroupStart to letheRtGroupEnd.
-  bool window = !rt->p2pGroupOpen;
-  if (window && beginCollectiveWindow(rt, at))
-    return rt->status;
+  // Point-to-point transfers open no copy-yield window (CopyYield.cpp): a
+  // posted receive waits for its peer, whose send may wait on compute that
+  // waits on a prefetch; pausing this rank's copies for the receive can
+  // close a cycle across the ranks (a 1F1B pair hung that way on two H200s,
+  // bench/results/gpu-pp.md). Collectives are safe: every rank reaches
+  // them in the same order.
   if (rt->dryRun || buf.bytes == 0)
-    return window ? endCollectiveWindow(rt, at) : LETHE_RT_OK;
+    return LETHE_RT_OK;
   // Bytes, whatever the dtype: nothing is computed, so the receiver gets
   // exactly the sender's bits (checksums agree across stages).
   void *ptr = rt->deviceArena + buf.offset;
@@ -372,9 +373,7 @@ static LetheRtStatus pointToPoint(LetheRt *rt, bool isSend, const char *op,
     checkNccl(rt, ncclRecv(ptr, buf.bytes, ncclUint8, peer, comm, stream), at,
               "ncclRecv");
   profile.reset();
-  if (rt->status != LETHE_RT_OK)
-    return rt->status;
-  return window ? endCollectiveWindow(rt, at) : LETHE_RT_OK;
+  return rt->status;
 #else
   (void)peer;
   return fail(rt, LETHE_RT_UNSUPPORTED,
@@ -411,7 +410,7 @@ extern "C" LetheRtStatus letheRtGroupStart(LetheRt *rt) {
   rt->p2pGroupLabel.clear();
   rt->p2pGroupBytes = 0;
 #if LETHE_RT_HAVE_NCCL
-  if (beginCollectiveWindow(rt, at) || rt->dryRun)
+  if (rt->dryRun)
     return rt->status;
   return checkNccl(rt, ncclGroupStart(), at, "ncclGroupStart");
 #else
@@ -432,15 +431,11 @@ extern "C" LetheRtStatus letheRtGroupEnd(LetheRt *rt) {
   rt->p2pGroupOpen = false;
 #if LETHE_RT_HAVE_NCCL
   if (rt->dryRun)
-    return endCollectiveWindow(rt, at);
-  {
-    std::string label = "group: " + rt->p2pGroupLabel;
-    ProfileScope profile(rt, LETHE_STREAM_COMM, label.c_str(),
-                         rt->p2pGroupBytes);
-    if (checkNccl(rt, ncclGroupEnd(), at, "ncclGroupEnd"))
-      return rt->status;
-  }
-  return endCollectiveWindow(rt, at);
+    return rt->status;
+  std::string label = "group: " + rt->p2pGroupLabel;
+  ProfileScope profile(rt, LETHE_STREAM_COMM, label.c_str(),
+                       rt->p2pGroupBytes);
+  return checkNccl(rt, ncclGroupEnd(), at, "ncclGroupEnd");
 #else
   return fail(rt, LETHE_RT_UNSUPPORTED,
               at + ": this runtime was built without NCCL");

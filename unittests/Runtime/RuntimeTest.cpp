@@ -355,6 +355,27 @@ TEST_F(DryRun, CollectivesOpenWindowsWhenYielding) {
   EXPECT_EQ(stats().collectiveWindows, 3u);
 }
 
+TEST_F(DryRun, PointToPointTransfersOpenNoWindow) {
+  // A posted receive waits for its peer; pausing copies for it can deadlock
+  // a pipeline pair (see pointToPoint), so transfers never raise the flag.
+  LetheRtStatus s = letheRtCommInit(rt, 2, 0, "/nonexistent/id");
+  if (s == LETHE_RT_UNSUPPORTED)
+    GTEST_SKIP() << message();
+  ASSERT_EQ(s, LETHE_RT_OK) << message();
+  ASSERT_EQ(letheRtSetCopyYield(rt, 4 * kMiB), LETHE_RT_OK);
+  LetheRtBuf a = {0, kMiB}, b = {kMiB, kMiB};
+  ASSERT_EQ(letheRtSend(rt, "s", a, LETHE_DTYPE_BF16, 1), LETHE_RT_OK);
+  ASSERT_EQ(letheRtGroupStart(rt), LETHE_RT_OK);
+  ASSERT_EQ(letheRtSend(rt, "gs", a, LETHE_DTYPE_BF16, 1), LETHE_RT_OK);
+  ASSERT_EQ(letheRtRecv(rt, "gr", b, LETHE_DTYPE_BF16, 1), LETHE_RT_OK);
+  ASSERT_EQ(letheRtGroupEnd(rt), LETHE_RT_OK) << message();
+  ASSERT_EQ(letheRtRecv(rt, "r", b, LETHE_DTYPE_BF16, 1), LETHE_RT_OK);
+  EXPECT_EQ(stats().collectiveWindows, 0u);
+  ASSERT_EQ(letheRtAllGather(rt, "ag", a, {kMiB, 2 * kMiB}, LETHE_DTYPE_BF16),
+            LETHE_RT_OK);
+  EXPECT_EQ(stats().collectiveWindows, 1u);
+}
+
 class CopyYieldEnv : public ::testing::Test {
 protected:
   void TearDown() override { unsetenv("LETHE_COPY_YIELD"); }
