@@ -780,7 +780,7 @@ llvm::Error Solver::polish(int64_t level) {
 }
 
 llvm::Error Solver::swapCostly(int64_t level) {
-  const size_t maxActivations = 1000, tries = 3;
+  const size_t maxActivations = 256, tries = 3;
   if (acts.size() > maxActivations)
     return llvm::Error::success();
   const Placement &placement = currentEval.placement;
