@@ -24,6 +24,7 @@
 
 #include "Json.h"
 #include "RuntimeImpl.h"
+#include "Samples.h"
 #include "lethe/Runtime/Tools.h"
 
 #include <algorithm>
@@ -48,22 +49,6 @@ const char *kCollectiveUsage =
     "[--nccl-id-file=PATH]\n"
     "         [--mib=256] [--copy-mib=1024] [--reps=7] [--device=N]\n"
     "         [--json=PATH] [--dry-run] [--yield-chunk-mib=8]\n";
-
-struct Stat {
-  double median = 0, min = 0, max = 0;
-};
-
-Stat statOf(std::vector<double> v) {
-  Stat s;
-  if (v.empty())
-    return s;
-  std::sort(v.begin(), v.end());
-  s.median = v.size() % 2 ? v[v.size() / 2]
-                          : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
 
 enum class Kind { AllGather, ReduceScatter };
 const char *kindName(Kind k) {
@@ -147,7 +132,7 @@ struct CollectiveBench {
   /// Milliseconds each lane takes from a common start, per round (median,
   /// min, max over the timed rounds). The lanes' work starts together on
   /// this GPU and, through the barrier, on every rank's.
-  std::vector<Stat> round(const std::vector<Lane> &lanes) {
+  std::vector<SampleSummary> round(const std::vector<Lane> &lanes) {
     std::vector<std::vector<double>> samples(lanes.size());
     for (int r = 0; ok && r < reps + 1; ++r) {
       check(letheRtAllReduce(rt, "bench barrier", barrier, barrier,
@@ -183,9 +168,9 @@ struct CollectiveBench {
           samples[i].push_back(ms);
       }
     }
-    std::vector<Stat> result;
+    std::vector<SampleSummary> result;
     for (auto &s : samples)
-      result.push_back(statOf(s));
+      result.push_back(summarize(s));
     return result;
   }
 
@@ -222,14 +207,6 @@ struct CollectiveBench {
     return ms > 0 ? (double)(world - 1) / world * shard * world / ms / 1e6 : 0;
   }
 };
-
-void writeStat(JsonWriter &json, const std::string &name, const Stat &s) {
-  json.key(name).beginObject();
-  json.field("median", s.median);
-  json.field("min", s.min);
-  json.field("max", s.max);
-  json.endObject();
-}
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
@@ -352,16 +329,16 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
   json.field("reps", b.reps);
 
   // Copies alone (every rank copying at once, as in training).
-  Stat d2hAlone{}, h2dAlone{};
+  SampleSummary d2hAlone{}, h2dAlone{};
   if (b.ok) {
     d2hAlone = b.round({d2hLane(1)})[0];
     h2dAlone = b.round({h2dLane(1)})[0];
-    std::vector<Stat> both = b.round({d2hLane(1), h2dLane(1)});
+    std::vector<SampleSummary> both = b.round({d2hLane(1), h2dLane(1)});
     json.key("copies").beginObject();
-    writeStat(json, "d2h_alone_ms", d2hAlone);
-    writeStat(json, "h2d_alone_ms", h2dAlone);
-    writeStat(json, "d2h_both_ms", both.size() > 0 ? both[0] : Stat{});
-    writeStat(json, "h2d_both_ms", both.size() > 1 ? both[1] : Stat{});
+    writeSummary(json, "d2h_alone_ms", d2hAlone);
+    writeSummary(json, "h2d_alone_ms", h2dAlone);
+    writeSummary(json, "d2h_both_ms", both.size() > 0 ? both[0] : SampleSummary{});
+    writeSummary(json, "h2d_both_ms", both.size() > 1 ? both[1] : SampleSummary{});
     json.field("d2h_gb_per_s", b.gbps(b.copy, d2hAlone.median));
     json.field("h2d_gb_per_s", b.gbps(b.copy, h2dAlone.median));
     json.field("d2h_gb_per_s_both",
@@ -374,20 +351,20 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
   for (Kind k : {Kind::AllGather, Kind::ReduceScatter}) {
     if (!b.ok)
       break;
-    Stat alone = b.round({collLane(k, 1)})[0];
+    SampleSummary alone = b.round({collLane(k, 1)})[0];
     // Copies repeated until they cover the contended collective (up to the
     // slowdown factor 3 assumed here), so it never runs uncontended.
     double copyMs = std::max(d2hAlone.median, h2dAlone.median);
     int copyRepeats =
         copyMs > 0 ? std::max(1, (int)std::ceil(3.0 * alone.median / copyMs))
                    : 1;
-    std::vector<Stat> besideD2H =
+    std::vector<SampleSummary> besideD2H =
         b.round({collLane(k, 1), d2hLane(copyRepeats)});
-    std::vector<Stat> besideBoth =
+    std::vector<SampleSummary> besideBoth =
         b.round({collLane(k, 1), d2hLane(copyRepeats), h2dLane(copyRepeats)});
     // The same with copies that yield to collectives (lib/Runtime/
     // CopyYield.cpp): chunks wait while the collective's window is open.
-    std::vector<Stat> besideBothYield;
+    std::vector<SampleSummary> besideBothYield;
     if (yieldChunk) {
       b.check(letheRtSetCopyYield(b.rt, yieldChunk));
       besideBothYield = b.round(
@@ -400,26 +377,26 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
                    ? (int)std::ceil(1.5 * 1.5 * copyMs / alone.median)
                    : 1;
     loop = b.agreeMax(std::min(loop, 2000));
-    std::vector<Stat> d2hDuring = b.round({collLane(k, loop), d2hLane(1)});
-    std::vector<Stat> h2dDuring = b.round({collLane(k, loop), h2dLane(1)});
-    std::vector<Stat> bothDuring =
+    std::vector<SampleSummary> d2hDuring = b.round({collLane(k, loop), d2hLane(1)});
+    std::vector<SampleSummary> h2dDuring = b.round({collLane(k, loop), h2dLane(1)});
+    std::vector<SampleSummary> bothDuring =
         b.round({collLane(k, loop), d2hLane(1), h2dLane(1)});
     if (!b.ok)
       break;
-    auto at = [](const std::vector<Stat> &v, size_t i) {
-      return i < v.size() ? v[i] : Stat{};
+    auto at = [](const std::vector<SampleSummary> &v, size_t i) {
+      return i < v.size() ? v[i] : SampleSummary{};
     };
     json.key(kindName(k)).beginObject();
-    writeStat(json, "alone_ms", alone);
-    writeStat(json, "beside_d2h_ms", at(besideD2H, 0));
-    writeStat(json, "beside_both_ms", at(besideBoth, 0));
+    writeSummary(json, "alone_ms", alone);
+    writeSummary(json, "beside_d2h_ms", at(besideD2H, 0));
+    writeSummary(json, "beside_both_ms", at(besideBoth, 0));
     json.field("bus_gb_per_s", b.busGbps(alone.median));
     json.field("slowdown_beside_d2h",
                ratio(at(besideD2H, 0).median, alone.median));
     json.field("slowdown_beside_both",
                ratio(at(besideBoth, 0).median, alone.median));
     if (yieldChunk) {
-      writeStat(json, "beside_both_yield_ms", at(besideBothYield, 0));
+      writeSummary(json, "beside_both_yield_ms", at(besideBothYield, 0));
       json.field("slowdown_beside_both_yield",
                  ratio(at(besideBothYield, 0).median, alone.median));
       json.field("yield_chunk_bytes", yieldChunk);
@@ -434,11 +411,11 @@ int lethe::rt::collectiveBenchMain(int argc, char **argv) {
                std::min(at(besideBoth, 1).median, at(besideBoth, 2).median) >=
                    at(besideBoth, 0).median);
     json.field("loop", loop);
-    writeStat(json, "loop_ms", at(d2hDuring, 0));
-    writeStat(json, "d2h_during_ms", at(d2hDuring, 1));
-    writeStat(json, "h2d_during_ms", at(h2dDuring, 1));
-    writeStat(json, "d2h_both_during_ms", at(bothDuring, 1));
-    writeStat(json, "h2d_both_during_ms", at(bothDuring, 2));
+    writeSummary(json, "loop_ms", at(d2hDuring, 0));
+    writeSummary(json, "d2h_during_ms", at(d2hDuring, 1));
+    writeSummary(json, "h2d_during_ms", at(h2dDuring, 1));
+    writeSummary(json, "d2h_both_during_ms", at(bothDuring, 1));
+    writeSummary(json, "h2d_both_during_ms", at(bothDuring, 2));
     json.field("d2h_gb_per_s_during", b.gbps(b.copy, at(d2hDuring, 1).median));
     json.field("h2d_gb_per_s_during", b.gbps(b.copy, at(h2dDuring, 1).median));
     json.field("d2h_gb_per_s_both_during",

@@ -270,14 +270,6 @@ LetheRtStatus enqueueYieldingCopy(LetheRt *rt, const std::string &at,
 
 } // namespace lethe::rt
 
-#define LETHE_RT_ENTER(rt)                                                     \
-  do {                                                                         \
-    if (!(rt))                                                                 \
-      return LETHE_RT_INVALID_ARGUMENT;                                        \
-    if ((rt)->status != LETHE_RT_OK)                                           \
-      return (rt)->status;                                                     \
-  } while (0)
-
 extern "C" LetheRtStatus letheRtSetCopyYield(LetheRt *rt, uint64_t chunkBytes) {
   LETHE_RT_ENTER(rt);
   if (chunkBytes && chunkBytes < kMinChunkBytes)

@@ -19,6 +19,7 @@
 
 #include "Json.h"
 #include "RuntimeImpl.h"
+#include "Samples.h"
 #include "lethe/Runtime/Hash.h"
 #include "lethe/Runtime/Tools.h"
 
@@ -494,31 +495,9 @@ int runChecksum(const Options &o, const Program &prog) {
 // Timing mode
 //===----------------------------------------------------------------------===//
 
-struct Summary {
-  double median = 0, min = 0, max = 0;
-};
-
-Summary summarize(std::vector<double> v) {
-  Summary s;
-  if (v.empty())
-    return s;
-  std::sort(v.begin(), v.end());
-  s.median = v.size() % 2 ? v[v.size() / 2]
-                          : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
-
 void writeSummary(JsonWriter &json, const std::string &name,
                   const std::vector<double> &ms) {
-  Summary s = summarize(ms);
-  json.key(name).beginObject();
-  json.field("median", s.median);
-  json.field("min", s.min);
-  json.field("max", s.max);
-  json.field("n", (int)ms.size());
-  json.endObject();
+  writeSummary(json, name, summarize(ms), static_cast<int>(ms.size()));
 }
 
 /// Times `count` launches of `enqueue` back to back on the compute stream.

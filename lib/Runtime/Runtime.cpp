@@ -163,14 +163,6 @@ LetheRtStatus launchReplayOrHash(LetheRt *rt, const std::string &at,
 
 } // namespace lethe::rt
 
-#define LETHE_RT_ENTER(rt)                                                     \
-  do {                                                                         \
-    if (!(rt))                                                                 \
-      return LETHE_RT_INVALID_ARGUMENT;                                        \
-    if ((rt)->status != LETHE_RT_OK)                                           \
-      return (rt)->status;                                                     \
-  } while (0)
-
 static bool validStream(LetheRtStream stream) {
   return (int)stream >= 0 && (int)stream < LETHE_RT_NUM_STREAMS;
 }

@@ -194,4 +194,14 @@ LetheRtStatus enqueueYieldingCopy(LetheRt *rt, const std::string &at,
 
 } // namespace lethe::rt
 
+/// Starts every C API entry point: a null handle is an invalid argument,
+/// and a failed runtime answers with its sticky status.
+#define LETHE_RT_ENTER(rt)                                                     \
+  do {                                                                         \
+    if (!(rt))                                                                 \
+      return LETHE_RT_INVALID_ARGUMENT;                                        \
+    if ((rt)->status != LETHE_RT_OK)                                           \
+      return (rt)->status;                                                     \
+  } while (0)
+
 #endif // LETHE_LIB_RUNTIME_RUNTIMEIMPL_H

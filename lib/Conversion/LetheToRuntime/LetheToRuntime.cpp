@@ -183,6 +183,12 @@ private:
   LogicalResult lowerRelease(ReleaseOp release);
   LogicalResult lowerCollective(CollectiveOp collective);
   LogicalResult lowerPointToPoint(CollectiveOp collective);
+  /// Collectives and transfers run on the comm stream of one communicator
+  /// (`what` names them in the error); records its size in worldSize.
+  LogicalResult checkOnCommStream(CollectiveOp collective, StringRef what);
+  /// The runtime buffer expression of `value`, which `collective` sends or
+  /// receives.
+  FailureOr<std::string> commBuffer(CollectiveOp collective, Value value);
   LogicalResult emitP2PGroup(ArrayRef<Operation *> ops, size_t first,
                              size_t last, int64_t group);
 
@@ -740,66 +746,41 @@ LogicalResult Lowering::lowerCollective(CollectiveOp collective) {
     return collective.emitError("lethe-lower-to-runtime: the runtime has no ")
            << stringifyCollectiveKind(collective.getKind()) << " collective";
   }
-  if (getOpStream(collective) != Stream::Comm)
-    return collective.emitError("lethe-lower-to-runtime: ")
-           << describe(collective) << " is on the "
-           << stringifyStream(getOpStream(collective))
-           << " stream; the runtime runs collectives on comm";
-  int32_t group = collective.getGroup().size();
-  if (worldSize && worldSize != group)
-    return collective.emitError("lethe-lower-to-runtime: a group of ")
-           << group << " ranks, but an earlier collective spans " << worldSize;
-  worldSize = group;
-
-  // Send and receive buffers: the tensors as the collective sees them, which
-  // must be whole row-major prefixes of their storages.
-  auto buffer = [&](Value value, std::string &text) -> LogicalResult {
-    std::string why;
-    std::optional<RowMajorView> view = getRowMajorView(value, why);
-    if (!view || view->transposed)
-      return collective.emitError("lethe-lower-to-runtime: ")
-             << ssa(value) << " is not a row-major tensor"
-             << (why.empty() ? "" : ": " + why);
-    const Slot *slot;
-    if (failed(requireSlot(collective, view->storage, slot)))
-      return failure();
-    text = bufExpr(*slot, getTypeBytes(value.getType()));
-    return success();
-  };
-  std::string send, recv;
-  if (failed(buffer(collective.getInput(), send)) ||
-      failed(buffer(collective.getResult(), recv)))
+  if (failed(checkOnCommStream(collective, "collectives")))
     return failure();
-  comment(describe(collective) + " over " + std::to_string(group) + " ranks");
+  FailureOr<std::string> send = commBuffer(collective, collective.getInput());
+  FailureOr<std::string> recv = commBuffer(collective, collective.getResult());
+  if (failed(send) || failed(recv))
+    return failure();
+  comment(describe(collective) + " over " + std::to_string(worldSize) +
+          " ranks");
   call(collective.getLoc(), callee,
        {opaque(opLabel(stringifyCollectiveKind(collective.getKind()),
                        collective.getName())),
-        opaque(send), opaque(recv),
+        opaque(*send), opaque(*recv),
         opaque(fillDType(collective.getResult().getType()))});
   return success();
 }
 
-LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
-  bool isSend = collective.getKind() == CollectiveKind::Send;
+LogicalResult Lowering::checkOnCommStream(CollectiveOp collective,
+                                          StringRef what) {
   if (getOpStream(collective) != Stream::Comm)
     return collective.emitError("lethe-lower-to-runtime: ")
            << describe(collective) << " is on the "
            << stringifyStream(getOpStream(collective))
-           << " stream; the runtime runs point-to-point transfers on comm";
+           << " stream; the runtime runs " << what << " on comm";
   int32_t group = collective.getGroup().size();
   if (worldSize && worldSize != group)
     return collective.emitError("lethe-lower-to-runtime: a group of ")
            << group << " ranks, but an earlier collective spans " << worldSize;
   worldSize = group;
-  int64_t peer = *collective.getPeer();
-  if (auto pipeline =
-          func->getAttrOfType<DictionaryAttr>("lethe.pipeline"))
-    if (auto stage = pipeline.getAs<IntegerAttr>("stage");
-        stage && stage.getInt() == peer)
-      return collective.emitError("lethe-lower-to-runtime: ")
-             << describe(collective) << " names its own stage " << peer
-             << " as the peer";
-  Value value = isSend ? collective.getInput() : collective.getResult();
+  return success();
+}
+
+FailureOr<std::string> Lowering::commBuffer(CollectiveOp collective,
+                                            Value value) {
+  // The tensor as the transfer sees it: a whole row-major prefix of its
+  // storage.
   std::string why;
   std::optional<RowMajorView> view = getRowMajorView(value, why);
   if (!view || view->transposed)
@@ -809,13 +790,31 @@ LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
   const Slot *slot;
   if (failed(requireSlot(collective, view->storage, slot)))
     return failure();
+  return bufExpr(*slot, getTypeBytes(value.getType()));
+}
+
+LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
+  bool isSend = collective.getKind() == CollectiveKind::Send;
+  if (failed(checkOnCommStream(collective, "point-to-point transfers")))
+    return failure();
+  int64_t peer = *collective.getPeer();
+  if (auto pipeline =
+          func->getAttrOfType<DictionaryAttr>("lethe.pipeline"))
+    if (auto stage = pipeline.getAs<IntegerAttr>("stage");
+        stage && stage.getInt() == peer)
+      return collective.emitError("lethe-lower-to-runtime: ")
+             << describe(collective) << " names its own stage " << peer
+             << " as the peer";
+  Value value = isSend ? collective.getInput() : collective.getResult();
+  FailureOr<std::string> buffer = commBuffer(collective, value);
+  if (failed(buffer))
+    return failure();
   comment(describe(collective) + (isSend ? " to rank " : " from rank ") +
           std::to_string(peer));
   call(collective.getLoc(), isSend ? "letheRtSend" : "letheRtRecv",
        {opaque(opLabel(stringifyCollectiveKind(collective.getKind()),
                        collective.getName())),
-        opaque(bufExpr(*slot, getTypeBytes(value.getType()))),
-        opaque(fillDType(value.getType())),
+        opaque(*buffer), opaque(fillDType(value.getType())),
         builder.getI32IntegerAttr(static_cast<int32_t>(peer))});
   return success();
 }
