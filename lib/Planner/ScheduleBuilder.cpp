@@ -351,28 +351,24 @@ llvm::Expected<Schedule> Builder::build() {
   // returned storages live to the end.
   // Group the frees by op first (a counting sort): appending to the ops in
   // program order touches them sequentially instead of at random.
+  auto freedAtLastRead = [&](size_t buffer, const auto &info) {
+    if (explicitFree[buffer] || info.isHost())
+      return false;
+    int32_t s = analysis.storageIndex(info.storage);
+    return !storages[s].isOutput || info.origin == BufferOrigin::Recomputed;
+  };
   std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
   std::vector<BufferId> freed;
-  for (auto [buffer, info] : llvm::enumerate(schedule.buffers)) {
-    if (explicitFree[buffer] || info.isHost())
-      continue;
-    int32_t s = analysis.storageIndex(info.storage);
-    if (storages[s].isOutput && info.origin != BufferOrigin::Recomputed)
-      continue;
-    ++firstFree[lastReader[buffer] + 1];
-  }
+  for (auto [buffer, info] : llvm::enumerate(schedule.buffers))
+    if (freedAtLastRead(buffer, info))
+      ++firstFree[lastReader[buffer] + 1];
   for (size_t k = 1; k < firstFree.size(); ++k)
     firstFree[k] += firstFree[k - 1];
   freed.resize(firstFree.back());
   std::vector<int32_t> fill(firstFree.begin(), firstFree.end() - 1);
-  for (auto [buffer, info] : llvm::enumerate(schedule.buffers)) {
-    if (explicitFree[buffer] || info.isHost())
-      continue;
-    int32_t s = analysis.storageIndex(info.storage);
-    if (storages[s].isOutput && info.origin != BufferOrigin::Recomputed)
-      continue;
-    freed[fill[lastReader[buffer]]++] = static_cast<BufferId>(buffer);
-  }
+  for (auto [buffer, info] : llvm::enumerate(schedule.buffers))
+    if (freedAtLastRead(buffer, info))
+      freed[fill[lastReader[buffer]]++] = static_cast<BufferId>(buffer);
   for (size_t k = 0; k < schedule.ops.size(); ++k)
     for (int32_t f = firstFree[k]; f < firstFree[k + 1]; ++f)
       schedule.ops[k].frees.push_back(freed[f]);
