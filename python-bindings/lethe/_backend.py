@@ -1,14 +1,18 @@
-"""`lethe.torch.backend`: a torch.compile backend (torch 2.x) and an
-`aot_module` wrapper (torch 1.13) that plan activation memory with Lethe.
+"""`lethe.torch.backend`: a torch.compile backend that plans activation
+memory with Lethe.
 
-AOTAutograd traces the training step into one joint forward+backward graph
-and hands it to a partition function. Ours exports the joint graph to
-Lethe's JSON (in memory, through the exporter's code), asks Lethe for a
-plan under the budget, and splits the graph so that the forward saves what
-Lethe retains, the backward re-runs what Lethe recomputes, and offloaded
-values travel to pinned host memory and back on side streams
-(lethe/_partition.py, lethe/_offload.py). The forward and backward graphs
-then run eagerly, op by op, as AOTAutograd's boxed functions.
+With `compiler="inductor"` (the default where torch has the hooks, torch
+>= 2.9) the backend is inductor itself with Lethe as its partitioner
+(lethe._inductor): the forward and backward are compiled with fusion, and
+Lethe decides what the forward saves, what the backward re-runs and what
+travels to host memory.
+
+With `compiler="eager"` (torch 1.13, and bitwise checks against eager
+PyTorch) AOTAutograd's joint graph is exported to Lethe's JSON, planned, and
+split by lethe._partition so that the forward saves what Lethe retains, the
+backward re-runs what Lethe recomputes, and offloaded values travel to
+pinned host memory and back on side streams (lethe._offload); the two
+graphs then run eagerly, op by op.
 """
 
 import json
@@ -17,7 +21,7 @@ import time
 
 import torch
 
-from lethe import _partition
+from lethe import _inductor, _partition
 from lethe._joint_graph import JointCapture, build_graph_json
 from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
 from lethe._planclient import (InfeasibleBudgetError, LethePlan, PlanError,
@@ -27,16 +31,25 @@ __all__ = ["Backend", "backend", "InfeasibleBudgetError", "PlanError",
            "GraphPlan"]
 
 
-def backend(budget="40%", policy="auto", device="h200", **options):
+def backend(budget="40%", policy="auto", device=None, **options):
     """A Lethe backend: `torch.compile(model, backend=lethe.torch.backend(
-    budget="40%"))` on torch 2.x, or `lethe.torch.backend(...)(model)`,
-    which on torch 1.13 wraps the module with functorch's `aot_module`
-    (and on torch 2.x calls torch.compile).
+    budget="40%"), dynamic=False)` on torch 2.x, or
+    `lethe.torch.backend(...)(model)`, which calls torch.compile (with
+    `dynamic=False`) or, on torch 1.13, wraps the module with functorch's
+    `aot_module`.
 
-    budget: device bytes the step may allocate besides its inputs: bytes,
-      "12GiB", or a percentage of the unplanned peak ("40%"); None: no limit.
+    budget: device bytes the step may allocate besides its inputs: bytes
+      (an int of at least 1 MiB), "12GiB", a percentage of the unplanned
+      peak ("40%") or a float share in (0, 1]; None: no limit. The budget
+      applies to each compiled graph: after a graph break, give a share.
     policy: none, full, every-n, selective-op, offload-all or auto.
-    device: the device profile Lethe plans for (h200, h100, or a JSON file).
+    device: the device profile Lethe plans for (h200, h100, a100, or a JSON
+      file); None: the profile of this process's GPU.
+    compiler: "inductor" (compile with fusion, Lethe as the partitioner;
+      the default on a torch that has the hooks) or "eager".
+    inductor_options: further inductor config patches (inductor only).
+    costs: measured op times in µs by joint-graph node name (inductor only;
+      lethe.torch.measure_costs gathers them).
     Keyword options: `offload` (True / False / "auto": on CUDA only),
     `prefetch` ("plan": where Lethe scheduled the H2D copy, or "layer": one
     layer ahead of the first use), `replay_rng` (let Lethe recompute RNG ops;
@@ -83,26 +96,50 @@ class GraphPlan:
 class Backend:
     """See `backend`. `plans` lists a GraphPlan per compiled graph."""
 
-    def __init__(self, budget="40%", policy="auto", device="h200", *,
+    def __init__(self, budget="40%", policy="auto", device=None, *,
                  offload="auto", prefetch="plan", replay_rng=False,
-                 dump_dir=None, planner=None, **plan_options):
+                 dump_dir=None, planner=None, compiler=None,
+                 inductor_options=None, costs=None, **plan_options):
         if prefetch not in ("plan", "layer"):
             raise ValueError(f"prefetch must be 'plan' or 'layer', got "
                              f"'{prefetch}'")
         if offload not in (True, False, "auto"):
             raise ValueError("offload must be True, False or 'auto'")
-        if isinstance(budget, float) and 0 < budget <= 1:
-            budget = f"{budget * 100:g}%"
-        self.budget = budget
+        if compiler is None:
+            compiler = "inductor" if _has_inductor_hooks() else "eager"
+        if compiler not in ("inductor", "eager"):
+            raise ValueError(f"compiler must be 'inductor' or 'eager', got "
+                             f"{compiler!r}")
+        self.compiler = compiler
+        self.inductor_options = dict(inductor_options or {})
+        self.budget = _inductor.normalize_budget(budget)
         self.policy = policy
-        self.device = device
+        self.device = device or _inductor.default_device_profile()
+        if compiler == "inductor":
+            if prefetch != "plan":
+                raise ValueError("prefetch='layer' is for compiler='eager'")
+            self.partitioner = _inductor.LethePartitioner(
+                budget, policy, self.device, offload=offload,
+                replay_rng=replay_rng, planner=planner, costs=costs,
+                dump_dir=dump_dir, **plan_options)
+        elif costs:
+            raise ValueError("costs= is for compiler='inductor'")
         self.offload = offload
         self.prefetch = prefetch
         self.replay_rng = replay_rng
         self.dump_dir = dump_dir
         self.planner = planner
         self.plan_options = plan_options
-        self.plans = []
+        self._plans = []
+
+    @property
+    def plans(self):
+        """The newest records of what was planned, one per compiled graph
+        (GraphPlan for eager, lethe._inductor.PartitionRecord for
+        inductor)."""
+        if self.compiler == "inductor":
+            return self.partitioner.records
+        return self._plans
 
     # --- entry points -----------------------------------------------------
 
@@ -111,9 +148,15 @@ class Backend:
             if not isinstance(model, torch.nn.Module):
                 raise TypeError("backend(...)(model) takes a torch.nn.Module")
             if hasattr(torch, "compile"):
-                return torch.compile(model, backend=self)
+                # Lethe plans static shapes: no automatic dynamic recompile.
+                return torch.compile(model, backend=self, dynamic=False)
             return self.wrap_module(model)
         # torch.compile calls backends with (GraphModule, example inputs).
+        if self.compiler == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+            patches = {"custom_partitioner_fn": self.partitioner,
+                       **self.inductor_options}
+            return compile_fx(model, example_inputs, config_patches=patches)
         from torch._dynamo.backends.common import aot_autograd
         compiler = aot_autograd(fw_compiler=_boxed_eager,
                                 bw_compiler=_boxed_eager,
@@ -145,7 +188,8 @@ class Backend:
         fwd_names = {n.name for n in default_fw.graph.nodes}
         device = _device_of(joint_inputs)
         graph = _export(joint_module, joint_inputs, default_fw, default_bw,
-                        num_fwd_outputs, device)
+                        num_fwd_outputs, device,
+                        kwargs.get("static_lifetime_input_indices"))
 
         offload_ok = (self.offload is True or
                       (self.offload == "auto" and device.type == "cuda"))
@@ -154,9 +198,10 @@ class Backend:
         if not offload_ok:  # documented: offload -> retain without CUDA
             decisions = {k: Decision(RETAIN) if d.kind == OFFLOAD else d
                          for k, d in decisions.items()}
-        if self.prefetch == "layer":
-            for d in decisions.values():
-                d.prefetch_after = None
+        if self.prefetch == "layer":  # copies: plan.decisions stays as planned
+            decisions = {k: Decision(d.kind, d.release_after, None,
+                                     d.restore_before)
+                         for k, d in decisions.items()}
 
         info = PartitionInfo()
         storages = _partition._Storages(joint_module, graph)
@@ -180,8 +225,12 @@ class Backend:
             _partition.insert_offload(fw, bw, offloaded_names, storages,
                                       decisions, names_by_id, device, info,
                                       num_fwd_outputs)
-        record = GraphPlan(plan, info, graph, time.perf_counter() - start)
-        self.plans.append(record)
+        # The graph JSON is kept only when it is dumped: a run that
+        # recompiles must not hold every graph it planned.
+        record = GraphPlan(plan, info, graph if self.dump_dir else None,
+                           time.perf_counter() - start)
+        self._plans.append(record)
+        del self._plans[:-_inductor._MAX_RECORDS]
         if self.dump_dir:
             self._dump(record)
         return fw, bw
@@ -210,7 +259,7 @@ class Backend:
 
     def _dump(self, record):
         os.makedirs(self.dump_dir, exist_ok=True)
-        k = len(self.plans) - 1
+        k = len(os.listdir(self.dump_dir))
         for name, doc in ((f"graph{k}.json", record.graph),
                           (f"plan{k}.json", record.plan.raw),
                           (f"summary{k}.json", record.summary())):
@@ -224,15 +273,16 @@ _export_cache = {}
 _EXPORT_CACHE_SIZE = 4
 
 
-def _export(joint_module, joint_inputs, fw, bw, num_fwd_outputs, device):
+def _export(joint_module, joint_inputs, fw, bw, num_fwd_outputs, device,
+            static_indices=None):
     primals, tangents = _flatten_inputs(joint_inputs)
-    key = (joint_module.code, str(device), tuple(
+    key = (joint_module.code, str(device), tuple(static_indices or ()), tuple(
         (tuple(t.shape), str(t.dtype)) if isinstance(t, torch.Tensor)
         else repr(t) for t in primals + tangents))
     if key in _export_cache:
         return _export_cache[key]
     capture = _joint_capture(joint_module, joint_inputs, fw, bw,
-                             num_fwd_outputs)
+                             num_fwd_outputs, static_indices)
     graph, _ = build_graph_json(capture, time_ops=False, replay_mode="auto")
     graph = {"model": "lethe.torch.backend", "device": str(device),
              "torch": torch.__version__, "nodes": graph["nodes"],
@@ -261,12 +311,41 @@ def _flat(args):
     return out
 
 
+def _has_inductor_hooks():
+    try:
+        _inductor.require_inductor_hooks()
+        return True
+    except RuntimeError:
+        return False
+
+
 def _default_partition(joint_module, joint_inputs, **kwargs):
+    """torch's default_partition with the arguments it takes (AOTAutograd
+    and inductor pass others, such as `compiler`)."""
+    import inspect
     try:
         from torch._functorch.partitioners import default_partition
     except ImportError:
         from functorch.compile import default_partition
+    params = inspect.signature(default_partition).parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        kwargs = {k: v for k, v in kwargs.items() if k in params}
+    if _has_checkpoint_tags(joint_module):
+        # default_partition hands tagged graphs to min-cut: the "eager"
+        # forward/backward split Lethe starts from would be min-cut's.
+        raise PlanError(
+            "the compiled region uses torch.utils.checkpoint (or a SAC "
+            "policy): with compiler='eager' Lethe plans the eager step and "
+            "cannot start from checkpointed regions; remove the "
+            "checkpointing or use compiler='inductor'")
     return default_partition(joint_module, joint_inputs, **kwargs)
+
+
+def _has_checkpoint_tags(joint_module):
+    for n in joint_module.graph.nodes:
+        if n.meta.get("recompute") is not None:
+            return True
+    return False
 
 
 def _extract(joint_module, saved, num_fwd_outputs, kwargs):
@@ -322,8 +401,12 @@ def _device_of(joint_inputs):
     return torch.device("cpu")
 
 
-def _joint_capture(joint, joint_inputs, fw, bw, num_fwd_outputs):
-    """The exporter's JointCapture for a partition function's arguments."""
+def _joint_capture(joint, joint_inputs, fw, bw, num_fwd_outputs,
+                   static_indices=None):
+    """The exporter's JointCapture for a partition function's arguments.
+    Parameters are the primals AOTAutograd calls static-lifetime inputs
+    (where it says; torch 1.13 does not): an activation that enters after a
+    graph break also requires grad, but it is an input, not a parameter."""
     primal_nodes = [n for n in joint.graph.nodes if n.op == "placeholder"
                     and not n.name.startswith("tangents")]
     values, _ = _flatten_inputs(joint_inputs)
@@ -331,8 +414,11 @@ def _joint_capture(joint, joint_inputs, fw, bw, num_fwd_outputs):
         raise PlanError(f"the joint graph has {len(primal_nodes)} primals, "
                         f"AOTAutograd passed {len(values)}")
     primals = []
-    for node, value in zip(primal_nodes, values):
-        is_param = isinstance(value, torch.Tensor) and value.requires_grad
+    for i, (node, value) in enumerate(zip(primal_nodes, values)):
+        if static_indices is not None:
+            is_param = i in static_indices
+        else:
+            is_param = isinstance(value, torch.Tensor) and value.requires_grad
         primals.append({"name": node.name,
                         "kind": "param" if is_param else "input",
                         "buffer": False, "value": value, "source": value})

@@ -35,8 +35,23 @@ from lethe._joint_graph import (ExportError, JointCapture, build_graph_json,
 
 from lethe._backend import (Backend, GraphPlan, InfeasibleBudgetError,
                             PlanError, backend)
+from lethe._fused_graph import PlanGraphError
+
+
+def partitioner(budget="40%", policy="auto", device=None, **options):
+    """Lethe as inductor's partitioner, for users who compile with their own
+    options: `torch.compile(model, dynamic=False, options={
+    "custom_partitioner_fn": lethe.torch.partitioner(budget="50%")})`.
+    Arguments as `backend` takes them (torch >= 2.9). Its `records` list
+    what was planned for each compiled graph (newest last): the plan, the
+    values saved, the offloaded ones and every difference between the plan
+    and the partition (`mismatches`)."""
+    from lethe._inductor import LethePartitioner
+    return LethePartitioner(budget, policy, device, **options)
+
 
 __all__ = ["export_training_step", "ExportError", "is_rng_op", "backend",
+           "partitioner", "PlanGraphError",
            "Backend", "GraphPlan", "InfeasibleBudgetError", "PlanError"]
 
 

@@ -1,0 +1,304 @@
+"""Lethe's graph of a joint forward+backward graph *as inductor runs it*.
+
+Inductor fuses chains of pointwise and view ops into one kernel: the values
+inside a chain never reach device memory, and re-running a chain in the
+backward costs only the bytes it reads. Planning the unfused ATen graph
+therefore counts memory that never exists and prices recomputation at
+eager cost. This module builds the graph Lethe plans from the decomposed
+joint graph that inductor's partitioner receives (graphs/SCHEMA.md layout):
+
+- a node whose only user is a fusible op (pointwise, view, reduction) of
+  the same phase is *folded* into that user: it disappears, and its user
+  reads the folded node's operands instead (so the bandwidth cost model
+  charges the fused kernel for the extra bytes it reads);
+- every other node is *materialized*: outputs of matmuls, convolutions,
+  attention, reductions, gathers, random ops, values with several users or
+  read by the other phase. Only these carry memory and decisions.
+
+Fusibility is inductor's own (`torch._functorch.partitioners.
+get_default_op_list`, the op lists min-cut uses), so the fold follows the
+installed torch. Node names are the FX node names: they survive into the
+partitioned forward and backward graphs, and the plan refers to them.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import torch
+import torch.fx as fx
+
+from lethe._joint_graph import _dtype_name, _schema_aliases, node_scope
+
+__all__ = ["FusedGraph", "build_fused_graph", "PlanGraphError"]
+
+
+class PlanGraphError(ValueError):
+    """The joint graph cannot be described to Lethe (dynamic shapes, ...)."""
+
+
+@dataclass
+class FusedGraph:
+    """The Lethe graph (`doc`) and how it maps onto the FX graph."""
+
+    doc: Dict[str, Any]
+    # JSON id -> the FX node it stands for (None for the output nodes).
+    fx_of: Dict[int, Optional[fx.Node]] = field(default_factory=dict)
+    # FX node -> JSON id of the node it is folded into (itself if kept).
+    root_of: Dict[fx.Node, int] = field(default_factory=dict)
+    # FX nodes folded into another node.
+    folded: Set[fx.Node] = field(default_factory=set)
+    forward: Set[fx.Node] = field(default_factory=set)
+
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, fx.Node) else None
+
+
+def _check_static(n: fx.Node, value: Any) -> None:
+    for t in value if isinstance(value, (list, tuple)) else (value,):
+        if isinstance(t, torch.Tensor) and any(
+                not isinstance(s, int) for s in t.shape):
+            raise PlanGraphError(
+                f"node '{n.name}' has a dynamic shape {tuple(t.shape)}: Lethe "
+                "plans static shapes only; compile with dynamic=False "
+                "(torch.compile(..., dynamic=False) or "
+                "torch._dynamo.config.automatic_dynamic_shapes = False)")
+
+
+def _outputs(value: Any) -> List[Dict[str, Any]]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for t in values:
+        if isinstance(t, torch.Tensor):
+            out.append({"shape": list(t.shape), "dtype": _dtype_name(t.dtype),
+                        "bytes": t.numel() * t.element_size()})
+        else:
+            out.append({"shape": None, "dtype": "none", "bytes": 0})
+    return out
+
+
+def _is_tensor_node(n: fx.Node) -> bool:
+    v = _val(n)
+    if isinstance(v, torch.Tensor):
+        return True
+    return isinstance(v, (list, tuple)) and any(
+        isinstance(t, torch.Tensor) for t in v)
+
+
+def _is_tuple_node(n: fx.Node) -> bool:
+    return isinstance(_val(n), (list, tuple))
+
+
+def _value_of(arg: fx.Node) -> Optional[Tuple[fx.Node, int]]:
+    """(producer, output index) of a tensor argument; getitems of tuple
+    nodes address the tuple node's output."""
+    if arg.op == "call_function" and arg.target is operator.getitem \
+            and isinstance(arg.args[0], fx.Node) \
+            and _is_tuple_node(arg.args[0]):
+        return arg.args[0], int(arg.args[1])
+    if not isinstance(_val(arg), torch.Tensor):
+        return None
+    return arg, 0
+
+
+def _tensor_args(n: fx.Node) -> List[fx.Node]:
+    out: List[fx.Node] = []
+    for a in n.all_input_nodes:
+        if a not in out and _value_of(a) is not None:
+            out.append(a)
+    return out
+
+
+def _tensor_users(n: fx.Node) -> List[fx.Node]:
+    """Users of n's value, seen through the getitems of a tuple node."""
+    users = []
+    for u in n.users:
+        if u.op == "call_function" and u.target is operator.getitem \
+                and _is_tuple_node(n):
+            users.extend(u.users)
+        else:
+            users.append(u)
+    return users
+
+
+def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
+                      num_fwd_outputs: int,
+                      static_inputs: Set[fx.Node],
+                      device: str = "cuda",
+                      fold: bool = True) -> FusedGraph:
+    """The Lethe graph of `gm`. `forward`: the joint graph's forward nodes
+    (min-cut's `required_fw_nodes`); `static_inputs`: primals with a static
+    lifetime (parameters and buffers: AOTAutograd's
+    `static_lifetime_input_indices`); other primals are inputs, whatever
+    their `requires_grad` (an activation entering after a graph break)."""
+    from torch._functorch.partitioners import get_default_op_list
+    op_types = get_default_op_list()
+    nodes = list(gm.graph.nodes)
+    for n in nodes:
+        if n.op in ("placeholder", "call_function"):
+            _check_static(n, _val(n))
+
+    def phase(n: fx.Node) -> str:
+        if n.op == "placeholder":
+            return "bwd" if n.name.startswith("tangents") else "fwd"
+        return "fwd" if n in forward else "bwd"
+
+    def fusible(n: fx.Node) -> bool:
+        return n.op == "call_function" and op_types.is_fusible(n) \
+            and not op_types.is_random(n)
+
+    # A node folds into its one user when both are fusible and of one phase
+    # and the node is pointwise or a view (a reduction's small result is
+    # kept: its producer chain is what fuses into it).
+    root: Dict[fx.Node, fx.Node] = {}
+    folded: Set[fx.Node] = set()
+    for n in reversed(nodes):
+        root[n] = n
+        if not fold or n.op != "call_function" or _is_tuple_node(n) \
+                or not isinstance(_val(n), torch.Tensor) or not fusible(n):
+            continue
+        if n.target is operator.getitem:
+            continue
+        users = _tensor_users(n)
+        if len(users) != 1 or len(n.users) != 1:
+            continue
+        (u,) = users
+        if u.op != "call_function" or not fusible(u) \
+                or phase(u) != phase(n) or u.target is operator.getitem:
+            continue
+        root[n] = root[u]
+        folded.add(n)
+
+    members: Dict[fx.Node, List[fx.Node]] = {}
+    for n in nodes:
+        members.setdefault(root[n], []).append(n)
+
+    doc_nodes: List[Dict[str, Any]] = []
+    fused = FusedGraph(doc={}, folded=folded, forward=set(forward))
+    ids: Dict[fx.Node, int] = {}
+
+    def add(entry: Dict[str, Any], fx_node: Optional[fx.Node]) -> int:
+        entry["id"] = len(doc_nodes)
+        doc_nodes.append(entry)
+        fused.fx_of[entry["id"]] = fx_node
+        if fx_node is not None:
+            ids[fx_node] = entry["id"]
+        return entry["id"]
+
+    def ref(arg: fx.Node) -> Optional[List[int]]:
+        v = _value_of(arg)
+        if v is None:
+            return None
+        producer, index = v
+        producer = root[producer]
+        if producer not in ids:
+            raise PlanGraphError(f"'{arg.name}' is read before it is "
+                                 "defined in the joint graph")
+        return [ids[producer], index]
+
+    def op_entry(n: fx.Node, ph: str) -> Dict[str, Any]:
+        group = members[n]
+        inside = set(group)
+        inputs: List[List[int]] = []
+        for m in group:
+            for a in _tensor_args(m):
+                producer = _value_of(a)[0]
+                if producer in inside or a in inside:
+                    continue
+                r = ref(a)
+                if r is not None and r not in inputs:
+                    inputs.append(r)
+        outputs = _outputs(_val(n))
+        if len(group) == 1 and n.target is not operator.getitem:
+            # A view keeps its alias to the operand it views; once a chain
+            # folds into it, it writes a buffer of its own.
+            for i, k in enumerate(_schema_aliases(n.target)[:len(outputs)]):
+                if k is None or i >= len(outputs):
+                    continue
+                args = n.args
+                if k < len(args) and isinstance(args[k], fx.Node):
+                    r = ref(args[k])
+                    if r is not None and r in inputs:
+                        outputs[i]["alias"] = inputs.index(r)
+        entry = {"name": n.name, "op": _op_name(n), "kind": "op",
+                 "phase": ph, "graph": 0, "inputs": inputs,
+                 "outputs": outputs, "time_us": None}
+        if len(group) > 1:
+            entry["fused"] = [m.name for m in group if m is not n]
+        scope = node_scope(n)
+        if scope:
+            entry["scope"] = scope
+        seq = n.meta.get("seq_nr")
+        if isinstance(seq, int):
+            entry["seq_nr"] = seq
+        return entry
+
+    primals = [n for n in nodes if n.op == "placeholder"
+               and not n.name.startswith("tangents")]
+    tangents = [n for n in nodes if n.op == "placeholder"
+                and n.name.startswith("tangents")]
+    ops = [n for n in nodes if n.op == "call_function" and root[n] is n
+           and n.target is not operator.getitem and _is_tensor_node(n)]
+    output = next(n for n in nodes if n.op == "output")
+    flat_out = list(output.args[0])
+
+    for p in primals:
+        if not isinstance(_val(p), torch.Tensor):
+            continue
+        kind = "param" if p in static_inputs else "input"
+        add({"name": p.name, "op": "placeholder", "kind": kind,
+             "phase": "fwd", "graph": 0, "inputs": [],
+             "outputs": _outputs(_val(p)), "time_us": None}, p)
+    for n in ops:
+        if phase(n) == "fwd":
+            add(op_entry(n, "fwd"), n)
+    fwd_refs = [r for r in (ref(a) for a in flat_out[:num_fwd_outputs]
+                            if isinstance(a, fx.Node)) if r is not None]
+    add({"name": "output", "op": "output", "kind": "output", "phase": "fwd",
+         "graph": 0, "inputs": fwd_refs, "outputs": [], "time_us": None,
+         "args": {"num_user_outputs": len(fwd_refs)}}, None)
+    fwd_end = len(doc_nodes)
+    for t in tangents:
+        if isinstance(_val(t), torch.Tensor):
+            add({"name": t.name, "op": "placeholder", "kind": "tangent",
+                 "phase": "bwd", "graph": 0, "inputs": [],
+                 "outputs": _outputs(_val(t)), "time_us": None}, t)
+    for n in ops:
+        if phase(n) == "bwd":
+            add(op_entry(n, "bwd"), n)
+    grads, grad_refs, grad_of = [], [], []
+    for p, g in zip(primals, flat_out[num_fwd_outputs:]):
+        if p not in ids:
+            continue
+        grad_of.append(ids[p])
+        r = ref(g) if isinstance(g, fx.Node) else None
+        if r is None:
+            grads.append(None)
+        else:
+            grads.append({"in": len(grad_refs)})
+            grad_refs.append(r)
+    add({"name": "output", "op": "output", "kind": "output", "phase": "bwd",
+         "graph": 0, "inputs": grad_refs, "outputs": [], "time_us": None,
+         "args": {"grads": grads, "grad_of": grad_of}}, None)
+
+    # Saved: every forward value a backward node reads.
+    fwd_ids = {e["id"] for e in doc_nodes[:fwd_end]}
+    saved = sorted({(nid, i) for e in doc_nodes[fwd_end:]
+                    for nid, i in e["inputs"] if nid in fwd_ids})
+    for n in nodes:
+        if n in ids:
+            fused.root_of[n] = ids[n]
+        elif root[n] in ids:
+            fused.root_of[n] = ids[root[n]]
+    fused.doc = {"model": "lethe.torch.partitioner", "device": device,
+                 "torch": torch.__version__, "capture": "inductor-joint",
+                 "nodes": doc_nodes, "saved": [list(s) for s in saved]}
+    return fused
+
+
+def _op_name(n: fx.Node) -> str:
+    # OpOverloads print as "aten.mm.default", the schema's op names.
+    return str(n.target)

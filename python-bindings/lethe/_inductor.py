@@ -1,0 +1,577 @@
+"""Lethe as inductor's partitioner (torch 2.11's `custom_partitioner_fn`).
+
+    torch.compile(model, options={"custom_partitioner_fn":
+                                  lethe.torch.partitioner(budget="50%")})
+
+Inductor decomposes the joint forward+backward graph, runs its joint passes
+and calls the partitioner, then compiles the forward and the backward with
+fusion. Ours:
+
+1. builds Lethe's graph of the joint graph at the granularity that survives
+   fusion (lethe._fused_graph: fusible chains fold into their consumers);
+2. plans it under the budget (one call to the Lethe library);
+3. writes the decisions as activation-checkpointing tags on the joint graph
+   (retain and offload: MUST_SAVE; everything else of the forward:
+   PREFER_RECOMPUTE, so the backward re-runs it from what is saved) and lets
+   torch's min-cut partitioner build the two graphs: it keeps RNG
+   functionalization, static inputs, the autograd-like backward order and
+   the rest of what inductor expects;
+4. compares what min-cut saved with the plan (`mismatches`);
+5. replaces each offloaded saved value by its host copy (lethe._offload_ops).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import operator
+import os
+import time
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+
+from lethe import InfeasibleBudgetError
+from lethe._fused_graph import FusedGraph, PlanGraphError, build_fused_graph
+from lethe._partition import OFFLOAD, RECOMPUTE, RETAIN
+from lethe._planclient import LethePlan, parse_plan, plan_json
+
+__all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
+           "normalize_budget", "default_device_profile"]
+
+# Records kept per partitioner: a long training run that recompiles keeps
+# the newest few, not every graph it ever planned.
+_MAX_RECORDS = 8
+
+
+def require_inductor_hooks() -> None:
+    """Raises a clear error on a torch without the private APIs used."""
+    missing = []
+    try:
+        from torch._inductor import config as inductor_config
+        if not hasattr(inductor_config, "custom_partitioner_fn"):
+            missing.append("torch._inductor.config.custom_partitioner_fn")
+        from torch._inductor.custom_graph_pass import (  # noqa: F401
+            CustomPartitionerFn)
+    except ImportError:
+        missing.append("torch._inductor.custom_graph_pass."
+                       "CustomPartitionerFn")
+    try:
+        from torch._functorch import partitioners
+        for name in ("min_cut_rematerialization_partition", "classify_nodes",
+                     "get_default_op_list"):
+            if not hasattr(partitioners, name):
+                missing.append(f"torch._functorch.partitioners.{name}")
+    except ImportError:
+        missing.append("torch._functorch.partitioners")
+    try:
+        from torch.utils.checkpoint import CheckpointPolicy  # noqa: F401
+    except ImportError:
+        missing.append("torch.utils.checkpoint.CheckpointPolicy")
+    if missing:
+        raise RuntimeError(
+            f"Lethe's inductor partitioner needs torch >= 2.9 (found "
+            f"{torch.__version__}): missing {', '.join(missing)}. Use "
+            "lethe.torch.backend(..., compiler='eager') on this torch.")
+
+
+def normalize_budget(budget: Any) -> Optional[str]:
+    """The budget as Lethe's option text: bytes, "12GiB", "40%"; a float in
+    (0, 1] is a share of the unplanned peak. An int is bytes and must be at
+    least 1 MiB: `budget=1` is almost surely meant as 100%."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool):
+        raise TypeError(f"budget must be bytes, a size string, a share or "
+                        f"None, got {budget!r}")
+    if isinstance(budget, float):
+        if not 0 < budget <= 1:
+            raise ValueError(f"a float budget is a share of the unplanned "
+                             f"peak in (0, 1], got {budget}")
+        return f"{budget * 100:g}%"
+    if isinstance(budget, int):
+        if budget < 1 << 20:
+            raise ValueError(
+                f"budget={budget} would be {budget} bytes; give a share as "
+                f"a float ({float(budget)!r} or '{budget * 100}%') or bytes "
+                "of at least 1 MiB")
+        return str(budget)
+    if isinstance(budget, str) and budget.strip():
+        return budget.strip()
+    raise TypeError(f"budget must be bytes (int), a size or share string "
+                    f"('12GiB', '40%'), a float share or None, got "
+                    f"{budget!r}")
+
+
+_PROFILE_BY_NAME = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
+
+
+def default_device_profile() -> str:
+    """The built-in profile of this process's GPU (h200 without one)."""
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name()
+        for key, profile in _PROFILE_BY_NAME:
+            if key in name:
+                return profile
+        warnings.warn(f"Lethe has no device profile for '{name}'; planning "
+                      "with the h200 profile (pass device=PROFILE.json)")
+    return "h200"
+
+
+class PartitionRecord:
+    """What the partitioner decided for one compiled graph."""
+
+    def __init__(self, plan: LethePlan, graph: Optional[Dict[str, Any]],
+                 saved: List[str], mismatches: List[Dict[str, Any]],
+                 offloaded: List[str], notes: List[str], plan_s: float):
+        self.plan = plan
+        self.graph = graph
+        self.saved = saved
+        self.mismatches = mismatches
+        self.offloaded = offloaded
+        self.notes = notes
+        self.plan_s = plan_s
+
+    @property
+    def predicted_peak_bytes(self) -> int:
+        return self.plan.peak_bytes
+
+    @property
+    def predicted_step_us(self) -> float:
+        return self.plan.step_us
+
+    def summary(self) -> Dict[str, Any]:
+        p = self.plan
+        return {"policy": p.policy, "feasible": p.feasible,
+                "budget_bytes": p.budget_bytes, "peak_bytes": p.peak_bytes,
+                "step_us": p.step_us,
+                "baseline_peak_bytes": p.baseline_peak_bytes,
+                "baseline_step_us": p.baseline_step_us,
+                "decisions": p.counts(), "saved": len(self.saved),
+                "offloaded": len(self.offloaded),
+                "mismatches": len(self.mismatches), "notes": self.notes,
+                "plan_s": self.plan_s}
+
+
+def _partitioner_base():
+    try:
+        from torch._inductor.custom_graph_pass import CustomPartitionerFn
+        return CustomPartitionerFn
+    except ImportError:
+        return object
+
+
+class LethePartitioner(_partitioner_base()):
+    """Inductor's partition function, planned by Lethe. See the module
+    docstring; `records` holds the newest PartitionRecords."""
+
+    def __init__(self, budget: Any = "40%", policy: str = "auto",
+                 device: Optional[str] = None, *, offload: Any = "auto",
+                 replay_rng: bool = False, planner=None,
+                 costs: Optional[Dict[str, float]] = None,
+                 dump_dir: Optional[str] = None, fold: bool = True,
+                 **plan_options: Any):
+        require_inductor_hooks()
+        if offload not in (True, False, "auto"):
+            raise ValueError("offload must be True, False or 'auto'")
+        self.budget = normalize_budget(budget)
+        self.policy = policy
+        self.device = device or default_device_profile()
+        self.offload = offload
+        self.replay_rng = replay_rng
+        self.planner = planner
+        self.costs = dict(costs or {})
+        self.dump_dir = dump_dir
+        self.fold = fold
+        self.plan_options = plan_options
+        self.records: List[PartitionRecord] = []
+
+    # --- CustomPartitionerFn ---------------------------------------------
+
+    def uuid(self) -> str:
+        """Keys inductor's FX-graph and AOT caches: a cached graph is
+        replayed only for the same Lethe, budget, policy, profile,
+        options and measured costs."""
+        import lethe
+        here = os.path.dirname(os.path.abspath(__file__))
+        digest = hashlib.sha256()
+        for name in ("_inductor.py", "_fused_graph.py", "_offload_ops.py",
+                     "_planclient.py"):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(f.read())
+        key = json.dumps(
+            [getattr(lethe, "__version__", "?"), self.budget, self.policy,
+             self.device, self.offload, self.replay_rng, self.fold,
+             sorted((k, repr(v)) for k, v in self.plan_options.items()),
+             sorted(self.costs.items()),
+             None if self.planner is None else repr(self.planner)],
+            sort_keys=True)
+        digest.update(key.encode())
+        return digest.hexdigest()
+
+    def __call__(self, gm: fx.GraphModule, joint_inputs: Sequence[Any],
+                 **kwargs: Any) -> Tuple[fx.GraphModule, fx.GraphModule]:
+        from torch._functorch import config as functorch_config
+        from torch._functorch import partitioners
+        start = time.perf_counter()
+        compiler = kwargs.pop("compiler", "inductor")
+        num_fwd_outputs = kwargs.pop("num_fwd_outputs")
+        static_indices = list(kwargs.pop("static_lifetime_input_indices",
+                                         None) or [])
+        notes: List[str] = []
+        if kwargs:
+            notes.append(f"ignored partition arguments: {sorted(kwargs)}")
+
+        gm.graph.eliminate_dead_code()
+        if functorch_config.cse:
+            from torch._functorch.compile_utils import fx_graph_cse
+            gm.graph = fx_graph_cse(gm.graph)
+        gm.recompile()
+        if partitioners.has_recomputable_ops(gm):
+            message = ("the compiled region carries activation-checkpointing "
+                       "tags (torch.utils.checkpoint or a SAC policy); "
+                       "Lethe's plan replaces them")
+            warnings.warn(message)
+            notes.append(message)
+            for n in gm.graph.nodes:
+                n.meta.pop("recompute", None)
+                n.meta.pop("ac_graph_id", None)
+
+        info = partitioners.classify_nodes(gm, static_indices,
+                                           num_fwd_outputs)
+        device = _device_of(joint_inputs)
+        fused = build_fused_graph(gm, set(info.required_fw_nodes),
+                                  num_fwd_outputs,
+                                  set(info.static_lifetime_input_nodes),
+                                  device=str(device), fold=self.fold)
+        self._apply_costs(fused)
+        offload_ok = self.offload is True or (
+            self.offload == "auto" and device.type == "cuda")
+        plan = self._plan(fused.doc, offload_ok)
+
+        kept, offloaded = self._tag(gm, fused, plan, info)
+        fw, bw = partitioners.min_cut_rematerialization_partition(
+            gm, joint_inputs, compiler=compiler,
+            num_fwd_outputs=num_fwd_outputs,
+            static_lifetime_input_indices=static_indices)
+        saved = _saved_names(fw, num_fwd_outputs)
+        mismatches = _mismatches(gm, fused, plan, saved, kept)
+        moved: List[str] = []
+        if offloaded:
+            from lethe import _offload_ops
+            moved = _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded,
+                                        plan, fused, device)
+            del _offload_ops
+        record = PartitionRecord(plan, fused.doc if self.dump_dir else None,
+                                 saved, mismatches, moved, notes,
+                                 time.perf_counter() - start)
+        self.records.append(record)
+        del self.records[:-_MAX_RECORDS]
+        if self.dump_dir:
+            self._dump(record, fused)
+        return fw, bw
+
+    # --- steps -------------------------------------------------------------
+
+    def _apply_costs(self, fused: FusedGraph) -> None:
+        """Measured times (µs) by node name override the cost model."""
+        if not self.costs:
+            return
+        for e in fused.doc["nodes"]:
+            t = self.costs.get(e["name"])
+            if t is not None and e["kind"] == "op":
+                e["time_us"] = float(t)
+
+    def _plan(self, doc: Dict[str, Any], offload_ok: bool) -> LethePlan:
+        options = dict(self.plan_options)
+        if not offload_ok:
+            options["host_budget"] = 0
+        if self.replay_rng:
+            options["replay_rng"] = True
+        if self.planner is not None:
+            raw = self.planner(doc, budget=self.budget, policy=self.policy,
+                               device=self.device, **options)
+        else:
+            raw = plan_json(doc, self.budget, self.policy, self.device,
+                            **options)
+        plan = parse_plan(raw, doc)
+        if not plan.feasible:
+            least = plan.least_feasible_budget
+            raise InfeasibleBudgetError(
+                f"Lethe: budget {self.budget} ({plan.budget_bytes} B) is "
+                f"below the least budget policy '{self.policy}' can meet on "
+                "this compiled graph"
+                + (f": {least} B" if least is not None else ""), least)
+        return plan
+
+    def _tag(self, gm, fused, plan, info):
+        """Writes the decisions as checkpoint tags. Returns the FX nodes
+        kept (retained or offloaded) and the offloaded values."""
+        from torch._functorch.partitioners import get_default_op_list
+        from torch.utils.checkpoint import CheckpointPolicy
+        op_types = get_default_op_list()
+        kept: Dict[fx.Node, str] = {}
+        offloaded: List[Tuple[fx.Node, int]] = []
+        for (nid, index), d in plan.decisions.items():
+            n = fused.fx_of.get(nid)
+            if n is None or n.op != "call_function":
+                continue
+            if d.kind in (RETAIN, OFFLOAD):
+                # One output kept keeps a tuple node (never tag a getitem:
+                # min-cut would find an infinite cut).
+                kept[n] = RETAIN if kept.get(n) == RETAIN else d.kind
+                # A kept view keeps the buffer it views (min-cut recomputes
+                # views freely): the first non-view node down its chain.
+                base = _storage_root(n, op_types)
+                if base is not n and base.op == "call_function" \
+                        and base.target is not operator.getitem:
+                    kept.setdefault(base, kept[n])
+                if d.kind == OFFLOAD:
+                    offloaded.append((n, index))
+        # Forward nodes and those min-cut may place on either side (they
+        # need no tangent): Lethe's graph computes the latter in the
+        # backward, from what the forward saves.
+        backward = set(info.required_bw_nodes)
+        for n in gm.graph.nodes:
+            if n.op != "call_function" or n in backward \
+                    or n.target is operator.getitem \
+                    or not _is_tensor(n.meta.get("val")):
+                continue
+            if op_types.is_random(n) and not self.replay_rng:
+                continue
+            if "collective" in str(n.target) or \
+                    str(n.target).startswith("_c10d_functional"):
+                continue  # never recompute a collective
+            n.meta["recompute"] = CheckpointPolicy.MUST_SAVE if n in kept \
+                else CheckpointPolicy.PREFER_RECOMPUTE
+            # One region: min-cut's tag cleanup saves a region's output
+            # only where a later region reads it.
+            n.meta["ac_graph_id"] = 0
+        return kept, offloaded
+
+    def _dump(self, record: PartitionRecord, fused: FusedGraph) -> None:
+        os.makedirs(self.dump_dir, exist_ok=True)
+        k = len(os.listdir(self.dump_dir))
+        for name, doc in ((f"graph{k}.json", fused.doc),
+                          (f"plan{k}.json", record.plan.raw),
+                          (f"summary{k}.json",
+                           dict(record.summary(),
+                                mismatch_list=record.mismatches))):
+            with open(os.path.join(self.dump_dir, name), "w") as f:
+                json.dump(doc, f, indent=1, default=str)
+
+
+def _is_tensor(v: Any) -> bool:
+    if isinstance(v, torch.Tensor):
+        return True
+    return isinstance(v, (list, tuple)) and any(
+        isinstance(t, torch.Tensor) for t in v)
+
+
+def _device_of(joint_inputs: Sequence[Any]) -> torch.device:
+    for group in joint_inputs:
+        for t in group if isinstance(group, (list, tuple)) else [group]:
+            if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+                return t.device
+    return torch.device("cpu")
+
+
+def _saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> List[str]:
+    out = next(n for n in fw.graph.nodes if n.op == "output")
+    return [a.name for a in list(out.args[0])[num_fwd_outputs:]
+            if isinstance(a, fx.Node)
+            and isinstance(a.meta.get("val"), torch.Tensor)]
+
+
+def _value_names(n: fx.Node, index: int) -> List[str]:
+    """FX names carrying output `index` of node n."""
+    if isinstance(n.meta.get("val"), (list, tuple)):
+        return [u.name for u in n.users if u.target is operator.getitem
+                and u.args[1] == index]
+    return [n.name]
+
+
+def _storage_root(n: fx.Node, op_types) -> fx.Node:
+    while n.op == "call_function" and op_types.is_view(n) and n.args \
+            and isinstance(n.args[0], fx.Node):
+        n = n.args[0]
+    return n
+
+
+def _mismatches(gm, fused, plan, saved, kept):
+    """Differences between the plan and what min-cut saved."""
+    from torch._functorch.partitioners import get_default_op_list
+    op_types = get_default_op_list()
+    by_name = {n.name: n for n in gm.graph.nodes}
+    planned: Dict[str, Tuple[str, int]] = {}
+    for (nid, index), d in plan.decisions.items():
+        n = fused.fx_of.get(nid)
+        if n is None:
+            continue
+        for name in _value_names(n, index):
+            planned[name] = (d.kind, _bytes(by_name.get(name)))
+    saved_roots = set()
+    out = []
+    for name in saved:
+        node = by_name.get(name)
+        if node is None:
+            continue
+        root = _storage_root(node, op_types)
+        saved_roots.add(root.name)
+        saved_roots.add(name)
+        if node.op == "placeholder" or root.op == "placeholder":
+            continue
+        kind = planned.get(name, planned.get(root.name, (None, 0)))[0]
+        if kind not in (RETAIN, OFFLOAD):
+            out.append({"value": name, "planned": kind or "not planned",
+                        "got": "saved", "bytes": _bytes(node)})
+    for name, (kind, size) in sorted(planned.items()):
+        node = by_name.get(name)
+        root = _storage_root(node, op_types).name if node is not None \
+            else name
+        if kind in (RETAIN, OFFLOAD) and name not in saved_roots \
+                and root not in saved_roots:
+            out.append({"value": name, "planned": kind, "got": "not saved",
+                        "bytes": size})
+    return out
+
+
+def _bytes(n: Optional[fx.Node]) -> int:
+    v = n.meta.get("val") if n is not None else None
+    return v.numel() * v.element_size() if isinstance(v, torch.Tensor) else 0
+
+
+# --- offload: host copies in the partitioned graphs ------------------------
+
+def _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
+                        device) -> List[str]:
+    """Saves the host copy of every offloaded value the forward saves, and
+    reloads it in the backward at the plan's prefetch point."""
+    from lethe import _offload_ops
+    _offload_ops.ensure_registered()
+    ops = torch.ops.lethe
+    fw_out = next(n for n in fw.graph.nodes if n.op == "output")
+    outs = list(fw_out.args[0])
+    fw_by_name = {n.name: n for n in fw.graph.nodes}
+    bw_by_name = {n.name: n for n in bw.graph.nodes}
+    joint_order = {e["name"]: e["id"] for e in fused.doc["nodes"]}
+    moved = []
+    for n, index in offloaded:
+        decision = plan.decisions.get((fused.root_of[n], index))
+        for name in _value_names(n, index):
+            x = fw_by_name.get(name)
+            p = bw_by_name.get(name)
+            if x is None or p is None or x not in outs[num_fwd_outputs:] \
+                    or p.op != "placeholder":
+                continue
+            val = x.meta["val"]
+            with fw.graph.inserting_after(x):
+                h = fw.graph.call_function(ops.offload.default, (x,))
+            h.meta["val"] = _fake_like(val, torch.device("cpu"))
+            readers = [u for u in x.users if u is not h and u is not fw_out]
+            if readers:
+                first = min(readers, key=_position(fw.graph))
+                with fw.graph.inserting_before(first):
+                    fenced = fw.graph.call_function(ops.fence.default, (x, h))
+                fenced.meta["val"] = val
+                for u in readers:
+                    u.replace_input_with(x, fenced)
+            outs = [h if a is x else a for a in outs]
+            fw_out.args = (tuple(outs),) + tuple(fw_out.args[1:])
+
+            # Backward: the placeholder is now the host copy.
+            p.meta["val"] = _fake_like(p.meta["val"], torch.device("cpu"))
+            users = list(p.users)
+            if not users:
+                continue
+            first_use = min(users, key=_position(bw.graph))
+            dep = _prefetch_anchor(bw, decision, fused, joint_order,
+                                   first_use)
+            where = dep if dep is not None else _last_placeholder(bw)
+            with bw.graph.inserting_after(where):
+                y = bw.graph.call_function(
+                    ops.reload.default,
+                    (p, device, dep if dep is not None else None))
+            y.meta["val"] = _fake_like(val, device)
+            if dep is not None:
+                _pin_after(bw, y, first_use)
+            with bw.graph.inserting_before(first_use):
+                w = bw.graph.call_function(ops.wait.default, (y,))
+            w.meta["val"] = y.meta["val"]
+            for u in users:
+                if u is not y:
+                    u.replace_input_with(p, w)
+            moved.append(name)
+    for g in (fw, bw):
+        g.graph.lint()
+        g.recompile()
+    return moved
+
+
+def _position(graph):
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    return lambda n: order[n]
+
+
+def _last_placeholder(gm):
+    last = None
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            last = n
+    return last
+
+
+def _prefetch_anchor(bw, decision, fused, joint_order, first_use):
+    """The backward node after which the reload starts: the plan's prefetch
+    point when the backward computes it, else the latest backward tensor
+    node of the joint graph before it; never after the first use."""
+    if decision is None or decision.prefetch_after is None:
+        return None
+    entry = fused.doc["nodes"][decision.prefetch_after]
+    target = entry["id"]
+    position = _position(bw.graph)
+    best = None
+    for n in bw.graph.nodes:
+        if n.op != "call_function" or not isinstance(
+                n.meta.get("val"), torch.Tensor):
+            continue
+        if position(n) >= position(first_use):
+            break
+        nid = joint_order.get(n.name)
+        if nid is not None and nid <= target:
+            best = n
+    return best
+
+
+def _pin_after(bw, y, first_use):
+    """Makes the first tensor node after the reload read through a fence on
+    it, so that inductor cannot sink the reload to its first use."""
+    ops = torch.ops.lethe
+    node = y.next
+    while node is not first_use and node.op != "output":
+        if node.op == "call_function" and isinstance(
+                node.meta.get("val"), torch.Tensor) and node.users \
+                and node.target is not operator.getitem:
+            readers = list(node.users)
+            with bw.graph.inserting_after(node):
+                fenced = bw.graph.call_function(ops.fence.default,
+                                                (node, y))
+            fenced.meta["val"] = node.meta["val"]
+            for u in readers:
+                u.replace_input_with(node, fenced)
+            return
+        node = node.next
+
+
+def _fake_like(val, device):
+    """A fake tensor like `val` on `device`, in val's fake mode."""
+    mode = getattr(val, "fake_mode", None)
+    if mode is None:
+        return torch.empty_strided(val.size(), val.stride(), dtype=val.dtype,
+                                   device="meta")
+    with mode:
+        return torch.empty_strided(val.size(), val.stride(), dtype=val.dtype,
+                                   device=device)
