@@ -1,0 +1,561 @@
+#!/usr/bin/env python3
+"""Lethe inside torch.compile (issue 15) against PyTorch's options, on a GPU.
+
+One process per model; Lethe plans in the process (the `lethe` wheel, no
+build tree). Methods:
+  none, full, every2, selective, save_on_cpu  eager PyTorch
+  aot_eager                                    AOTAutograd, no inductor
+  compile, compile-0.8/0.5/0.3/0.1             inductor, min-cut with
+                                               activation_memory_budget
+  lethe:B                                      inductor with Lethe as the
+                                               partitioner at budget B:
+                                               "compile" = plain compile's
+                                               measured peak (bytes), "N%"
+                                               of Lethe's unplanned peak,
+                                               "least" = the least budget
+                                               Lethe can meet
+  lethe-measured:B                             the same after one profiled
+                                               step gave Lethe the compiled
+                                               kernels' times (not done: see
+                                               bench/results)
+
+  python3 bench/torch_inductor_bench.py run --model gpt2-medium --out R.json
+  python3 bench/torch_inductor_bench.py report R1.json R2.json --md M --svg S
+
+Peak: bytes the step allocates beyond what is resident before it
+(parameters, data; gradients are the step's), median step time of
+--steps steps after --warmup steps.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import torch_budget_bench as tb  # noqa: E402  (models, eager baselines)
+
+# ViT-B/16-like and a static-shape MoE LM (every expert runs on every
+# token, weighted by a top-2 gate: no data-dependent shapes, so dynamo
+# compiles it whole).
+CONFIGS = dict(tb.CONFIGS)
+CONFIGS.update({
+    "vit-b16": dict(dim=768, layers=12, heads=12, mlp=3072, image=224,
+                    patch=16, classes=1000, batch=64, kind="vit"),
+    "moe-8l": dict(vocab=32000, dim=1024, layers=8, heads=16, kv_heads=16,
+                   mlp=1408, experts=4, top_k=2, seq=1024, batch=8,
+                   kind="moe"),
+})
+TINY = dict(tb.TINY)
+TINY.update({
+    "vit-b16": dict(dim=64, layers=2, heads=4, mlp=128, image=32, patch=8,
+                    classes=10, batch=2, kind="vit"),
+    "moe-8l": dict(vocab=128, dim=64, layers=2, heads=4, kv_heads=4, mlp=96,
+                   experts=4, top_k=2, seq=32, batch=2, kind="moe"),
+})
+BASELINES = ["none", "full", "every2", "selective", "save_on_cpu",
+             "aot_eager", "compile", "compile-0.8", "compile-0.5",
+             "compile-0.3", "compile-0.1"]
+LETHE_BUDGETS = ["compile", "70%", "55%", "45%", "least"]
+
+
+class ViTBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(c["dim"])
+        self.norm2 = nn.LayerNorm(c["dim"])
+        self.qkv = nn.Linear(c["dim"], 3 * c["dim"])
+        self.proj = nn.Linear(c["dim"], c["dim"])
+        self.fc1 = nn.Linear(c["dim"], c["mlp"])
+        self.fc2 = nn.Linear(c["mlp"], c["dim"])
+        self.heads = c["heads"]
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(
+            b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))
+
+
+class ViT(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.patch = nn.Conv2d(3, c["dim"], c["patch"], c["patch"])
+        n = (c["image"] // c["patch"]) ** 2
+        self.pos = nn.Parameter(torch.zeros(1, n, c["dim"]))
+        self.blocks = nn.ModuleList(ViTBlock(c) for _ in range(c["layers"]))
+        self.norm = nn.LayerNorm(c["dim"])
+        self.head = nn.Linear(c["dim"], c["classes"])
+        self.checkpointed = set()
+        self.context_fn = None
+
+    def forward(self, images, labels):
+        x = self.patch(images).flatten(2).transpose(1, 2) + self.pos
+        for i, block in enumerate(self.blocks):
+            x = _maybe_checkpoint(self, i, block, x)
+        logits = self.head(self.norm(x).mean(1))
+        return F.cross_entropy(logits.float(), labels)
+
+
+class MoEMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate = nn.Linear(c["dim"], c["experts"], bias=False)
+        self.up = nn.ModuleList(nn.Linear(c["dim"], 2 * c["mlp"], bias=False)
+                                for _ in range(c["experts"]))
+        self.down = nn.ModuleList(nn.Linear(c["mlp"], c["dim"], bias=False)
+                                  for _ in range(c["experts"]))
+        self.top_k = c["top_k"]
+
+    def forward(self, x):
+        scores = self.gate(x).float().softmax(-1)
+        top, idx = scores.topk(self.top_k, dim=-1)
+        weights = torch.zeros_like(scores).scatter(-1, idx, top).to(x.dtype)
+        out = 0
+        for e, (up, down) in enumerate(zip(self.up, self.down)):
+            a, b = up(x).chunk(2, dim=-1)
+            out = out + weights[..., e:e + 1] * down(F.silu(a) * b)
+        return out
+
+
+class MoEBlock(nn.Module):
+    def __init__(self, c, rope):
+        super().__init__()
+        self.norm1 = tb.RMSNorm(c["dim"])
+        self.norm2 = tb.RMSNorm(c["dim"])
+        self.attn = tb.Attention(c, rope)
+        self.moe = MoEMLP(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.moe(self.norm2(x))
+
+
+class MoELM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        rope = tb.Rope(c["dim"] // c["heads"], c["seq"])
+        self.embed = nn.Embedding(c["vocab"], c["dim"])
+        self.blocks = nn.ModuleList(MoEBlock(c, rope)
+                                    for _ in range(c["layers"]))
+        self.norm = tb.RMSNorm(c["dim"])
+        self.head = nn.Linear(c["dim"], c["vocab"], bias=False)
+        self.checkpointed = set()
+        self.context_fn = None
+
+    def forward(self, tokens, targets):
+        x = self.embed(tokens)
+        for i, block in enumerate(self.blocks):
+            x = _maybe_checkpoint(self, i, block, x)
+        logits = self.head(self.norm(x))
+        return F.cross_entropy(logits.flatten(0, 1).float(),
+                               targets.flatten())
+
+
+def _maybe_checkpoint(model, i, block, x):
+    if i not in model.checkpointed:
+        return block(x)
+    kwargs = {"context_fn": model.context_fn} if model.context_fn else {}
+    return tb.checkpoint(block, x, use_reentrant=False, **kwargs)
+
+
+def make_model(name, tiny, device, dtype):
+    c = (TINY if tiny else CONFIGS)[name]
+    if c["kind"] in ("gpt", "llama"):
+        saved = tb.TINY if tiny else tb.CONFIGS
+        return tb.make_model(name, tiny, device, dtype) \
+            if name in saved else None
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = (ViT(c) if c["kind"] == "vit" else MoELM(c)).to(dtype=dtype)
+    g = torch.Generator().manual_seed(1)
+    if c["kind"] == "vit":
+        x = torch.randn(c["batch"], 3, c["image"], c["image"], generator=g)
+        y = torch.randint(0, c["classes"], (c["batch"],), generator=g)
+        return model, x.to(device=device, dtype=dtype), y.to(device)
+    tokens = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), generator=g)
+    targets = torch.randint(0, c["vocab"], (c["batch"], c["seq"]),
+                            generator=g)
+    return model, tokens.to(device), targets.to(device)
+
+
+# --- one method ---------------------------------------------------------------
+
+def run_method(name, method, args, device, budgets):
+    import lethe
+    import lethe.torch as lt
+    cuda = device.type == "cuda"
+    model, a, b = make_model(name, args.tiny, device, torch.bfloat16)
+    params = list(model.parameters())
+    torch._dynamo.reset()
+    import torch._functorch.config as fconfig
+    fconfig.activation_memory_budget = 1.0
+    run, ctx, extra, backend = model, None, {}, None
+    if method == "full":
+        model.checkpointed = set(range(len(model.blocks)))
+    elif method == "every2":
+        model.checkpointed = set(range(0, len(model.blocks), 2))
+    elif method == "selective":
+        model.checkpointed = set(range(len(model.blocks)))
+        model.context_fn = tb._sac_context()
+    elif method == "save_on_cpu":
+        ctx = lambda: torch.autograd.graph.save_on_cpu(pin_memory=cuda)  # noqa: E731
+    elif method == "aot_eager":
+        run = torch.compile(model, backend="aot_eager", dynamic=False)
+    elif method.startswith("compile"):
+        fconfig.activation_memory_budget = \
+            float(method.split("-")[1]) if "-" in method else 1.0
+        run = torch.compile(model, dynamic=False)
+    elif method.startswith("lethe"):
+        budget = budgets[method.split(":", 1)[1]]
+        extra["budget"] = budget
+        backend = lt.backend(budget=budget, device=args.profile,
+                             dump_dir=None)
+        run = torch.compile(model, backend=backend, dynamic=False)
+
+    def step():
+        if ctx is None:
+            loss = run(a, b)
+        else:
+            with ctx():
+                loss = run(a, b)
+        loss.backward()
+        return loss.detach()
+
+    try:
+        result = tb.measure(step, params, cuda, args.warmup, args.steps)
+    finally:
+        fconfig.activation_memory_budget = 1.0
+    result.update(extra)
+    if backend is not None and backend.plans:
+        records = backend.plans
+        r = records[0]
+        s = r.summary()
+        result.update(
+            graphs=len(records),
+            predicted_peak_bytes=sum(x.plan.peak_bytes for x in records),
+            predicted_step_us=sum(x.plan.step_us for x in records),
+            baseline_peak_bytes=s["baseline_peak_bytes"],
+            baseline_step_us=s["baseline_step_us"],
+            budget_bytes=s["budget_bytes"], decisions=s["decisions"],
+            saved=s["saved"], offloaded=s["offloaded"],
+            mismatches=sum(len(x.mismatches) for x in records),
+            mismatch_bytes=sum(m.get("bytes", 0) for x in records
+                               for m in x.mismatches),
+            plan_s=sum(x.plan_s for x in records))
+    del lethe
+    return result
+
+
+def least_budget(name, args, device):
+    """Lethe's least feasible budget on this model (bytes): plan at 1% and
+    read the least from the error."""
+    import lethe.torch as lt
+    model, a, b = make_model(name, args.tiny, device, torch.bfloat16)
+    torch._dynamo.reset()
+    backend = lt.backend(budget="1%", device=args.profile)
+    run = torch.compile(model, backend=backend, dynamic=False)
+    try:
+        run(a, b).backward()
+    except Exception as e:  # noqa: BLE001 - dynamo wraps the error
+        for err in _chain(e):
+            least = getattr(err, "least_feasible_budget", None)
+            if least is None and getattr(err, "plan", None) is not None:
+                least = err.plan.least_feasible_budget_bytes
+            if least:
+                # Packing slack: the partition is not exactly the plan.
+                return int(least * 1.02)
+        raise
+    return None
+
+
+def _chain(e):
+    seen = []
+    while e is not None and e not in seen:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    return seen
+
+
+def run(args):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    deadline = time.time() + args.deadline if args.deadline else None
+    doc = {"model": args.model, "tiny": args.tiny, "device": str(device),
+           "gpu": torch.cuda.get_device_name() if device.type == "cuda"
+           else platform.processor(), "torch": torch.__version__,
+           "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
+           "results": {}}
+    methods = args.methods or BASELINES
+    budgets = {}
+    # Plain compile first (its peak is a Lethe budget), then Lethe, then
+    # compile's budgets, then the eager options: a deadline cuts the least
+    # needed runs.
+    first = ["compile"] + [f"lethe:{b}" for b in args.lethe_budgets] + \
+        ["compile-0.5", "compile-0.1", "compile-0.3", "compile-0.8"]
+    order = [m for m in first if m in methods or m.startswith("lethe")] + \
+        [m for m in methods if m not in first]
+    for method in order:
+        if deadline and time.time() > deadline:
+            doc["results"][method] = {"skipped": "deadline"}
+            continue
+        key = method.split(":", 1)[1] if method.startswith("lethe") else None
+        try:
+            if key == "compile":
+                c = doc["results"].get("compile", {})
+                if not c.get("peak_bytes"):
+                    doc["results"][method] = {"skipped": "no compile peak"}
+                    continue
+                budgets[key] = str(int(c["peak_bytes"]))
+            elif key == "least":
+                budgets[key] = str(least_budget(args.model, args, device))
+            elif key is not None:
+                budgets[key] = key
+            start = time.time()
+            r = run_method(args.model, method, args, device, budgets)
+            r["wall_s"] = time.time() - start
+        except Exception as e:  # noqa: BLE001 - a failed method is a row
+            r = {"error": f"{type(e).__name__}: {str(e)[:400]}",
+                 "trace": traceback.format_exc()[-2000:]}
+        doc["results"][method] = r
+        print(f"{args.model:12s} {method:16s} " + (
+            f"{r['step_ms']:8.2f} ms {r['peak_bytes'] / 1e9 if r.get('peak_bytes') else 0:7.3f} GB"
+            if "step_ms" in r else r.get("error", r.get("skipped", ""))[:200]),
+            flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+
+
+# --- report -----------------------------------------------------------------
+
+def _rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def check_targets(doc):
+    res = doc["results"]
+    ok = {k: v for k, v in res.items() if "step_ms" in v}
+    comp = ok.get("compile")
+    lethe = {k: v for k, v in ok.items() if k.startswith("lethe")}
+    rows = []
+    if comp:
+        at = lethe.get("lethe:compile")
+        if at:
+            rows.append(("at compile's peak: within 1% of compile",
+                         at["step_ms"] <= comp["step_ms"] * 1.01,
+                         f"lethe {at['step_ms']:.2f} ms at "
+                         f"{at['peak_bytes'] / 1e9:.2f} GB vs compile "
+                         f"{comp['step_ms']:.2f} ms at "
+                         f"{comp['peak_bytes'] / 1e9:.2f} GB"))
+        for k in ("compile-0.8", "compile-0.5", "compile-0.3", "compile-0.1"):
+            c = ok.get(k)
+            if not c:
+                continue
+            cands = [(v["step_ms"], n, v) for n, v in lethe.items()
+                     if v["peak_bytes"] <= c["peak_bytes"]]
+            if not cands:
+                rows.append((f"vs {k}: >= 5% faster at <= peak", False,
+                             f"no Lethe run at <= {c['peak_bytes'] / 1e9:.2f}"
+                             " GB"))
+                continue
+            t, n, v = min(cands, key=lambda x: x[0])
+            rows.append((f"vs {k}: >= 5% faster at <= peak",
+                         t <= 0.95 * c["step_ms"],
+                         f"{n} {t:.2f} ms at {v['peak_bytes'] / 1e9:.2f} GB "
+                         f"vs {c['step_ms']:.2f} ms at "
+                         f"{c['peak_bytes'] / 1e9:.2f} GB "
+                         f"({(t / c['step_ms'] - 1) * 100:+.1f}%)"))
+        c01 = ok.get("compile-0.1")
+        if c01 and lethe:
+            n, v = min(lethe.items(), key=lambda kv: kv[1]["peak_bytes"])
+            over_l = v["step_ms"] / comp["step_ms"] - 1
+            over_c = c01["step_ms"] / comp["step_ms"] - 1
+            rows.append(("lowest peak >= 20% below compile-0.1's, at less "
+                         "overhead",
+                         v["peak_bytes"] <= 0.8 * c01["peak_bytes"]
+                         and over_l < over_c,
+                         f"{n} {v['peak_bytes'] / 1e9:.2f} GB "
+                         f"({v['peak_bytes'] / c01['peak_bytes'] * 100:.0f}% "
+                         f"of compile-0.1's {c01['peak_bytes'] / 1e9:.2f} GB),"
+                         f" overhead {over_l * 100:+.1f}% vs "
+                         f"{over_c * 100:+.1f}%"))
+        for n, v in sorted(lethe.items()):
+            bb = v.get("budget_bytes")
+            if bb:
+                rows.append((f"{n}: measured peak <= budget",
+                             v["peak_bytes"] <= bb,
+                             f"{v['peak_bytes'] / 1e9:.3f} GB vs budget "
+                             f"{bb / 1e9:.3f} GB"))
+            if v.get("predicted_step_us"):
+                p = v["predicted_step_us"] / 1000
+                rows.append((f"{n}: step within 5% of prediction",
+                             _rel(v["step_ms"], p) <= 0.05,
+                             f"{v['step_ms']:.2f} ms vs predicted {p:.2f} ms"
+                             " (analytic costs)"))
+            rows.append((f"{n}: loss / grad norm vs compile",
+                         _rel(v["loss"], comp["loss"]) <= 1e-2 and
+                         _rel(v["grad_norm"], comp["grad_norm"]) <= 1e-3,
+                         f"loss Δ {_rel(v['loss'], comp['loss']):.1e}, "
+                         f"grad Δ {_rel(v['grad_norm'], comp['grad_norm']):.1e}"))
+    return rows
+
+
+def report_text(docs):
+    out = []
+    for doc in docs:
+        res = doc["results"]
+        comp = res.get("compile", {})
+        out.append(f"## {doc['model']}{' (tiny)' if doc.get('tiny') else ''}"
+                   f" — {doc['gpu']}, torch {doc['torch']}, {doc['date']}\n")
+        out.append("| method | step ms | peak GB | vs compile | predicted "
+                   "peak GB | predicted step ms | decisions r/c/o | "
+                   "mismatches (bytes) | loss Δ | grad Δ | first step s |")
+        out.append("|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|")
+        for m, r in res.items():
+            if "step_ms" not in r:
+                out.append(f"| {m} | {r.get('error', r.get('skipped', ''))[:120]}"
+                           " | | | | | | | | | |")
+                continue
+            d = r.get("decisions") or {}
+            vs = (f"{(r['step_ms'] / comp['step_ms'] - 1) * 100:+.1f}%"
+                  if comp.get("step_ms") else "")
+            pp = (f"{r['predicted_peak_bytes'] / 1e9:.2f}"
+                  if r.get("predicted_peak_bytes") else "")
+            ps = (f"{r['predicted_step_us'] / 1000:.1f}"
+                  if r.get("predicted_step_us") else "")
+            dec = (f"{d.get('retain', 0)}/{d.get('recompute', 0)}/"
+                   f"{d.get('offload', 0)}" if d else "")
+            mm = (f"{r['mismatches']} ({r['mismatch_bytes'] / 1e6:.0f} MB)"
+                  if "mismatches" in r else "")
+            ld = (f"{_rel(r['loss'], comp['loss']):.1e}"
+                  if comp.get("loss") else "")
+            gd = (f"{_rel(r['grad_norm'], comp['grad_norm']):.1e}"
+                  if comp.get("grad_norm") and r.get("grad_norm") else "")
+            out.append(f"| {m} | {r['step_ms']:.2f} | "
+                       f"{r['peak_bytes'] / 1e9:.2f} | {vs} | {pp} | {ps} | "
+                       f"{dec} | {mm} | {ld} | {gd} | "
+                       f"{r['first_step_s']:.1f} |")
+        out.append("\n| target | met | measured |\n|---|---|---|")
+        for name, met, text in check_targets(doc):
+            out.append(f"| {name} | {'yes' if met else '**no**'} | {text} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def svg_plot(docs, path):
+    """Step time against peak, one panel per model, each method family's
+    Pareto front drawn as a line."""
+    w, h, pad = 420, 300, 50
+    panels = []
+    colors = {"lethe": "#d62728", "compile": "#1f77b4", "eager": "#7f7f7f",
+              "aot_eager": "#2ca02c"}
+    for k, doc in enumerate(docs):
+        pts = [(r["peak_bytes"] / 1e9, r["step_ms"], m)
+               for m, r in doc["results"].items() if "step_ms" in r]
+        if not pts:
+            continue
+        x0, x1 = 0, max(p[0] for p in pts) * 1.1
+        y0 = min(p[1] for p in pts) * 0.9
+        y1 = max(min(p[1] for p in pts) * 2.2, max(p[1] for p in pts
+                                                   if p[1] < 1e9) * 1.05)
+        ox = (k % 2) * (w + 20)
+        oy = (k // 2) * (h + 40)
+
+        def X(v):
+            return ox + pad + (v - x0) / (x1 - x0) * (w - pad - 10)
+
+        def Y(v):
+            return oy + h - pad + 10 - (min(v, y1) - y0) / (y1 - y0) * (h - pad)
+        g = [f'<text x="{ox + w / 2}" y="{oy + 15}" text-anchor="middle" '
+             f'font-size="13">{doc["model"]} ({doc["gpu"]})</text>',
+             f'<line x1="{X(x0)}" y1="{Y(y0)}" x2="{X(x1)}" y2="{Y(y0)}" '
+             'stroke="black"/>',
+             f'<line x1="{X(x0)}" y1="{Y(y0)}" x2="{X(x0)}" y2="{Y(y1)}" '
+             'stroke="black"/>',
+             f'<text x="{ox + w / 2}" y="{oy + h + 5}" font-size="11" '
+             'text-anchor="middle">peak GB</text>',
+             f'<text x="{ox + 12}" y="{oy + h / 2}" font-size="11" '
+             f'transform="rotate(-90 {ox + 12} {oy + h / 2})">step ms</text>']
+        fam = {}
+        for px, py, m in pts:
+            f = ("lethe" if m.startswith("lethe") else
+                 "compile" if m.startswith("compile") else
+                 "aot_eager" if m == "aot_eager" else "eager")
+            fam.setdefault(f, []).append((px, py, m))
+            g.append(f'<circle cx="{X(px):.1f}" cy="{Y(py):.1f}" r="3" '
+                     f'fill="{colors[f]}"><title>{m}: {py:.2f} ms, '
+                     f'{px:.2f} GB</title></circle>')
+        for f, ps in fam.items():
+            front, best = [], float("inf")
+            for px, py, _ in sorted(ps):
+                if py < best:
+                    front.append((px, py))
+                    best = py
+            if len(front) > 1:
+                d = " ".join(f"{X(a):.1f},{Y(b):.1f}" for a, b in front)
+                g.append(f'<polyline points="{d}" fill="none" '
+                         f'stroke="{colors[f]}"/>')
+        panels.extend(g)
+    legend = [f'<text x="{10 + i * 110}" y="{2 * (h + 40) + 20}" '
+              f'fill="{c}" font-size="12">{f}</text>'
+              for i, (f, c) in enumerate(colors.items())]
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{2 * w + 40}" '
+           f'height="{2 * (h + 40) + 30}">' + "".join(panels + legend)
+           + "</svg>")
+    with open(path, "w") as f:
+        f.write(svg)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="measure one model")
+    r.add_argument("--model", required=True, choices=sorted(CONFIGS))
+    r.add_argument("--tiny", action="store_true")
+    r.add_argument("--out", required=True)
+    r.add_argument("--methods", nargs="*", default=None)
+    r.add_argument("--lethe-budgets", nargs="*", default=LETHE_BUDGETS)
+    r.add_argument("--profile", default=None,
+                   help="Lethe device profile (default: this GPU's)")
+    r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--steps", type=int, default=5)
+    r.add_argument("--deadline", type=float, default=None,
+                   help="seconds after which remaining methods are skipped")
+    p = sub.add_parser("report", help="tables and plot from run outputs")
+    p.add_argument("results", nargs="+")
+    p.add_argument("--md", default=None)
+    p.add_argument("--svg", default=None)
+    args = ap.parse_args()
+    if args.cmd == "run":
+        run(args)
+    else:
+        docs = []
+        for path in args.results:
+            with open(path) as f:
+                docs.append(json.load(f))
+        text = report_text(docs)
+        print(text)
+        if args.md:
+            with open(args.md, "w") as f:
+                f.write(text + "\n")
+        if args.svg:
+            svg_plot(docs, args.svg)
+
+
+if __name__ == "__main__":
+    main()
