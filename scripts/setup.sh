@@ -11,6 +11,8 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # the exact planner's MILP solver (COIN-OR CBC), found with pkg-config
   coinor-libcbc-dev pkg-config
+  # the static archives liblethe-c.so links besides CBC's (lib/CAPI)
+  libbz2-dev zlib1g-dev liblapack-dev libblas-dev
   # tests
   libgtest-dev python3
   # Python package tests: the PyTorch exporter (Debian's torch 1.13, CPU)
