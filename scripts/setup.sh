@@ -17,8 +17,6 @@ PACKAGES=(
   libgtest-dev python3
   # Python package tests: the PyTorch exporter (Debian's torch 1.13, CPU)
   python3-torch python3-pytest python3-pip python3-setuptools python3-wheel
-  # Python bindings (lethe._lethe): pybind11 and the Python headers
-  pybind11-dev python3-dev
 )
 
 missing=()

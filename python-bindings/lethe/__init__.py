@@ -9,40 +9,32 @@
 
 `lethe.torch` exports a PyTorch training step as Lethe's graph JSON,
 `lethe.jax` a JAX one as generic StableHLO, `lethe.schema` checks graph
-files. `load`, `report`, `plan` and `Graph` need the compiled module `lethe._lethe`
-(built by CMake into build/python).
+files. `load`, `report`, `plan` and `Graph` call Lethe's C API in the native
+library liblethe-c.so (lethe._native, through ctypes), which the wheel and
+the CMake build (build/python/lethe) put beside this file; without it they
+raise ImportError.
 """
+
+from __future__ import annotations
 
 import json
 import os
+from typing import Any, Dict, Iterable, List, Optional, Union
+
+from lethe import _native
+from lethe._native import LetheError
 
 __version__ = "0.1.0"
 __all__ = ["Graph", "InfeasibleBudgetError", "LetheError", "Plan", "load",
            "plan", "report"]
 
-try:
-    from lethe import _lethe
-    LetheError = _lethe.LetheError
-except ImportError as _error:  # the pure-Python install
-    _lethe = None
-    _import_error = _error
-
-    class LetheError(ValueError):
-        """A graph Lethe could not load or analyse."""
-
 _SUFFIXES = (".json", ".mlir")
 
-
-def _native():
-    if _lethe is None:
-        raise ImportError(
-            "lethe's compiled module is not available (build it with "
-            "scripts/build.sh and use PYTHONPATH=build/python): "
-            f"{_import_error}")
-    return _lethe
+GraphSource = Union[str, "os.PathLike[str]", Dict[str, Any], "Graph"]
+Budget = Union[int, str, None]
 
 
-def _check_device(device):
+def _check_device(device: object) -> None:
     if not isinstance(device, str) or not device:
         raise TypeError(f"device must be a profile name or a profile file "
                         f"path, got {device!r}")
@@ -51,38 +43,30 @@ def _check_device(device):
 class Graph:
     """A training step loaded into Lethe's canonical form."""
 
-    def __init__(self, native, device, source):
+    def __init__(self, native: _native.Graph, device: str,
+                 source: str) -> None:
         self._native = native
         self.device = device
         self.source = source
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<lethe.Graph {self.source} on {self.device}>"
 
     @property
-    def mlir(self):
+    def mlir(self) -> str:
         """The step in Lethe's canonical MLIR form (text)."""
         return self._native.mlir()
 
-    def report(self, top=10):
+    def report(self, top: int = 10) -> Dict[str, Any]:
         """The unplanned step's memory profile and predicted time, as the
         dict `lethe report --json` writes."""
         if not isinstance(top, int) or isinstance(top, bool) or top < 0:
             raise ValueError(f"top must be an integer >= 0, got {top!r}")
         return json.loads(self._native.report(top))
 
-    def write_trace(self, path):
+    def write_trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the unplanned step's Chrome-trace / Perfetto timeline."""
         self._native.write_trace(os.fspath(path))
-
-
-class InfeasibleBudgetError(LetheError):
-    """No plan of the policy meets the budget; `.plan` says the least
-    budget it can meet (`plan.least_feasible_budget_bytes`)."""
-
-    def __init__(self, message, plan):
-        super().__init__(message)
-        self.plan = plan
 
 
 class Plan:
@@ -92,40 +76,56 @@ class Plan:
     graph's device; `decisions` has one dict per activation (id, name,
     bytes, decision, reason, restore point, recomputed ops / copies)."""
 
-    def __init__(self, native):
+    def __init__(self, native: _native.Plan) -> None:
         self._native = native
-        self._doc = json.loads(native.json())
+        self._doc: Dict[str, Any] = json.loads(native.json())
         doc = self._doc
-        self.feasible = doc["feasible"]
-        self.policy = doc["policy"]
-        self.budget_bytes = doc["budget_bytes"]
-        self.peak_bytes = doc["peak_bytes"]
-        self.step_us = doc["step_us"]
-        self.baseline_peak_bytes = doc["baseline_peak_bytes"]
-        self.baseline_step_us = doc["baseline_step_us"]
-        self.overhead = doc["overhead"]
-        self.least_feasible_budget_bytes = doc.get(
+        self.feasible: bool = doc["feasible"]
+        self.policy: str = doc["policy"]
+        self.budget_bytes: int = doc["budget_bytes"]
+        self.peak_bytes: int = doc["peak_bytes"]
+        self.step_us: float = doc["step_us"]
+        self.baseline_peak_bytes: int = doc["baseline_peak_bytes"]
+        self.baseline_step_us: float = doc["baseline_step_us"]
+        self.overhead: float = doc["overhead"]
+        self.least_feasible_budget_bytes: Optional[int] = doc.get(
             "least_feasible_budget_bytes")
-        self.counts = doc["counts"]
-        self.decisions = doc["values"]
+        self.counts: Dict[str, int] = doc["counts"]
+        self.decisions: List[Dict[str, Any]] = doc["values"]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<lethe.Plan {self.policy} budget={self.budget_bytes} "
                 f"peak={self.peak_bytes} step_us={self.step_us:.1f} "
                 f"feasible={self.feasible}>")
 
-    def to_json(self):
+    def to_json(self) -> str:
         """The same JSON text as `lethe plan --json`."""
         return self._native.json()
 
-    def trace(self, path):
+    def trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the planned step's simulated Chrome-trace timeline."""
         self._native.write_trace(os.fspath(path))
 
 
-def _option_text(name, value):
+class InfeasibleBudgetError(LetheError):
+    """No plan of the policy meets the budget. `least_feasible_budget` is
+    the least budget it can meet, in bytes (None if unknown); `plan` the
+    infeasible plan, when `lethe.plan` raised it (the torch backend raises
+    it with the budget only)."""
+
+    def __init__(self, message: str,
+                 least_feasible_budget: Optional[int] = None, *,
+                 plan: Optional[Plan] = None) -> None:
+        super().__init__(message)
+        if least_feasible_budget is None and plan is not None:
+            least_feasible_budget = plan.least_feasible_budget_bytes
+        self.least_feasible_budget = least_feasible_budget
+        self.plan = plan
+
+
+def _option_text(name: str, value: Budget) -> Optional[str]:
     if value is None:
-        return ""
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise TypeError(f"{name} must be bytes (an int) or a string such as "
                         f"'40GiB' or '50%', got {value!r}")
@@ -134,10 +134,12 @@ def _option_text(name, value):
     return str(value)
 
 
-def plan(graph, budget=None, policy="auto", device="h200", *, every_n=2,
-         keep_ops=(), offload_kept=False, min_offload_bytes="1MiB",
-         host_budget=None, solver="auto", replay_rng=False,
-         allow_infeasible=False):
+def plan(graph: GraphSource, budget: Budget = None, policy: str = "auto",
+         device: str = "h200", *, every_n: int = 2,
+         keep_ops: Union[str, Iterable[str]] = (), offload_kept: bool = False,
+         min_offload_bytes: Budget = "1MiB", host_budget: Budget = None,
+         solver: str = "auto", replay_rng: bool = False,
+         allow_infeasible: bool = False) -> Plan:
     """Plans `graph` (anything `load` takes) under `budget`: bytes, a size
     ("40GiB") or a share of the unplanned peak ("50%"); None: no limit.
     `policy`: auto, none, full, every-n, selective-op, offload-all. When no
@@ -161,21 +163,21 @@ def plan(graph, budget=None, policy="auto", device="h200", *, every_n=2,
         raise InfeasibleBudgetError(
             f"budget {result.budget_bytes} B is below the least budget "
             f"policy '{result.policy}' can meet on this graph"
-            + (f" ({least} B)" if least is not None else ""), result)
+            + (f" ({least} B)" if least is not None else ""), plan=result)
     return result
 
 
-def load(graph, device="h200"):
+def load(graph: GraphSource, device: str = "h200") -> Graph:
     """Loads a training step: a `.json` / `.mlir` file path, an exported
     graph dict (as `lethe.torch.export_training_step` returns), or a Graph
     (returned as it is). `device` costs the ops that carry no time."""
     if isinstance(graph, Graph):
         return graph
     _check_device(device)
-    native = _native()
+    _native.library()  # ImportError first when the library is missing
     if isinstance(graph, dict):
         text = json.dumps(graph, allow_nan=False)
-        return Graph(native.Graph.loads(text, "json", "<dict>", device),
+        return Graph(_native.Graph.loads(text, "json", "<dict>", device),
                      device, "<dict>")
     if isinstance(graph, (str, os.PathLike)):
         path = os.fspath(graph)
@@ -183,11 +185,12 @@ def load(graph, device="h200"):
             raise ValueError(f"'{path}': expected a .json or .mlir graph file")
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no graph file '{path}'")
-        return Graph(native.Graph.load(path, device), device, path)
+        return Graph(_native.Graph.load(path, device), device, path)
     raise TypeError("graph must be a path (.json/.mlir), an exported graph "
                     f"dict or a lethe.Graph, got {type(graph).__name__}")
 
 
-def report(graph, device="h200", top=10):
+def report(graph: GraphSource, device: str = "h200",
+           top: int = 10) -> Dict[str, Any]:
     """`lethe report --json` of `graph` (anything `load` takes), as a dict."""
     return load(graph, device).report(top)

@@ -1,14 +1,18 @@
-"""The compiled bindings: lethe.load / report / plan over the C API."""
+"""The bindings: lethe.load / report / plan over the C API (liblethe-c.so,
+through ctypes)."""
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 import lethe
+from lethe import _native
 
 pytestmark = pytest.mark.skipif(
-    lethe._lethe is None, reason="the compiled module is not built "
+    not _native.available(), reason="the native library is not built "
     "(scripts/build.sh; PYTHONPATH=build/python)")
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -142,16 +146,50 @@ def test_plan_transformer_stack_at_half():
     assert plan.counts["recompute"] + plan.counts["offload"] > 0
 
 
-def test_plan_matches_driver(tmp_path):
-    if not os.path.exists(RESNET):
+def chain_graph(layers=6, mib=4):
+    """A forward chain of `layers` ReLUs whose outputs the backward reads in
+    reverse: small enough for the exact solver (CBC) to plan quickly."""
+    out = [{"shape": [(mib << 20) // 4], "dtype": "float32",
+            "bytes": mib << 20}]
+    nodes = [{"id": 0, "name": "x", "op": "placeholder", "kind": "input",
+              "phase": "fwd", "inputs": [], "outputs": out}]
+    for i in range(1, layers + 1):
+        nodes.append({"id": i, "name": f"f{i}", "op": "aten.relu.default",
+                      "kind": "op", "phase": "fwd", "inputs": [[i - 1, 0]],
+                      "args": [{"in": 0}], "outputs": out, "time_us": 50.0})
+    grad = layers
+    for i in range(layers, 0, -1):
+        nodes.append({"id": len(nodes), "name": f"b{i}",
+                      "op": "aten.threshold_backward.default", "kind": "op",
+                      "phase": "bwd", "inputs": [[grad, 0], [i, 0]],
+                      "args": [{"in": 0}, {"in": 1}, 0], "outputs": out,
+                      "time_us": 50.0})
+        grad = len(nodes) - 1
+    nodes.append({"id": len(nodes), "name": "output", "op": "output",
+                  "kind": "output", "phase": "bwd", "inputs": [[grad, 0]],
+                  "outputs": []})
+    return {"nodes": nodes, "saved": [[i, 0] for i in range(1, layers + 1)]}
+
+
+@pytest.mark.parametrize("graph,budget,solver", [
+    ("resnet50", "60%", "auto"), ("chain", "60%", "exact")])
+def test_plan_matches_driver(graph, budget, solver, tmp_path):
+    """The library plans as the driver does (the exact solver: COIN-OR CBC,
+    linked into liblethe-c.so)."""
+    if graph == "chain":
+        path = tmp_path / "chain.json"
+        path.write_text(json.dumps(chain_graph()))
+    elif not os.path.exists(RESNET):
         pytest.skip("the shared graphs are not in this checkout")
-    import subprocess
+    else:
+        path = RESNET
     driver = os.path.join(REPO, os.environ.get("LETHE_BUILD_DIR", "build"),
                           "bin", "lethe")
     out = tmp_path / "plan.json"
-    subprocess.run([driver, "plan", RESNET, "--budget", "60%", "--json",
-                    str(out)], check=True, stdout=subprocess.DEVNULL)
-    plan = lethe.plan(RESNET, budget="60%")
+    subprocess.run([driver, "plan", str(path), "--budget", budget,
+                    f"--solver={solver}", "--json", str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    plan = lethe.plan(path, budget=budget, solver=solver)
     driver_doc, api_doc = json.loads(out.read_text()), json.loads(plan.to_json())
     driver_doc.pop("solve_ms"), api_doc.pop("solve_ms")
     assert api_doc == driver_doc
@@ -178,6 +216,34 @@ def test_infeasible_budget():
         lethe.plan(RESNET, budget="1KiB", policy="full")
     assert not e.value.plan.feasible
     assert e.value.plan.least_feasible_budget_bytes > 1024
+    assert e.value.least_feasible_budget == \
+        e.value.plan.least_feasible_budget_bytes
     plan = lethe.plan(RESNET, budget="1KiB", policy="full",
                       allow_infeasible=True)
     assert not plan.feasible
+
+
+def _run_python(code, **env):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, env=dict(os.environ, **env))
+
+
+def test_missing_library_is_an_import_error(tmp_path):
+    code = ("import lethe, lethe.schema\n"
+            "try:\n"
+            "    lethe.load('x.json')\n"
+            "except ImportError as e:\n"
+            "    print(e)\n")
+    missing = tmp_path / "liblethe-c.so"
+    result = _run_python(code, LETHE_LIBRARY=str(missing))
+    assert result.returncode == 0, result.stderr
+    assert "native library is not available: no such file" in result.stdout
+    assert str(missing) in result.stdout and "LETHE_LIBRARY" in \
+        result.stdout
+    # A library that is not Lethe's.
+    other = subprocess.run(["sh", "-c", "ldconfig -p | grep -m1 "
+                            "'libz.so.1 ' | sed 's/.*=> //'"],
+                           capture_output=True, text=True).stdout.strip()
+    if other:
+        result = _run_python(code, LETHE_LIBRARY=other)
+        assert "not Lethe's C API" in result.stdout, result.stderr
