@@ -223,6 +223,36 @@ def test_infeasible_budget():
     assert not plan.feasible
 
 
+def test_one_infeasible_budget_error():
+    """The torch backend's error is lethe's, constructed with the least
+    budget alone."""
+    pytest.importorskip("torch")
+    from lethe import _planclient
+    import lethe.torch
+    assert _planclient.InfeasibleBudgetError is lethe.InfeasibleBudgetError
+    assert lethe.torch.InfeasibleBudgetError is lethe.InfeasibleBudgetError
+    e = lethe.InfeasibleBudgetError("too small", 4096)
+    assert isinstance(e, lethe.LetheError) and isinstance(e, ValueError)
+    assert e.least_feasible_budget == 4096 and e.plan is None
+
+
+def test_plan_json_routes_through_the_library():
+    pytest.importorskip("torch")
+    from lethe._planclient import PlanError, plan_json
+    graph = chain_graph()
+    doc = plan_json(graph, "1KiB", "full", "h100", n=None, replay_rng=False)
+    expected = json.loads(lethe.plan(graph, budget="1KiB", policy="full",
+                                     device="h100",
+                                     allow_infeasible=True).to_json())
+    doc.pop("solve_ms"), expected.pop("solve_ms")
+    assert doc == expected
+    assert doc["feasible"] is False and doc["least_feasible_budget_bytes"]
+    # `n` is every-n's period; an integer budget is bytes.
+    assert plan_json(graph, 64 << 20, "every-n", n=3)["feasible"]
+    with pytest.raises(PlanError, match="sometimes"):
+        plan_json(graph, "50%", "sometimes")
+
+
 def _run_python(code, **env):
     return subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=dict(os.environ, **env))

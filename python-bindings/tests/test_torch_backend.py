@@ -6,7 +6,7 @@ step, bit for bit: recompute re-runs the same CPU kernels on the same
 inputs, RNG ops (dropout) are never re-run, and offload copies are exact.
 Two groups of tests: hand-made plans that push every activation one way
 (the partition machinery, no planner needed), and Lethe's own plans at
-several budgets (need the planner: the driver or the compiled module).
+several budgets (need the planner: the native library).
 """
 
 import copy
@@ -18,15 +18,12 @@ import torch.nn.functional as F  # noqa: E402
 
 import lethe.torch as lt  # noqa: E402
 from lethe import _offload  # noqa: E402
-from lethe._planclient import (_binding, _find_pass_tools,  # noqa: E402
-                               find_driver)
+from lethe._planclient import available  # noqa: E402
 from lethe._joint_graph import is_rng_op  # noqa: E402
 from models import MLP, ConvNet, TinyLM, WideMLP  # noqa: E402
 
-HAS_LETHE = (_binding() is not None or find_driver() is not None
-             or _find_pass_tools() is not None)
-needs_lethe = pytest.mark.skipif(not HAS_LETHE,
-                                 reason="no Lethe planner built")
+needs_lethe = pytest.mark.skipif(not available(),
+                                 reason="Lethe's native library is not built")
 
 
 def _tiny_lm(dropout):
