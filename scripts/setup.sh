@@ -15,8 +15,10 @@ PACKAGES=(
   libbz2-dev zlib1g-dev liblapack-dev libblas-dev
   # tests
   libgtest-dev python3
-  # Python package tests: the PyTorch exporter (Debian's torch 1.13, CPU)
+  # Python package tests: the PyTorch exporter (Debian's torch 1.13, CPU);
+  # the wheel (scripts/build-wheel.sh), installed into a fresh venv
   python3-torch python3-pytest python3-pip python3-setuptools python3-wheel
+  python3-venv
 )
 
 missing=()
