@@ -22,19 +22,23 @@ bench=bench/torch_inductor_bench.py
 models=("$@")
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv \
   > "$OUT/nvidia-smi.txt" 2>&1
-for m in "${models[@]}"; do
+for m in ${LETHE_SMOKE:-}; do
   python3 $bench run --model "$m" --tiny --out "$OUT/tiny-$m.json" \
     --methods compile --lethe-budgets 55% --steps 1 --warmup 1 \
     2>&1 | grep -v "^W1" | tail -3
 done
+# MODELS on one GPU run one after another ("a,b" on GPU 0, "c,d" on GPU 1).
 i=0
-for m in "${models[@]}"; do
-  CUDA_VISIBLE_DEVICES=$i python3 $bench run --model "$m" \
-    --out "$OUT/inductor-$m.json" --deadline "$deadline" \
-    > "$OUT/log-$m.txt" 2>&1 &
+for group in "${models[@]}"; do
+  (for m in ${group//,/ }; do
+     CUDA_VISIBLE_DEVICES=$i python3 $bench run --model "$m" \
+       --out "$OUT/inductor-$m.json" --deadline "$deadline" \
+       ${LETHE_BENCH_ARGS:-} > "$OUT/log-$m.txt" 2>&1
+   done) &
   i=$((i + 1))
 done
 wait
+models=(${models[@]//,/ })
 for m in "${models[@]}"; do grep -v "^W1" "$OUT/log-$m.txt" | grep -E "^$m " ; done
 python3 $bench report "$OUT"/inductor-*.json --md "$OUT/report.md" \
   --svg "$OUT/report.svg" > /dev/null

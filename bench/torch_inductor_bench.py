@@ -66,7 +66,8 @@ TINY.update({
 BASELINES = ["none", "full", "every2", "selective", "save_on_cpu",
              "aot_eager", "compile", "compile-0.8", "compile-0.5",
              "compile-0.3", "compile-0.1"]
-LETHE_BUDGETS = ["compile", "70%", "55%", "45%", "least"]
+# "compile" / "at:M": the measured peak of plain compile / of method M.
+LETHE_BUDGETS = ["compile", "at:compile-0.5", "at:compile-0.1", "least"]
 
 
 class ViTBlock(nn.Module):
@@ -224,7 +225,8 @@ def run_method(name, method, args, device, budgets):
         budget = budgets[method.split(":", 1)[1]]
         extra["budget"] = budget
         backend = lt.backend(budget=budget, device=args.profile,
-                             dump_dir=None)
+                             offload={"auto": "auto", "off": False}[
+                                 args.lethe_offload])
         run = torch.compile(model, backend=backend, dynamic=False)
 
     def step():
@@ -304,8 +306,9 @@ def run(args):
     # Plain compile first (its peak is a Lethe budget), then Lethe, then
     # compile's budgets, then the eager options: a deadline cuts the least
     # needed runs.
-    first = ["compile"] + [f"lethe:{b}" for b in args.lethe_budgets] + \
-        ["compile-0.5", "compile-0.1", "compile-0.3", "compile-0.8"]
+    first = ["compile", "compile-0.5", "compile-0.1"] + \
+        [f"lethe:{b}" for b in args.lethe_budgets] + \
+        ["compile-0.3", "compile-0.8"]
     order = [m for m in first if m in methods or m.startswith("lethe")] + \
         [m for m in methods if m not in first]
     for method in order:
@@ -314,8 +317,9 @@ def run(args):
             continue
         key = method.split(":", 1)[1] if method.startswith("lethe") else None
         try:
-            if key == "compile":
-                c = doc["results"].get("compile", {})
+            if key is not None and (key == "compile" or key.startswith("at:")):
+                c = doc["results"].get(key[3:] if key.startswith("at:")
+                                       else "compile", {})
                 if not c.get("peak_bytes"):
                     doc["results"][method] = {"skipped": "no compile peak"}
                     continue
@@ -530,6 +534,8 @@ def main():
     r.add_argument("--out", required=True)
     r.add_argument("--methods", nargs="*", default=None)
     r.add_argument("--lethe-budgets", nargs="*", default=LETHE_BUDGETS)
+    r.add_argument("--lethe-offload", choices=["auto", "off"], default="auto",
+                   help="off: recompute-only plans (host budget 0)")
     r.add_argument("--profile", default=None,
                    help="Lethe device profile (default: this GPU's)")
     r.add_argument("--warmup", type=int, default=2)

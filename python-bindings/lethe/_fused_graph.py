@@ -7,13 +7,16 @@ therefore counts memory that never exists and prices recomputation at
 eager cost. This module builds the graph Lethe plans from the decomposed
 joint graph that inductor's partitioner receives (graphs/SCHEMA.md layout):
 
-- a node whose only user is a fusible op (pointwise, view, reduction) of
-  the same phase is *folded* into that user: it disappears, and its user
-  reads the folded node's operands instead (so the bandwidth cost model
-  charges the fused kernel for the extra bytes it reads);
+- a pointwise or view result that every reader fuses is *virtual*: it
+  never reaches memory, and its readers read its operands instead (so the
+  bandwidth cost model charges the fusing kernel for the bytes it reads).
+  Readers in the other phase do not make it real: the backward re-runs such
+  chains inside its own kernels, as min-cut arranges. Two readers in its
+  own phase do (inductor writes a value two kernels read: the residual
+  stream), except for casts and views;
 - every other node is *materialized*: outputs of matmuls, convolutions,
-  attention, reductions, gathers, random ops, values with several users or
-  read by the other phase. Only these carry memory and decisions.
+  attention, reductions, gathers, random ops, values read by a kernel that
+  cannot fuse them. Only these carry memory and decisions.
 
 Fusibility is inductor's own (`torch._functorch.partitioners.
 get_default_op_list`, the op lists min-cut uses), so the fold follows the
@@ -150,31 +153,42 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
         return n.op == "call_function" and op_types.is_fusible(n) \
             and not op_types.is_random(n)
 
-    # A node folds into its one user when both are fusible and of one phase
-    # and the node is pointwise or a view (a reduction's small result is
-    # kept: its producer chain is what fuses into it).
-    root: Dict[fx.Node, fx.Node] = {}
-    folded: Set[fx.Node] = set()
-    for n in reversed(nodes):
-        root[n] = n
+    # A value is *virtual* (never in device memory) when it is a pointwise
+    # or view result that every reader fuses: its readers read its operands
+    # instead. Readers in the other phase do not make it real (the backward
+    # re-runs a pointwise chain inside its own kernels, as min-cut would),
+    # but two readers in its own phase do (inductor writes a value that two
+    # kernels read, such as the residual stream), except for casts and
+    # views, which every reader recomputes for free.
+    def inlinable(n: fx.Node) -> bool:
         if not fold or n.op != "call_function" or _is_tuple_node(n) \
-                or not isinstance(_val(n), torch.Tensor) or not fusible(n):
-            continue
-        if n.target is operator.getitem:
-            continue
+                or not isinstance(_val(n), torch.Tensor) or not fusible(n) \
+                or n.target is operator.getitem or _is_reduction(n) \
+                or _is_gather(n):
+            return False
         users = _tensor_users(n)
-        if len(users) != 1 or len(n.users) != 1:
-            continue
-        (u,) = users
-        if u.op != "call_function" or not fusible(u) \
-                or phase(u) != phase(n) or u.target is operator.getitem:
-            continue
-        root[n] = root[u]
-        folded.add(n)
+        if not users or any(u.op != "call_function" or not fusible(u)
+                            or u.target is operator.getitem for u in users):
+            return False
+        same_phase = [u for u in users if phase(u) == phase(n)]
+        return len(same_phase) <= 1 or op_types.is_view(n) or _is_cast(n)
 
-    members: Dict[fx.Node, List[fx.Node]] = {}
+    folded: Set[fx.Node] = {n for n in nodes if inlinable(n)}
+    frontier: Dict[fx.Node, List[fx.Node]] = {}
+
+    def reads(n: fx.Node) -> List[fx.Node]:
+        """The real values n's computation reads (through virtual ones)."""
+        out: List[fx.Node] = []
+        for a in _tensor_args(n):
+            producer = _value_of(a)[0]
+            for r in (frontier[producer] if producer in folded else [a]):
+                if r not in out:
+                    out.append(r)
+        return out
+
     for n in nodes:
-        members.setdefault(root[n], []).append(n)
+        if n in folded:
+            frontier[n] = reads(n)
 
     doc_nodes: List[Dict[str, Any]] = []
     fused = FusedGraph(doc={}, folded=folded, forward=set(forward))
@@ -193,26 +207,20 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
         if v is None:
             return None
         producer, index = v
-        producer = root[producer]
         if producer not in ids:
             raise PlanGraphError(f"'{arg.name}' is read before it is "
                                  "defined in the joint graph")
         return [ids[producer], index]
 
     def op_entry(n: fx.Node, ph: str) -> Dict[str, Any]:
-        group = members[n]
-        inside = set(group)
         inputs: List[List[int]] = []
-        for m in group:
-            for a in _tensor_args(m):
-                producer = _value_of(a)[0]
-                if producer in inside or a in inside:
-                    continue
-                r = ref(a)
-                if r is not None and r not in inputs:
-                    inputs.append(r)
+        for a in reads(n):
+            r = ref(a)
+            if r is not None and r not in inputs:
+                inputs.append(r)
         outputs = _outputs(_val(n))
-        if len(group) == 1 and n.target is not operator.getitem:
+        inlined = [a for a in _tensor_args(n) if _value_of(a)[0] in folded]
+        if not inlined and n.target is not operator.getitem:
             # A view keeps its alias to the operand it views; once a chain
             # folds into it, it writes a buffer of its own.
             for i, k in enumerate(_schema_aliases(n.target)[:len(outputs)]):
@@ -226,8 +234,8 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
         entry = {"name": n.name, "op": _op_name(n), "kind": "op",
                  "phase": ph, "graph": 0, "inputs": inputs,
                  "outputs": outputs, "time_us": None}
-        if len(group) > 1:
-            entry["fused"] = [m.name for m in group if m is not n]
+        if inlined:
+            entry["inlined"] = [a.name for a in inlined]
         scope = node_scope(n)
         if scope:
             entry["scope"] = scope
@@ -240,7 +248,7 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                and not n.name.startswith("tangents")]
     tangents = [n for n in nodes if n.op == "placeholder"
                 and n.name.startswith("tangents")]
-    ops = [n for n in nodes if n.op == "call_function" and root[n] is n
+    ops = [n for n in nodes if n.op == "call_function" and n not in folded
            and n.target is not operator.getitem and _is_tensor_node(n)]
     output = next(n for n in nodes if n.op == "output")
     flat_out = list(output.args[0])
@@ -291,12 +299,36 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
     for n in nodes:
         if n in ids:
             fused.root_of[n] = ids[n]
-        elif root[n] in ids:
-            fused.root_of[n] = ids[root[n]]
     fused.doc = {"model": "lethe.torch.partitioner", "device": device,
                  "torch": torch.__version__, "capture": "inductor-joint",
                  "nodes": doc_nodes, "saved": [list(s) for s in saved]}
     return fused
+
+
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "var_mean", "std",
+               "std_mean", "argmax", "argmin", "any", "all", "prod", "max",
+               "min", "logsumexp", "_log_softmax", "_softmax", "cumsum"}
+_GATHERS = {"index", "gather", "embedding", "index_select", "take",
+            "scatter", "scatter_add", "index_put", "_unsafe_index",
+            "_unsafe_index_put"}
+
+
+def _packet(n: fx.Node) -> str:
+    # "aten.sum.dim_IntList" -> "sum"; prims ops likewise.
+    parts = str(n.target).split(".")
+    return parts[1] if len(parts) >= 3 else parts[-1]
+
+
+def _is_reduction(n: fx.Node) -> bool:
+    return _packet(n) in _REDUCTIONS
+
+
+def _is_gather(n: fx.Node) -> bool:
+    return _packet(n) in _GATHERS
+
+
+def _is_cast(n: fx.Node) -> bool:
+    return _packet(n) in ("convert_element_type", "_to_copy", "to")
 
 
 def _op_name(n: fx.Node) -> str:
