@@ -40,15 +40,19 @@ for unittests in "$BUILD_DIR/bin/lethe-unittests" \
   rm -f "$gtest_xml"
 done
 
-echo "== python (pytest) =="
-# Debian's torch lives in the system interpreter, not in a pyenv/venv one.
-py_xml=$(mktemp --suffix=.xml)
-LETHE_BUILD_DIR="$BUILD_DIR" PYTHONPATH="$BUILD_DIR/python" /usr/bin/python3 \
-  -m pytest -q -p no:cacheprovider python-bindings/tests --junitxml="$py_xml"
-py_rc=$?
-# Exit 5 means no test ran: a failure here, the suite exists.
-[[ $py_rc -eq 0 ]] || status=1
-read -r pt pf ps < <(/usr/bin/python3 - "$py_xml" <<'PY'
+# run_pytest PYTHON TESTS...: runs pytest under PYTHON and adds its counts.
+skipped=0
+run_pytest() {
+  local python=$1
+  shift
+  local py_xml
+  py_xml=$(mktemp --suffix=.xml)
+  LETHE_BUILD_DIR="$BUILD_DIR" PYTHONPATH="$BUILD_DIR/python" "$python" \
+    -m pytest -q -p no:cacheprovider "$@" --junitxml="$py_xml"
+  local py_rc=$?
+  # Exit 5 means no test ran: a failure here, the suite exists.
+  [[ $py_rc -eq 0 ]] || status=1
+  read -r pt pf ps < <(/usr/bin/python3 - "$py_xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 try:
     root = ET.parse(sys.argv[1]).getroot()
@@ -60,11 +64,29 @@ get = lambda k: sum(int(s.get(k, 0)) for s in suites)
 bad = get("failures") + get("errors")
 print(get("tests") - bad - get("skipped"), bad, get("skipped"))
 PY
-)
-if [[ $py_rc -ne 0 && ${pf:-0} -eq 0 ]]; then pf=1; fi
-passed=$((passed + ${pt:-0}))
-failed=$((failed + ${pf:-0}))
-rm -f "$py_xml"
+  )
+  if [[ $py_rc -ne 0 && ${pf:-0} -eq 0 ]]; then pf=1; fi
+  passed=$((passed + ${pt:-0}))
+  failed=$((failed + ${pf:-0}))
+  skipped=$((skipped + ${ps:-0}))
+  rm -f "$py_xml"
+}
 
-echo "== summary: $passed passed, $failed failed (lit unsupported: ${u:-0}, pytest skipped: ${ps:-0}) =="
+echo "== python (pytest) =="
+# Debian's torch 1.13 lives in the system interpreter, not in a venv.
+run_pytest /usr/bin/python3 python-bindings/tests
+
+echo "== python, torch 2.11 from PyPI (Lethe inside torch.compile) =="
+# The inductor partitioner needs torch >= 2.9: a virtual environment with
+# PyPI's torch 2.11 (the GPU machines' version), made once per build dir.
+if scripts/setup-torch-venv.sh "$BUILD_DIR/venv-torch"; then
+  run_pytest "$BUILD_DIR/venv-torch/bin/python" \
+    python-bindings/tests/test_torch_inductor.py
+else
+  echo "test: could not set up torch 2.11 in $BUILD_DIR/venv-torch"
+  status=1
+  failed=$((failed + 1))
+fi
+
+echo "== summary: $passed passed, $failed failed (lit unsupported: ${u:-0}, pytest skipped: ${skipped}) =="
 exit $status

@@ -48,9 +48,14 @@ def backend(budget="40%", policy="auto", device=None, **options):
     compiler: "inductor" (compile with fusion, Lethe as the partitioner;
       the default on a torch that has the hooks) or "eager".
     inductor_options: further inductor config patches (inductor only).
-    costs: measured op times in µs by joint-graph node name (inductor only;
-      lethe.torch.measure_costs gathers them).
-    Keyword options: `offload` (True / False / "auto": on CUDA only),
+    costs: measured op times in µs by joint-graph node name (inductor only).
+    peak_correction: bytes by which Lethe's predicted peak of the compiled
+      step exceeds the measured one (inductor only): plans at budget +
+      correction. A measured peak above the budget is a negative
+      correction. Takes a byte budget.
+    Keyword options: `offload` (True / False / "auto": on CUDA only;
+    default False with inductor, whose fused steps leave copies no time to
+    hide, and "auto" eager),
     `prefetch` ("plan": where Lethe scheduled the H2D copy, or "layer": one
     layer ahead of the first use), `replay_rng` (let Lethe recompute RNG ops;
     only sound with saved RNG state, off by default), `dump_dir` (write each
@@ -97,16 +102,23 @@ class Backend:
     """See `backend`. `plans` lists a GraphPlan per compiled graph."""
 
     def __init__(self, budget="40%", policy="auto", device=None, *,
-                 offload="auto", prefetch="plan", replay_rng=False,
+                 offload=None, prefetch="plan", replay_rng=False,
                  dump_dir=None, planner=None, compiler=None,
-                 inductor_options=None, costs=None, **plan_options):
+                 inductor_options=None, costs=None, peak_correction=0,
+                 **plan_options):
         if prefetch not in ("plan", "layer"):
             raise ValueError(f"prefetch must be 'plan' or 'layer', got "
                              f"'{prefetch}'")
-        if offload not in (True, False, "auto"):
-            raise ValueError("offload must be True, False or 'auto'")
         if compiler is None:
             compiler = "inductor" if _has_inductor_hooks() else "eager"
+        if offload is None:
+            # Under inductor, offloading plans measured slower than
+            # recompute-only ones at every budget (bench/results/
+            # torch-inductor.md: GPT-2-medium 96.8 vs 47.8 ms at compile's
+            # peak): the copies are not hidden behind fused kernels. Opt in.
+            offload = False if compiler == "inductor" else "auto"
+        if offload not in (True, False, "auto"):
+            raise ValueError("offload must be True, False or 'auto'")
         if compiler not in ("inductor", "eager"):
             raise ValueError(f"compiler must be 'inductor' or 'eager', got "
                              f"{compiler!r}")
@@ -121,9 +133,11 @@ class Backend:
             self.partitioner = _inductor.LethePartitioner(
                 budget, policy, self.device, offload=offload,
                 replay_rng=replay_rng, planner=planner, costs=costs,
-                dump_dir=dump_dir, **plan_options)
-        elif costs:
-            raise ValueError("costs= is for compiler='inductor'")
+                dump_dir=dump_dir, peak_correction=peak_correction,
+                **plan_options)
+        elif costs or peak_correction:
+            raise ValueError("costs= and peak_correction= are for "
+                             "compiler='inductor'")
         self.offload = offload
         self.prefetch = prefetch
         self.replay_rng = replay_rng
@@ -131,6 +145,25 @@ class Backend:
         self.planner = planner
         self.plan_options = plan_options
         self._plans = []
+
+    def calibrate(self, measured_peak_bytes):
+        """One calibration step (inductor): given the peak the compiled step
+        measured (bytes it allocated beyond what was resident before it),
+        plans the next compile at budget + (predicted - measured), so that
+        the measured peak meets the budget as closely as the model allows.
+        Returns the correction; call torch._dynamo.reset() (or compile
+        again) for it to take effect. Needs a byte budget."""
+        if self.compiler != "inductor":
+            raise ValueError("calibrate() is for compiler='inductor'")
+        records = self.partitioner.records
+        if not records:
+            raise ValueError("nothing compiled yet: run one step first")
+        if not isinstance(measured_peak_bytes, int) or measured_peak_bytes <= 0:
+            raise ValueError("measured_peak_bytes must be a positive int")
+        predicted = sum(r.plan.peak_bytes for r in records[-1:])
+        self.partitioner.set_peak_correction(
+            self.partitioner.peak_correction + predicted - measured_peak_bytes)
+        return self.partitioner.peak_correction
 
     @property
     def plans(self):
@@ -156,6 +189,10 @@ class Backend:
             from torch._inductor.compile_fx import compile_fx
             patches = {"custom_partitioner_fn": self.partitioner,
                        **self.inductor_options}
+            if self.partitioner.offload is not False:
+                # Asynchronous D2H copies read buffers that inductor would
+                # otherwise hand to later kernels (lethe/_inductor.py).
+                patches.setdefault("allow_buffer_reuse", False)
             return compile_fx(model, example_inputs, config_patches=patches)
         from torch._dynamo.backends.common import aot_autograd
         compiler = aot_autograd(fw_compiler=_boxed_eager,
@@ -225,10 +262,9 @@ class Backend:
             _partition.insert_offload(fw, bw, offloaded_names, storages,
                                       decisions, names_by_id, device, info,
                                       num_fwd_outputs)
-        # The graph JSON is kept only when it is dumped: a run that
-        # recompiles must not hold every graph it planned.
-        record = GraphPlan(plan, info, graph if self.dump_dir else None,
-                           time.perf_counter() - start)
+        # Records are bounded (_MAX_RECORDS): a run that recompiles must not
+        # hold every graph it planned.
+        record = GraphPlan(plan, info, graph, time.perf_counter() - start)
         self._plans.append(record)
         del self._plans[:-_inductor._MAX_RECORDS]
         if self.dump_dir:

@@ -169,15 +169,17 @@ class LethePartitioner(_partitioner_base()):
     docstring; `records` holds the newest PartitionRecords."""
 
     def __init__(self, budget: Any = "40%", policy: str = "auto",
-                 device: Optional[str] = None, *, offload: Any = "auto",
+                 device: Optional[str] = None, *, offload: Any = False,
                  replay_rng: bool = False, planner=None,
                  costs: Optional[Dict[str, float]] = None,
                  dump_dir: Optional[str] = None, fold: bool = True,
-                 **plan_options: Any):
+                 peak_correction: int = 0, **plan_options: Any):
         require_inductor_hooks()
         if offload not in (True, False, "auto"):
             raise ValueError("offload must be True, False or 'auto'")
         self.budget = normalize_budget(budget)
+        self.peak_correction = 0
+        self.set_peak_correction(peak_correction)
         self.policy = policy
         self.device = device or default_device_profile()
         self.offload = offload
@@ -188,6 +190,17 @@ class LethePartitioner(_partitioner_base()):
         self.fold = fold
         self.plan_options = plan_options
         self.records: List[PartitionRecord] = []
+
+    def set_peak_correction(self, correction: int) -> None:
+        """Calibration: Lethe's model of the compiled step's memory is off
+        by what inductor's fusion and scheduling do; the correction measured
+        on one step (predicted - measured peak) moves the budget the planner
+        sees by that error. Part of uuid(): a new correction recompiles."""
+        if not isinstance(correction, int) or isinstance(correction, bool):
+            raise TypeError("peak_correction must be bytes (an int)")
+        if correction and (self.budget is None or not self.budget.isdigit()):
+            raise ValueError("peak_correction needs a budget in bytes")
+        self.peak_correction = correction
 
     # --- CustomPartitionerFn ---------------------------------------------
 
@@ -203,7 +216,8 @@ class LethePartitioner(_partitioner_base()):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         key = json.dumps(
-            [getattr(lethe, "__version__", "?"), self.budget, self.policy,
+            [getattr(lethe, "__version__", "?"), self.budget,
+             self.peak_correction, self.policy,
              self.device, self.offload, self.replay_rng, self.fold,
              sorted((k, repr(v)) for k, v in self.plan_options.items()),
              sorted(self.costs.items()),
@@ -261,6 +275,20 @@ class LethePartitioner(_partitioner_base()):
         mismatches = _mismatches(gm, fused, plan, saved, kept)
         moved: List[str] = []
         if offloaded:
+            from torch._inductor import config as inductor_config
+            if inductor_config.allow_buffer_reuse:
+                # Inductor's generated code hands a dead buffer's memory to
+                # a later kernel itself ("buf9 = buf7  # reuse"), without
+                # the caching allocator: a D2H copy still reading it on the
+                # side stream would copy the later kernel's data (measured:
+                # gradients off by 6-7% on an H100). Freed buffers go back
+                # to the allocator, which honours x.record_stream(d2h).
+                raise RuntimeError(
+                    "Lethe's plan offloads activations: compile with "
+                    "inductor's allow_buffer_reuse=False (lethe.torch.backend "
+                    "sets it; with lethe.torch.partitioner pass options="
+                    "{'custom_partitioner_fn': ..., 'allow_buffer_reuse': "
+                    "False}), or plan with offload=False")
             from lethe import _offload_ops
             moved = _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded,
                                         plan, fused, device)
@@ -295,8 +323,8 @@ class LethePartitioner(_partitioner_base()):
             raw = self.planner(doc, budget=self.budget, policy=self.policy,
                                device=self.device, **options)
         else:
-            raw = plan_json(doc, self.budget, self.policy, self.device,
-                            **options)
+            raw = plan_json(doc, self._planning_budget(), self.policy,
+                            self.device, **options)
         plan = parse_plan(raw, doc)
         if not plan.feasible:
             least = plan.least_feasible_budget
@@ -306,6 +334,11 @@ class LethePartitioner(_partitioner_base()):
                 "this compiled graph"
                 + (f": {least} B" if least is not None else ""), least)
         return plan
+
+    def _planning_budget(self) -> Optional[str]:
+        if not self.peak_correction:
+            return self.budget
+        return str(max(1, int(self.budget) + self.peak_correction))
 
     def _tag(self, gm, fused, plan, info):
         """Writes the decisions as checkpoint tags. Returns the FX nodes

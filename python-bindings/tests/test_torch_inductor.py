@@ -1,0 +1,330 @@
+"""Lethe as inductor's partitioner, on CPU (torch >= 2.9; CI runs this file
+in a virtual environment with torch 2.11 from PyPI, scripts/test.sh).
+
+Inductor's CPU backend compiles the same partitioned graphs it would
+compile for a GPU (C++ kernels instead of Triton), so the plan → tags →
+min-cut → offload-ops route is exercised whole; the offload ops run their
+CPU stand-in (synchronous clones).
+"""
+
+import json
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not hasattr(torch, "compile"):
+    pytest.skip("torch.compile is missing (torch < 2)", allow_module_level=True)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import lethe  # noqa: E402
+import lethe.torch as lt  # noqa: E402
+from lethe import _inductor  # noqa: E402
+from lethe._planclient import available  # noqa: E402
+
+try:
+    _inductor.require_inductor_hooks()
+except RuntimeError as e:  # torch < 2.9
+    pytest.skip(str(e), allow_module_level=True)
+
+needs_lethe = pytest.mark.skipif(not available(),
+                                 reason="Lethe's native library is not built")
+
+
+@pytest.fixture(autouse=True)
+def _no_compile_caches():
+    """Each test plans afresh: inductor's FX-graph and AOT caches would
+    replay an earlier test's compile of the same graph and partitioner key
+    without calling the partitioner (test_cached_compile_... checks that)."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+    with inductor_config.patch(fx_graph_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        yield
+
+
+class Block(nn.Module):
+    """Pre-norm MLP block: a LayerNorm, two matmuls around a GELU and a
+    residual add, the pattern whose pointwise chains inductor fuses."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+def _model(layers=3):
+    torch.manual_seed(0)
+    return nn.Sequential(*[Block() for _ in range(layers)])
+
+
+def _step(model, run):
+    torch.manual_seed(1)
+    x = torch.randn(8, 32, 64)
+    loss = run(x).pow(2).mean()
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+    for p in model.parameters():
+        p.grad = None
+    return loss.detach(), grads
+
+
+def _compile(model, partitioner):
+    torch._dynamo.reset()
+    return torch.compile(model, dynamic=False,
+                         options={"custom_partitioner_fn": partitioner})
+
+
+def _close(a, b):
+    loss_a, grad_a = a
+    loss_b, grad_b = b
+    assert torch.allclose(loss_a, loss_b, rtol=1e-5, atol=1e-6)
+    assert float((grad_a - grad_b).norm() / grad_b.norm()) < 1e-5
+
+
+def _planner(kinds):
+    """A hand-made planner: `kinds(entry)` decides each saved value."""
+    def plan(doc, budget, policy, device, **options):
+        values = []
+        for nid, index in doc["saved"]:
+            entry = doc["nodes"][nid]
+            if entry["kind"] == "op":
+                values.append({"node": entry["name"], "result": index,
+                               "decision": kinds(entry)})
+        return {"feasible": True, "policy": policy, "values": values,
+                "peak_bytes": 0, "step_us": 0.0}
+    return plan
+
+
+# --- the graph Lethe plans ------------------------------------------------
+
+def _fused_doc(model):
+    """The graph the partitioner builds for `model`'s step."""
+    docs = []
+
+    def record(doc, **kwargs):
+        docs.append(doc)
+        return _planner(lambda e: "retain")(doc, **kwargs)
+    p = lt.partitioner(budget=None, planner=record)
+    _step(model, _compile(model, p))
+    return docs[0]
+
+
+def test_pointwise_chains_are_virtual_and_matmuls_materialize():
+    doc = _fused_doc(_model(1))
+    ops = {e["name"]: e for e in doc["nodes"] if e["kind"] == "op"}
+    kinds = {e["op"] for e in ops.values()}
+    # The GELU's erf / mul chain never reaches memory: no such node.
+    assert not any("erf" in k for k in kinds), kinds
+    # The matmuls do, and the backward reads their outputs.
+    saved_ops = {doc["nodes"][n]["op"] for n, _ in doc["saved"]}
+    assert "aten.addmm.default" in saved_ops
+    # The backward re-runs the GELU inline: some backward node reads the
+    # first matmul's output directly, through the inlined chain.
+    assert any(e["phase"] == "bwd" and e.get("inlined") for e in ops.values())
+    # Every node is named by its FX name: unique, so plans can refer to it.
+    names = [e["name"] for e in doc["nodes"] if e["kind"] != "output"]
+    assert len(names) == len(set(names))
+
+
+@needs_lethe
+def test_fused_graph_loads_and_plans_in_lethe():
+    doc = _fused_doc(_model(2))
+    plan = lethe.plan(doc, budget="80%", device="h100")
+    assert plan.feasible
+    assert plan.peak_bytes <= plan.budget_bytes
+
+
+# --- the partition -----------------------------------------------------------
+
+@needs_lethe
+@pytest.mark.parametrize("budget", [None, "70%"])
+def test_lethe_plans_run_with_the_same_numbers_as_eager(budget):
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget=budget, device="h100")
+    got = _step(model, _compile(model, p))
+    _close(got, eager)
+    (record,) = p.records
+    assert record.plan.feasible
+    if budget is not None:
+        assert record.plan.peak_bytes <= record.plan.budget_bytes
+    # This model's plan is what min-cut saved, value for value.
+    assert record.mismatches == []
+    summary = record.summary()
+    assert summary["saved"] == len(record.saved) > 0
+
+
+@needs_lethe
+def test_backend_compiles_with_inductor_and_lower_budget_saves_less():
+    model = _model()
+    eager = _step(model, model)
+    saved = {}
+    for budget in (None, "60%"):
+        b = lt.backend(budget=budget, device="h100")
+        assert b.compiler == "inductor"
+        torch._dynamo.reset()
+        _close(_step(model, b(model)), eager)
+        saved[budget] = sum(1 for _ in b.plans[-1].saved)
+        assert b.plans[-1].plan.counts()["recompute"] >= 0
+    assert saved["60%"] <= saved[None]
+
+
+def test_decisions_become_checkpoint_tags_honoured_by_min_cut():
+    """Retain every matmul, recompute the rest: min-cut saves exactly the
+    matmul outputs (and inputs), and the step's numbers do not change."""
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, planner=_planner(
+        lambda e: "retain" if "mm" in e["op"] else "recompute"))
+    _close(_step(model, _compile(model, p)), eager)
+    (record,) = p.records
+    assert record.mismatches == []
+
+
+def test_offloaded_values_travel_through_the_lethe_ops():
+    from lethe import _offload_ops
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, offload=True, planner=_planner(
+        lambda e: "offload" if e["op"] == "aten.add.Tensor" else "retain"))
+    before = dict(_offload_ops.stats)
+    # Inductor must not hand an offloaded buffer to a later kernel while
+    # the copy may still read it: without allow_buffer_reuse=False, refused.
+    with pytest.raises(Exception, match="allow_buffer_reuse=False"):
+        _step(model, _compile(model, p))
+    torch._dynamo.reset()
+    run = torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    _close(_step(model, run), eager)
+    record = p.records[-1]
+    assert record.offloaded, "no residual was offloaded"
+    copies = _offload_ops.stats["d2h_copies"] - before["d2h_copies"]
+    reloads = _offload_ops.stats["h2d_copies"] - before["h2d_copies"]
+    assert copies == reloads == len(record.offloaded)
+
+
+def test_offload_is_off_by_default_under_inductor():
+    p = lt.backend(budget=None)
+    assert p.partitioner.offload is False
+
+
+# --- errors and cache keys -------------------------------------------------
+
+def test_budget_forms():
+    norm = _inductor.normalize_budget
+    assert norm(0.5) == "50%"
+    assert norm("12GiB") == "12GiB"
+    assert norm(1 << 30) == str(1 << 30)
+    assert norm(None) is None
+    with pytest.raises(ValueError, match="would be 1 bytes"):
+        norm(1)
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        norm(1.5)
+    with pytest.raises(TypeError):
+        norm(True)
+
+
+def test_uuid_keys_the_budget_policy_and_costs():
+    a = lt.partitioner(budget="50%", device="h100")
+    assert a.uuid() == lt.partitioner(budget="50%", device="h100").uuid()
+    assert a.uuid() != lt.partitioner(budget="40%", device="h100").uuid()
+    assert a.uuid() != lt.partitioner(budget="50%", device="h200").uuid()
+    assert a.uuid() != lt.partitioner(budget="50%", policy="full",
+                                      device="h100").uuid()
+    assert a.uuid() != lt.partitioner(budget="50%", device="h100",
+                                      costs={"addmm": 3.0}).uuid()
+
+
+@needs_lethe
+def test_cached_compile_replays_only_for_the_same_key(monkeypatch,
+                                                      tmp_path):
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    model = _model(1)
+
+    def partition(budget):
+        p = lt.partitioner(budget=budget, device="h100")
+        with inductor_config.patch(fx_graph_cache=True), \
+                functorch_config.patch(enable_autograd_cache=True):
+            _step(model, _compile(model, p))
+        return len(p.records)
+    assert partition(None) == 1
+    # The same Lethe, budget and planner: the cache replays the compile
+    # without planning again; another budget is another key.
+    assert partition(None) == 0
+    assert partition(str(1 << 30)) == 1
+    first = lt.partitioner(budget=None, planner=None).uuid()
+    assert first != lt.partitioner(budget="50%").uuid()
+
+
+def test_dynamic_shapes_are_refused_with_a_clear_message():
+    model = _model(1)
+    p = lt.partitioner(budget=None, planner=_planner(lambda e: "retain"))
+    torch._dynamo.reset()
+    run = torch.compile(model, dynamic=True,
+                        options={"custom_partitioner_fn": p})
+    with pytest.raises(Exception, match="dynamic shape.*dynamic=False"):
+        run(torch.randn(8, 32, 64)).sum().backward()
+
+
+def test_user_checkpointing_is_replanned_with_a_warning():
+    from torch.utils.checkpoint import checkpoint
+    model = _model(2)
+
+    class Wrapped(nn.Module):
+        def forward(self, x):
+            for block in model:
+                x = checkpoint(block, x, use_reentrant=False)
+            return x
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, planner=_planner(lambda e: "retain"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _step(model, _compile(Wrapped(), p))
+    _close(got, eager)
+    assert any("Lethe's plan replaces them" in str(w.message)
+               for w in caught)
+    assert p.records[0].notes
+
+
+@needs_lethe
+def test_infeasible_budget_names_the_least_one():
+    model = _model(2)
+    p = lt.partitioner(budget="1%", device="h100")
+    with pytest.raises(Exception) as info:
+        _step(model, _compile(model, p))
+    chain, e = [], info.value
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    errors = [x for x in chain if isinstance(x, lethe.InfeasibleBudgetError)]
+    assert errors and errors[0].least_feasible_budget > 0
+
+
+@needs_lethe
+def test_calibration_moves_the_planning_budget_by_the_error():
+    model = _model()
+    b = lt.backend(budget=str(4 << 20), device="h100")
+    torch._dynamo.reset()
+    _step(model, b(model))
+    predicted = b.plans[-1].plan.peak_bytes
+    correction = b.calibrate(predicted - (1 << 20))
+    assert correction == 1 << 20
+    assert b.partitioner._planning_budget() == str((4 << 20) + (1 << 20))
+    with pytest.raises(ValueError, match="budget in bytes"):
+        lt.partitioner(budget="50%", peak_correction=5)
+
+
+def test_eager_compiler_is_still_there():
+    b = lt.backend(budget=None, compiler="eager")
+    assert b.compiler == "eager"
+    with pytest.raises(ValueError, match="compiler"):
+        lt.backend(budget=None, compiler="tvm")
+    json.dumps(b.budget)  # the budget text is plain data
