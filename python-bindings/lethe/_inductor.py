@@ -428,9 +428,15 @@ def _value_names(n: fx.Node, index: int) -> List[str]:
 
 
 def _storage_root(n: fx.Node, op_types) -> fx.Node:
-    while n.op == "call_function" and op_types.is_view(n) and n.args \
+    """The node owning n's storage: through views, and through the getitems
+    of view ops that return several views (split, chunk, unbind)."""
+    while n.op == "call_function" and n.args \
             and isinstance(n.args[0], fx.Node):
-        n = n.args[0]
+        if op_types.is_view(n) or (n.target is operator.getitem
+                                   and op_types.is_view(n.args[0])):
+            n = n.args[0]
+        else:
+            break
     return n
 
 
@@ -446,6 +452,13 @@ def _mismatches(gm, fused, plan, saved, kept):
             continue
         for name in _value_names(n, index):
             planned[name] = (d.kind, _bytes(by_name.get(name)))
+    # A value planned kept keeps its storage: saving any view of it (or its
+    # base, as min-cut does for a split's halves) is the plan.
+    planned_roots: Dict[str, str] = {}
+    for name, (kind, _) in planned.items():
+        node = by_name.get(name)
+        if node is not None and kind in (RETAIN, OFFLOAD):
+            planned_roots[_storage_root(node, op_types).name] = kind
     saved_roots = set()
     out = []
     for name in saved:
@@ -458,6 +471,8 @@ def _mismatches(gm, fused, plan, saved, kept):
         if node.op == "placeholder" or root.op == "placeholder":
             continue
         kind = planned.get(name, planned.get(root.name, (None, 0)))[0]
+        if kind not in (RETAIN, OFFLOAD) and root.name in planned_roots:
+            kind = planned_roots[root.name]
         if kind not in (RETAIN, OFFLOAD):
             out.append({"value": name, "planned": kind or "not planned",
                         "got": "saved", "bytes": _bytes(node)})

@@ -175,6 +175,30 @@ def test_backend_compiles_with_inductor_and_lower_budget_saves_less():
     assert saved["60%"] <= saved[None]
 
 
+class SwiGLU(nn.Module):
+    """One matmul split in two halves (chunk): the backward reads the two
+    views, min-cut saves the matmul's output they view."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.up = nn.Linear(d, 4 * d, bias=False)
+        self.down = nn.Linear(2 * d, d, bias=False)
+
+    def forward(self, x):
+        a, b = self.up(x).chunk(2, dim=-1)
+        return x + self.down(F.silu(a) * b)
+
+
+@needs_lethe
+def test_a_saved_base_of_planned_views_is_no_mismatch():
+    torch.manual_seed(0)
+    model = nn.Sequential(SwiGLU(), SwiGLU())
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, device="h100")
+    _close(_step(model, _compile(model, p)), eager)
+    assert p.records[-1].mismatches == []
+
+
 def test_decisions_become_checkpoint_tags_honoured_by_min_cut():
     """Retain every matmul, recompute the rest: min-cut saves exactly the
     matmul outputs (and inputs), and the step's numbers do not change."""
