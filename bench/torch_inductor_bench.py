@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 import traceback

@@ -295,7 +295,8 @@ class Backend:
 
     def _dump(self, record):
         os.makedirs(self.dump_dir, exist_ok=True)
-        k = len(os.listdir(self.dump_dir))
+        k = sum(1 for f in os.listdir(self.dump_dir)
+                if f.startswith("graph") and f.endswith(".json"))
         for name, doc in ((f"graph{k}.json", record.graph),
                           (f"plan{k}.json", record.plan.raw),
                           (f"summary{k}.json", record.summary())):

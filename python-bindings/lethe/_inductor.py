@@ -23,7 +23,6 @@ fusion. Ours:
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import operator
 import os
@@ -35,8 +34,8 @@ import torch
 import torch.fx as fx
 
 from lethe import InfeasibleBudgetError
-from lethe._fused_graph import FusedGraph, PlanGraphError, build_fused_graph
-from lethe._partition import OFFLOAD, RECOMPUTE, RETAIN
+from lethe._fused_graph import FusedGraph, build_fused_graph
+from lethe._partition import OFFLOAD, RETAIN
 from lethe._planclient import LethePlan, parse_plan, plan_json
 
 __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
@@ -266,13 +265,13 @@ class LethePartitioner(_partitioner_base()):
             self.offload == "auto" and device.type == "cuda")
         plan = self._plan(fused.doc, offload_ok)
 
-        kept, offloaded = self._tag(gm, fused, plan, info)
+        offloaded = self._tag(gm, fused, plan, info)
         fw, bw = partitioners.min_cut_rematerialization_partition(
             gm, joint_inputs, compiler=compiler,
             num_fwd_outputs=num_fwd_outputs,
             static_lifetime_input_indices=static_indices)
         saved = _saved_names(fw, num_fwd_outputs)
-        mismatches = _mismatches(gm, fused, plan, saved, kept)
+        mismatches = _mismatches(gm, fused, plan, saved)
         moved: List[str] = []
         if offloaded:
             from torch._inductor import config as inductor_config
@@ -289,10 +288,8 @@ class LethePartitioner(_partitioner_base()):
                     "sets it; with lethe.torch.partitioner pass options="
                     "{'custom_partitioner_fn': ..., 'allow_buffer_reuse': "
                     "False}), or plan with offload=False")
-            from lethe import _offload_ops
             moved = _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded,
                                         plan, fused, device)
-            del _offload_ops
         record = PartitionRecord(plan, fused.doc if self.dump_dir else None,
                                  saved, mismatches, moved, notes,
                                  time.perf_counter() - start)
@@ -341,8 +338,8 @@ class LethePartitioner(_partitioner_base()):
         return str(max(1, int(self.budget) + self.peak_correction))
 
     def _tag(self, gm, fused, plan, info):
-        """Writes the decisions as checkpoint tags. Returns the FX nodes
-        kept (retained or offloaded) and the offloaded values."""
+        """Writes the decisions as checkpoint tags. Returns the offloaded
+        values (FX node, output index)."""
         from torch._functorch.partitioners import get_default_op_list
         from torch.utils.checkpoint import CheckpointPolicy
         op_types = get_default_op_list()
@@ -383,11 +380,12 @@ class LethePartitioner(_partitioner_base()):
             # One region: min-cut's tag cleanup saves a region's output
             # only where a later region reads it.
             n.meta["ac_graph_id"] = 0
-        return kept, offloaded
+        return offloaded
 
     def _dump(self, record: PartitionRecord, fused: FusedGraph) -> None:
         os.makedirs(self.dump_dir, exist_ok=True)
-        k = len(os.listdir(self.dump_dir))
+        k = sum(1 for f in os.listdir(self.dump_dir)
+                if f.startswith("graph") and f.endswith(".json"))
         for name, doc in ((f"graph{k}.json", fused.doc),
                           (f"plan{k}.json", record.plan.raw),
                           (f"summary{k}.json",
@@ -440,7 +438,7 @@ def _storage_root(n: fx.Node, op_types) -> fx.Node:
     return n
 
 
-def _mismatches(gm, fused, plan, saved, kept):
+def _mismatches(gm, fused, plan, saved):
     """Differences between the plan and what min-cut saved."""
     from torch._functorch.partitioners import get_default_op_list
     op_types = get_default_op_list()
