@@ -9,8 +9,11 @@
 #       the full runs (MODEL0 on GPU 0, MODEL1 on GPU 1) with a deadline
 #       ($LETHE_BENCH_DEADLINE_S, default 400 s); results in $OUT.
 #
-# The library: $LETHE_LIBRARY, else .gpu/lib/liblethe-c.so (carry .gpu; made
-# here by scripts/build-wheel.sh or scripts/build.sh).
+# The library: $LETHE_LIBRARY, else .gpu/lib/liblethe-c.so. Here, before the
+# device call: scripts/build.sh; mkdir -p .gpu/lib; cp build/python/lethe/
+# liblethe-c.so .gpu/lib/ (.gpu is in .git/info/exclude), and carry ".gpu".
+# LETHE_SMOKE="m1 m2" first runs those models at tiny sizes; MODEL0 may be
+# "a,b" (run one after the other on GPU 0); LETHE_BENCH_ARGS go to each run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export LETHE_LIBRARY=${LETHE_LIBRARY:-$PWD/.gpu/lib/liblethe-c.so}
