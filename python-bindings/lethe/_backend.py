@@ -15,8 +15,6 @@ pinned host memory and back on side streams (lethe._offload); the two
 graphs then run eagerly, op by op.
 """
 
-import json
-import os
 import time
 
 import torch
@@ -24,7 +22,7 @@ import torch
 from lethe import _inductor, _partition
 from lethe._joint_graph import JointCapture, build_graph_json
 from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
-from lethe._planclient import (InfeasibleBudgetError, LethePlan, PlanError,
+from lethe._planclient import (InfeasibleBudgetError, PlanError, PlanRecord,
                                parse_plan, plan_json)
 
 __all__ = ["Backend", "backend", "InfeasibleBudgetError", "PlanError",
@@ -66,36 +64,21 @@ def backend(budget="40%", policy="auto", device=None, **options):
     return Backend(budget=budget, policy=policy, device=device, **options)
 
 
-class GraphPlan:
-    """What the backend decided for one compiled graph."""
+class GraphPlan(PlanRecord):
+    """What the eager route decided for one compiled graph."""
 
     def __init__(self, plan, info, graph, plan_s):
-        self.plan = plan
+        super().__init__(plan, plan_s)
         self.info = info
         self.graph = graph
-        self.plan_s = plan_s
-
-    @property
-    def predicted_peak_bytes(self):
-        return self.plan.peak_bytes
-
-    @property
-    def predicted_step_us(self):
-        return self.plan.step_us
 
     def summary(self):
-        return {"policy": self.plan.policy, "feasible": self.plan.feasible,
-                "budget_bytes": self.plan.budget_bytes,
-                "peak_bytes": self.plan.peak_bytes,
-                "step_us": self.plan.step_us,
-                "baseline_peak_bytes": self.plan.baseline_peak_bytes,
-                "baseline_step_us": self.plan.baseline_step_us,
-                "decisions": self.plan.counts(),
-                "saved": len(self.info.saved),
-                "recomputed_nodes": len(self.info.recomputed),
-                "offloaded": len(self.info.offloaded),
-                "retained_instead": self.info.retained_instead,
-                "plan_s": self.plan_s}
+        return dict(self.plan.figures(),
+                    saved=len(self.info.saved),
+                    recomputed_nodes=len(self.info.recomputed),
+                    offloaded=len(self.info.offloaded),
+                    retained_instead=self.info.retained_instead,
+                    plan_s=self.plan_s)
 
 
 class Backend:
@@ -223,7 +206,7 @@ class Backend:
             num_fwd_outputs = \
                 joint_module._out_spec.children_specs[0].num_leaves
         fwd_names = {n.name for n in default_fw.graph.nodes}
-        device = _device_of(joint_inputs)
+        device = _inductor._device_of(joint_inputs)
         graph = _export(joint_module, joint_inputs, default_fw, default_bw,
                         num_fwd_outputs, device,
                         kwargs.get("static_lifetime_input_indices"))
@@ -268,7 +251,7 @@ class Backend:
         self._plans.append(record)
         del self._plans[:-_inductor._MAX_RECORDS]
         if self.dump_dir:
-            self._dump(record)
+            record.dump(self.dump_dir, record.graph, record.summary())
         return fw, bw
 
     def _plan(self, graph, offload_ok):
@@ -292,16 +275,6 @@ class Backend:
                 f"budget policy '{self.policy}' can meet on this graph"
                 + (f": {least} B" if least is not None else ""), least)
         return plan
-
-    def _dump(self, record):
-        os.makedirs(self.dump_dir, exist_ok=True)
-        k = sum(1 for f in os.listdir(self.dump_dir)
-                if f.startswith("graph") and f.endswith(".json"))
-        for name, doc in ((f"graph{k}.json", record.graph),
-                          (f"plan{k}.json", record.plan.raw),
-                          (f"summary{k}.json", record.summary())):
-            with open(os.path.join(self.dump_dir, name), "w") as f:
-                json.dump(doc, f, indent=1, default=str)
 
 
 # The last few exports, by joint graph code and input shapes: compiling one
@@ -428,14 +401,6 @@ def _flatten_inputs(joint_inputs):
     primals, tangents = joint_inputs[0], joint_inputs[1]
     return list(primals), list(tangents) if isinstance(
         tangents, (list, tuple)) else [tangents]
-
-
-def _device_of(joint_inputs):
-    primals, _ = _flatten_inputs(joint_inputs)
-    for t in primals:
-        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
-            return t.device
-    return torch.device("cpu")
 
 
 def _joint_capture(joint, joint_inputs, fw, bw, num_fwd_outputs,

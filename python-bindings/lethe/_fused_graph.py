@@ -33,7 +33,8 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import torch
 import torch.fx as fx
 
-from lethe._joint_graph import _dtype_name, _schema_aliases, node_scope
+from lethe._joint_graph import (_dtype_name, _schema_aliases, add_provenance,
+                                op_name)
 
 __all__ = ["FusedGraph", "build_fused_graph", "PlanGraphError"]
 
@@ -231,17 +232,12 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                     r = ref(args[k])
                     if r is not None and r in inputs:
                         outputs[i]["alias"] = inputs.index(r)
-        entry = {"name": n.name, "op": _op_name(n), "kind": "op",
+        entry = {"name": n.name, "op": op_name(n.target), "kind": "op",
                  "phase": ph, "graph": 0, "inputs": inputs,
                  "outputs": outputs, "time_us": None}
         if inlined:
             entry["inlined"] = [a.name for a in inlined]
-        scope = node_scope(n)
-        if scope:
-            entry["scope"] = scope
-        seq = n.meta.get("seq_nr")
-        if isinstance(seq, int):
-            entry["seq_nr"] = seq
+        add_provenance(entry, n)
         return entry
 
     primals = [n for n in nodes if n.op == "placeholder"
@@ -329,8 +325,3 @@ def _is_gather(n: fx.Node) -> bool:
 
 def _is_cast(n: fx.Node) -> bool:
     return _packet(n) in ("convert_element_type", "_to_copy", "to")
-
-
-def _op_name(n: fx.Node) -> str:
-    # OpOverloads print as "aten.mm.default", the schema's op names.
-    return str(n.target)

@@ -34,9 +34,9 @@ import torch
 import torch.fx as fx
 
 from lethe import InfeasibleBudgetError
-from lethe._fused_graph import FusedGraph, build_fused_graph
+from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
 from lethe._partition import OFFLOAD, RETAIN
-from lethe._planclient import LethePlan, parse_plan, plan_json
+from lethe._planclient import LethePlan, PlanRecord, parse_plan, plan_json
 
 __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
            "normalize_budget", "default_device_profile"]
@@ -120,39 +120,24 @@ def default_device_profile() -> str:
     return "h200"
 
 
-class PartitionRecord:
+class PartitionRecord(PlanRecord):
     """What the partitioner decided for one compiled graph."""
 
     def __init__(self, plan: LethePlan, graph: Optional[Dict[str, Any]],
                  saved: List[str], mismatches: List[Dict[str, Any]],
                  offloaded: List[str], notes: List[str], plan_s: float):
-        self.plan = plan
+        super().__init__(plan, plan_s)
         self.graph = graph
         self.saved = saved
         self.mismatches = mismatches
         self.offloaded = offloaded
         self.notes = notes
-        self.plan_s = plan_s
-
-    @property
-    def predicted_peak_bytes(self) -> int:
-        return self.plan.peak_bytes
-
-    @property
-    def predicted_step_us(self) -> float:
-        return self.plan.step_us
 
     def summary(self) -> Dict[str, Any]:
-        p = self.plan
-        return {"policy": p.policy, "feasible": p.feasible,
-                "budget_bytes": p.budget_bytes, "peak_bytes": p.peak_bytes,
-                "step_us": p.step_us,
-                "baseline_peak_bytes": p.baseline_peak_bytes,
-                "baseline_step_us": p.baseline_step_us,
-                "decisions": p.counts(), "saved": len(self.saved),
-                "offloaded": len(self.offloaded),
-                "mismatches": len(self.mismatches), "notes": self.notes,
-                "plan_s": self.plan_s}
+        return dict(self.plan.figures(), saved=len(self.saved),
+                    offloaded=len(self.offloaded),
+                    mismatches=len(self.mismatches), notes=self.notes,
+                    plan_s=self.plan_s)
 
 
 def _partitioner_base():
@@ -296,7 +281,8 @@ class LethePartitioner(_partitioner_base()):
         self.records.append(record)
         del self.records[:-_MAX_RECORDS]
         if self.dump_dir:
-            self._dump(record, fused)
+            record.dump(self.dump_dir, fused.doc,
+                        dict(record.summary(), mismatch_list=mismatches))
         return fw, bw
 
     # --- steps -------------------------------------------------------------
@@ -368,7 +354,7 @@ class LethePartitioner(_partitioner_base()):
         for n in gm.graph.nodes:
             if n.op != "call_function" or n in backward \
                     or n.target is operator.getitem \
-                    or not _is_tensor(n.meta.get("val")):
+                    or not _is_tensor_node(n):
                 continue
             if op_types.is_random(n) and not self.replay_rng:
                 continue
@@ -382,27 +368,9 @@ class LethePartitioner(_partitioner_base()):
             n.meta["ac_graph_id"] = 0
         return offloaded
 
-    def _dump(self, record: PartitionRecord, fused: FusedGraph) -> None:
-        os.makedirs(self.dump_dir, exist_ok=True)
-        k = sum(1 for f in os.listdir(self.dump_dir)
-                if f.startswith("graph") and f.endswith(".json"))
-        for name, doc in ((f"graph{k}.json", fused.doc),
-                          (f"plan{k}.json", record.plan.raw),
-                          (f"summary{k}.json",
-                           dict(record.summary(),
-                                mismatch_list=record.mismatches))):
-            with open(os.path.join(self.dump_dir, name), "w") as f:
-                json.dump(doc, f, indent=1, default=str)
-
-
-def _is_tensor(v: Any) -> bool:
-    if isinstance(v, torch.Tensor):
-        return True
-    return isinstance(v, (list, tuple)) and any(
-        isinstance(t, torch.Tensor) for t in v)
-
 
 def _device_of(joint_inputs: Sequence[Any]) -> torch.device:
+    """The device of the step: its first tensor input not on the CPU."""
     for group in joint_inputs:
         for t in group if isinstance(group, (list, tuple)) else [group]:
             if isinstance(t, torch.Tensor) and t.device.type != "cpu":

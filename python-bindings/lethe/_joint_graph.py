@@ -547,13 +547,19 @@ def _op_entry(n, phase, replay, resolve):
     entry["time_us"] = statistics.median(times) if times else None
     if times:
         entry["times_us"] = [round(t, 3) for t in times]
+    add_provenance(entry, n)
+    return entry
+
+
+def add_provenance(entry, n):
+    """Adds where an FX node came from to its JSON entry: the module path
+    (`scope`) and the autograd sequence number (`seq_nr`), when known."""
     scope = node_scope(n)
     if scope:
         entry["scope"] = scope
     seq_nr = n.meta.get("seq_nr")
     if isinstance(seq_nr, int):
         entry["seq_nr"] = seq_nr
-    return entry
 
 
 def _rebase_seq_nr(nodes):

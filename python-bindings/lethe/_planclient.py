@@ -9,6 +9,7 @@ follows.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import lethe
@@ -95,6 +96,45 @@ class LethePlan:
         for d in self.decisions.values():
             counts[d.kind] += 1
         return counts
+
+    def figures(self) -> Dict[str, Any]:
+        """The plan's numbers, as the backends' records summarize them."""
+        return {"policy": self.policy, "feasible": self.feasible,
+                "budget_bytes": self.budget_bytes,
+                "peak_bytes": self.peak_bytes, "step_us": self.step_us,
+                "baseline_peak_bytes": self.baseline_peak_bytes,
+                "baseline_step_us": self.baseline_step_us,
+                "decisions": self.counts()}
+
+
+class PlanRecord:
+    """What a backend planned for one compiled graph: the plan and the time
+    planning took; the routes add what their partition did."""
+
+    def __init__(self, plan: LethePlan, plan_s: float) -> None:
+        self.plan = plan
+        self.plan_s = plan_s
+
+    @property
+    def predicted_peak_bytes(self) -> int:
+        return self.plan.peak_bytes
+
+    @property
+    def predicted_step_us(self) -> float:
+        return self.plan.step_us
+
+    def dump(self, directory: str, graph: Dict[str, Any],
+             summary: Dict[str, Any]) -> None:
+        """Writes graphK.json, planK.json and summaryK.json into
+        `directory`, K counting the graphs already there."""
+        os.makedirs(directory, exist_ok=True)
+        k = sum(1 for f in os.listdir(directory)
+                if f.startswith("graph") and f.endswith(".json"))
+        for name, doc in ((f"graph{k}.json", graph),
+                          (f"plan{k}.json", self.plan.raw),
+                          (f"summary{k}.json", summary)):
+            with open(os.path.join(directory, name), "w") as f:
+                json.dump(doc, f, indent=1, default=str)
 
 
 def parse_plan(raw: Dict[str, Any], graph: Dict[str, Any]) -> LethePlan:
