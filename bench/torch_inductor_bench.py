@@ -230,6 +230,7 @@ def run_method(name, method, args, device, budgets):
         extra["peak_correction"] = correction
         backend = lt.backend(budget=budget, device=args.profile,
                              peak_correction=correction,
+                             costs=args.lethe_costs,
                              offload={"auto": "auto", "off": False}[
                                  args.lethe_offload])
         run = torch.compile(model, backend=backend, dynamic=False)
@@ -263,7 +264,12 @@ def run_method(name, method, args, device, budgets):
             mismatches=sum(len(x.mismatches) for x in records),
             mismatch_bytes=sum(m.get("bytes", 0) for x in records
                                for m in x.mismatches),
-            plan_s=sum(x.plan_s for x in records))
+            plan_s=sum(x.plan_s for x in records),
+            costs=args.lethe_costs,
+            measured_nodes=sum(x.measured.get("timed_nodes", 0)
+                               for x in records),
+            measure_s=sum(x.measured.get("measure_s", 0) for x in records),
+            measured_rates=r.measured.get("rates"))
         if extra.get("peak_correction"):
             # The user's budget, which the measured peak must meet; the
             # planner saw budget + correction.
@@ -326,14 +332,18 @@ def run(args):
             doc["results"][method] = {"skipped": "deadline"}
             continue
         key = method.split(":", 1)[1] if method.startswith("lethe") else None
+        # "compile+C" / "at:M+C": that measured peak, peak correction C.
+        base, plus = (key.split("+", 1) + [None])[:2] if key else (None, None)
         try:
-            if key is not None and (key == "compile" or key.startswith("at:")):
-                c = doc["results"].get(key[3:] if key.startswith("at:")
+            if key is not None and (base == "compile" or
+                                    base.startswith("at:")):
+                c = doc["results"].get(base[3:] if base.startswith("at:")
                                        else "compile", {})
                 if not c.get("peak_bytes"):
                     doc["results"][method] = {"skipped": "no compile peak"}
                     continue
-                budgets[key] = str(int(c["peak_bytes"]))
+                budgets[key] = str(int(c["peak_bytes"])) + (
+                    f"+{plus}" if plus else "")
             elif key == "least":
                 budgets[key] = str(least_budget(args.model, args, device))
             elif key is not None:
@@ -552,6 +562,10 @@ def main():
     r.add_argument("--lethe-budgets", nargs="*", default=LETHE_BUDGETS)
     r.add_argument("--lethe-offload", choices=["auto", "off"], default="auto",
                    help="off: recompute-only plans (host budget 0)")
+    r.add_argument("--lethe-costs", choices=["auto", "model"],
+                   default="auto",
+                   help="auto: op times and copy rates measured on this GPU "
+                   "(lethe._measure); model: the analytic cost model")
     r.add_argument("--profile", default=None,
                    help="Lethe device profile (default: this GPU's)")
     r.add_argument("--warmup", type=int, default=2)

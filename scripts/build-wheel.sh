@@ -48,6 +48,8 @@ cp python-bindings/pyproject.toml python-bindings/setup.py \
    python-bindings/README.md "$stage/"
 cp python-bindings/lethe/*.py python-bindings/lethe/py.typed "$stage/lethe/"
 cp "$library" "$stage/lethe/"
+mkdir -p "$stage/lethe/devices"
+cp devices/*.json "$stage/lethe/devices/"
 
 LETHE_WHEEL_PLATFORM=$platform "$PYTHON" -m pip wheel --no-deps \
   --no-build-isolation --no-index -q -w "$OUT" "$stage"

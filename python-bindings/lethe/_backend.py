@@ -46,7 +46,10 @@ def backend(budget="40%", policy="auto", device=None, **options):
     compiler: "inductor" (compile with fusion, Lethe as the partitioner;
       the default on a torch that has the hooks) or "eager".
     inductor_options: further inductor config patches (inductor only).
-    costs: measured op times in µs by joint-graph node name (inductor only).
+    costs: how ops are priced (inductor only): "auto" (default: measured on
+      the GPU the step runs on, the cost model elsewhere; see
+      lethe._measure), "measured", "model", or a table of op times in µs
+      by joint-graph node name.
     peak_correction: bytes by which Lethe's predicted peak of the compiled
       step exceeds the measured one (inductor only): plans at budget +
       correction. A measured peak above the budget is a negative
@@ -87,7 +90,7 @@ class Backend:
     def __init__(self, budget="40%", policy="auto", device=None, *,
                  offload=None, prefetch="plan", replay_rng=False,
                  dump_dir=None, planner=None, compiler=None,
-                 inductor_options=None, costs=None, peak_correction=0,
+                 inductor_options=None, costs="auto", peak_correction=0,
                  **plan_options):
         if prefetch not in ("plan", "layer"):
             raise ValueError(f"prefetch must be 'plan' or 'layer', got "
@@ -118,7 +121,7 @@ class Backend:
                 replay_rng=replay_rng, planner=planner, costs=costs,
                 dump_dir=dump_dir, peak_correction=peak_correction,
                 **plan_options)
-        elif costs or peak_correction:
+        elif (costs and costs != "auto") or peak_correction:
             raise ValueError("costs= and peak_correction= are for "
                              "compiler='inductor'")
         self.offload = offload

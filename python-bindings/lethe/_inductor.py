@@ -35,6 +35,7 @@ import torch.fx as fx
 
 from lethe import InfeasibleBudgetError
 from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
+from lethe._measure import CostTable, device_key, measured_profile
 from lethe._partition import OFFLOAD, RETAIN
 from lethe._planclient import LethePlan, PlanRecord, parse_plan, plan_json
 
@@ -125,8 +126,11 @@ class PartitionRecord(PlanRecord):
 
     def __init__(self, plan: LethePlan, graph: Optional[Dict[str, Any]],
                  saved: List[str], mismatches: List[Dict[str, Any]],
-                 offloaded: List[str], notes: List[str], plan_s: float):
+                 offloaded: List[str], notes: List[str], plan_s: float,
+                 measured: Optional[Dict[str, Any]] = None):
         super().__init__(plan, plan_s)
+        # What lethe._measure timed for this graph (empty: cost model).
+        self.measured = measured or {}
         self.graph = graph
         self.saved = saved
         self.mismatches = mismatches
@@ -137,7 +141,8 @@ class PartitionRecord(PlanRecord):
         return dict(self.plan.figures(), saved=len(self.saved),
                     offloaded=len(self.offloaded),
                     mismatches=len(self.mismatches), notes=self.notes,
-                    plan_s=self.plan_s)
+                    plan_s=self.plan_s,
+                    measured_nodes=self.measured.get("timed_nodes", 0))
 
 
 def _partitioner_base():
@@ -155,7 +160,7 @@ class LethePartitioner(_partitioner_base()):
     def __init__(self, budget: Any = "40%", policy: str = "auto",
                  device: Optional[str] = None, *, offload: Any = False,
                  replay_rng: bool = False, planner=None,
-                 costs: Optional[Dict[str, float]] = None,
+                 costs: Any = "auto",
                  dump_dir: Optional[str] = None, fold: bool = True,
                  peak_correction: int = 0, **plan_options: Any):
         require_inductor_hooks()
@@ -169,7 +174,17 @@ class LethePartitioner(_partitioner_base()):
         self.offload = offload
         self.replay_rng = replay_rng
         self.planner = planner
-        self.costs = dict(costs or {})
+        if isinstance(costs, str):
+            if costs not in ("auto", "measured", "model"):
+                raise ValueError("costs must be 'auto' (measured on a GPU, "
+                                 "the cost model elsewhere), 'measured', "
+                                 "'model' or a table {node name: us}")
+            self.costs: Dict[str, float] = {}
+            self.cost_source = costs
+        else:
+            self.costs = dict(costs or {})
+            self.cost_source = "table" if self.costs else "model"
+        self._cost_tables: Dict[str, Any] = {}
         self.dump_dir = dump_dir
         self.fold = fold
         self.plan_options = plan_options
@@ -204,7 +219,8 @@ class LethePartitioner(_partitioner_base()):
              self.peak_correction, self.policy,
              self.device, self.offload, self.replay_rng, self.fold,
              sorted((k, repr(v)) for k, v in self.plan_options.items()),
-             sorted(self.costs.items()),
+             sorted(self.costs.items()), self.cost_source,
+             self._measure_key(),
              None if self.planner is None else repr(self.planner)],
             sort_keys=True)
         digest.update(key.encode())
@@ -246,9 +262,10 @@ class LethePartitioner(_partitioner_base()):
                                   set(info.static_lifetime_input_nodes),
                                   device=str(device), fold=self.fold)
         self._apply_costs(fused)
+        profile, measured = self._measure(fused, device)
         offload_ok = self.offload is True or (
             self.offload == "auto" and device.type == "cuda")
-        plan = self._plan(fused.doc, offload_ok)
+        plan = self._plan(fused.doc, offload_ok, profile)
 
         offloaded = self._tag(gm, fused, plan, info)
         fw, bw = partitioners.min_cut_rematerialization_partition(
@@ -277,7 +294,7 @@ class LethePartitioner(_partitioner_base()):
                                         plan, fused, device)
         record = PartitionRecord(plan, fused.doc if self.dump_dir else None,
                                  saved, mismatches, moved, notes,
-                                 time.perf_counter() - start)
+                                 time.perf_counter() - start, measured)
         self.records.append(record)
         del self.records[:-_MAX_RECORDS]
         if self.dump_dir:
@@ -296,7 +313,56 @@ class LethePartitioner(_partitioner_base()):
             if t is not None and e["kind"] == "op":
                 e["time_us"] = float(t)
 
-    def _plan(self, doc: Dict[str, Any], offload_ok: bool) -> LethePlan:
+    def _measures(self, device: torch.device) -> bool:
+        return self.cost_source == "measured" or (
+            self.cost_source == "auto" and device.type == "cuda")
+
+    def _measure_key(self) -> Optional[str]:
+        """The device whose measurements plan (part of uuid(): a cached
+        graph planned with another GPU's times is not replayed)."""
+        if self.cost_source == "measured" or (
+                self.cost_source == "auto" and torch.cuda.is_available()):
+            return device_key(torch.device(
+                "cuda" if torch.cuda.is_available() else "cpu"))
+        return None
+
+    def _measure(self, fused: FusedGraph,
+                 device: torch.device) -> Tuple[str, Dict[str, Any]]:
+        """Times the planned values that inductor does not generate
+        kernels for (lethe._measure) and measures the device's rates. Returns
+        the profile to plan with and what was measured."""
+        if not self._measures(device):
+            return self.device, {}
+        from torch._functorch.partitioners import get_default_op_list
+        op_types = get_default_op_list()
+        start = time.perf_counter()
+        table = self._cost_tables.get(str(device))
+        if table is None:
+            table = self._cost_tables[str(device)] = CostTable(device)
+        before, failed = table.measured, table.failed
+        timed = 0
+        for e in fused.doc["nodes"]:
+            n = fused.fx_of.get(e["id"])
+            if e["kind"] != "op" or n is None or n.op != "call_function" \
+                    or e.get("time_us") is not None \
+                    or n.target is operator.getitem \
+                    or op_types.is_view(n) or (op_types.is_fusible(n) and
+                                               not op_types.is_random(n)):
+                continue
+            t = table.op_time_us(n)
+            if t is not None:
+                e["time_us"] = t
+                timed += 1
+        profile = measured_profile(self.device, table)
+        table.save()
+        return profile, {"timed_nodes": timed,
+                         "new_measurements": table.measured - before,
+                         "failed": table.failed - failed,
+                         "rates": dict(table.rates), "profile": profile,
+                         "measure_s": time.perf_counter() - start}
+
+    def _plan(self, doc: Dict[str, Any], offload_ok: bool,
+              profile: Optional[str] = None) -> LethePlan:
         options = dict(self.plan_options)
         if not offload_ok:
             options["host_budget"] = 0
@@ -304,10 +370,10 @@ class LethePartitioner(_partitioner_base()):
             options["replay_rng"] = True
         if self.planner is not None:
             raw = self.planner(doc, budget=self.budget, policy=self.policy,
-                               device=self.device, **options)
+                               device=profile or self.device, **options)
         else:
             raw = plan_json(doc, self._planning_budget(), self.policy,
-                            self.device, **options)
+                            profile or self.device, **options)
         plan = parse_plan(raw, doc)
         if not plan.feasible:
             least = plan.least_feasible_budget

@@ -352,3 +352,79 @@ def test_eager_compiler_is_still_there():
     with pytest.raises(ValueError, match="compiler"):
         lt.backend(budget=None, compiler="tvm")
     json.dumps(b.budget)  # the budget text is plain data
+
+
+# --- measured costs (lethe._measure) ------------------------------------------
+
+@needs_lethe
+def test_measured_costs_time_the_unfused_ops_and_are_cached(monkeypatch,
+                                                            tmp_path):
+    """costs="measured" times every planned value inductor does not
+    generate a kernel for (here the matmuls and the layer norms' reductions)
+    on this device, keeps pointwise chains on the model, and caches the
+    times per op signature: the three identical blocks share their times,
+    and a recompile measures nothing."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from lethe import _measure
+    monkeypatch.setenv("LETHE_CACHE_DIR", str(tmp_path))
+    timed_fake = []
+    median_us = _measure._median_us
+
+    def checked(fn, device):
+        # The partitioner runs under inductor's fake mode: a measurement
+        # that ran on fake tensors would time Python, not a kernel.
+        timed_fake.append(isinstance(fn(), FakeTensor))
+        return median_us(fn, device)
+
+    monkeypatch.setattr(_measure, "_median_us", checked)
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget="70%", device="h100", costs="measured",
+                       dump_dir=str(tmp_path / "dump"))
+    _close(_step(model, _compile(model, p)), eager)
+    (record,) = p.records
+    m = record.measured
+    assert m["timed_nodes"] > 0 and m["failed"] == 0
+    assert timed_fake and not any(timed_fake)
+    # Identical layers: fewer distinct measurements than timed nodes.
+    assert 0 < m["new_measurements"] < m["timed_nodes"]
+    graph = json.loads((tmp_path / "dump" / "graph0.json").read_text())
+    timed = {e["op"] for e in graph["nodes"] if e.get("time_us") is not None}
+    assert "aten.mm.default" in timed or "aten.addmm.default" in timed
+    assert not any(e.get("time_us") is not None and e["op"] in (
+        "aten.gelu.default", "aten.add.Tensor", "aten.mul.Tensor")
+        for e in graph["nodes"])
+    (cache,) = tmp_path.glob("costs-*.json")
+    assert json.loads(cache.read_text())["ops"]
+    # A new partitioner (a new process, say) replans from the cache.
+    q = lt.partitioner(budget="70%", device="h100", costs="measured")
+    _step(model, _compile(model, q))
+    assert q.records[-1].measured["new_measurements"] == 0
+    assert q.records[-1].measured["timed_nodes"] == m["timed_nodes"]
+
+
+def test_costs_mode_is_checked_and_keys_the_cache():
+    with pytest.raises(ValueError, match="costs must be"):
+        lt.partitioner(budget="50%", device="h100", costs="profiled")
+    model = lt.partitioner(budget="50%", device="h100", costs="model")
+    measured = lt.partitioner(budget="50%", device="h100", costs="measured")
+    assert model.uuid() != measured.uuid()
+
+
+def test_measured_profile_overlays_this_devices_rates(tmp_path):
+    """On a GPU the host-copy and memory rates come from this device; the
+    rest of the named profile stays."""
+    from lethe._measure import CostTable, measured_profile
+    table = CostTable(torch.device("cpu"), str(tmp_path))
+    assert measured_profile("h100", table) == "h100"  # CPU: nothing to do
+    table.rates = {"d2h_gb_per_s": 20.0, "h2d_gb_per_s": 25.0,
+                   "duplex_factor": 0.7, "hbm_gb_per_s": 1000.0}
+    table.device = torch.device("cuda")  # as if measured on a GPU
+    path = measured_profile("h100", table)
+    profile = json.loads(open(path).read())
+    assert profile["d2h_gb_per_s"] == 20.0
+    assert profile["name"] == "h100-measured"
+    assert profile["peak_tflops"]["bf16"] > 0  # from devices/h100.json
+    assert "measured in-process" in profile["notes"]["h2d_gb_per_s"]
+    plan = lethe.plan(_fused_doc(_model(2)), budget="80%", device=path)
+    assert plan.feasible
