@@ -63,9 +63,9 @@ LaneTimer::~LaneTimer() {
 
 bool LaneTimer::init() {
   void *p = nullptr;
-  if (!errors.cuda(cudaHostAlloc(&p, 64, cudaHostAllocMapped |
-                                             cudaHostAllocPortable),
-                   "cudaHostAlloc(start gate)"))
+  if (!errors.cuda(
+          cudaHostAlloc(&p, 64, cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc(start gate)"))
     return false;
   words = static_cast<uint32_t *>(p);
   words[0] = words[1] = 0;
@@ -79,6 +79,7 @@ cudaEvent_t LaneTimer::event(int device, size_t index) {
     if (poolDevice[i] == device && seen++ == index)
       return pool[i];
   cudaEvent_t e = nullptr;
+  errors.cuda(cudaSetDevice(device), "cudaSetDevice");
   errors.cuda(cudaEventCreate(&e), "cudaEventCreate");
   pool.push_back(e);
   poolDevice.push_back(device);
@@ -305,8 +306,7 @@ int lethe::rt::calibrateMain(int argc, char **argv) {
   cudaError_t err = cudaGetDeviceCount(&visible);
   if (err != cudaSuccess || visible == 0) {
     std::cerr << "lethe-calibrate: no CUDA device: "
-              << (err != cudaSuccess ? cudaGetErrorString(err)
-                                     : "none visible")
+              << (err != cudaSuccess ? cudaGetErrorString(err) : "none visible")
               << "\n";
     return 1;
   }
@@ -365,9 +365,9 @@ int lethe::rt::calibrateMain(int argc, char **argv) {
     std::cout << "\nwrote " << options.out << " (load it with --device "
               << options.out << ")\n";
   }
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - begin)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
   std::cout << "elapsed: " << (int)(seconds * 10) / 10.0 << " s\n";
   return 0;
 }

@@ -228,4 +228,3 @@ bool calibrate::loadBaseProfile(const std::string &path, BaseProfile &base,
   }
   return true;
 }
-

@@ -80,8 +80,6 @@ struct Host {
   }
 
   bool setup(int n) {
-    if (!timer.init())
-      return false;
     gpus.resize(n);
     for (int d = 0; d < n && errors.ok(); ++d) {
       Gpu &g = gpus[d];
@@ -101,7 +99,8 @@ struct Host {
         errors.cuda(cudaMemset(g.dev, 0x3c, 2 * copyBytes), "cudaMemset");
       }
     }
-    return errors.ok();
+    // The gate's pinned words, once every GPU has its context.
+    return errors.ok() && timer.init();
   }
 
   /// `count` copies of `bytes` on GPU g's copy stream.
@@ -257,8 +256,8 @@ void Host::collectives(Errors &e) {
         return;
       int calls = s <= 4 * kMiB ? 20 : s <= 64 * kMiB ? 5 : 2;
       double ms = collectiveTimer.run({lane(gather, s, calls)}, reps)[0];
-      m.collectives.push_back({gather ? "all_gather" : "all_reduce", n,
-                               s * n, ms * 1000 / calls});
+      m.collectives.push_back(
+          {gather ? "all_gather" : "all_reduce", n, s * n, ms * 1000 / calls});
     }
 
   // Contention at the largest size, against copies on every GPU.
@@ -271,8 +270,7 @@ void Host::collectives(Errors &e) {
   m.contendedCollectiveBytes = shard * n;
   m.hostD2HAloneGBs = alone->d2hGBs;
   m.hostH2DAloneGBs = alone->h2dGBs;
-  double copyMs =
-      copyBytes / std::min(alone->d2hGBs, alone->h2dGBs) / 1e6;
+  double copyMs = copyBytes / std::min(alone->d2hGBs, alone->h2dGBs) / 1e6;
   m.collectiveAloneMs = collectiveTimer.run({lane(true, shard, 1)}, reps)[0];
   if (!(m.collectiveAloneMs > 0))
     return;
@@ -287,8 +285,7 @@ void Host::collectives(Errors &e) {
   m.collectiveBesideD2HMs = collectiveTimer.run(d2h, reps)[0];
   m.collectiveBesideBothMs = collectiveTimer.run(bothLanes, reps)[0];
   // An all-gather loop outlasting every GPU's copy (slowed by up to 1.5x).
-  int loop = std::max(
-      1, (int)std::ceil(2.25 * copyMs / m.collectiveAloneMs));
+  int loop = std::max(1, (int)std::ceil(2.25 * copyMs / m.collectiveAloneMs));
   for (bool toHost : {true, false}) {
     std::vector<Lane> lanes{lane(true, shard, loop)};
     for (int g = 0; g < n; ++g)

@@ -84,12 +84,12 @@ struct OneGpu {
             }};
   }
   Lane memoryLoop(int count) {
-    return {{on(LETHE_STREAM_COMPUTE)}, [this, count] {
-              LetheRtBuf in{memoryIn, memoryHalf}, out{memoryOut, memoryHalf};
-              for (int i = 0; i < count; ++i)
-                ok(letheRtReplay(rt, "calibrate memory-bound", 0, &in, 1, &out,
-                                 1));
-            }};
+    return {
+        {on(LETHE_STREAM_COMPUTE)}, [this, count] {
+          LetheRtBuf in{memoryIn, memoryHalf}, out{memoryOut, memoryHalf};
+          for (int i = 0; i < count; ++i)
+            ok(letheRtReplay(rt, "calibrate memory-bound", 0, &in, 1, &out, 1));
+        }};
   }
 };
 
@@ -98,14 +98,16 @@ void OneGpu::copySweep() {
   if (options.quick)
     sizes = {64 << 10, 1 * kMiB, 16 * kMiB, 256 * kMiB};
   else
-    sizes = {64 << 10,  256 << 10,  1 * kMiB,   4 * kMiB,
+    sizes = {64 << 10,  256 << 10, 1 * kMiB,   4 * kMiB,
              16 * kMiB, 64 * kMiB, 256 * kMiB, 1024 * kMiB};
   for (uint64_t bytes : sizes) {
     if (bytes > copyBytes || !errors.ok())
       continue;
     // Enough copies back to back that the sample is long next to the
     // timing's own noise, so small ones show their fixed cost.
-    int count = (int)std::clamp<uint64_t>(256 * kMiB / bytes, 1, 256);
+    // At most 128 per lane: all of a round is queued behind the start
+    // gate, and CUDA's queues hold about a thousand commands.
+    int count = (int)std::clamp<uint64_t>(256 * kMiB / bytes, 1, 128);
     CopyPoint p;
     p.bytes = bytes;
     p.count = count;
@@ -288,8 +290,8 @@ void OneGpu::gemmRates() {
        n, true},
       {"i8", CUDA_R_8I, CUDA_R_32I, CUBLAS_COMPUTE_32I, CUDA_R_32I, n, n, n,
        true},
-      {"tf32", CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32,
-       CUDA_R_32F, n, n, n, false},
+      {"tf32", CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F,
+       n, n, n, false},
       {"f32", CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F, n, n, n,
        false},
       {"f64", CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F, 4096,
@@ -310,9 +312,9 @@ void OneGpu::gemmRates() {
                 "be measured: " +
                 m.skippedDtypes["f32"]);
   double bf16 = m.peakFlops.count("bf16") ? m.peakFlops["bf16"] : 0;
-  for (auto [mm, kk, nn] : {std::tuple<int64_t, int64_t, int64_t>{8192, 4096,
-                                                                   4095},
-                            {8192, 4095, 4096}}) {
+  for (auto [mm, kk, nn] :
+       {std::tuple<int64_t, int64_t, int64_t>{8192, 4096, 4095},
+        {8192, 4095, 4096}}) {
     std::string why;
     double flops =
         bf16 > 0 && errors.ok()
@@ -378,8 +380,8 @@ void OneGpu::contention() {
     // Copies outlast the loop (slowed by up to 1.5x), so it never runs
     // uncontended.
     int copies = std::max(1, (int)std::ceil(1.5 * k.aloneMs / copyMs));
-    k.besideD2HMs =
-        timer.run({loop(count), this->copies(true, big.bytes, copies)}, reps)[0];
+    k.besideD2HMs = timer.run(
+        {loop(count), this->copies(true, big.bytes, copies)}, reps)[0];
     k.besideH2DMs = timer.run(
         {loop(count), this->copies(false, big.bytes, copies)}, reps)[0];
     k.besideBothMs =
@@ -394,8 +396,8 @@ void OneGpu::contention() {
     t = timer.run({loop(cover), this->copies(false, big.bytes, 1)}, reps);
     h2dDuring = t.size() == 2 && t[1] > 0 ? big.bytes / t[1] / 1e6 : 0;
   };
-  measure([this](int c) { return gemmLoop(c); }, m.matmul,
-          m.d2hDuringMatmulGBs, m.h2dDuringMatmulGBs);
+  measure([this](int c) { return gemmLoop(c); }, m.matmul, m.d2hDuringMatmulGBs,
+          m.h2dDuringMatmulGBs);
   measure([this](int c) { return memoryLoop(c); }, m.memoryBound,
           m.d2hDuringMemoryGBs, m.h2dDuringMemoryGBs);
 }
@@ -426,8 +428,8 @@ void OneGpu::launches() {
       auto t1 = std::chrono::steady_clock::now();
       ok(letheRtSynchronize(rt));
       if (r > 0)
-        us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() /
-                     count);
+        us.push_back(
+            std::chrono::duration<double, std::micro>(t1 - t0).count() / count);
     }
     std::sort(us.begin(), us.end());
     m.hostLaunchUs = us.empty() ? 0 : us[us.size() / 2];
@@ -466,28 +468,29 @@ void OneGpu::launches() {
   auto capture = [&](const std::function<void()> &enqueue) {
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
-    if (errors.cuda(cudaStreamBeginCapture(compute,
-                                           cudaStreamCaptureModeThreadLocal),
-                    "cudaStreamBeginCapture")) {
+    if (errors.cuda(
+            cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal),
+            "cudaStreamBeginCapture")) {
       enqueue();
-      errors.cuda(cudaStreamEndCapture(compute, &graph), "cudaStreamEndCapture");
+      errors.cuda(cudaStreamEndCapture(compute, &graph),
+                  "cudaStreamEndCapture");
     }
     if (graph)
-      errors.cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+      errors.cuda(cudaGraphInstantiate(&exec, graph, 0),
+                  "cudaGraphInstantiate");
     if (graph)
       cudaGraphDestroy(graph);
     return exec;
   };
   auto replay = [&](cudaGraphExec_t exec) {
-    double us =
-        exec ? timer.run({{{on(LETHE_STREAM_COMPUTE)},
-                           [&, exec] {
-                             errors.cuda(cudaGraphLaunch(exec, compute),
-                                         "cudaGraphLaunch");
-                           }}},
-                         reps)[0] *
-                   1000
-             : 0;
+    double us = exec ? timer.run({{{on(LETHE_STREAM_COMPUTE)},
+                                   [&, exec] {
+                                     errors.cuda(cudaGraphLaunch(exec, compute),
+                                                 "cudaGraphLaunch");
+                                   }}},
+                                 reps)[0] *
+                           1000
+                     : 0;
     if (exec)
       cudaGraphExecDestroy(exec);
     return us;
@@ -496,9 +499,8 @@ void OneGpu::launches() {
   double graphCrossed = replay(capture([&] { chain(true, true); }));
   m.graphWaitUs = (graphCrossed - graphChain) / hops;
   const int nodes = 200;
-  double one = replay(capture([&] {
-    errors.cuda(launchEmpty(compute), "kernel launch");
-  }));
+  double one = replay(
+      capture([&] { errors.cuda(launchEmpty(compute), "kernel launch"); }));
   double full = replay(capture([&] {
     for (int i = 0; i < nodes; ++i)
       errors.cuda(launchEmpty(compute), "kernel launch");

@@ -127,8 +127,7 @@ double fraction(double x) { return std::min(1.0, std::max(1e-3, x)); }
 
 class Deriver {
 public:
-  Deriver(const Measurements &m, const BaseProfile *base)
-      : m(m), base(base) {
+  Deriver(const Measurements &m, const BaseProfile *base) : m(m), base(base) {
     stamp = "lethe-calibrate, " + m.device + ", " + m.date +
             (m.quick ? " (--quick)" : "");
   }
@@ -278,8 +277,8 @@ void deriveCopies(Deriver &d) {
   }
   RateFit fd = fitRate(d2h), fh = fitRate(h2d);
   const CopyPoint &big = m.copies.back();
-  std::string sizes = sizeName(m.copies.front().bytes) + " to " +
-                      sizeName(big.bytes);
+  std::string sizes =
+      sizeName(m.copies.front().bytes) + " to " + sizeName(big.bytes);
   auto fitNote = [&](const char *dir, const RateFit &fit, double bigUs) {
     return std::string("pinned memory, one GPU, ") + dir +
            " alone: per-copy time of " + sizes +
@@ -301,9 +300,8 @@ void deriveCopies(Deriver &d) {
     d.add("duplex_factor", num(fraction(std::min(dx, hx)), 2),
           "both directions at once, " + sizeName(big.bytes) + " copies: D2H " +
               num(gbps(big.bytes, big.d2hBothUs), 1) + " + H2D " +
-              num(gbps(big.bytes, big.h2dBothUs), 1) + " GB/s, " +
-              num(dx, 3) + " and " + num(hx, 3) +
-              " of the lone figures; the lower kept");
+              num(gbps(big.bytes, big.h2dBothUs), 1) + " GB/s, " + num(dx, 3) +
+              " and " + num(hx, 3) + " of the lone figures; the lower kept");
 }
 
 void deriveContention(Deriver &d) {
@@ -312,13 +310,13 @@ void deriveContention(Deriver &d) {
                     const std::string &what) {
     if (!(k.aloneMs > 0))
       return;
-    double one = (ratio(k.besideD2HMs, k.aloneMs) +
-                  ratio(k.besideH2DMs, k.aloneMs)) /
-                 2;
+    double one =
+        (ratio(k.besideD2HMs, k.aloneMs) + ratio(k.besideH2DMs, k.aloneMs)) / 2;
     double both = ratio(k.besideBothMs, k.aloneMs);
     std::string copies = sizeName(m.contentionBytes) +
                          " pinned copies repeated to outlast the loop";
-    d.add(std::string(prefix) + "_slowdown_with_copies", num(atLeastOne(one), 3),
+    d.add(std::string(prefix) + "_slowdown_with_copies",
+          num(atLeastOne(one), 3),
           what + ": " + num(k.aloneMs, 2) + " ms alone, x" +
               num(ratio(k.besideD2HMs, k.aloneMs), 3) + " beside D2H, x" +
               num(ratio(k.besideH2DMs, k.aloneMs), 3) + " beside H2D (" +
@@ -397,10 +395,10 @@ void deriveCollectives(Deriver &d) {
     return;
   int ranks = m.collectives.front().ranks;
   std::string arNote =
-      far.valid ? "; all-reduce (2x the ring bytes): " +
-                      num(far.fixedUs, 1) + " us + bus bytes / " +
-                      num(far.bytesPerSec / 1e9, 1) + " GB/s"
-                : "";
+      far.valid
+          ? "; all-reduce (2x the ring bytes): " + num(far.fixedUs, 1) +
+                " us + bus bytes / " + num(far.bytesPerSec / 1e9, 1) + " GB/s"
+          : "";
   d.add("nvlink_gb_per_s", num(fag.bytesPerSec / 1e9, 1),
         "NCCL all-gather over " + std::to_string(ranks) +
             " GPUs of this host, one process: bus bytes ((n-1)/n of the "
@@ -409,16 +407,15 @@ void deriveCollectives(Deriver &d) {
             num(fag.bytesPerSec / 1e9, 1) + " GB/s (largest error " +
             num(100 * fag.maxRelError, 1) + "%)" + arNote);
   if (m.collectiveAloneMs > 0) {
-    std::string what = "an all-gather of " +
-                       sizeName(m.contendedCollectiveBytes) +
-                       " (gathered, per rank), " +
-                       num(m.collectiveAloneMs, 2) + " ms alone";
-    d.add("collective_slowdown_with_copies",
-          num(atLeastOne(ratio(m.collectiveBesideD2HMs, m.collectiveAloneMs)),
-              3),
-          what + ", x" +
-              num(ratio(m.collectiveBesideD2HMs, m.collectiveAloneMs), 3) +
-              " beside D2H copies on every GPU (at least 1)");
+    std::string what =
+        "an all-gather of " + sizeName(m.contendedCollectiveBytes) +
+        " (gathered, per rank), " + num(m.collectiveAloneMs, 2) + " ms alone";
+    d.add(
+        "collective_slowdown_with_copies",
+        num(atLeastOne(ratio(m.collectiveBesideD2HMs, m.collectiveAloneMs)), 3),
+        what + ", x" +
+            num(ratio(m.collectiveBesideD2HMs, m.collectiveAloneMs), 3) +
+            " beside D2H copies on every GPU (at least 1)");
     d.add("collective_slowdown_with_both_copies",
           num(atLeastOne(ratio(m.collectiveBesideBothMs, m.collectiveAloneMs)),
               3),
@@ -499,9 +496,9 @@ void deriveFixedCosts(Deriver &d) {
 
 } // namespace
 
-std::vector<ProfileField>
-calibrate::deriveProfile(const Measurements &m, const BaseProfile *base,
-                         const std::string &name) {
+std::vector<ProfileField> calibrate::deriveProfile(const Measurements &m,
+                                                   const BaseProfile *base,
+                                                   const std::string &name) {
   Deriver d(m, base);
   std::string profileName = name;
   const std::string *baseName = base ? base->fields.get("name") : nullptr;
@@ -510,12 +507,12 @@ calibrate::deriveProfile(const Measurements &m, const BaseProfile *base,
   if (profileName.empty())
     profileName = slug(m.device);
   d.fields.push_back({"name", JsonWriter::quote(profileName), {}, ""});
-  std::string described = m.device + " (" + std::to_string(m.sms) + " SMs, " +
-                          num(m.deviceMemoryBytes / (1ull << 30), 1) +
-                          " GiB); measured by lethe-calibrate on " + m.date +
-                          (m.gpus > 1 ? " with " + std::to_string(m.gpus) +
-                                            " GPUs of one host"
-                                      : "");
+  std::string described =
+      m.device + " (" + std::to_string(m.sms) + " SMs, " +
+      num(m.deviceMemoryBytes / (1ull << 30), 1) +
+      " GiB); measured by lethe-calibrate on " + m.date +
+      (m.gpus > 1 ? " with " + std::to_string(m.gpus) + " GPUs of one host"
+                  : "");
   const std::string *baseDescription =
       base ? base->fields.get("description") : nullptr;
   if (baseDescription && baseDescription->size() >= 2 &&
@@ -601,9 +598,9 @@ calibrate::deriveProfile(const Measurements &m, const BaseProfile *base,
   if (base && base->fields.get("host_pinned_bytes")) {
     d.carry("host_pinned_bytes");
   } else {
-    double pinned = std::floor(m.hostMemoryBytes / 2 / std::max(1, m.gpus) /
-                               (1ull << 30)) *
-                    (1ull << 30);
+    double pinned =
+        std::floor(m.hostMemoryBytes / 2 / std::max(1, m.gpus) / (1ull << 30)) *
+        (1ull << 30);
     d.add("host_pinned_bytes", num(pinned, 0),
           "a policy, not a measurement: half of this host's " +
               num(m.hostMemoryBytes / (1ull << 30), 0) + " GiB of memory" +
@@ -617,8 +614,9 @@ calibrate::deriveProfile(const Measurements &m, const BaseProfile *base,
       const std::string &key = member.first;
       if (key == "notes" || key == "name" || key == "description")
         continue;
-      bool have = std::any_of(d.fields.begin(), d.fields.end(),
-                              [&](const ProfileField &f) { return f.key == key; });
+      bool have =
+          std::any_of(d.fields.begin(), d.fields.end(),
+                      [&](const ProfileField &f) { return f.key == key; });
       if (!have)
         d.carry(key);
     }

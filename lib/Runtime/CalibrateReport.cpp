@@ -124,8 +124,8 @@ std::string calibrate::summarize(const Measurements &m,
   out += "## Launches, events and waits (us)\n\n| what | us |\n|---|---|\n";
   out += format("| smallest kernel, event to event | %.2f |\n", m.launchUs);
   out += format("| no kernel, event to event | %.2f |\n", m.viewUs);
-  out += format("| host enqueue of one runtime kernel | %.2f |\n",
-                m.hostLaunchUs);
+  out +=
+      format("| host enqueue of one runtime kernel | %.2f |\n", m.hostLaunchUs);
   out += format("| kernel back to back in a CUDA graph | %.2f |\n",
                 m.graphKernelUs);
   out += format("| CUDA graph launch beyond its kernel | %.2f |\n",
@@ -145,14 +145,16 @@ std::string calibrate::summarize(const Measurements &m,
     out += format("\nAll-gather of %s: %.2f ms alone, x%.3f beside D2H "
                   "copies, x%.3f beside both. Copies on every GPU during "
                   "all-gathers: D2H %.1f -> %.1f GB/s, H2D %.1f -> %.1f.\n\n",
-                  size(m.contendedCollectiveBytes).c_str(),
-                  m.collectiveAloneMs,
+                  size(m.contendedCollectiveBytes).c_str(), m.collectiveAloneMs,
                   ratio(m.collectiveBesideD2HMs, m.collectiveAloneMs),
                   ratio(m.collectiveBesideBothMs, m.collectiveAloneMs),
                   m.hostD2HAloneGBs, m.hostD2HDuringCollectiveGBs,
                   m.hostH2DAloneGBs, m.hostH2DDuringCollectiveGBs);
   } else if (!m.collectivesSkipped.empty()) {
     out += "Collectives not measured: " + m.collectivesSkipped + ".\n\n";
+  } else if (m.gpus < 2) {
+    out += "One GPU: copies of several GPUs at once and collectives not "
+           "measured (--gpus N with N > 1 GPUs visible).\n\n";
   }
 
   out += "## Profile\n\n| field | value |\n|---|---|\n";
@@ -260,10 +262,8 @@ std::string calibrate::writeSamples(const Measurements &m) {
   j.field("collective_beside_both_ms", m.collectiveBesideBothMs);
   j.field("host_d2h_alone_gb_per_s", m.hostD2HAloneGBs);
   j.field("host_h2d_alone_gb_per_s", m.hostH2DAloneGBs);
-  j.field("host_d2h_during_collective_gb_per_s",
-          m.hostD2HDuringCollectiveGBs);
-  j.field("host_h2d_during_collective_gb_per_s",
-          m.hostH2DDuringCollectiveGBs);
+  j.field("host_d2h_during_collective_gb_per_s", m.hostD2HDuringCollectiveGBs);
+  j.field("host_h2d_during_collective_gb_per_s", m.hostH2DDuringCollectiveGBs);
   j.endObject();
   return j.str();
 }

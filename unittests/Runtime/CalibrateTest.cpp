@@ -43,7 +43,8 @@ Measurements fixtureMeasurements() {
   for (uint64_t bytes = 64 << 10; bytes <= 1024 * kMiB; bytes *= 4) {
     CopyPoint p;
     p.bytes = bytes;
-    p.count = (int)std::max<uint64_t>(1, std::min<uint64_t>(256, 256 * kMiB / bytes));
+    p.count =
+        (int)std::max<uint64_t>(1, std::min<uint64_t>(128, 256 * kMiB / bytes));
     p.d2hUs = copyUs(bytes, 4.0, 54.4);
     p.h2dUs = copyUs(bytes, 3.0, 52.6);
     p.d2hBothUs = copyUs(bytes, 4.0, 40.6);
@@ -78,8 +79,7 @@ Measurements fixtureMeasurements() {
             {2, 8 * kMiB, 48.9, 46.0, 60.1, 48.8, 45.7, 59.8}};
   for (uint64_t shard : {1 * kMiB, 16 * kMiB, 256 * kMiB}) {
     // 2 ranks: bus bytes = shard (all-gather), 2 x shard (all-reduce).
-    m.collectives.push_back(
-        {"all_gather", 2, 2 * shard, 20.0 + shard / 350e3});
+    m.collectives.push_back({"all_gather", 2, 2 * shard, 20.0 + shard / 350e3});
     m.collectives.push_back(
         {"all_reduce", 2, 2 * shard, 30.0 + 2 * shard / 330e3});
   }
@@ -144,8 +144,8 @@ TEST(CalibrateFit, RelativeErrorWeighsSmallCopies) {
   std::vector<Sample> samples;
   int i = 0;
   for (double bytes = 65536; bytes <= 1 << 30; bytes *= 4, ++i)
-    samples.push_back({bytes, copyUs((uint64_t)bytes, 5.0, 50.0) *
-                                  (i % 2 ? 1.05 : 0.95)});
+    samples.push_back(
+        {bytes, copyUs((uint64_t)bytes, 5.0, 50.0) * (i % 2 ? 1.05 : 0.95)});
   RateFit fit = fitRate(samples);
   ASSERT_TRUE(fit.valid);
   EXPECT_NEAR(fit.bytesPerSec / 1e9, 50.0, 2.5);
@@ -175,10 +175,8 @@ TEST(CalibrateFit, DegenerateInputs) {
 }
 
 TEST(CalibrateFit, BusBytesFollowTheRing) {
-  EXPECT_DOUBLE_EQ(busBytes({"all_gather", 4, 1 << 20, 0}),
-                   0.75 * (1 << 20));
-  EXPECT_DOUBLE_EQ(busBytes({"all_reduce", 4, 1 << 20, 0}),
-                   1.5 * (1 << 20));
+  EXPECT_DOUBLE_EQ(busBytes({"all_gather", 4, 1 << 20, 0}), 0.75 * (1 << 20));
+  EXPECT_DOUBLE_EQ(busBytes({"all_reduce", 4, 1 << 20, 0}), 1.5 * (1 << 20));
   EXPECT_DOUBLE_EQ(busBytes({"all_gather", 1, 1 << 20, 0}), 0.0);
 }
 
@@ -248,8 +246,8 @@ TEST(CalibrateProfile, DerivedFieldsAreFittedAndClamped) {
 TEST(CalibrateProfile, WritesTheCheckedInFixture) {
   std::string written =
       writeProfile(deriveProfile(fixtureMeasurements(), nullptr, "h100-test"));
-  std::string path =
-      std::string(LETHE_SOURCE_DIR) + "/test/Runtime/Inputs/calibrated-profile.json";
+  std::string path = std::string(LETHE_SOURCE_DIR) +
+                     "/test/Runtime/Inputs/calibrated-profile.json";
   if (std::getenv("LETHE_UPDATE_FIXTURES")) {
     std::ofstream(path) << written;
     GTEST_SKIP() << "wrote " << path;
@@ -313,7 +311,8 @@ TEST(CalibrateProfile, CarriesTheBaseProfileOver) {
   ASSERT_TRUE(parseRawObject(*all.get("notes"), notes, error)) << error;
   EXPECT_NE(notes.get("host_pinned_bytes")->find("a \\\"policy\\\"\""),
             std::string::npos);
-  EXPECT_NE(notes.get("kernel_efficiency")->find("from " + path + ": attention convolution"),
+  EXPECT_NE(notes.get("kernel_efficiency")
+                ->find("from " + path + ": attention convolution"),
             std::string::npos);
 
   EXPECT_FALSE(loadBaseProfile(path + ".missing", base, error));
