@@ -135,9 +135,10 @@ std::string calibrate::summarize(const Measurements &m,
   out += format("| cross-stream wait, CUDA graph | %.2f |\n\n", m.graphWaitUs);
 
   if (!m.collectives.empty()) {
-    out += format("## Collectives (NCCL, %d GPUs, one process)\n\n| kind | "
-                  "buffer per rank | us | bus GB/s |\n|---|---|---|---|\n",
-                  m.collectives.front().ranks);
+    out += format(
+        "## Collectives (NCCL, %d GPUs, one process)\n\n| kind | "
+        "gathered or reduced per rank | us | bus GB/s |\n|---|---|---|---|\n",
+        m.collectives.front().ranks);
     for (const CollectivePoint &p : m.collectives)
       out += format("| %s | %s | %.1f | %.1f |\n", p.kind.c_str(),
                     size(p.fullBytes).c_str(), p.us,
