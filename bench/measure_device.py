@@ -6,6 +6,10 @@ device-to-device copy bandwidth, pinned D2H / H2D bandwidth alone and both at
 once, and the floor of per-op event timing (the method the shared graphs were
 timed with: a GPU sleep, then events around the op).
 
+lethe-calibrate (the CUDA runtime's tool, no PyTorch) measures these and more
+and writes the profile itself (docs/CostModel.md); this script remains for
+what needs PyTorch's kernels: the attention and convolution efficiencies.
+
 Usage: python3 bench/measure_device.py [--out FILE]
 Needs PyTorch with CUDA. Leaves the card's settings alone.
 """

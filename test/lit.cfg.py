@@ -37,6 +37,7 @@ if config.lethe_build_runtime in ("ON", "1", "TRUE", "YES"):
         ("%programs", os.path.join(config.lethe_obj_root, "programs")))
     tools.append("lethe-run")
     tools.append("lethe-rt-bench")
+    tools.append("lethe-calibrate")
 
 # GPU tests (test/integration, a lit suite of its own) run only where a CUDA
 # device is present.

@@ -5,8 +5,12 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 
 using namespace mlir;
@@ -184,9 +188,38 @@ struct DriverCommandLine {
     return options;
   }
 };
+
+/// `lethe calibrate ARGS` runs `lethe-calibrate ARGS` from beside this
+/// executable: measuring needs the CUDA runtime, which the compiler does not
+/// link (docs/CostModel.md, "Calibrating a device").
+int runCalibrate(int argc, char **argv) {
+  std::string self =
+      llvm::sys::fs::getMainExecutable(argv[0], (void *)&runCalibrate);
+  llvm::SmallString<256> tool(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(tool, "lethe-calibrate");
+  if (!llvm::sys::fs::can_execute(tool)) {
+    llvm::errs() << "error: 'lethe calibrate' runs " << tool
+                 << ", which is not built (it comes with the CUDA runtime: "
+                    "LETHE_BUILD_RUNTIME, or scripts/build-runtime.sh)\n";
+    return 1;
+  }
+  std::vector<llvm::StringRef> args = {tool};
+  for (int i = 2; i < argc; ++i)
+    args.push_back(argv[i]);
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(tool, args, std::nullopt, {}, 0, 0,
+                                     &error);
+  if (rc < 0) {
+    llvm::errs() << "error: cannot run " << tool << ": " << error << "\n";
+    return 1;
+  }
+  return rc;
+}
 } // namespace
 
 int lethe::runLetheDriver(int argc, char **argv) {
+  if (argc > 1 && llvm::StringRef(argv[1]) == "calibrate")
+    return runCalibrate(argc, argv);
   llvm::InitLLVM initLLVM(argc, argv);
   DriverCommandLine commandLine;
   // Only Lethe's options in --help, not every LLVM and MLIR flag linked in.
@@ -200,7 +233,10 @@ int lethe::runLetheDriver(int argc, char **argv) {
       "[--trace FILE]\n"
       "  lethe simulate GRAPH --budget B [--policy P] [--device D] "
       "[--json FILE] [--trace FILE] [--plot FILE]\n"
-      "  lethe compile GRAPH --budget B [--policy P] [--device D] -o DIR\n");
+      "  lethe compile GRAPH --budget B [--policy P] [--device D] -o DIR\n"
+      "  lethe calibrate [--out FILE] [--gpus N] [--quick] ...   measure "
+      "this machine's GPUs into a device profile (runs lethe-calibrate; "
+      "--help)\n");
 
   MLIRContext context;
   // Diagnostics print with their source location (the node of an exported

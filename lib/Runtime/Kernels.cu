@@ -244,7 +244,65 @@ __global__ void waitFlagZeroKernel(const volatile uint32_t *flag) {
     __nanosleep(500);
 }
 
+__global__ void emptyKernel() {}
+
+/// Polls a word of host memory with system-scope acquire loads, so the
+/// host's store is seen without any cache in the way.
+__global__ void gateKernel(const uint32_t *gate, uint32_t *timedOut,
+                           uint64_t timeoutNs) {
+  uint64_t start = globalTimerNs();
+  while (true) {
+    uint32_t open;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];"
+                 : "=r"(open)
+                 : "l"(gate)
+                 : "memory");
+    if (open)
+      return;
+    if (globalTimerNs() - start > timeoutNs) {
+      *(volatile uint32_t *)timedOut = 1;
+      return;
+    }
+    __nanosleep(200);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    fillBytesKernel(unsigned char *p, uint64_t bytes, int kind, uint64_t seed) {
+  uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+  if (kind == 1) {
+    double *d = reinterpret_cast<double *>(p);
+    for (uint64_t i = tid; i < bytes / 8; i += stride)
+      d[i] = (double)(int64_t)(mix64(seed ^ i) >> 11) / 4503599627370496.0 - 1;
+    return;
+  }
+  for (uint64_t i = tid; i < bytes; i += stride) {
+    uint64_t x = mix64(seed ^ i);
+    // Sign bit and six low bits: e4m3 below 2 (never NaN), int8 in (-64, 64).
+    p[i] = (unsigned char)((x & 0x3F) | ((x >> 8) & 0x80));
+  }
+}
+
 } // namespace
+
+cudaError_t launchEmpty(cudaStream_t stream) {
+  emptyKernel<<<1, 1, 0, stream>>>();
+  return cudaGetLastError();
+}
+
+cudaError_t launchGate(const uint32_t *gate, uint32_t *timedOut,
+                       uint64_t timeoutNs, cudaStream_t stream) {
+  gateKernel<<<1, 1, 0, stream>>>(gate, timedOut, timeoutNs);
+  return cudaGetLastError();
+}
+
+cudaError_t launchFillBytes(Span buf, int kind, uint64_t seed, int numSMs,
+                            cudaStream_t stream) {
+  fillBytesKernel<<<gridFor(buf.bytes, numSMs), kThreads, 0, stream>>>(
+      buf.ptr, buf.bytes, kind, mix64(seed));
+  return cudaGetLastError();
+}
 
 cudaError_t launchWaitFlagZero(const uint32_t *flag, cudaStream_t stream) {
   waitFlagZeroKernel<<<1, 1, 0, stream>>>(flag);

@@ -58,6 +58,22 @@ cudaError_t launchWaitFlagZero(const uint32_t *flag, cudaStream_t stream);
 cudaError_t measureClockRate(uint64_t cycles, cudaStream_t stream,
                              double *cyclesPerUs);
 
+// lethe-calibrate's kernels.
+
+/// One thread that does nothing: the smallest kernel.
+cudaError_t launchEmpty(cudaStream_t stream);
+
+/// Holds `stream` until the host sets *gate (pinned, mapped host memory) to
+/// non-zero, or `timeoutNs` pass; a timeout sets *timedOut to 1.
+cudaError_t launchGate(const uint32_t *gate, uint32_t *timedOut,
+                       uint64_t timeoutNs, cudaStream_t stream);
+
+/// Fills buf for GEMMs of types the runtime has no fill for: kind 0 writes
+/// bytes that are finite e4m3 floats and small int8s (|x| < 64), kind 1
+/// f64 values in [-1, 1).
+cudaError_t launchFillBytes(Span buf, int kind, uint64_t seed, int numSMs,
+                            cudaStream_t stream);
+
 } // namespace lethe::rt
 
 #endif // LETHE_LIB_RUNTIME_KERNELS_H

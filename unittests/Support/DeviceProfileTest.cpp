@@ -109,6 +109,70 @@ TEST(DeviceProfileTest, ParsesOptionalFieldsAndDefaults) {
   EXPECT_EQ(noted->notes.lookup("duplex_factor"), "guessed");
 }
 
+// What lethe-calibrate adds (fixed costs, host sharing, kernel and copy
+// contention, launch and wait costs): optional, so older profiles load with
+// the neutral defaults, and read in SI units where the file says GB/s.
+TEST(DeviceProfileTest, CalibrationFieldsDefaultAndParse) {
+  Expected<DeviceProfile> old = DeviceProfile::parse(minimalProfile(), "old");
+  ASSERT_TRUE(bool(old)) << llvm::toString(old.takeError());
+  EXPECT_DOUBLE_EQ(old->d2hFixedUs, 0.0);
+  EXPECT_DOUBLE_EQ(old->hostBothBytesPerSec, 0.0);
+  EXPECT_DOUBLE_EQ(old->matmulSlowdownWithBothCopies, 1.0);
+  EXPECT_DOUBLE_EQ(old->copySlowdownWithMemoryBound, 1.0);
+  EXPECT_DOUBLE_EQ(old->graphWaitUs, 0.0);
+
+  Expected<DeviceProfile> calibrated = DeviceProfile::parse(
+      minimalProfile(", \"d2h_fixed_us\": 4.5, \"h2d_fixed_us\": 3.5, "
+                     "\"host_d2h_gb_per_s\": 99.4, \"host_h2d_gb_per_s\": 93.7, "
+                     "\"host_both_gb_per_s\": 123.2, "
+                     "\"matmul_slowdown_with_copies\": 1.02, "
+                     "\"matmul_slowdown_with_both_copies\": 1.04, "
+                     "\"memory_bound_slowdown_with_copies\": 1.03, "
+                     "\"memory_bound_slowdown_with_both_copies\": 1.06, "
+                     "\"copy_slowdown_with_matmul\": 0.97, "
+                     "\"copy_slowdown_with_memory_bound\": 0.9, "
+                     "\"host_launch_us\": 2.6, \"graph_kernel_us\": 1.1, "
+                     "\"graph_launch_us\": 4, \"event_record_us\": 0.1, "
+                     "\"wait_us\": 1.9, \"graph_wait_us\": 1.2, "
+                     "\"collective_fixed_us\": 25, "
+                     "\"notes\": {\"host_both_gb_per_s\": \"2 GPUs\"}"),
+      "calibrated");
+  ASSERT_TRUE(bool(calibrated)) << llvm::toString(calibrated.takeError());
+  EXPECT_DOUBLE_EQ(calibrated->d2hFixedUs, 4.5);
+  EXPECT_DOUBLE_EQ(calibrated->h2dFixedUs, 3.5);
+  EXPECT_DOUBLE_EQ(calibrated->hostD2HBytesPerSec, 99.4e9);
+  EXPECT_DOUBLE_EQ(calibrated->hostH2DBytesPerSec, 93.7e9);
+  EXPECT_DOUBLE_EQ(calibrated->hostBothBytesPerSec, 123.2e9);
+  EXPECT_DOUBLE_EQ(calibrated->matmulSlowdownWithCopies, 1.02);
+  EXPECT_DOUBLE_EQ(calibrated->memoryBoundSlowdownWithBothCopies, 1.06);
+  EXPECT_DOUBLE_EQ(calibrated->copySlowdownWithMatmul, 0.97);
+  EXPECT_DOUBLE_EQ(calibrated->copySlowdownWithMemoryBound, 0.9);
+  EXPECT_DOUBLE_EQ(calibrated->hostLaunchUs, 2.6);
+  EXPECT_DOUBLE_EQ(calibrated->graphKernelUs, 1.1);
+  EXPECT_DOUBLE_EQ(calibrated->graphLaunchUs, 4.0);
+  EXPECT_DOUBLE_EQ(calibrated->eventRecordUs, 0.1);
+  EXPECT_DOUBLE_EQ(calibrated->waitUs, 1.9);
+  EXPECT_DOUBLE_EQ(calibrated->graphWaitUs, 1.2);
+  EXPECT_DOUBLE_EQ(calibrated->collectiveFixedUs, 25.0);
+  EXPECT_EQ(calibrated->notes.lookup("host_both_gb_per_s"), "2 GPUs");
+
+  // Slowdowns keep their direction: kernels only slow down (>= 1), copies
+  // only lose bandwidth (<= 1).
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(", \"matmul_slowdown_with_copies\": 0.98"),
+                "toy")),
+            "toy: field 'matmul_slowdown_with_copies': expected a number >= "
+            "1, got 0.98");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(", \"copy_slowdown_with_matmul\": 1.1"),
+                "toy")),
+            "toy: field 'copy_slowdown_with_matmul': expected a number in "
+            "(0, 1], got 1.1");
+  EXPECT_EQ(errorOf(DeviceProfile::parse(
+                minimalProfile(", \"wait_us\": -1"), "toy")),
+            "toy: field 'wait_us': expected a non-negative number, got -1");
+}
+
 TEST(DeviceProfileTest, ErrorsNameTheFileAndTheField) {
   EXPECT_EQ(errorOf(DeviceProfile::parse(minimalProfile(", \"hbm\": 3"),
                                          "my.json")),
@@ -117,8 +181,15 @@ TEST(DeviceProfileTest, ErrorsNameTheFileAndTheField) {
             "duplex_factor, nvlink_gb_per_s, launch_overhead_us, view_us, "
             "collective_slowdown_with_copies, "
             "collective_slowdown_with_both_copies, "
-            "copy_slowdown_with_collectives, device_memory_bytes, "
-            "host_pinned_bytes)");
+            "copy_slowdown_with_collectives, d2h_fixed_us, h2d_fixed_us, "
+            "host_d2h_gb_per_s, host_h2d_gb_per_s, host_both_gb_per_s, "
+            "matmul_slowdown_with_copies, matmul_slowdown_with_both_copies, "
+            "memory_bound_slowdown_with_copies, "
+            "memory_bound_slowdown_with_both_copies, "
+            "copy_slowdown_with_matmul, copy_slowdown_with_memory_bound, "
+            "host_launch_us, graph_kernel_us, graph_launch_us, "
+            "event_record_us, wait_us, graph_wait_us, collective_fixed_us, "
+            "device_memory_bytes, host_pinned_bytes)");
   EXPECT_EQ(errorOf(DeviceProfile::parse(
                 minimalProfile("", "\"hbm_gb_per_s\": -5"), "my.json")),
             "my.json: field 'hbm_gb_per_s': expected a positive number, got "

@@ -23,6 +23,10 @@ int benchMain(int argc, char **argv);
 /// process per GPU, as JSON (lib/Runtime/CollectiveBench.cpp).
 int collectiveBenchMain(int argc, char **argv);
 
+/// lethe-calibrate: measures the GPUs it runs on and writes a device
+/// profile (lib/Runtime/Calibrate.cpp, docs/CostModel.md).
+int calibrateMain(int argc, char **argv);
+
 } // namespace lethe::rt
 
 #endif // LETHE_RUNTIME_TOOLS_H

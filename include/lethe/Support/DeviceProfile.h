@@ -56,6 +56,42 @@ struct DeviceProfile {
   double collectiveSlowdownWithBothCopies = 1.0;
   /// Copy bandwidth multiplier while a collective runs (<= 1).
   double copySlowdownWithCollectives = 1.0;
+  /// Fixed cost of one host copy on its stream, microseconds: a copy of B
+  /// bytes takes `fixed + B / bandwidth` (fitted over copy sizes).
+  double d2hFixedUs = 0;
+  double h2dFixedUs = 0;
+  /// What all GPUs of one host copying at once reach together, bytes/s: D2H,
+  /// H2D, and both directions summed. Each of k GPUs copying gets at most
+  /// 1/k of it. 0: not measured (each GPU has its own link).
+  double hostD2HBytesPerSec = 0;
+  double hostH2DBytesPerSec = 0;
+  double hostBothBytesPerSec = 0;
+  /// Kernel time multipliers while one host copy direction runs beside it,
+  /// and while both do: a compute-bound GEMM, a memory-bound kernel.
+  double matmulSlowdownWithCopies = 1.0;
+  double matmulSlowdownWithBothCopies = 1.0;
+  double memoryBoundSlowdownWithCopies = 1.0;
+  double memoryBoundSlowdownWithBothCopies = 1.0;
+  /// Copy bandwidth multipliers while a GEMM / a memory-bound kernel runs
+  /// (<= 1).
+  double copySlowdownWithMatmul = 1.0;
+  double copySlowdownWithMemoryBound = 1.0;
+  /// Host time to enqueue one kernel, microseconds: eager steps of short
+  /// kernels run at this rate.
+  double hostLaunchUs = 0;
+  /// Per kernel back to back inside a CUDA graph (the replay floor), and
+  /// what one more graph launch costs, microseconds.
+  double graphKernelUs = 0;
+  double graphLaunchUs = 0;
+  /// What an event record adds to its stream, and what a wait on another
+  /// stream's event adds to the waiting stream, eager and in a CUDA graph,
+  /// microseconds.
+  double eventRecordUs = 0;
+  double waitUs = 0;
+  double graphWaitUs = 0;
+  /// Fixed cost of one collective, microseconds: a collective moving B bus
+  /// bytes takes `fixed + B / nvlink bandwidth` (fitted over sizes).
+  double collectiveFixedUs = 0;
   /// Device memory capacity and the pinned-host budget, bytes.
   double deviceMemoryBytes = 0;
   double hostMemoryBytes = 0;

@@ -1,0 +1,373 @@
+//===- Calibrate.cpp - lethe-calibrate: measure the GPU, write a profile --===//
+//
+// The tool's entry point (tools/lethe-calibrate is a thin main over it):
+// options, the order of the measurements, the lane timer they share, and
+// writing the profile. See docs/CostModel.md ("Calibrating a device").
+//
+//===----------------------------------------------------------------------===//
+
+#include "CalibrateImpl.h"
+#include "Kernels.h"
+#include "lethe/Runtime/Tools.h"
+
+#include <cublasLt.h>
+#if LETHE_RT_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+using namespace lethe::rt;
+using namespace lethe::rt::calibrate;
+
+//===----------------------------------------------------------------------===//
+// The lane timer
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A round whose host enqueue takes longer than this is an error rather
+/// than a hang (the gate opens by itself).
+constexpr uint64_t kGateTimeoutNs = 20'000'000'000ull;
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+} // namespace
+
+LaneTimer::~LaneTimer() {
+  for (auto &[device, e] : starts) {
+    cudaSetDevice(device);
+    cudaEventDestroy(e);
+  }
+  for (size_t i = 0; i < pool.size(); ++i) {
+    cudaSetDevice(poolDevice[i]);
+    cudaEventDestroy(pool[i]);
+  }
+  if (words)
+    cudaFreeHost(words);
+}
+
+bool LaneTimer::init() {
+  void *p = nullptr;
+  if (!errors.cuda(
+          cudaHostAlloc(&p, 64, cudaHostAllocMapped | cudaHostAllocPortable),
+          "cudaHostAlloc(start gate)"))
+    return false;
+  words = static_cast<uint32_t *>(p);
+  words[0] = words[1] = 0;
+  return true;
+}
+
+cudaEvent_t LaneTimer::event(int device, size_t index) {
+  // Events of one device in pool order; index counts that device's events.
+  size_t seen = 0;
+  for (size_t i = 0; i < pool.size(); ++i)
+    if (poolDevice[i] == device && seen++ == index)
+      return pool[i];
+  cudaEvent_t e = nullptr;
+  errors.cuda(cudaSetDevice(device), "cudaSetDevice");
+  errors.cuda(cudaEventCreate(&e), "cudaEventCreate");
+  pool.push_back(e);
+  poolDevice.push_back(device);
+  return e;
+}
+
+std::vector<double> LaneTimer::run(const std::vector<Lane> &lanes, int reps) {
+  std::vector<std::vector<double>> samples(lanes.size());
+  // The gate of each device holds the first stream a lane starts on there.
+  std::map<int, cudaStream_t> gateStream;
+  for (const Lane &lane : lanes)
+    for (const Endpoint &ep : lane.endpoints)
+      gateStream.emplace(ep.device, ep.stream);
+  for (auto &[device, stream] : gateStream)
+    if (!starts.count(device)) {
+      cudaEvent_t e = nullptr;
+      errors.cuda(cudaSetDevice(device), "cudaSetDevice");
+      errors.cuda(cudaEventCreate(&e), "cudaEventCreate");
+      starts[device] = e;
+    }
+
+  for (int round = 0; errors.ok() && round <= reps; ++round) {
+    __atomic_store_n(&words[0], 0u, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&words[1], 0u, __ATOMIC_SEQ_CST);
+    for (auto &[device, stream] : gateStream) {
+      errors.cuda(cudaSetDevice(device), "cudaSetDevice");
+      errors.cuda(launchGate(words, words + 1, kGateTimeoutNs, stream),
+                  "start gate launch");
+      errors.cuda(cudaEventRecord(starts[device], stream), "cudaEventRecord");
+    }
+    std::map<int, size_t> used;
+    std::vector<std::vector<cudaEvent_t>> ends(lanes.size());
+    for (size_t i = 0; errors.ok() && i < lanes.size(); ++i) {
+      const Lane &lane = lanes[i];
+      for (const Endpoint &ep : lane.endpoints)
+        if (ep.stream != gateStream[ep.device]) {
+          errors.cuda(cudaSetDevice(ep.device), "cudaSetDevice");
+          errors.cuda(cudaStreamWaitEvent(ep.stream, starts[ep.device], 0),
+                      "cudaStreamWaitEvent");
+        }
+      errors.cuda(cudaSetDevice(lane.endpoints.front().device),
+                  "cudaSetDevice");
+      lane.enqueue();
+      for (const Endpoint &ep : lane.endpoints) {
+        cudaEvent_t e = event(ep.device, used[ep.device]++);
+        errors.cuda(cudaSetDevice(ep.device), "cudaSetDevice");
+        errors.cuda(cudaEventRecord(e, ep.stream), "cudaEventRecord");
+        ends[i].push_back(e);
+      }
+    }
+    // Opens the gates even after an error, so nothing waits for them.
+    __atomic_store_n(&words[0], 1u, __ATOMIC_SEQ_CST);
+    for (auto &[device, stream] : gateStream) {
+      cudaSetDevice(device);
+      errors.cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    }
+    if (__atomic_load_n(&words[1], __ATOMIC_SEQ_CST))
+      errors.fail("a start gate opened by itself after 20 s: the host took "
+                  "that long to enqueue one round");
+    for (size_t i = 0; errors.ok() && i < lanes.size(); ++i) {
+      double ms = 0;
+      for (size_t j = 0; j < ends[i].size(); ++j) {
+        float t = 0;
+        errors.cuda(cudaEventElapsedTime(
+                        &t, starts[lanes[i].endpoints[j].device], ends[i][j]),
+                    "cudaEventElapsedTime");
+        ms = std::max(ms, (double)t);
+      }
+      if (round > 0) // the first round is a warm-up
+        samples[i].push_back(ms);
+    }
+  }
+  std::vector<double> result;
+  for (auto &s : samples)
+    result.push_back(median(s));
+  return result;
+}
+
+std::string calibrate::softwareVersions() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  auto version = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  std::string s = "CUDA runtime " + version(runtime) + ", driver API " +
+                  version(driver) + ", cuBLASLt " +
+                  std::to_string(cublasLtGetVersion());
+#if LETHE_RT_HAVE_NCCL
+  int nccl = 0;
+  if (ncclGetVersion(&nccl) == ncclSuccess)
+    s += ", NCCL " + std::to_string(nccl / 10000) + "." +
+         std::to_string(nccl / 100 % 100) + "." + std::to_string(nccl % 100);
+#endif
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// The tool
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *kUsage =
+    "usage: lethe-calibrate [--out FILE] [--samples FILE] [--base FILE]\n"
+    "                       [--name NAME] [--gpus N] [--quick]\n"
+    "Measures the GPUs it runs on and writes a device profile (the JSON of\n"
+    "devices/*.json; docs/CostModel.md). Prints a summary; takes about a\n"
+    "minute on one GPU (--quick: fewer sizes and samples).\n"
+    "  --out FILE      write the profile (what --device FILE takes)\n"
+    "  --samples FILE  write the raw measurements as JSON\n"
+    "  --base FILE     a profile whose fields this does not measure\n"
+    "                  (kernel efficiencies, dtypes it cannot run, the\n"
+    "                  pinned-host budget) are carried over, with its notes\n"
+    "  --name NAME     the profile's name (default: the base's, else one\n"
+    "                  made from the device name)\n"
+    "  --gpus N        measure the first N visible GPUs together (default\n"
+    "                  all; 1: one GPU only). CUDA_VISIBLE_DEVICES picks them\n"
+    "  --quick         fewer copy sizes and samples\n";
+
+int usageError(const std::string &message) {
+  std::cerr << "lethe-calibrate: " << message << "\n" << kUsage;
+  return 2;
+}
+
+std::string today() {
+  std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+/// Writes `text` to `path` whole or not at all (a temporary, renamed).
+bool writeFile(const std::string &path, const std::string &text,
+               std::string &error) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      error = path + ": cannot write";
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = path + ": cannot write";
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int lethe::rt::calibrateMain(int argc, char **argv) {
+  auto begin = std::chrono::steady_clock::now();
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i], value;
+    bool inlineValue = false;
+    size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      inlineValue = true;
+    }
+    auto next = [&](std::string &into) {
+      if (inlineValue) {
+        into = value;
+      } else if (i + 1 < argc) {
+        into = argv[++i];
+      } else {
+        return false;
+      }
+      return !into.empty();
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg == "--quick" && !inlineValue) {
+      options.quick = true;
+    } else if (arg == "--out" || arg == "--samples" || arg == "--base" ||
+               arg == "--name") {
+      std::string *into = arg == "--out"       ? &options.out
+                          : arg == "--samples" ? &options.samples
+                          : arg == "--base"    ? &options.base
+                                               : &options.name;
+      if (!next(*into))
+        return usageError(arg + " needs a value");
+    } else if (arg == "--gpus") {
+      std::string n;
+      char *end = nullptr;
+      long gpus = next(n) ? std::strtol(n.c_str(), &end, 10) : 0;
+      if (n.empty() || *end || gpus < 1)
+        return usageError("--gpus needs a positive number, got '" + n + "'");
+      options.gpus = (int)gpus;
+    } else {
+      return usageError("unknown argument '" + std::string(argv[i]) + "'");
+    }
+  }
+
+  // Read the base first: a bad base fails before a minute of measuring.
+  BaseProfile base;
+  std::string error;
+  if (!options.base.empty() && !loadBaseProfile(options.base, base, error)) {
+    std::cerr << "lethe-calibrate: " << error << "\n";
+    return 1;
+  }
+  // Copies are measured whole; a forced chunk size would change them all.
+  if (std::getenv("LETHE_COPY_YIELD")) {
+    std::cerr << "lethe-calibrate: ignoring LETHE_COPY_YIELD (copies are "
+                 "measured whole)\n";
+    unsetenv("LETHE_COPY_YIELD");
+  }
+
+  Measurements m;
+  m.quick = options.quick;
+  m.date = today();
+  Errors errors;
+  int visible = 0;
+  cudaError_t err = cudaGetDeviceCount(&visible);
+  if (err != cudaSuccess || visible == 0) {
+    std::cerr << "lethe-calibrate: no CUDA device: "
+              << (err != cudaSuccess ? cudaGetErrorString(err) : "none visible")
+              << "\n";
+    return 1;
+  }
+  if (options.gpus > visible) {
+    std::cerr << "lethe-calibrate: --gpus " << options.gpus << " asked, but "
+              << visible << " GPU" << (visible > 1 ? "s are" : " is")
+              << " visible\n";
+    return 1;
+  }
+  m.gpus = options.gpus ? options.gpus : visible;
+  m.software = softwareVersions();
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  m.hostMemoryBytes = pages > 0 && pageSize > 0 ? (double)pages * pageSize : 0;
+
+  // One GPU through the runtime (its copies, GEMMs and replay kernels are
+  // what compiled programs run); freed before the host-wide measurements.
+  {
+    uint64_t copy = (options.quick ? 256ull : 1024ull) << 20;
+    uint64_t memoryHalf = (options.quick ? 256ull : 512ull) << 20;
+    LetheRtConfig config;
+    letheRtConfigInit(&config);
+    config.device = 0;
+    config.deviceArenaBytes = 2 * copy + (768ull << 20) + 2 * memoryHalf;
+    config.hostArenaBytes = 2 * copy;
+    LetheRt *rt = nullptr;
+    if (letheRtCreate(&config, &rt) != LETHE_RT_OK) {
+      std::cerr << "lethe-calibrate: " << letheRtGetErrorMessage(rt) << "\n";
+      letheRtDestroy(rt);
+      return 1;
+    }
+    std::cerr << "lethe-calibrate: " << rt->deviceName << ", " << m.gpus
+              << " GPU" << (m.gpus > 1 ? "s" : "") << "; measuring...\n";
+    measureOneGpu(options, rt, m, errors);
+    letheRtDestroy(rt);
+  }
+  if (errors.ok() && m.gpus > 1)
+    measureHost(options, m.gpus, m, errors);
+  if (!errors.ok()) {
+    std::cerr << "lethe-calibrate: " << errors.first << "\n";
+    return 1;
+  }
+
+  std::vector<ProfileField> fields =
+      deriveProfile(m, options.base.empty() ? nullptr : &base, options.name);
+  std::cout << summarize(m, fields);
+  if (!options.samples.empty() &&
+      !writeFile(options.samples, writeSamples(m), error)) {
+    std::cerr << "lethe-calibrate: " << error << "\n";
+    return 1;
+  }
+  if (!options.out.empty()) {
+    if (!writeFile(options.out, writeProfile(fields), error)) {
+      std::cerr << "lethe-calibrate: " << error << "\n";
+      return 1;
+    }
+    std::cout << "\nwrote " << options.out << " (load it with --device "
+              << options.out << ")\n";
+  }
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
+  std::cout << "elapsed: " << (int)(seconds * 10) / 10.0 << " s\n";
+  return 0;
+}

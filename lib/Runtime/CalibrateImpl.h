@@ -1,0 +1,107 @@
+//===- CalibrateImpl.h - lethe-calibrate's measuring (internal) -*- C++ -*-===//
+//
+// What the measuring parts of lethe-calibrate share: the first error, and
+// the lane timer. A lane is work enqueued on one or more streams (a copy
+// loop, a GEMM loop, an NCCL collective on every GPU). All lanes of a round
+// are enqueued while every GPU they use holds at a start gate (a kernel
+// polling a word of pinned host memory); the host then opens the gate, so
+// the lanes start together on every GPU and host enqueue time stays out of
+// the timings. Each lane is timed from its GPU's gate to its last stream's
+// end; a round's figure is the median over rounds after one warm-up round.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_LIB_RUNTIME_CALIBRATEIMPL_H
+#define LETHE_LIB_RUNTIME_CALIBRATEIMPL_H
+
+#include "RuntimeImpl.h"
+#include "lethe/Runtime/Calibrate.h"
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lethe::rt::calibrate {
+
+/// The first failure, as "what failed: why".
+struct Errors {
+  std::string first;
+  bool ok() const { return first.empty(); }
+  bool cuda(cudaError_t err, const std::string &what) {
+    if (err != cudaSuccess && first.empty())
+      first = what + " failed: " + cudaGetErrorString(err);
+    return ok();
+  }
+  bool runtime(LetheRt *rt, LetheRtStatus status) {
+    if (status != LETHE_RT_OK && first.empty())
+      first = letheRtGetErrorMessage(rt);
+    return ok();
+  }
+  bool fail(const std::string &message) {
+    if (first.empty())
+      first = message;
+    return false;
+  }
+};
+
+struct Options {
+  bool quick = false;
+  /// GPUs measured together (the first N visible); 0: all.
+  int gpus = 0;
+  std::string out, samples, base, name;
+};
+
+/// A stream of a device.
+struct Endpoint {
+  int device;
+  cudaStream_t stream;
+};
+
+struct Lane {
+  /// The streams the lane's work runs on; the first is where it starts.
+  std::vector<Endpoint> endpoints;
+  /// Enqueues the lane's work (on its endpoints' streams).
+  std::function<void()> enqueue;
+};
+
+class LaneTimer {
+public:
+  explicit LaneTimer(Errors &errors) : errors(errors) {}
+  ~LaneTimer();
+  bool init();
+
+  /// Milliseconds of each lane per round (median over `reps` rounds after
+  /// one warm-up): from its first endpoint's device's gate to the end of
+  /// the last of its streams.
+  std::vector<double> run(const std::vector<Lane> &lanes, int reps);
+
+private:
+  Errors &errors;
+  /// Pinned, mapped host words: [0] the gate, [1] set when a gate timed
+  /// out.
+  uint32_t *words = nullptr;
+  std::map<int, cudaEvent_t> starts;
+  std::vector<cudaEvent_t> pool;
+  std::vector<int> poolDevice;
+  cudaEvent_t event(int device, size_t index);
+};
+
+/// The single-GPU measurements on `rt`'s device: copies by size, GEMM
+/// rates, HBM, kernel / copy contention, launch, event and wait costs.
+bool measureOneGpu(const Options &options, LetheRt *rt, Measurements &m,
+                   Errors &errors);
+
+/// Several GPUs of the host (devices 0 .. gpus-1): copies of all at once,
+/// and NCCL collectives with their contention against copies.
+bool measureHost(const Options &options, int gpus, Measurements &m,
+                 Errors &errors);
+
+/// "CUDA 13.0, driver 580.65.06[, NCCL 2.28.9]".
+std::string softwareVersions();
+
+} // namespace lethe::rt::calibrate
+
+#endif // LETHE_LIB_RUNTIME_CALIBRATEIMPL_H
