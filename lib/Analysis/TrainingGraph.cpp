@@ -218,11 +218,14 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
           NodeFlagCollective, coll.getScope().value_or(""), &op);
       if (auto group = coll->getAttrOfType<IntegerAttr>(attrs::kP2PGroup))
         graph.nodes[id].p2pGroup = group.getInt();
+      graph.nodes[id].name = coll.getName().value_or("").str();
     } else {
       return op.emitError("unexpected op in a training graph: expected "
                           "'lethe.node' or 'lethe.collective' (run "
                           "-lethe-import-ops first)");
     }
+    if (auto sourceId = op.getAttrOfType<IntegerAttr>(kNodeIdAttr))
+      graph.nodes[id].sourceId = sourceId.getInt();
     for (auto [result, valueId] :
          llvm::zip_equal(op.getResults(), graph.nodes[id].results)) {
       graph.values[valueId].irValue = result;

@@ -364,13 +364,7 @@ LetheStatus letheGraphCompile(LetheGraph graph, const LethePlanOptions *options,
   if (json) {
     llvm::json::Object document =
         *lethe::simulationToJson(report).getAsObject();
-    llvm::json::Array values;
-    for (const lethe::PipelineOutcome::Decision &d : report.outcome.decisions)
-      values.push_back(llvm::json::Object{{"node", d.node},
-                                          {"result", d.result},
-                                          {"bytes", d.bytes},
-                                          {"decision", d.decision}});
-    document["values"] = std::move(values);
+    document["values"] = lethe::compiledDecisionsToJson(report.outcome);
     *json = makeString(
         llvm::formatv("{0:2}", llvm::json::Value(std::move(document))).str());
   }

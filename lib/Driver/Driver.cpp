@@ -154,8 +154,13 @@ struct DriverCommandLine {
                "unplanned, budget)"),
       cl::value_desc("file"), cl::sub(simulate), cl::cat(category)};
   cl::opt<std::string> output{
-      "o", cl::desc("Directory for step.mlir, plan.json and trace.json"),
+      "o",
+      cl::desc("Directory for step.mlir, step.cpp, plan.json and trace.json"),
       cl::value_desc("dir"), cl::sub(compile), cl::cat(category)};
+  cl::opt<bool> build{"build",
+                      cl::desc("Also build step.so, the program lethe-run "
+                               "loads (needs a C++ compiler, not CUDA)"),
+                      cl::sub(compile), cl::cat(category)};
   cl::opt<std::string> contention{
       "contention",
       cl::init("auto"),
@@ -185,6 +190,7 @@ struct DriverCommandLine {
     options.plotPath = plot;
     options.outputDir = output;
     options.contention = contention;
+    options.build = build;
     return options;
   }
 };
@@ -233,7 +239,8 @@ int lethe::runLetheDriver(int argc, char **argv) {
       "[--trace FILE]\n"
       "  lethe simulate GRAPH --budget B [--policy P] [--device D] "
       "[--json FILE] [--trace FILE] [--plot FILE]\n"
-      "  lethe compile GRAPH --budget B [--policy P] [--device D] -o DIR\n"
+      "  lethe compile GRAPH --budget B [--policy P] [--device D] -o DIR "
+      "[--build]\n"
       "  lethe calibrate [--out FILE] [--gpus N] [--quick] ...   measure "
       "this machine's GPUs into a device profile (runs lethe-calibrate; "
       "--help)\n");

@@ -105,6 +105,16 @@ llvm::json::Value lethe::planToJson(const Plan &plan,
         {"decision", stringifyDecision(d.decision)},
         {"reason", d.reason},
     };
+    // The exported node and output the decision is about.
+    const GraphValue &decided = graph.getValue(d.value);
+    if (!decided.isInput()) {
+      const GraphNode &producer = graph.getNode(decided.producer);
+      if (producer.sourceId >= 0)
+        value["node_id"] = producer.sourceId;
+      if (!producer.name.empty())
+        value["node"] = producer.name;
+      value["output"] = decided.resultIndex;
+    }
     if (d.decision != Decision::Retain) {
       value["restore_before"] = d.firstBackwardUse;
       llvm::json::Array nodes;

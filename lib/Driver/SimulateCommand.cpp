@@ -3,6 +3,7 @@
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Simulation.h"
+#include "lethe/Target/Cpp/LetheToCpp.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -114,13 +115,7 @@ static llvm::json::Value compiledPlanJson(const CompiledStep &step) {
       else if (auto s = dyn_cast<StringAttr>(value))
         json[key] = s.str();
     }
-  llvm::json::Array values;
-  for (const PipelineOutcome::Decision &d : report.outcome.decisions)
-    values.push_back(llvm::json::Object{{"node", d.node},
-                                        {"result", d.result},
-                                        {"bytes", d.bytes},
-                                        {"decision", d.decision}});
-  json["values"] = std::move(values);
+  json["values"] = compiledDecisionsToJson(report.outcome);
   return json;
 }
 
@@ -134,6 +129,15 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
       compileStep(options, context, /*withUnplanned=*/false);
   if (failed(step))
     return failure();
+  // The program the runtime runs, lowered from a copy before anything is
+  // written, so that a failed lowering leaves no files.
+  std::string program;
+  {
+    OwningOpRef<ModuleOp> lowered = step->module->clone();
+    llvm::raw_string_ostream os(program);
+    if (failed(translateProgramToCpp(*lowered, os, LowerToRuntimeOptions())))
+      return failure();
+  }
   if (std::error_code error =
           llvm::sys::fs::create_directories(options.outputDir)) {
     llvm::errs() << "error: cannot create '" << options.outputDir
@@ -148,6 +152,8 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
   if (failed(
           writeOutputFile(path("step.mlir"),
                           [&](raw_ostream &os) { step->module->print(os); })) ||
+      failed(writeOutputFile(path("step.cpp"),
+                             [&](raw_ostream &os) { os << program; })) ||
       failed(writeOutputFile(path("plan.json"),
                              [&](raw_ostream &os) {
                                os << llvm::formatv("{0:2}",
@@ -160,8 +166,15 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
                          os);
       })))
     return failure();
+  if (options.build &&
+      failed(buildProgramLibrary(path("step.cpp"), path("step.so"))))
+    return failure();
   printSimulationReport(step->report, llvm::outs());
   llvm::outs() << "  wrote        " << path("step.mlir") << ", "
-               << path("plan.json") << ", " << path("trace.json") << "\n";
+               << path("step.cpp") << ", " << path("plan.json") << ", "
+               << path("trace.json");
+  if (options.build)
+    llvm::outs() << ", " << path("step.so");
+  llvm::outs() << "\n";
   return success();
 }

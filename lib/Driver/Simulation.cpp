@@ -267,3 +267,19 @@ LinePlot lethe::buildMemoryPlot(const SimulationReport &report) {
     plot.lines.push_back({"arena", "#2ca02c", report.arenaBytes / unit});
   return plot;
 }
+
+llvm::json::Array
+lethe::compiledDecisionsToJson(const PipelineOutcome &outcome) {
+  llvm::json::Array values;
+  for (const PipelineOutcome::Decision &d : outcome.decisions) {
+    llvm::json::Object value{{"node", d.node},
+                             {"output", d.result},
+                             {"result", d.result},
+                             {"bytes", d.bytes},
+                             {"decision", d.decision}};
+    if (d.nodeId >= 0)
+      value["node_id"] = d.nodeId;
+    values.push_back(std::move(value));
+  }
+  return values;
+}

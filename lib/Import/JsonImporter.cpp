@@ -727,6 +727,7 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
       named.set("args", args);
     if (!named.empty())
       op->setAttr(kNodeAttrsAttr, named.getDictionary(context));
+    op->setAttr(kNodeIdAttr, builder.getI64IntegerAttr(node.id));
     if (savedIt != saved.end()) {
       SmallVector<int64_t, 2> indices = savedIt->second;
       llvm::sort(indices);

@@ -149,6 +149,8 @@ static void recordDecisions(ModuleOp module, PipelineOutcome &outcome) {
       PipelineOutcome::Decision record;
       record.node =
           node.getName() ? node.getName()->str() : node.getKind().str();
+      if (auto id = node->getAttrOfType<IntegerAttr>(kNodeIdAttr))
+        record.nodeId = id.getInt();
       record.result = index;
       record.bytes = getTypeBytes(node->getResult(index).getType());
       record.decision = stringifyDecision(decision.getValue()).str();

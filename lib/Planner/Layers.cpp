@@ -11,12 +11,155 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
+#include <optional>
 
 using namespace lethe;
 
-static bool isNumber(llvm::StringRef s) {
-  return !s.empty() && llvm::all_of(s, [](char c) { return c >= '0' && c <= '9'; });
+namespace {
+/// A numbered component on a node's module path.
+struct Numbered {
+  /// Parent path and stem: the siblings it is numbered among.
+  std::string group;
+  /// The path up to and including the component: the layer's name.
+  std::string path;
+};
+
+/// Siblings numbered alike, with the forward nodes under each.
+struct Group {
+  /// Sibling path -> its forward nodes, in program order.
+  std::map<std::string, std::vector<NodeId>> children;
+};
+
+enum class Tier { Strict, Loose };
+} // namespace
+
+static bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+/// The components of a module path: `encoder.layers[3]` and
+/// `encoder.layers.3` both give encoder, layers, 3.
+static llvm::SmallVector<llvm::StringRef> scopeParts(llvm::StringRef scope) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  while (!scope.empty()) {
+    size_t end = scope.find_first_of(".[]");
+    llvm::StringRef part = scope.take_front(end).trim("'\" ");
+    if (!part.empty())
+      parts.push_back(part);
+    if (end == llvm::StringRef::npos)
+      break;
+    scope = scope.drop_front(end + 1);
+  }
+  return parts;
+}
+
+/// The stem of a component that numbers a module: "" for `3`, "layer" for
+/// `layer3`, "encoder_layer_" for `encoder_layer_3`; none otherwise.
+static std::optional<llvm::StringRef> numberedStem(llvm::StringRef part) {
+  size_t digits = 0;
+  while (digits < part.size() && isDigit(part[part.size() - 1 - digits]))
+    ++digits;
+  if (digits == 0)
+    return std::nullopt;
+  return part.drop_back(digits);
+}
+
+static llvm::SmallVector<Numbered> numberedComponents(llvm::StringRef scope) {
+  llvm::SmallVector<Numbered> out;
+  std::string prefix;
+  for (llvm::StringRef part : scopeParts(scope)) {
+    std::string parent = prefix;
+    if (!prefix.empty())
+      prefix += ".";
+    prefix += part.str();
+    if (std::optional<llvm::StringRef> stem = numberedStem(part))
+      out.push_back({parent + "\n" + stem->str(), prefix});
+  }
+  return out;
+}
+
+/// What a node computes, for comparing blocks: its kind and the bytes of
+/// its operands and results.
+static uint64_t nodeSignature(const TrainingGraph &graph, NodeId id) {
+  const GraphNode &node = graph.getNode(id);
+  llvm::hash_code hash = llvm::hash_value(llvm::StringRef(node.kind));
+  for (ValueId operand : node.operands)
+    hash = llvm::hash_combine(hash, graph.getValue(operand).bytes);
+  for (ValueId result : node.results)
+    hash = llvm::hash_combine(hash, 1, graph.getValue(result).bytes);
+  return static_cast<uint64_t>(hash);
+}
+
+namespace {
+/// Whether forward data flows from one set of nodes to another.
+class Reachability {
+public:
+  explicit Reachability(const TrainingGraph &graph)
+      : graph(graph), seen(graph.numNodes(), 0) {}
+
+  /// Whether a node of `to` reads (through forward nodes) a value computed
+  /// by a node of `from`. Nodes are in program order.
+  bool reaches(llvm::ArrayRef<NodeId> from, llvm::ArrayRef<NodeId> to) {
+    ++epoch;
+    for (NodeId id : to)
+      seen[id] = -epoch;
+    NodeId last = to.back();
+    std::vector<NodeId> stack;
+    for (NodeId id : from)
+      if (seen[id] != epoch) {
+        seen[id] = epoch;
+        stack.push_back(id);
+      }
+    while (!stack.empty()) {
+      NodeId id = stack.back();
+      stack.pop_back();
+      for (ValueId result : graph.getNode(id).results)
+        for (NodeId user : graph.getValue(result).users) {
+          if (user > last || graph.getNode(user).phase != Phase::Fwd)
+            continue;
+          if (seen[user] == -epoch)
+            return true;
+          if (seen[user] == epoch)
+            continue;
+          seen[user] = epoch;
+          stack.push_back(user);
+        }
+    }
+    return false;
+  }
+
+private:
+  const TrainingGraph &graph;
+  std::vector<int64_t> seen;
+  int64_t epoch = 0;
+};
+} // namespace
+
+/// Whether a group of numbered siblings is a stack of layers under `tier`.
+static bool isLayerGroup(const TrainingGraph &graph, const Group &group,
+                         Tier tier, Reachability &reach) {
+  if (group.children.size() < 2)
+    return false;
+  std::vector<const std::vector<NodeId> *> children;
+  for (const auto &[path, nodes] : group.children)
+    children.push_back(&nodes);
+  llvm::sort(children, [](const std::vector<NodeId> *a,
+                          const std::vector<NodeId> *b) {
+    return a->front() < b->front();
+  });
+  bool serial = true;
+  for (size_t k = 0; k + 1 < children.size() && serial; ++k)
+    serial = reach.reaches(*children[k], *children[k + 1]);
+  std::map<uint64_t, int> signatures;
+  bool repeated = false, composite = false;
+  for (const std::vector<NodeId> *nodes : children) {
+    composite |= nodes->size() > 1;
+    llvm::hash_code hash = llvm::hash_value(nodes->size());
+    for (NodeId id : *nodes)
+      hash = llvm::hash_combine(hash, nodeSignature(graph, id));
+    repeated |= ++signatures[static_cast<uint64_t>(hash)] > 1;
+  }
+  if (tier == Tier::Strict)
+    return serial && repeated;
+  return (serial || repeated) && composite;
 }
 
 /// Layers from scopes; empty when fewer than two are found.
@@ -24,57 +167,47 @@ static LayerInfo layersFromScopes(const TrainingGraph &graph) {
   LayerInfo info;
   const size_t numNodes = graph.numNodes();
   info.layerOf.assign(numNodes, -1);
-  // Distinct numbered children of every parent path. std::map keeps the
-  // result independent of hashing.
-  std::map<std::string, std::set<std::string>> children;
-  for (const GraphNode &node : graph.getNodes()) {
-    if (node.phase != Phase::Fwd || node.scope.empty())
-      continue;
-    llvm::SmallVector<llvm::StringRef> parts;
-    llvm::StringRef(node.scope).split(parts, '.');
-    std::string prefix;
-    for (auto [k, part] : llvm::enumerate(parts)) {
-      if (k > 0 && isNumber(part))
-        children[prefix].insert(part.str());
-      if (k > 0)
-        prefix += ".";
-      prefix += part.str();
-    }
-  }
-  llvm::StringMap<int32_t> layerIds;
+  info.fromScopes = true;
+  std::vector<llvm::SmallVector<Numbered>> components(numNodes);
+  // std::map keeps the result independent of hashing.
+  std::map<std::string, Group> groups;
   for (auto [id, node] : llvm::enumerate(graph.getNodes())) {
     if (node.phase != Phase::Fwd || node.scope.empty())
       continue;
-    llvm::SmallVector<llvm::StringRef> parts;
-    llvm::StringRef(node.scope).split(parts, '.');
-    std::string prefix;
-    for (auto [k, part] : llvm::enumerate(parts)) {
-      if (k > 0 && isNumber(part)) {
-        auto it = children.find(prefix);
-        if (it != children.end() && it->second.size() >= 2) {
-          std::string name = prefix + "." + part.str();
-          auto [entry, inserted] = layerIds.try_emplace(
-              name, static_cast<int32_t>(info.names.size()));
-          if (inserted)
-            info.names.push_back(name);
-          info.layerOf[id] = entry->second;
-          break;
-        }
-      }
-      if (k > 0)
-        prefix += ".";
-      prefix += part.str();
-    }
+    components[id] = numberedComponents(node.scope);
+    for (const Numbered &c : components[id])
+      groups[c.group].children[c.path].push_back(static_cast<NodeId>(id));
   }
-  info.fromScopes = true;
-  if (info.names.size() < 2) {
+  if (groups.empty())
+    return info;
+  Reachability reach(graph);
+  for (Tier tier : {Tier::Strict, Tier::Loose}) {
+    llvm::StringMap<bool> isLayers;
+    for (const auto &[key, group] : groups)
+      isLayers[key] = isLayerGroup(graph, group, tier, reach);
     info.names.clear();
     info.layerOf.assign(numNodes, -1);
+    llvm::StringMap<int32_t> layerIds;
+    for (NodeId id = 0; id < static_cast<NodeId>(numNodes); ++id)
+      for (const Numbered &c : components[id]) {
+        if (!isLayers.lookup(c.group))
+          continue;
+        auto [entry, inserted] = layerIds.try_emplace(
+            c.path, static_cast<int32_t>(info.names.size()));
+        if (inserted)
+          info.names.push_back(c.path);
+        info.layerOf[id] = entry->second;
+        break;
+      }
+    if (info.names.size() >= 2)
+      return info;
   }
+  info.names.clear();
+  info.layerOf.assign(numNodes, -1);
   return info;
 }
 
-/// Layers from repeated structure between cuts of the forward.
+/// Layers from repeated op sequences along the forward.
 static LayerInfo layersFromStructure(const TrainingGraph &graph) {
   LayerInfo info;
   const size_t numNodes = graph.numNodes();
@@ -83,14 +216,24 @@ static LayerInfo layersFromStructure(const TrainingGraph &graph) {
   for (auto [id, node] : llvm::enumerate(graph.getNodes()))
     if (node.phase == Phase::Fwd)
       fwd.push_back(static_cast<NodeId>(id));
-  if (fwd.size() < 4)
+  const size_t n = fwd.size();
+  if (n < 4)
     return info;
-  // Position of every forward node among forward nodes.
   std::vector<int32_t> position(numNodes, -1);
   for (auto [k, id] : llvm::enumerate(fwd))
     position[id] = static_cast<int32_t>(k);
-  // crossing[k]: forward-produced storages read by a forward node after
-  // position k and produced at or before it.
+
+  // Ops as small integers, equal when kind and sizes are.
+  std::vector<uint32_t> symbol(n);
+  llvm::DenseMap<uint64_t, uint32_t> symbols;
+  for (size_t k = 0; k < n; ++k)
+    symbol[k] = symbols
+                    .try_emplace(nodeSignature(graph, fwd[k]),
+                                 static_cast<uint32_t>(symbols.size()))
+                    .first->second;
+
+  // cutBefore[k]: forward storages produced before position k and read by
+  // a forward node at or after it.
   std::vector<int32_t> lastForwardUse(graph.numValues(), -1);
   for (size_t v = 0; v < graph.numValues(); ++v) {
     const GraphValue &value = graph.getValue(v);
@@ -99,7 +242,7 @@ static LayerInfo layersFromStructure(const TrainingGraph &graph) {
         lastForwardUse[value.storage] =
             std::max(lastForwardUse[value.storage], position[user]);
   }
-  std::vector<int32_t> delta(fwd.size() + 1, 0);
+  std::vector<int32_t> delta(n + 1, 0);
   for (size_t v = 0; v < graph.numValues(); ++v) {
     const GraphValue &value = graph.getValue(v);
     if (value.isInput() || value.storage != static_cast<ValueId>(v))
@@ -107,65 +250,60 @@ static LayerInfo layersFromStructure(const TrainingGraph &graph) {
     int32_t produced = position[value.producer];
     if (produced < 0 || lastForwardUse[v] <= produced)
       continue;
-    ++delta[produced];
-    --delta[lastForwardUse[v]];
+    ++delta[produced + 1];
+    --delta[lastForwardUse[v] + 1];
   }
-  std::vector<int32_t> crossing(fwd.size(), 0);
-  int32_t running = 0;
-  for (size_t k = 0; k + 1 < fwd.size(); ++k) {
-    running += delta[k];
-    crossing[k] = running;
-  }
-  // Cuts: boundaries in the middle half-open range with the fewest crossings.
-  int32_t least = INT32_MAX;
-  for (size_t k = 0; k + 1 < fwd.size(); ++k)
-    least = std::min(least, crossing[k]);
-  std::vector<size_t> cuts; // a cut after position k
-  for (size_t k = 0; k + 1 < fwd.size(); ++k)
-    if (crossing[k] == least)
-      cuts.push_back(k);
-  // Pieces between consecutive cuts, with kind signatures.
-  std::vector<std::pair<size_t, size_t>> pieces; // [begin, end) positions
-  size_t begin = 0;
-  for (size_t cut : cuts) {
-    if (cut + 1 > begin)
-      pieces.push_back({begin, cut + 1});
-    begin = cut + 1;
-  }
-  if (begin < fwd.size())
-    pieces.push_back({begin, fwd.size()});
-  std::vector<uint64_t> signature;
-  for (auto [b, e] : pieces) {
-    llvm::hash_code hash = llvm::hash_value(e - b);
-    for (size_t k = b; k < e; ++k)
-      hash = llvm::hash_combine(hash, llvm::StringRef(graph.getNode(fwd[k]).kind));
-    signature.push_back(static_cast<uint64_t>(hash));
-  }
-  // The period with the longest run of repeats.
-  const size_t m = pieces.size();
-  size_t bestPeriod = 0, bestStart = 0, bestRun = 0;
-  for (size_t p = 1; p <= std::min<size_t>(16, m / 2); ++p) {
-    size_t run = 0;
-    for (size_t i = 0; i + p < m; ++i) {
-      run = signature[i] == signature[i + p] ? run + 1 : 0;
-      // A run of r matches covers r + p pieces.
-      if (run > 0 && run > bestRun) {
-        bestRun = run;
-        bestPeriod = p;
-        bestStart = i + 1 - run;
+  std::vector<int32_t> cutBefore(n + 1, 0);
+  for (size_t k = 1; k <= n; ++k)
+    cutBefore[k] = cutBefore[k - 1] + delta[k];
+
+  // Periods searched: all up to n/2 on graphs of a few thousand forward
+  // ops, fewer on larger ones (about 2e7 comparisons per run).
+  const size_t maxPeriod =
+      std::min(n / 2, std::max<size_t>(64, size_t(20'000'000) / n));
+  std::vector<char> taken(n, 0);
+  struct Run {
+    size_t begin, period, count;
+  };
+  std::vector<Run> runs;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    size_t bestPeriod = 0, bestStart = 0, bestCover = 0;
+    for (size_t p = 1; p <= maxPeriod; ++p) {
+      size_t run = 0;
+      for (size_t i = 0; i + p < n; ++i) {
+        run = !taken[i] && !taken[i + p] && symbol[i] == symbol[i + p]
+                  ? run + 1
+                  : 0;
+        // A run of r matches covers r + p ops: at least two periods.
+        if (run >= p && run + p > bestCover) {
+          bestCover = run + p;
+          bestPeriod = p;
+          bestStart = i + 1 - run;
+        }
       }
     }
+    // Later runs must be as large as one block of the first.
+    if (bestPeriod == 0 || (!runs.empty() && bestCover < runs[0].period))
+      break;
+    // Cut at the phase the fewest values cross.
+    size_t phase = 0;
+    for (size_t f = 1; f < bestPeriod && bestCover - f >= 2 * bestPeriod; ++f)
+      if (cutBefore[bestStart + f] < cutBefore[bestStart + phase])
+        phase = f;
+    Run r{bestStart + phase, bestPeriod, (bestCover - phase) / bestPeriod};
+    for (size_t k = r.begin; k < r.begin + r.count * r.period; ++k)
+      taken[k] = 1;
+    runs.push_back(r);
   }
-  if (bestRun == 0 || bestRun < bestPeriod)
-    return info;
-  size_t numLayers = (bestRun + bestPeriod) / bestPeriod;
-  for (size_t layer = 0; layer < numLayers; ++layer) {
-    info.names.push_back(llvm::formatv("layer {0}", layer).str());
-    for (size_t piece = bestStart + layer * bestPeriod;
-         piece < bestStart + (layer + 1) * bestPeriod; ++piece)
-      for (size_t k = pieces[piece].first; k < pieces[piece].second; ++k)
-        info.layerOf[fwd[k]] = static_cast<int32_t>(layer);
-  }
+  llvm::sort(runs, [](const Run &a, const Run &b) { return a.begin < b.begin; });
+  for (const Run &r : runs)
+    for (size_t layer = 0; layer < r.count; ++layer) {
+      int32_t id = static_cast<int32_t>(info.names.size());
+      info.names.push_back(llvm::formatv("layer {0}", id).str());
+      for (size_t k = r.begin + layer * r.period;
+           k < r.begin + (layer + 1) * r.period; ++k)
+        info.layerOf[fwd[k]] = id;
+    }
   if (info.names.size() < 2) {
     info.names.clear();
     info.layerOf.assign(numNodes, -1);

@@ -16,7 +16,7 @@
 
 using namespace lethe;
 
-[[maybe_unused]] static llvm::Error planError(const llvm::Twine &message) {
+static llvm::Error planError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
@@ -122,6 +122,19 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
   plan.baselineStepUs = baseline->stepUs;
 
   LayerInfo layers = findLayers(graph);
+  bool perLayer = options.policy == Policy::Full ||
+                  options.policy == Policy::EveryN ||
+                  options.policy == Policy::SelectiveOp;
+  // Without layers these policies would change nothing, and their least
+  // budget would be the unplanned peak: say why instead.
+  if (perLayer && layers.numLayers() == 0)
+    return planError(
+        llvm::formatv("policy {0} works per layer, and this graph has none: "
+                      "no module scope numbers repeated blocks ('h.3', "
+                      "'layers.3', 'encoder_layer_3', ...) and no op "
+                      "sequence repeats along the forward; use policy auto, "
+                      "none or offload-all",
+                      stringifyPolicy(options.policy)));
   std::vector<Decision> decisions;
   std::vector<std::string> reasons;
   std::optional<Evaluation> evaluation;

@@ -3,10 +3,12 @@
 #include "lethe/TestPasses.h"
 
 namespace lethe::test {
+void registerTestLayersPass();
 void registerTestLifetimesPass();
 void registerTestSimulateProgramPass();
 
 void registerTestPasses() {
+  registerTestLayersPass();
   registerTestLifetimesPass();
   registerTestSimulateProgramPass();
 }

@@ -148,23 +148,32 @@ def parse_plan(raw: Dict[str, Any], graph: Dict[str, Any]) -> LethePlan:
     graph = dict(graph, _ids_by_name=ids)
     op_ids = [e["id"] for e in nodes if e["kind"] == "op"]
     decisions: Dict[Tuple[int, int], Decision] = {}
-    # `lethe plan --json` lists "values" named "NODE#RESULT (op kind)" (no
-    # "#RESULT" for single-result nodes), node references as Lethe's node
-    # numbers; hand-made plans give "decisions" with "name"/"node" and
-    # "result".
+    # `lethe plan --json` lists "values" naming the exported node
+    # ("node_id", "node") and its "output", and node references as Lethe's
+    # node numbers; older documents name values "NODE#RESULT (op kind)" (no
+    # "#RESULT" for single-result nodes); hand-made plans give "decisions"
+    # with "name"/"node" and "output" or "result".
     entries = raw.get("values", raw.get("decisions", []))
+    json_ids = {e["id"] for e in nodes}
     for d in entries:
         kind = d.get("decision")
-        name = d.get("node", d.get("name"))
-        index = d.get("result", 0)
-        if isinstance(name, str) and name.endswith(")") and " (" in name:
-            name = name.rsplit(" (", 1)[0]
-            if "#" in name:
-                name, result = name.rsplit("#", 1)
-                index = int(result)
-        nid = _node_id(name, graph, op_ids) if name is not None else None
-        if nid is None:
-            raise PlanError(f"plan decision {d!r} names no node of the graph")
+        index = d.get("output", d.get("result", 0))
+        nid = d.get("node_id")
+        if nid is not None:
+            if nid not in json_ids:
+                raise PlanError(f"plan decision {d!r} names no node of the "
+                                "graph")
+        else:
+            name = d.get("node", d.get("name"))
+            if isinstance(name, str) and name.endswith(")") and " (" in name:
+                name = name.rsplit(" (", 1)[0]
+                if "#" in name:
+                    name, result = name.rsplit("#", 1)
+                    index = int(result)
+            nid = _node_id(name, graph, op_ids) if name is not None else None
+            if nid is None:
+                raise PlanError(f"plan decision {d!r} names no node of the "
+                                "graph")
         placement = d.get("placement", d)
         decisions[(nid, int(index))] = Decision(
             kind,

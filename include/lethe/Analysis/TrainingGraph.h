@@ -84,6 +84,9 @@ struct GraphNode {
   std::string scope;
   /// Name in the source graph, for messages.
   std::string name;
+  /// Id in the source graph (`lethe.node_id`, set by the JSON importer), or
+  /// -1 when unknown.
+  int64_t sourceId = -1;
   uint32_t flags = NodeFlagNone;
   /// The IR op, when built from IR.
   mlir::Operation *irOp = nullptr;

@@ -36,6 +36,8 @@ struct CommandOptions {
   std::string plotPath;
   std::string outputDir;
   std::string contention = "auto";
+  /// `lethe compile --build`: also build DIR/step.so.
+  bool build = false;
 };
 
 llvm::LogicalResult runReportCommand(const CommandOptions &options,
@@ -54,9 +56,19 @@ llvm::LogicalResult runSimulateCommand(const CommandOptions &options,
                                        mlir::MLIRContext &context);
 
 /// `lethe compile`: compiles the graph and writes DIR/step.mlir (the
-/// allocated program), DIR/plan.json and DIR/trace.json.
+/// allocated program), DIR/step.cpp (the program for the CUDA runtime, as
+/// `lethe-translate --lethe-to-cpp` prints it), DIR/plan.json and
+/// DIR/trace.json; with `build`, also DIR/step.so (buildProgramLibrary).
 llvm::LogicalResult runCompileCommand(const CommandOptions &options,
                                       mlir::MLIRContext &context);
+
+/// Builds the program C++ at `cppPath` into the shared library lethe-run
+/// loads, at `libraryPath`: $CXX (else c++, clang++ or g++ on the PATH)
+/// with lethe-c/Runtime.h from $LETHE_INCLUDE_DIR, the install beside the
+/// lethe binary or its source tree; no CUDA is needed. Errors say what is
+/// missing; a failed build leaves no library.
+llvm::LogicalResult buildProgramLibrary(llvm::StringRef cppPath,
+                                        llvm::StringRef libraryPath);
 
 /// The `lethe plan --json` document of `plan` (the C API returns the same).
 llvm::json::Value planToJson(const Plan &plan, const TrainingGraph &graph);

@@ -68,6 +68,12 @@ void printSimulationReport(const SimulationReport &report,
 /// planner's predictions when known.
 llvm::json::Value simulationToJson(const SimulationReport &report);
 
+/// The decisions of a compiled plan (`values` of `lethe compile`'s
+/// plan.json and of the C API's compile JSON): per activation, the exported
+/// node (`node` name, `node_id`), its `output` (also `result`), `bytes` and
+/// `decision`.
+llvm::json::Array compiledDecisionsToJson(const PipelineOutcome &outcome);
+
 /// The program's run: one track per stream, a slice per op with a duration
 /// (named by node kind; category fwd / bwd / opt / recompute / offload /
 /// prefetch), the device-memory counter and the budget.

@@ -115,10 +115,11 @@ struct PipelineOutcome {
   /// Plans made: 1, plus one per re-plan for fragmentation.
   int attempts = 0;
   /// The plan as lethe-plan recorded it, before materialization: per
-  /// activation, its producer's name or kind, result index, bytes and
-  /// decision.
+  /// activation, its producer's name or kind, its id in the exported graph
+  /// (`lethe.node_id`, -1 if unknown), result index, bytes and decision.
   struct Decision {
     std::string node;
+    int64_t nodeId = -1;
     unsigned result = 0;
     int64_t bytes = 0;
     std::string decision;

@@ -65,8 +65,13 @@ bool isReservedName(StringRef name) {
       "unsigned", "using", "virtual", "void", "volatile", "while", "xor",
       // The generated program's own names.
       "rt", "init", "step", "checksum", "program", "letheProgram"};
-  return reserved.contains(name) || name.starts_with("lethe") ||
-         name.starts_with("LETHE") || name.starts_with("__");
+  // The C++ emitter names its locals v1, v2, ...: a node named so would
+  // be shadowed by them.
+  bool emitterLocal = name.size() > 1 && name.front() == 'v' &&
+                      llvm::all_of(name.drop_front(), llvm::isDigit);
+  return reserved.contains(name) || emitterLocal ||
+         name.starts_with("lethe") || name.starts_with("LETHE") ||
+         name.starts_with("__");
 }
 
 /// A C identifier for `hint`: other characters become '_'.
