@@ -284,16 +284,30 @@ LetheStatus letheGraphPlan(LetheGraph graph, const LethePlanOptions *options,
     return errorStatus(llvm::toString(device.takeError()));
 
   lethe::PlanOptionText text = planOptionText(options);
-  int64_t unplannedPeak =
-      lethe::MemoryProfile::compute(lethe::Lifetimes(*training)).peakBytes;
   llvm::Expected<lethe::PlanOptions> parsed =
-      lethe::parsePlanOptions(text, unplannedPeak, *device);
+      lethe::preparePlanning(*training, text, *device);
   if (!parsed)
     return errorStatus(llvm::toString(parsed.takeError()));
   llvm::Expected<lethe::Plan> result =
       lethe::planTrainingStep(*training, *device, *parsed);
   if (!result)
     return errorStatus(llvm::toString(result.takeError()));
+  if (!result->feasible) {
+    // The least budget stated is the one letheGraphCompile meets: the
+    // planner's least peak once packed.
+    OwningOpRef<ModuleOp> step = graph->module->clone();
+    for (Operation &op : llvm::make_early_inc_range(*step->getBody()))
+      if (auto other = dyn_cast<func::FuncOp>(op);
+          other && other.getSymName() != func.getSymName())
+        op.erase();
+    lethe::LethePipelineConfig config;
+    config.plan = text;
+    config.device = graph->device;
+    config.annotateCosts = false;
+    FailureOr<int64_t> least = lethe::findLeastPipelineBudget(*step, config);
+    if (succeeded(least))
+      result->leastFeasibleBudget = *least;
+  }
   *plan = new LethePlanImpl{graph, std::move(*training), std::move(*device),
                             std::move(*parsed), std::move(*result)};
   return okStatus();

@@ -10,6 +10,7 @@
 #include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
+#include "lethe/Pipelines/Pipelines.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
@@ -173,9 +174,8 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
   if (failed(graph))
     return failure();
-  int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
   llvm::Expected<PlanOptions> planOptions =
-      parsePlanOptions(options.plan, unplannedPeak, *device);
+      preparePlanning(*graph, options.plan, *device);
   if (!planOptions) {
     llvm::errs() << "error: " << llvm::toString(planOptions.takeError())
                  << "\n";
@@ -187,6 +187,21 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
     return failure();
   }
   if (!plan->feasible) {
+    // The least budget stated is the one `lethe compile` meets: the
+    // planner's least peak once packed.
+    OwningOpRef<ModuleOp> step = module->clone();
+    for (Operation &op : llvm::make_early_inc_range(*step->getBody()))
+      if (auto other = dyn_cast<func::FuncOp>(op);
+          other && other.getSymName() != func.getSymName())
+        op.erase();
+    LethePipelineConfig config;
+    config.plan = options.plan;
+    config.device = options.device;
+    config.contention = options.contention;
+    config.annotateCosts = false;
+    FailureOr<int64_t> least = findLeastPipelineBudget(*step, config);
+    if (succeeded(least))
+      plan->leastFeasibleBudget = *least;
     llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";
     // The JSON says so too, for programs that ask.
     if (!options.jsonPath.empty())

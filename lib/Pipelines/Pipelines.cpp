@@ -6,12 +6,18 @@
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/Policies.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <limits>
 #include <optional>
 
 using namespace mlir;
@@ -30,20 +36,24 @@ LethePipelineConfig LethePipelineOptions::toConfig() const {
   config.plan.replayRng = replayRng;
   config.device = device;
   config.contention = contention;
-  config.alignment = alignment;
+  config.plan.alignment = alignment;
   config.annotateCosts = annotateCosts;
   return config;
 }
 
-void lethe::buildPlanPhase(OpPassManager &pm,
-                           const LethePipelineConfig &config) {
-  if (config.annotateCosts) {
-    AnnotateCostsOptions costs;
-    costs.device = config.device;
-    pm.addPass(createAnnotateCosts(costs));
-  }
+static void addCostPass(OpPassManager &pm, const LethePipelineConfig &config) {
+  if (!config.annotateCosts)
+    return;
+  AnnotateCostsOptions costs;
+  costs.device = config.device;
+  pm.addPass(createAnnotateCosts(costs));
+}
+
+/// lethe-plan with the pipeline's options and `budget` for the budget.
+static void addPlanPass(OpPassManager &pm, const LethePipelineConfig &config,
+                        StringRef budget) {
   PlanActivationsOptions plan;
-  plan.budget = config.plan.budget;
+  plan.budget = budget.str();
   plan.policy = config.plan.policy;
   plan.device = config.device;
   plan.everyN = config.plan.everyN;
@@ -54,8 +64,14 @@ void lethe::buildPlanPhase(OpPassManager &pm,
   plan.solver = config.plan.solver;
   plan.replayRng = config.plan.replayRng;
   // Plan the bytes the arena will hold, not the bare tensor sizes.
-  plan.alignment = config.alignment;
+  plan.alignment = config.plan.alignment;
   pm.addPass(createPlanActivations(plan));
+}
+
+void lethe::buildPlanPhase(OpPassManager &pm,
+                           const LethePipelineConfig &config) {
+  addCostPass(pm, config);
+  addPlanPass(pm, config, config.plan.budget);
 }
 
 void lethe::buildProgramPhase(OpPassManager &pm,
@@ -68,7 +84,7 @@ void lethe::buildProgramPhase(OpPassManager &pm,
   schedule.contention = config.contention;
   pm.addPass(createScheduleProgram(schedule));
   AssignBuffersOptions buffers;
-  buffers.alignment = config.alignment;
+  buffers.alignment = config.plan.alignment;
   pm.addPass(createAssignBuffers(buffers));
 }
 
@@ -86,7 +102,7 @@ void lethe::buildLethePipeline(OpPassManager &pm,
 
 namespace {
 /// What `lethe-pipeline` runs: the phases as runLethePipeline runs them,
-/// planning again for less when packing leaves the arena above the budget,
+/// planning again when packing leaves the arena above the budget,
 /// so that the textual pipeline accepts what `lethe compile` accepts. It
 /// loops over whole pass pipelines, so it is the pipeline's own driver
 /// rather than a pass of its own (it has no registration).
@@ -99,7 +115,7 @@ public:
       : config(std::move(config)) {}
   StringRef getArgument() const final { return "lethe-pipeline"; }
   StringRef getDescription() const final {
-    return "lethe-pipeline, re-planning for fragmentation";
+    return "lethe-pipeline, re-planning for packing";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     // What the phases create, loaded before they run.
@@ -109,7 +125,7 @@ public:
   }
   void runOnOperation() override {
     if (failed(runLethePipeline(getOperation(), config, nullptr,
-                                /*maxReplans=*/4, /*keepRemarks=*/true)))
+                                /*keepRemarks=*/true)))
       signalPassFailure();
   }
 
@@ -123,8 +139,8 @@ void lethe::registerLethePipelines() {
       "lethe-pipeline",
       "Plan, materialize, schedule, allocate and verify a training step "
       "(lethe-annotate-costs, lethe-plan, lethe-materialize, lethe-schedule, "
-      "lethe-assign-buffers, lethe-verify), planning again for less when "
-      "packing leaves the arena above the budget",
+      "lethe-assign-buffers, lethe-verify), planning again for a lower peak "
+      "when packing leaves the arena above the budget",
       [](OpPassManager &pm, const LethePipelineOptions &options) {
         pm.addPass(std::make_unique<ReplanningPipeline>(options.toConfig()));
       });
@@ -136,8 +152,9 @@ static std::optional<int64_t> getI64(ModuleOp module, StringRef name) {
   return std::nullopt;
 }
 
-static void recordDecisions(ModuleOp module, PipelineOutcome &outcome) {
-  outcome.decisions.clear();
+static void recordDecisions(ModuleOp module,
+                            std::vector<PipelineOutcome::Decision> &records) {
+  records.clear();
   module.walk([&](NodeOp node) {
     auto decisions = node->getAttrOfType<ArrayAttr>("lethe.decisions");
     if (!decisions)
@@ -154,90 +171,327 @@ static void recordDecisions(ModuleOp module, PipelineOutcome &outcome) {
       record.result = index;
       record.bytes = getTypeBytes(node->getResult(index).getType());
       record.decision = stringifyDecision(decision.getValue()).str();
-      outcome.decisions.push_back(std::move(record));
+      records.push_back(std::move(record));
     }
   });
+}
+
+namespace {
+
+/// One try of the pipeline: plan for a budget, then materialize, schedule
+/// and allocate.
+struct Attempt {
+  OwningOpRef<ModuleOp> module;
+  /// The planner met the plan budget (else `diagnostics` say why).
+  bool planned = false;
+  /// The program phase failed: not a matter of budget.
+  bool broken = false;
+  /// The plan budget (resolved), the plan's peak and the packed arena.
+  int64_t planBudget = -1;
+  int64_t peak = 0;
+  int64_t arena = 0;
+  /// What the attempt's passes said, replayed when it is the one kept.
+  std::vector<Diagnostic> diagnostics;
+  /// The plan's decisions, read before materialization consumes them.
+  std::vector<PipelineOutcome::Decision> decisions;
+
+  /// The budget this program meets: its arena, and never less than the
+  /// planned peak (so that a plan is only ever taken for a budget it was
+  /// made under).
+  int64_t packed() const { return std::max(arena, peak); }
+};
+
+/// The least budget the pipeline meets and the plan that meets it.
+struct Least {
+  int64_t packed = std::numeric_limits<int64_t>::max();
+  int64_t peak = 0;
+  int64_t arena = 0;
+
+  void update(const Attempt &attempt) {
+    if (attempt.packed() < packed)
+      *this = {attempt.packed(), attempt.peak, attempt.arena};
+  }
+};
+
+/// Plans and compiles one costed module for one budget after another.
+///
+/// The planner is a function of the plan budget P that picks the best plan
+/// of a fixed family whose peak is at most P (fixed policies: one plan;
+/// `auto`'s fast solver: its ladder and seeds). So plan(P') = plan(P) for
+/// every P' in [peak(plan(P)), P], and walking P down from a budget B by
+/// P = peak - 1 visits every plan the planner makes for some P <= B, each
+/// once. Taking the first whose packed arena fits B makes success monotone:
+/// a plan that fits B fits every larger budget, and the walk from there
+/// reaches it. The least budget met is the least packed arena of those
+/// plans (leastPacked).
+class PipelineSearch {
+public:
+  PipelineSearch(ModuleOp costed, const LethePipelineConfig &config)
+      : costed(costed), config(config),
+        exact(config.plan.policy == "auto" && config.plan.solver == "exact") {}
+
+  Attempt attempt(StringRef budget) {
+    Attempt result;
+    ++attempts;
+    MLIRContext *context = costed.getContext();
+    result.module = costed.clone();
+    ScopedDiagnosticHandler capture(context, [&](Diagnostic &diag) {
+      result.diagnostics.push_back(std::move(diag));
+      return success();
+    });
+    PassManager plan(context);
+    addPlanPass(plan, config, budget);
+    if (failed(plan.run(*result.module)))
+      return result;
+    result.planned = true;
+    result.planBudget =
+        getI64(*result.module, attrs::kBudgetBytes).value_or(-1);
+    for (auto func : result.module->getOps<func::FuncOp>())
+      if (auto summary = func->getAttrOfType<DictionaryAttr>("lethe.plan"))
+        if (auto peak = summary.getAs<IntegerAttr>("peak_bytes"))
+          result.peak = std::max(result.peak, peak.getInt());
+    recordDecisions(*result.module, result.decisions);
+    PassManager program(context);
+    buildProgramPhase(program, config);
+    if (failed(program.run(*result.module))) {
+      result.broken = true;
+      return result;
+    }
+    result.arena = getI64(*result.module, attrs::kDeviceArenaBytes).value_or(0);
+    return result;
+  }
+  Attempt attempt(int64_t budget) { return attempt(std::to_string(budget)); }
+
+  /// The plan budget after `tried` that the walk down from `budget` takes.
+  int64_t next(const Attempt &tried, int64_t budget) const {
+    int64_t below = tried.peak - 1;
+    // The exact solver's plans are not a fixed family: every byte less can
+    // give another plan. Leave room for the packing gap measured instead.
+    if (exact)
+      below = std::min(below, budget - (tried.packed() - tried.peak));
+    return below;
+  }
+
+  /// Lowers `least` with the plans for budgets in (`floor`, least), the
+  /// only ones that can pack into less.
+  void improve(Least &least, int64_t floor) {
+    int64_t budget = least.packed - 1;
+    while (budget > floor) {
+      Attempt tried = attempt(budget);
+      if (!tried.planned || tried.broken)
+        return;
+      least.update(tried);
+      budget = std::min(next(tried, budget), least.packed - 1);
+    }
+  }
+
+  /// The planner's own plan for the user's budget (resolved), or for
+  /// `budget` bytes: it states the least peak the planner can meet.
+  FailureOr<Plan> planDirectly(std::optional<int64_t> budget = std::nullopt) {
+    auto funcs = costed.getOps<func::FuncOp>();
+    auto func =
+        llvm::find_if(funcs, [](func::FuncOp f) { return !f.isExternal(); });
+    if (func == funcs.end())
+      return failure();
+    FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(*func);
+    if (failed(graph))
+      return failure();
+    llvm::Expected<DeviceProfile> device = DeviceProfile::load(config.device);
+    if (!device) {
+      llvm::consumeError(device.takeError());
+      return failure();
+    }
+    llvm::Expected<PlanOptions> options =
+        preparePlanning(*graph, config.plan, *device);
+    if (!options) {
+      llvm::consumeError(options.takeError());
+      return failure();
+    }
+    if (budget)
+      options->budgetBytes = *budget;
+    llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, *options);
+    if (!plan) {
+      llvm::consumeError(plan.takeError());
+      return failure();
+    }
+    return std::move(*plan);
+  }
+
+  /// The least budget the pipeline meets, from the least peak the planner
+  /// meets (`planLeast`).
+  FailureOr<Least> leastPacked(int64_t planLeast) {
+    Attempt bottom = attempt(planLeast);
+    if (!bottom.planned || bottom.broken)
+      return failure();
+    Least least;
+    least.update(bottom);
+    improve(least, planLeast - 1);
+    return least;
+  }
+
+  ModuleOp costed;
+  const LethePipelineConfig &config;
+  bool exact;
+  int attempts = 0;
+};
+
+} // namespace
+
+/// "budget B is below the least budget policy P can meet on this graph: L"
+/// for the least budget the whole pipeline meets.
+static std::string belowLeastMessage(const LethePipelineConfig &config,
+                                     int64_t budget, const Least &least) {
+  Plan plan;
+  plan.policy = parsePolicy(config.plan.policy).value_or(Policy::Auto);
+  plan.budgetBytes = budget;
+  plan.leastFeasibleBudget = least.packed;
+  std::string message = infeasibleMessage(plan);
+  if (least.arena > least.peak)
+    message += llvm::formatv(" (a plan peaking at {0} B, packed into an arena "
+                             "of {1} B)",
+                             least.peak, least.arena)
+                   .str();
+  return message;
+}
+
+static void replay(MLIRContext *context, std::vector<Diagnostic> &diags) {
+  for (Diagnostic &diag : diags)
+    context->getDiagEngine().emit(std::move(diag));
+  diags.clear();
+}
+
+FailureOr<int64_t>
+lethe::findLeastPipelineBudget(ModuleOp module,
+                               const LethePipelineConfig &config) {
+  MLIRContext *context = module.getContext();
+  OwningOpRef<ModuleOp> costed = module.clone();
+  PassManager costs(context);
+  addCostPass(costs, config);
+  if (failed(costs.run(*costed)))
+    return failure();
+  ScopedDiagnosticHandler quiet(context,
+                                [](Diagnostic &) { return success(); });
+  PipelineSearch search(*costed, config);
+  FailureOr<Plan> plan = search.planDirectly(/*budget=*/0);
+  if (failed(plan))
+    return failure();
+  if (plan->feasible)
+    return 0;
+  if (!plan->leastFeasibleBudget)
+    return failure();
+  FailureOr<Least> least = search.leastPacked(*plan->leastFeasibleBudget);
+  if (failed(least))
+    return failure();
+  return least->packed;
 }
 
 LogicalResult lethe::runLethePipeline(ModuleOp module,
                                       const LethePipelineConfig &config,
                                       PipelineOutcome *outcome,
-                                      int maxReplans, bool keepRemarks) {
+                                      bool keepRemarks) {
   MLIRContext *context = module.getContext();
   PipelineOutcome local;
   PipelineOutcome &result = outcome ? *outcome : local;
+  result = PipelineOutcome();
   // Remarks are for lethe-opt users; the driver prints its own summary.
   ScopedDiagnosticHandler dropRemarks(context, [keepRemarks](Diagnostic &diag) {
     return success(!keepRemarks &&
                    diag.getSeverity() == DiagnosticSeverity::Remark);
   });
 
-  LethePipelineConfig attempt = config;
-  int64_t lastArena = 0;
-  for (result.attempts = 1; result.attempts <= maxReplans + 1;
-       ++result.attempts) {
-    OwningOpRef<ModuleOp> work = module.clone();
-    PassManager plan(context);
-    buildPlanPhase(plan, attempt);
-    // A re-plan's error names the lowered budget, not the user's: say why.
-    std::string replanError;
-    std::optional<ScopedDiagnosticHandler> captureReplanError;
-    if (result.attempts > 1)
-      captureReplanError.emplace(context, [&](Diagnostic &diag) {
-        if (diag.getSeverity() != DiagnosticSeverity::Error)
-          return failure();
-        replanError = diag.str();
-        return success();
-      });
-    LogicalResult planned = plan.run(*work);
-    captureReplanError.reset();
-    if (failed(planned)) {
-      if (result.attempts == 1)
-        return failure();
-      return module.emitError("lethe: the packed device arena (")
-             << lastArena << " bytes) exceeds the budget ("
-             << result.budgetBytes << " bytes) and re-planning for "
-             << attempt.plan.budget << " bytes failed: " << replanError;
-    }
-    std::optional<int64_t> planBudget = getI64(*work, attrs::kBudgetBytes);
-    if (result.attempts == 1)
-      result.budgetBytes = planBudget.value_or(-1);
-    result.planBudgetBytes = planBudget.value_or(-1);
-    recordDecisions(*work, result);
-
-    PassManager program(context);
-    buildProgramPhase(program, attempt);
-    if (failed(program.run(*work)))
+  OwningOpRef<ModuleOp> costed = module.clone();
+  {
+    PassManager costs(context);
+    addCostPass(costs, config);
+    if (failed(costs.run(*costed)))
       return failure();
-    int64_t arena = getI64(*work, attrs::kDeviceArenaBytes).value_or(0);
-    lastArena = arena;
-    if (result.budgetBytes >= 0 && arena > result.budgetBytes) {
-      // Fragmentation: plan for less, by what packing lost.
-      if (result.attempts > maxReplans)
-        return module.emitError("lethe: the device arena (")
-               << arena << " bytes) exceeds the budget (" << result.budgetBytes
-               << " bytes) after " << maxReplans
-               << " re-plans for fragmentation; try a larger budget";
-      attempt.plan.budget =
-          std::to_string(*planBudget - (arena - result.budgetBytes));
-      if (keepRemarks)
-        module.emitRemark("lethe-pipeline: the packed device arena (")
-            << arena << " bytes) exceeds the budget (" << result.budgetBytes
-            << " bytes); planning again for " << attempt.plan.budget
-            << " bytes";
-      continue;
-    }
-    // The program is checked against the budget the user asked for.
-    if (result.budgetBytes >= 0)
-      (*work)->setAttr(attrs::kBudgetBytes,
-                       Builder(context).getI64IntegerAttr(result.budgetBytes));
-    PassManager verify(context);
-    verify.addPass(createVerifyProgram());
-    if (failed(verify.run(*work)))
-      return failure();
-    module.getBodyRegion().takeBody(work->getBodyRegion());
-    module->setAttrs((*work)->getAttrDictionary());
-    return success();
   }
-  return failure();
+  PipelineSearch search(*costed, config);
+  Attempt first = search.attempt(config.plan.budget);
+  result.attempts = search.attempts;
+  Location loc = module.getLoc();
+  for (auto func : costed->getOps<func::FuncOp>())
+    if (!func.isExternal())
+      loc = func.getLoc();
+
+  if (!first.planned || first.broken) {
+    // A budget below the planner's least: say what the whole pipeline
+    // needs, packing included. Any other error stands as it was.
+    FailureOr<Plan> direct =
+        first.planned ? FailureOr<Plan>(failure()) : search.planDirectly();
+    if (failed(direct) || direct->feasible || !direct->leastFeasibleBudget) {
+      replay(context, first.diagnostics);
+      return failure();
+    }
+    FailureOr<Least> least = search.leastPacked(*direct->leastFeasibleBudget);
+    result.attempts = search.attempts;
+    if (failed(least)) {
+      replay(context, first.diagnostics);
+      return failure();
+    }
+    result.budgetBytes = direct->budgetBytes;
+    result.leastBudgetBytes = least->packed;
+    return emitError(loc) << "lethe-plan: "
+                          << belowLeastMessage(config, direct->budgetBytes,
+                                               *least);
+  }
+
+  const int64_t budget = first.planBudget;
+  result.budgetBytes = budget;
+  std::optional<Attempt> kept;
+  Least seen;
+  if (budget < 0 || first.packed() <= budget) {
+    kept = std::move(first);
+  } else {
+    // Packing left the arena above the budget: walk down the plans the
+    // planner makes for less (PipelineSearch) to the first that packs in.
+    Attempt tried = std::move(first);
+    while (true) {
+      seen.update(tried);
+      int64_t lower = search.next(tried, budget);
+      if (keepRemarks)
+        emitRemark(loc) << "lethe-pipeline: the packed device arena ("
+                        << tried.arena << " bytes) exceeds the budget ("
+                        << budget << " bytes); planning again for " << lower
+                        << " bytes";
+      tried = search.attempt(lower);
+      if (!tried.planned)
+        break;
+      if (tried.broken) {
+        replay(context, tried.diagnostics);
+        return failure();
+      }
+      if (tried.packed() <= budget) {
+        kept = std::move(tried);
+        break;
+      }
+    }
+  }
+  result.attempts = search.attempts;
+  if (!kept) {
+    // No plan under the budget packs into it: the least budget that one
+    // does is above it, among the plans for budgets in (budget, seen).
+    search.improve(seen, budget);
+    result.attempts = search.attempts;
+    result.leastBudgetBytes = seen.packed;
+    return emitError(loc) << "lethe-pipeline: the packed device arena "
+                             "exceeds the budget for every plan under it; "
+                          << belowLeastMessage(config, budget, seen);
+  }
+
+  result.planBudgetBytes = kept->planBudget;
+  result.decisions = std::move(kept->decisions);
+  replay(context, kept->diagnostics);
+  // The program is checked against the budget the user asked for.
+  if (budget >= 0)
+    (*kept->module)
+        ->setAttr(attrs::kBudgetBytes,
+                  Builder(context).getI64IntegerAttr(budget));
+  PassManager verify(context);
+  verify.addPass(createVerifyProgram());
+  if (failed(verify.run(*kept->module)))
+    return failure();
+  module.getBodyRegion().takeBody(kept->module->getBodyRegion());
+  module->setAttrs((*kept->module)->getAttrDictionary());
+  return success();
 }

@@ -1,11 +1,13 @@
 //===- PlanOptionsParser.cpp - Planner options as people write them -------===//
 
 #include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Support/Bytes.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <limits>
 
@@ -39,6 +41,9 @@ lethe::parsePlanOptions(const PlanOptionText &text, int64_t unplannedPeakBytes,
     return optionError(
         llvm::formatv("n must be at least 1, got {0}", text.everyN));
   options.everyN = text.everyN;
+  if (text.alignment < 1 || !llvm::isPowerOf2_64(text.alignment))
+    return optionError(llvm::formatv(
+        "alignment must be a power of two, got {0}", text.alignment));
   options.keepOpKinds = text.keepOps;
   options.offloadKept = text.offloadKept;
   options.replayRng = text.replayRng;
@@ -71,4 +76,17 @@ lethe::parsePlanOptions(const PlanOptionText &text, int64_t unplannedPeakBytes,
     options.hostBudgetBytes = static_cast<int64_t>(device.hostMemoryBytes);
   }
   return options;
+}
+
+llvm::Expected<PlanOptions>
+lethe::preparePlanning(TrainingGraph &graph, const PlanOptionText &text,
+                       const DeviceProfile &device) {
+  // Options are checked before the graph is touched.
+  if (llvm::Expected<PlanOptions> checked = parsePlanOptions(text, 0, device);
+      !checked)
+    return checked.takeError();
+  if (text.alignment > 1)
+    graph.alignStorageBytes(text.alignment);
+  int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(graph)).peakBytes;
+  return parsePlanOptions(text, unplannedPeak, device);
 }

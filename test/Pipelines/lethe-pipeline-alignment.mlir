@@ -1,14 +1,15 @@
 // RUN: lethe-opt %s --lethe-pipeline='budget=4000 policy=auto device=h200' -mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s
 // RUN: lethe-opt %s --lethe-pipeline='budget=100% policy=auto device=h200' -mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=FULL
-// RUN: lethe-opt %s --lethe-plan='budget=4000 alignment=256' -mlir-print-op-on-diagnostic=false | FileCheck %s --check-prefix=PLAN
-// RUN: not lethe-opt %s --lethe-plan='budget=4000' --lethe-materialize --lethe-schedule --lethe-assign-buffers --lethe-verify -o /dev/null -mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=UNALIGNED
+// RUN: lethe-opt %s --lethe-plan='budget=4000' -mlir-print-op-on-diagnostic=false | FileCheck %s --check-prefix=PLAN
+// RUN: not lethe-opt %s --lethe-plan='budget=4000 alignment=1' --lethe-materialize --lethe-schedule --lethe-assign-buffers --lethe-verify -o /dev/null -mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=UNALIGNED
 // RUN: not lethe-opt %s --lethe-plan='alignment=24' -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Every activation is 1000 bytes, 1024 once lethe-assign-buffers aligns it
 // to 256: the unplanned step peaks at 4000 tensor bytes, an arena of 4096.
-// Planned on tensor bytes, a budget of 4000 keeps everything and the arena
-// ends 96 bytes over it; lethe-pipeline plans the aligned sizes, so it
-// recomputes one activation and the arena fits.
+// Planned on tensor bytes (alignment=1), a budget of 4000 keeps everything
+// and the arena ends 96 bytes over it; lethe-plan (by default) and
+// lethe-pipeline plan the aligned sizes, so they recompute one activation
+// and the arena fits.
 
 // CHECK: module attributes {lethe.arena_alignment = 256 : i64, lethe.budget_bytes = 4000 : i64, lethe.device_arena_bytes = 3072 : i64
 // CHECK: lethe.plan = {{{.*}}baseline_peak_bytes = 4096 : i64{{.*}}peak_bytes = 3072 : i64

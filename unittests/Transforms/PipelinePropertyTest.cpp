@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Planner/RandomGraph.h"
+#include "EmitGraph.h"
 
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
@@ -43,74 +44,6 @@ namespace {
 /// prediction only where the program is stricter than the planner's model
 /// (see docs/Pipeline.md, "Agreement with the planner").
 constexpr double kStepTolerance = 1e-6;
-
-/// Writes `graph` as a function in Lethe's canonical form: inputs as
-/// arguments, nodes as `lethe.node`, tensors as byte arrays.
-func::FuncOp emitGraph(const TrainingGraph &graph, ModuleOp module) {
-  OpBuilder builder(module.getBodyRegion());
-  MLIRContext *context = module.getContext();
-  Location loc = builder.getUnknownLoc();
-  auto bytesType = [&](int64_t bytes) {
-    return RankedTensorType::get({bytes}, builder.getIntegerType(8));
-  };
-  SmallVector<Type> inputs;
-  for (const GraphValue &value : graph.getValues())
-    if (value.isInput())
-      inputs.push_back(bytesType(value.bytes));
-  SmallVector<Type> outputs;
-  std::vector<Type> typeOf(graph.numValues());
-  for (auto [id, value] : llvm::enumerate(graph.getValues()))
-    if (value.isInput())
-      typeOf[id] = bytesType(value.bytes);
-  auto func = func::FuncOp::create(builder, loc, "step",
-                                   builder.getFunctionType(inputs, {}));
-  Block *block = func.addEntryBlock();
-  builder.setInsertionPointToEnd(block);
-  std::vector<Value> irValue(graph.numValues());
-  unsigned argument = 0;
-  for (auto [id, value] : llvm::enumerate(graph.getValues()))
-    if (value.isInput())
-      irValue[id] = block->getArgument(argument++);
-  for (const GraphNode &node : graph.getNodes()) {
-    SmallVector<Value> operands;
-    for (ValueId operand : node.operands)
-      operands.push_back(irValue[operand]);
-    SmallVector<Type> results;
-    SmallVector<int64_t> aliases;
-    bool anyAlias = false;
-    for (ValueId result : node.results) {
-      const GraphValue &value = graph.getValue(result);
-      int64_t alias = -1;
-      if (graph.isAlias(result))
-        for (auto [index, operand] : llvm::enumerate(node.operands))
-          if (graph.getValue(operand).storage == value.storage)
-            alias = index;
-      aliases.push_back(alias);
-      anyAlias |= alias >= 0;
-      Type type = alias >= 0 ? typeOf[node.operands[alias]]
-                             : Type(bytesType(value.bytes));
-      typeOf[result] = type;
-      results.push_back(type);
-    }
-    auto op = NodeOp::create(
-        builder, loc, results, builder.getStringAttr(node.kind),
-        PhaseAttr::get(context, node.phase), operands,
-        builder.getF64FloatAttr(node.timeUs),
-        anyAlias ? builder.getDenseI64ArrayAttr(aliases) : DenseI64ArrayAttr(),
-        node.scope.empty() ? StringAttr() : builder.getStringAttr(node.scope),
-        StringAttr(), Attribute());
-    for (auto [result, id] : llvm::zip(op.getResults(), node.results))
-      irValue[id] = result;
-  }
-  SmallVector<Value> returned;
-  for (ValueId output : graph.getOutputs()) {
-    returned.push_back(irValue[output]);
-    outputs.push_back(typeOf[output]);
-  }
-  func::ReturnOp::create(builder, loc, returned);
-  func.setType(builder.getFunctionType(inputs, outputs));
-  return func;
-}
 
 /// Records `plan` on the IR as lethe-plan does (docs/Pipeline.md §3).
 void writePlan(func::FuncOp func, const TrainingGraph &graph,

@@ -19,6 +19,7 @@
 #include "mlir/Pass/PassOptions.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,6 @@ struct LethePipelineConfig {
   PlanOptionText plan;
   std::string device = "h200";
   std::string contention = "auto";
-  int64_t alignment = 256;
   /// Fill missing op times from the cost model first.
   bool annotateCosts = true;
 };
@@ -110,10 +110,13 @@ void registerLethePipelines();
 struct PipelineOutcome {
   /// The budget the user asked for, in bytes (-1: none).
   int64_t budgetBytes = -1;
-  /// The budget the last plan was made for (lower after re-plans).
+  /// The budget the kept plan was made for (lower after re-plans).
   int64_t planBudgetBytes = -1;
-  /// Plans made: 1, plus one per re-plan for fragmentation.
+  /// Plans made: 1, plus one per re-plan for packing (and, on failure, the
+  /// plans tried to find the least budget).
   int attempts = 0;
+  /// On failure for the budget: the least budget the pipeline meets.
+  std::optional<int64_t> leastBudgetBytes;
   /// The plan as lethe-plan recorded it, before materialization: per
   /// activation, its producer's name or kind, its id in the exported graph
   /// (`lethe.node_id`, -1 if unknown), result index, bytes and decision.
@@ -128,16 +131,24 @@ struct PipelineOutcome {
 };
 
 /// Runs the pipeline on `module` in place and verifies the result. When the
-/// packed device arena exceeds the budget (fragmentation), plans again for
-/// the budget lowered by the overflow, up to `maxReplans` times. Remarks
-/// are dropped unless `keepRemarks` (then each re-plan also gets one);
-/// errors go to the context's handler. On failure `module` is left as it
-/// was.
+/// packed device arena exceeds the budget, plans again for less than the
+/// plan's peak, walking down the plans the planner makes under the budget
+/// to the first whose packed arena fits (docs/Pipeline.md, "Feasibility":
+/// success is monotone in the budget). A budget no plan packs into is an
+/// error that states the least budget the pipeline meets. Remarks are
+/// dropped unless `keepRemarks` (then each re-plan also gets one); errors
+/// go to the context's handler. On failure `module` is left as it was.
 mlir::LogicalResult runLethePipeline(mlir::ModuleOp module,
                                      const LethePipelineConfig &config,
                                      PipelineOutcome *outcome = nullptr,
-                                     int maxReplans = 4,
                                      bool keepRemarks = false);
+
+/// The least budget runLethePipeline meets with `config` (its budget
+/// ignored): the least packed device arena of the plans the planner makes.
+/// `lethe plan` and the C API report it for a budget that is too small.
+mlir::FailureOr<int64_t>
+findLeastPipelineBudget(mlir::ModuleOp module,
+                        const LethePipelineConfig &config);
 
 } // namespace lethe
 

@@ -15,6 +15,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,25 @@ struct PlanOptionText {
   /// auto, fast or exact.
   std::string solver = "auto";
   bool replayRng = false;
+  /// The device arena's alignment (a power of two): every storage is
+  /// planned at the bytes the arena holds for it, rounded up to this, so
+  /// that the planner's peak is the packed arena's lower bound on every
+  /// route (lethe-assign-buffers aligns with the same value).
+  int64_t alignment = 256;
 };
 
 /// Parses `text`; `unplannedPeakBytes` resolves a percentage budget.
 llvm::Expected<PlanOptions> parsePlanOptions(const PlanOptionText &text,
                                              int64_t unplannedPeakBytes,
                                              const DeviceProfile &device);
+
+/// What every route does before it plans `graph` (the lethe-plan pass,
+/// `lethe plan`, the C API): rounds the graph's storages up to
+/// `text.alignment` and parses `text`, a percentage budget taken of the
+/// aligned unplanned peak. Returns the options for planTrainingStep.
+llvm::Expected<PlanOptions> preparePlanning(TrainingGraph &graph,
+                                            const PlanOptionText &text,
+                                            const DeviceProfile &device);
 
 } // namespace lethe
 

@@ -6,7 +6,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
@@ -19,7 +18,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Remarks.h"
-#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <limits>
@@ -72,6 +70,7 @@ PlanOptionText PlanActivationsPass::optionText() const {
   text.hostBudget = hostBudget;
   text.solver = solver;
   text.replayRng = replayRng;
+  text.alignment = alignment;
   return text;
 }
 
@@ -80,12 +79,6 @@ void PlanActivationsPass::runOnOperation() {
   if (failed(loadDevice(profile)))
     return signalPassFailure();
   // Bad options fail before any function is looked at.
-  if (alignment < 1 || !llvm::isPowerOf2_64(alignment)) {
-    getOperation()->emitError()
-        << "lethe-plan: alignment must be a power of two, got "
-        << static_cast<int64_t>(alignment);
-    return signalPassFailure();
-  }
   llvm::Expected<PlanOptions> checked =
       parsePlanOptions(optionText(), 0, profile);
   if (!checked) {
@@ -106,11 +99,8 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
   FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
   if (failed(graph))
     return failure();
-  if (alignment > 1)
-    graph->alignStorageBytes(alignment);
-  int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
   llvm::Expected<PlanOptions> options =
-      parsePlanOptions(optionText(), unplannedPeak, profile);
+      preparePlanning(*graph, optionText(), profile);
   if (!options)
     return func.emitError() << "lethe-plan: "
                             << llvm::toString(options.takeError());

@@ -473,9 +473,10 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     `alignment` rounds every storage the step allocates up to a multiple of
     it before planning, as `lethe-assign-buffers` lays buffers out in the
     arena, so that the planned peak is the allocated program's max-live and
-    a plan that fills the budget to the byte still fits once allocated
-    (`lethe-pipeline` passes its own `alignment`). The default, 1, plans
-    tensor bytes as they are.
+    a plan that fills the budget to the byte still fits once allocated. The
+    default is the arena's (256), as on every other route (`lethe plan`, the
+    C API, `lethe-pipeline`: `PlanOptionText::alignment`); 1 plans tensor
+    bytes as they are. A percentage budget is of the aligned unplanned peak.
 
     Results, on each op producing activations (one entry per result; `unit`
     for results that are not activations):
@@ -536,7 +537,7 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     Option<"replayRng", "replay-rng", "bool", /*default=*/"false",
            "allow recomputing RNG ops (dropout): only sound when the runtime "
            "replays their RNG state">,
-    Option<"alignment", "alignment", "int64_t", /*default=*/"1",
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "plan every allocated storage at its size rounded up to this "
            "(a power of two): the arena alignment of lethe-assign-buffers">,
   ];
