@@ -98,6 +98,8 @@ private:
   Errors &errors;
   Measurements &m;
   bool noGate;
+  /// A gate timed out: this timer measures without one from then on.
+  bool gateTimedOut = false;
   /// Pinned, mapped host words: [0] the gate, [1] set when a gate timed
   /// out.
   uint32_t *words = nullptr;
