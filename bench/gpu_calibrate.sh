@@ -12,7 +12,7 @@
 #
 # Usage: bench/gpu_calibrate.sh [OUTDIR]   (default $OUT, else .gpu-calibrate)
 #   LETHE_CALIBRATE_ARGS  more arguments for lethe-calibrate (--quick,
-#                         --gpus 1, ...)
+#                         --gpus 1, --no-gate, ...)
 # With the device tool, one call (about a minute to build, one to measure):
 #   run(command="bash bench/gpu_calibrate.sh")
 set -uo pipefail

@@ -56,7 +56,8 @@ struct Host {
   int reps;
 
   Host(const Options &options, Measurements &m, Errors &errors)
-      : options(options), m(m), errors(errors), timer(errors) {
+      : options(options), m(m), errors(errors),
+        timer(errors, m, options.noGate) {
     copyBytes = (options.quick ? 128 : 512) * kMiB;
     reps = options.quick ? 3 : 5;
   }
@@ -118,12 +119,13 @@ struct Host {
                                              cudaMemcpyHostToDevice, gpu.h2d),
                     "cudaMemcpyAsync");
               }
-            }};
+            },
+            count};
   }
 
   /// k GPUs copying at once: per-GPU GB/s.
   HostPoint together(int k, uint64_t bytes) {
-    int count = (int)std::max<uint64_t>(1, copyBytes / bytes);
+    int count = itemsPerRound((double)copyBytes / bytes);
     double moved = (double)bytes * count;
     HostPoint p;
     p.gpus = k;
@@ -226,11 +228,15 @@ void Host::collectives(Errors &e) {
                "ncclAllReduce");
     ncclOk(e, ncclGroupEnd(), "ncclGroupEnd");
   };
+  // An NCCL call enqueues a kernel and may add event records and waits.
+  const int opsPerCall = 4;
   auto lane = [&](bool gather, uint64_t bytes, int calls) {
-    return Lane{all, [=] {
+    return Lane{all,
+                [=] {
                   for (int i = 0; i < calls; ++i)
                     call(gather, bytes);
-                }};
+                },
+                opsPerCall * calls};
   };
   // Every size runs once outside the timer first: NCCL connects lazily,
   // and must not do so while the GPUs hold at the start gate.
@@ -247,14 +253,18 @@ void Host::collectives(Errors &e) {
   sync();
 
   // Failures from here on go to `e`: they skip the collectives only.
-  LaneTimer collectiveTimer(e);
+  LaneTimer collectiveTimer(e, m, options.noGate);
+  collectiveTimer.phase = "collectives";
   if (!collectiveTimer.init())
     return;
   for (uint64_t s : shards)
     for (bool gather : {true, false}) {
       if (!e.ok())
         return;
-      int calls = s <= 4 * kMiB ? 20 : s <= 64 * kMiB ? 5 : 2;
+      int calls = itemsPerRound(s <= 4 * kMiB    ? 12
+                                : s <= 64 * kMiB ? 5
+                                                 : 2,
+                                opsPerCall);
       double ms = collectiveTimer.run({lane(gather, s, calls)}, reps)[0];
       m.collectives.push_back(
           {gather ? "all_gather" : "all_reduce", n, s * n, ms * 1000 / calls});
@@ -275,7 +285,7 @@ void Host::collectives(Errors &e) {
   if (!(m.collectiveAloneMs > 0))
     return;
   // Copies outlast the collective slowed down by up to 3x.
-  int repeats = std::max(1, (int)std::ceil(3 * m.collectiveAloneMs / copyMs));
+  int repeats = itemsPerRound(3 * m.collectiveAloneMs / copyMs);
   std::vector<Lane> d2h{lane(true, shard, 1)}, bothLanes{lane(true, shard, 1)};
   for (int g = 0; g < n; ++g) {
     d2h.push_back(copies(g, true, copyBytes, repeats));
@@ -285,7 +295,7 @@ void Host::collectives(Errors &e) {
   m.collectiveBesideD2HMs = collectiveTimer.run(d2h, reps)[0];
   m.collectiveBesideBothMs = collectiveTimer.run(bothLanes, reps)[0];
   // An all-gather loop outlasting every GPU's copy (slowed by up to 1.5x).
-  int loop = std::max(1, (int)std::ceil(2.25 * copyMs / m.collectiveAloneMs));
+  int loop = itemsPerRound(2.25 * copyMs / m.collectiveAloneMs, opsPerCall);
   for (bool toHost : {true, false}) {
     std::vector<Lane> lanes{lane(true, shard, loop)};
     for (int g = 0; g < n; ++g)
@@ -308,10 +318,11 @@ void Host::collectives(Errors &e) {
 bool calibrate::measureHost(const Options &options, int gpus, Measurements &m,
                             Errors &errors) {
   Host host(options, m, errors);
-  if (!host.setup(gpus))
-    return false;
-  host.copySweep();
-  if (!errors.ok())
+  if (!measureOrSkip("GPUs of the host copying at once", m, errors, host.timer,
+                     [&] {
+                       if (host.setup(gpus))
+                         host.copySweep();
+                     }))
     return false;
   Errors collectiveErrors;
   host.collectives(collectiveErrors);

@@ -8,6 +8,13 @@
 // the lanes start together on every GPU and host enqueue time stays out of
 // the timings. Each lane is timed from its GPU's gate to its last stream's
 // end; a round's figure is the median over rounds after one warm-up round.
+// While a gate is closed the host makes no call that can wait for the GPU:
+// the warm-up round runs without the gate (it loads lazily loaded kernels,
+// cuBLASLt's and NCCL's included: loading one waits for the device to
+// drain), every event is created before, and a round enqueues at most
+// kMaxOpsPerStream operations per stream. A round over the cap, a gate that
+// times out, or --no-gate measures without the gate instead: events around
+// each lane, host enqueue included (Measurements::ungated says which).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +56,8 @@ struct Errors {
 
 struct Options {
   bool quick = false;
+  /// Never hold the GPUs at a start gate (see LaneTimer).
+  bool noGate = false;
   /// GPUs measured together (the first N visible); 0: all.
   int gpus = 0;
   std::string out, samples, base, name;
@@ -65,13 +74,20 @@ struct Lane {
   std::vector<Endpoint> endpoints;
   /// Enqueues the lane's work (on its endpoints' streams).
   std::function<void()> enqueue;
+  /// Stream operations it enqueues on each of its streams, at most (the
+  /// per-round cap, kMaxOpsPerStream).
+  int ops = 1;
 };
 
 class LaneTimer {
 public:
-  explicit LaneTimer(Errors &errors) : errors(errors) {}
+  LaneTimer(Errors &errors, Measurements &m, bool noGate)
+      : errors(errors), m(m), noGate(noGate) {}
   ~LaneTimer();
   bool init();
+
+  /// What is being measured, for Measurements::ungated.
+  std::string phase;
 
   /// Milliseconds of each lane per round (median over `reps` rounds after
   /// one warm-up): from its first endpoint's device's gate to the end of
@@ -80,14 +96,49 @@ public:
 
 private:
   Errors &errors;
+  Measurements &m;
+  bool noGate;
+  /// A gate timed out: this timer measures without one from then on.
+  bool gateTimedOut = false;
   /// Pinned, mapped host words: [0] the gate, [1] set when a gate timed
   /// out.
   uint32_t *words = nullptr;
   std::map<int, cudaEvent_t> starts;
   std::vector<cudaEvent_t> pool;
   std::vector<int> poolDevice;
+  /// Devices whose gate kernel has run once (it is loaded lazily).
+  std::map<int, bool> gateLoaded;
   cudaEvent_t event(int device, size_t index);
+  /// One round: gated (false when the gate timed out) or not; each lane's
+  /// milliseconds into `ms`.
+  bool gatedRound(const std::vector<Lane> &lanes,
+                  const std::map<int, cudaStream_t> &gateStream,
+                  std::vector<double> &ms);
+  void ungatedRound(const std::vector<Lane> &lanes, std::vector<double> &ms);
+  void note(const std::string &why);
 };
+
+/// Runs one measurement (`fn`) as the timer's phase `what`. A failure drops
+/// what it measured, so the profile keeps the base's fields for it; it is
+/// recorded in Measurements::skipped and measuring goes on. Returns whether
+/// it succeeded.
+template <typename Fn>
+bool measureOrSkip(const std::string &what, Measurements &m, Errors &errors,
+                   LaneTimer &timer, Fn fn) {
+  Measurements before = m;
+  timer.phase = what;
+  fn();
+  if (errors.ok())
+    return true;
+  std::string why = errors.first;
+  std::vector<std::string> ungated = m.ungated;
+  m = before;
+  m.ungated = ungated;
+  m.skipped.push_back(what + ": " + why);
+  errors = Errors();
+  (void)cudaGetLastError(); // a non-sticky error must not fail the next
+  return false;
+}
 
 /// The single-GPU measurements on `rt`'s device: copies by size, GEMM
 /// rates, HBM, kernel / copy contention, launch, event and wait costs.

@@ -43,7 +43,8 @@ struct OneGpu {
   int reps;
 
   OneGpu(const Options &options, LetheRt *rt, Measurements &m, Errors &errors)
-      : options(options), rt(rt), m(m), errors(errors), timer(errors) {
+      : options(options), rt(rt), m(m), errors(errors),
+        timer(errors, m, options.noGate) {
     copyBytes = rt->config.hostArenaBytes / 2;
     gemmBase = 2 * copyBytes;
     memoryHalf = (rt->config.deviceArenaBytes - gemmBase - 3 * kGemmSlot) / 2;
@@ -66,7 +67,8 @@ struct OneGpu {
                 else
                   ok(letheRtCopyH2D(rt, copyBytes + at, copyBytes + at, bytes));
               }
-            }};
+            },
+            count};
   }
 
   void copySweep();
@@ -78,18 +80,22 @@ struct OneGpu {
   // Kernel loops of the runtime: bf16 8192^3 GEMMs, memory-bound replays.
   LetheRtGemm gemm{};
   Lane gemmLoop(int count) {
-    return {{on(LETHE_STREAM_COMPUTE)}, [this, count] {
+    return {{on(LETHE_STREAM_COMPUTE)},
+            [this, count] {
               for (int i = 0; i < count; ++i)
                 ok(letheRtGemm(rt, "calibrate gemm", 0, &gemm));
-            }};
+            },
+            count};
   }
   Lane memoryLoop(int count) {
     return {
-        {on(LETHE_STREAM_COMPUTE)}, [this, count] {
+        {on(LETHE_STREAM_COMPUTE)},
+        [this, count] {
           LetheRtBuf in{memoryIn, memoryHalf}, out{memoryOut, memoryHalf};
           for (int i = 0; i < count; ++i)
             ok(letheRtReplay(rt, "calibrate memory-bound", 0, &in, 1, &out, 1));
-        }};
+        },
+        count};
   }
 };
 
@@ -105,9 +111,8 @@ void OneGpu::copySweep() {
       continue;
     // Enough copies back to back that the sample is long next to the
     // timing's own noise, so small ones show their fixed cost.
-    // At most 128 per lane: all of a round is queued behind the start
-    // gate, and CUDA's queues hold about a thousand commands.
-    int count = (int)std::clamp<uint64_t>(256 * kMiB / bytes, 1, 128);
+    // Capped: all of a round is queued behind the start gate.
+    int count = itemsPerRound(256.0 * kMiB / bytes);
     CopyPoint p;
     p.bytes = bytes;
     p.count = count;
@@ -253,7 +258,8 @@ double GemmRates::rate(const Spec &s, std::string &why) {
                                                : (const void *)&betaF;
     cudaStream_t stream = g.stream(LETHE_STREAM_COMPUTE);
     const int calls = 5;
-    Lane lane{{g.on(LETHE_STREAM_COMPUTE)}, [&] {
+    Lane lane{{g.on(LETHE_STREAM_COMPUTE)},
+              [&] {
                 for (int i = 0; i < calls; ++i) {
                   cublasStatus_t r = cublasLtMatmul(
                       handle, desc, alpha, b, x, a, y, beta, c, cl, c, cl,
@@ -262,7 +268,8 @@ double GemmRates::rate(const Spec &s, std::string &why) {
                     why = std::string("cublasLtMatmul: ") +
                           cublasLtGetStatusString(r);
                 }
-              }};
+              },
+              calls};
     // One warm-up round of `calls`, then the timed rounds.
     double ms = g.timer.run({lane}, std::max(3, g.reps - 2))[0] / calls;
     if (why.empty() && ms > 0)
@@ -332,13 +339,15 @@ void OneGpu::gemmRates() {
 void OneGpu::memory() {
   const int calls = 5;
   unsigned char *arena = rt->deviceArena;
-  Lane d2d{{on(LETHE_STREAM_COMPUTE)}, [&] {
+  Lane d2d{{on(LETHE_STREAM_COMPUTE)},
+           [&] {
              for (int i = 0; i < calls; ++i)
                errors.cuda(cudaMemcpyAsync(arena + memoryOut, arena + memoryIn,
                                            memoryHalf, cudaMemcpyDeviceToDevice,
                                            stream(LETHE_STREAM_COMPUTE)),
                            "cudaMemcpyAsync(device to device)");
-           }};
+           },
+           calls};
   double ms = timer.run({d2d}, reps)[0];
   m.hbmBytesPerSec = ms > 0 ? 2.0 * memoryHalf * calls / (ms * 1e-3) : 0;
   ms = timer.run({memoryLoop(calls)}, reps)[0];
@@ -375,11 +384,11 @@ void OneGpu::contention() {
     double oneMs = timer.run({loop(1)}, 2)[0];
     if (!(oneMs > 0) || !errors.ok())
       return;
-    int count = std::max(1, (int)std::ceil(loopMs / oneMs));
+    int count = itemsPerRound(loopMs / oneMs);
     k.aloneMs = timer.run({loop(count)}, reps)[0];
     // Copies outlast the loop (slowed by up to 1.5x), so it never runs
     // uncontended.
-    int copies = std::max(1, (int)std::ceil(1.5 * k.aloneMs / copyMs));
+    int copies = itemsPerRound(1.5 * k.aloneMs / copyMs);
     k.besideD2HMs = timer.run(
         {loop(count), this->copies(true, big.bytes, copies)}, reps)[0];
     k.besideH2DMs = timer.run(
@@ -389,7 +398,7 @@ void OneGpu::contention() {
                    this->copies(false, big.bytes, copies)},
                   reps)[0];
     // A loop that outlasts one copy.
-    int cover = std::max(1, (int)std::ceil(1.5 * copyMs / oneMs));
+    int cover = itemsPerRound(1.5 * copyMs / oneMs);
     std::vector<double> t =
         timer.run({loop(cover), this->copies(true, big.bytes, 1)}, reps);
     d2hDuring = t.size() == 2 && t[1] > 0 ? big.bytes / t[1] / 1e6 : 0;
@@ -407,10 +416,12 @@ void OneGpu::launches() {
                side = stream(LETHE_STREAM_D2H);
   int many = options.quick ? 15 : 31;
   auto kernels = [&](int count) {
-    return Lane{{on(LETHE_STREAM_COMPUTE)}, [this, count, compute] {
+    return Lane{{on(LETHE_STREAM_COMPUTE)},
+                [this, count, compute] {
                   for (int i = 0; i < count; ++i)
                     errors.cuda(launchEmpty(compute), "kernel launch");
-                }};
+                },
+                count};
   };
   m.launchUs = timer.run({kernels(1)}, many)[0] * 1000;
   m.viewUs = timer.run({kernels(0)}, many)[0] * 1000;
@@ -437,7 +448,11 @@ void OneGpu::launches() {
 
   // Chains of empty kernels: plain, with an event recorded after each, and
   // alternating between two streams that wait for each other's events.
-  const int hops = 100;
+  // A hop is a kernel and an event record (and, ping-pong, a wait on the
+  // other stream): 2 * 28 + 1 operations, within the per-round cap. Even,
+  // so that the last kernel runs on the compute stream the lane ends on.
+  const int hops = 28;
+  static_assert(2 * hops + 1 + kGateOps <= kMaxOpsPerStream);
   std::vector<cudaEvent_t> events(hops + 1, nullptr);
   for (cudaEvent_t &e : events)
     errors.cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
@@ -455,7 +470,8 @@ void OneGpu::launches() {
   };
   auto eager = [&](bool record, bool pingPong) {
     return timer.run({{{on(LETHE_STREAM_COMPUTE)},
-                       [&, record, pingPong] { chain(record, pingPong); }}},
+                       [&, record, pingPong] { chain(record, pingPong); },
+                       2 * hops + 1}},
                      reps)[0] *
            1000;
   };
@@ -533,15 +549,22 @@ bool calibrate::measureOneGpu(const Options &options, LetheRt *rt,
     std::memset(host, 0x3c, g.copyBytes);
   g.ok(letheRtSynchronize(rt));
 
-  if (errors.ok())
-    g.copySweep();
-  if (errors.ok())
-    g.gemmRates();
-  if (errors.ok())
-    g.memory();
-  if (errors.ok())
-    g.contention();
-  if (errors.ok())
-    g.launches();
+  if (!errors.ok())
+    return false;
+  // Each measurement on its own: one that fails is skipped, with its reason.
+  int measured = 0;
+  measured += measureOrSkip("pinned copies by size", m, errors, g.timer,
+                            [&] { g.copySweep(); });
+  measured +=
+      measureOrSkip("GEMM rates", m, errors, g.timer, [&] { g.gemmRates(); });
+  measured +=
+      measureOrSkip("HBM bandwidth", m, errors, g.timer, [&] { g.memory(); });
+  measured += measureOrSkip("kernels beside copies", m, errors, g.timer,
+                            [&] { g.contention(); });
+  measured += measureOrSkip("launch, event and wait costs", m, errors, g.timer,
+                            [&] { g.launches(); });
+  if (measured == 0)
+    return errors.fail("every measurement failed; the first: " +
+                       m.skipped.front());
   return errors.ok();
 }

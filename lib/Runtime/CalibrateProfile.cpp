@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 using namespace lethe::rt;
 using namespace lethe::rt::calibrate;
@@ -72,6 +73,22 @@ double calibrate::busBytes(const CollectivePoint &p) {
     return 0;
   double ring = (double)(p.ranks - 1) / p.ranks * (double)p.fullBytes;
   return p.kind == "all_reduce" ? 2 * ring : ring;
+}
+
+int calibrate::itemsPerRound(double wanted, int opsEach) {
+  int most = std::max(1, (kMaxOpsPerStream - kGateOps) / std::max(1, opsEach));
+  if (!(wanted >= 1)) // also NaN
+    return 1;
+  return (int)std::min<double>(most, std::ceil(wanted));
+}
+
+int calibrate::busiestStreamOps(
+    const std::vector<std::pair<uint64_t, int>> &lanes) {
+  std::map<uint64_t, int> perStream;
+  int most = 0;
+  for (const auto &[stream, ops] : lanes)
+    most = std::max(most, perStream[stream] += ops);
+  return most + kGateOps;
 }
 
 //===----------------------------------------------------------------------===//

@@ -158,6 +158,20 @@ std::string calibrate::summarize(const Measurements &m,
            "measured (--gpus N with N > 1 GPUs visible).\n\n";
   }
 
+  if (!m.skipped.empty()) {
+    out += "## Not measured (the profile keeps the base's fields)\n\n";
+    for (const std::string &s : m.skipped)
+      out += "- " + s + "\n";
+    out += "\n";
+  }
+  if (!m.ungated.empty()) {
+    out += "## Measured without the start gate (each lane from an event "
+           "before its host enqueue, which is included)\n\n";
+    for (const std::string &s : m.ungated)
+      out += "- " + s + "\n";
+    out += "\n";
+  }
+
   out += "## Profile\n\n| field | value |\n|---|---|\n";
   for (const ProfileField &f : fields) {
     if (f.members.empty()) {
@@ -265,6 +279,16 @@ std::string calibrate::writeSamples(const Measurements &m) {
   j.field("host_h2d_alone_gb_per_s", m.hostH2DAloneGBs);
   j.field("host_d2h_during_collective_gb_per_s", m.hostD2HDuringCollectiveGBs);
   j.field("host_h2d_during_collective_gb_per_s", m.hostH2DDuringCollectiveGBs);
+  j.field("no_gate", m.noGate);
+  for (const auto &[name, list] :
+       {std::pair<const char *, const std::vector<std::string> *>{"skipped",
+                                                                  &m.skipped},
+        {"ungated", &m.ungated}}) {
+    j.key(name).beginArray();
+    for (const std::string &s : *list)
+      j.value(s);
+    j.endArray();
+  }
   j.endObject();
   return j.str();
 }

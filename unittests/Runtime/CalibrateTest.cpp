@@ -327,3 +327,70 @@ TEST(CalibrateProfile, Slug) {
 }
 
 } // namespace
+
+// Everything one gated round enqueues waits behind the start gate, so a
+// round stays far below a stream's queue depth (about a thousand pending
+// operations): a host call that finds the queue full blocks until the GPU
+// drains it, which it cannot while the gate is closed.
+TEST(CalibrateRounds, ItemsPerRoundStayWithinTheCap) {
+  const int most = kMaxOpsPerStream - kGateOps;
+  // 256 MiB of 64 KiB copies would be 4096 copies; a round takes 61.
+  EXPECT_EQ(itemsPerRound(256.0 * 1024 / 64), most);
+  EXPECT_EQ(itemsPerRound(3.2), 4); // rounded up
+  EXPECT_EQ(itemsPerRound(1), 1);
+  EXPECT_EQ(itemsPerRound(0.01), 1); // at least one
+  EXPECT_EQ(itemsPerRound(0), 1);
+  EXPECT_EQ(itemsPerRound(std::nan("")), 1);
+  EXPECT_EQ(itemsPerRound(1e30), most);
+  // Items of several operations each (an NCCL call: up to 4).
+  EXPECT_EQ(itemsPerRound(20, 4), most / 4);
+  EXPECT_EQ(itemsPerRound(20, 4) * 4 + kGateOps <= kMaxOpsPerStream, true);
+  EXPECT_EQ(itemsPerRound(5, 4), 5);
+  // An item larger than the cap still runs once.
+  EXPECT_EQ(itemsPerRound(3, 1000), 1);
+  for (double wanted : {1.0, 7.5, 60.0, 61.0, 62.0, 1000.0})
+    for (int each : {1, 2, 3, 4, 9})
+      EXPECT_LE(itemsPerRound(wanted, each) * each + kGateOps, kMaxOpsPerStream)
+          << wanted << " x " << each;
+}
+
+TEST(CalibrateRounds, BusiestStreamSumsTheLanesOfOneStream) {
+  // Two lanes on stream 1 (D2H copies beside D2H copies) add up; a lane
+  // on another stream does not.
+  EXPECT_EQ(busiestStreamOps({{1, 30}, {2, 50}, {1, 25}}), 55 + kGateOps);
+  EXPECT_EQ(busiestStreamOps({{1, 61}}), kMaxOpsPerStream);
+  EXPECT_GT(busiestStreamOps({{1, 61}, {1, 1}}), kMaxOpsPerStream);
+  EXPECT_EQ(busiestStreamOps({}), kGateOps);
+}
+
+// A measurement that failed is listed with its reason, as are those taken
+// without the gate; the profile keeps the base's fields for the first.
+TEST(CalibrateReport, SummaryListsSkippedAndUngatedMeasurements) {
+  Measurements m = fixtureMeasurements();
+  m.skipped = {"GEMM rates: cublasLtCreate failed"};
+  m.ungated = {"pinned copies by size: a start gate stayed closed 5 s (the "
+               "host blocked while enqueueing); measured without the gate"};
+  std::string text = summarize(m, deriveProfile(m, nullptr, ""));
+  size_t skipped =
+      text.find("## Not measured (the profile keeps the base's "
+                "fields)\n\n- GEMM rates: cublasLtCreate failed\n");
+  size_t ungated = text.find("## Measured without the start gate");
+  size_t profile = text.find("## Profile");
+  ASSERT_NE(skipped, std::string::npos) << text;
+  ASSERT_NE(ungated, std::string::npos) << text;
+  EXPECT_LT(skipped, profile);
+  EXPECT_LT(ungated, profile);
+  EXPECT_NE(text.find("- pinned copies by size: a start gate stayed closed"),
+            std::string::npos);
+  std::string samples = writeSamples(m);
+  EXPECT_NE(samples.find("\"skipped\": [\n    \"GEMM rates: cublasLtCreate "
+                         "failed\"\n  ]"),
+            std::string::npos)
+      << samples;
+
+  Measurements clean = fixtureMeasurements();
+  std::string plain = summarize(clean, deriveProfile(clean, nullptr, ""));
+  EXPECT_EQ(plain.find("## Not measured"), std::string::npos);
+  EXPECT_EQ(plain.find("## Measured without the start gate"),
+            std::string::npos);
+}

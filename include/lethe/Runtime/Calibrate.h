@@ -121,7 +121,35 @@ struct Measurements {
          collectiveBesideBothMs = 0;
   double hostD2HAloneGBs = 0, hostH2DAloneGBs = 0;
   double hostD2HDuringCollectiveGBs = 0, hostH2DDuringCollectiveGBs = 0;
+
+  /// Measurements that failed ("what: why"); their profile fields keep the
+  /// base profile's values.
+  std::vector<std::string> skipped;
+  /// Measurements taken without the start gate (--no-gate, a gate that
+  /// timed out, or a round over the per-stream cap): each lane timed from
+  /// an event recorded before its host enqueue, which is then included.
+  std::vector<std::string> ungated;
+  bool noGate = false;
 };
+
+/// The most stream operations (copies, kernels, event records, waits) one
+/// gated round enqueues on one stream. All of a round waits behind the start
+/// gate, and a stream's hardware queue holds only about a thousand pending
+/// operations (fewer for copies): a host call that finds it full blocks
+/// until the GPU drains it, which it cannot while the gate is closed.
+constexpr int kMaxOpsPerStream = 64;
+/// What the timer itself enqueues on a gate's stream: the gate kernel, its
+/// start event and the lane's end event.
+constexpr int kGateOps = 3;
+
+/// How many items of `opsEach` stream operations a lane should enqueue in
+/// one round: `wanted` rounded up, at least 1, and at most what keeps the
+/// lane's stream within kMaxOpsPerStream (kGateOps reserved).
+int itemsPerRound(double wanted, int opsEach = 1);
+
+/// The operations a round enqueues on its busiest stream: `lanes` as
+/// (stream id, operations) pairs, summed per stream, plus kGateOps.
+int busiestStreamOps(const std::vector<std::pair<uint64_t, int>> &lanes);
 
 /// A JSON object's members as raw JSON text, in file order. Enough JSON to
 /// carry fields of a base profile over verbatim (the runtime links no JSON
