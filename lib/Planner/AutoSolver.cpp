@@ -947,9 +947,16 @@ llvm::Expected<AutoSolution> Solver::solve() {
     int rank;
     size_t index;
   };
+  // A seed that needs more pinned host memory than the host budget (an
+  // offloading seed under host_budget=0) is no plan at any device budget:
+  // it may neither set the least budget reported nor be returned.
+  auto hostFits = [&](const Evaluation &eval) {
+    return eval.hostPeakBytes <= options.hostBudgetBytes;
+  };
   int64_t least = ladder.back().peak;
   for (const Evaluation &eval : seedEvals)
-    least = std::min(least, eval.peakBytes);
+    if (hostFits(eval))
+      least = std::min(least, eval.peakBytes);
   solution.leastPeakBytes = least;
 
   // The fastest member that fits: the first ladder member that fits (keys
@@ -967,8 +974,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
       break;
     }
   for (size_t i = 0; i < seeds.size(); ++i)
-    if (seedEvals[i].peakBytes <= budget &&
-        seedEvals[i].hostPeakBytes <= options.hostBudgetBytes)
+    if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
       consider({seedEvals[i].stepUs, 1, i});
 
   if (!best) {
@@ -976,7 +982,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
     // Report the plan with the least peak.
     size_t bestSeed = seeds.size();
     for (size_t i = 0; i < seeds.size(); ++i)
-      if (seedEvals[i].peakBytes < ladder.back().peak &&
+      if (hostFits(seedEvals[i]) &&
+          seedEvals[i].peakBytes < ladder.back().peak &&
           (bestSeed == seeds.size() ||
            seedEvals[i].peakBytes < seedEvals[bestSeed].peakBytes))
         bestSeed = i;

@@ -230,3 +230,35 @@ TEST(PlannerPropertyTest, PlanningIsDeterministic) {
 }
 
 } // namespace
+
+// The least budget `auto` reports when a budget is too small is one it
+// meets, whatever pinned host memory it may use: a seed that offloads more
+// than the host budget is no plan (it once set the least budget under
+// host_budget=0, which a plan at that budget then missed).
+TEST(PlannerPropertyTest, ReportedLeastBudgetIsMet) {
+  for (uint64_t seed = 0; seed < kNumGraphs; seed += 3) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(seed, optionsFor(seed));
+    for (int64_t hostBudget : {int64_t(0), int64_t(1) << 20, INT64_MAX}) {
+      SCOPED_TRACE("host budget " + std::to_string(hostBudget));
+      PlanOptions options;
+      options.policy = Policy::Auto;
+      options.hostBudgetBytes = hostBudget;
+      options.budgetBytes = 1;
+      llvm::Expected<Plan> tiny =
+          planTrainingStep(g, testDeviceProfile(), options);
+      ASSERT_TRUE(static_cast<bool>(tiny)) << llvm::toString(tiny.takeError());
+      ASSERT_FALSE(tiny->feasible);
+      ASSERT_TRUE(tiny->leastFeasibleBudget.has_value());
+      options.budgetBytes = *tiny->leastFeasibleBudget;
+      llvm::Expected<Plan> least =
+          planTrainingStep(g, testDeviceProfile(), options);
+      ASSERT_TRUE(static_cast<bool>(least))
+          << llvm::toString(least.takeError());
+      EXPECT_TRUE(least->feasible)
+          << "least " << options.budgetBytes << " reported, peak "
+          << least->peakBytes;
+      EXPECT_LE(least->peakBytes, options.budgetBytes);
+    }
+  }
+}
