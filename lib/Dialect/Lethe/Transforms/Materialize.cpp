@@ -314,6 +314,15 @@ void Materializer::emitChain(OpIndex first, OpIndex last) {
   auto *body = new Block();
   builder.setInsertionPointToEnd(body);
   SmallVector<std::pair<ValueId, Value>> produced;
+  // Results that are no tensor (`none`: an attention op's absent RNG state)
+  // hold no storage and never leave the region: later readers keep the
+  // value the original node produced, which still dominates them.
+  SmallVector<std::pair<ValueId, Value>> untyped;
+  for (OpIndex index : members)
+    for (ValueId value : graph.getNode(ops[index].node).results)
+      if (Value before = current[value];
+          before && !isa<RankedTensorType>(before.getType()))
+        untyped.push_back({value, before});
   for (OpIndex index : members) {
     Operation *clone = cloneNode(ops[index].node, index);
     for (auto [result, value] :
@@ -328,12 +337,16 @@ void Materializer::emitChain(OpIndex first, OpIndex last) {
   SmallVector<Value> yielded;
   SmallVector<ValueId> yieldedIds;
   for (auto [value, result] : produced) {
+    if (!isa<RankedTensorType>(result.getType()))
+      continue;
     Value storage = current[graph.getValue(value).storage];
     if (released.contains(result) || (storage && released.contains(storage)))
       continue;
     yielded.push_back(result);
     yieldedIds.push_back(value);
   }
+  for (auto [value, before] : untyped)
+    current[value] = before;
   YieldOp::create(builder, loc(), yielded);
   builder.restoreInsertionPoint(outer);
   auto recompute =

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Plans and compiles every graph of the corpus (graphs/graph_*.json) at the
+least budget Lethe reports and at 40/50/70/90% of the unplanned peak, and
+checks the properties issue 16 asks of any model and any budget:
+
+- `lethe compile` succeeds at every budget from the reported least up, and
+  the plan's peak is within the budget;
+- `lethe plan` and `lethe compile` agree on feasibility;
+- `auto` is never slower than `full` or `every-n` where they fit;
+- `full` peaks no higher than `every-n` (per-layer policies find layers).
+
+    python3 bench/corpus_bench.py [--build build] [--graphs 'graphs/graph_*.json' ...]
+        [--budgets least,40%,50%,70%,90%] [--md FILE] [--require all|compile]
+
+Prints one table (one row per graph) and exits 1 if a property fails.
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def lethe(build, *args):
+    start = time.perf_counter()
+    r = subprocess.run([os.path.join(build, "bin", "lethe"), *args],
+                       capture_output=True, text=True)
+    return r, time.perf_counter() - start
+
+
+def plan(build, graph, budget, policy="auto"):
+    """The plan's JSON figures, or the error text."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "plan.json")
+        r, _ = lethe(build, "plan", graph, "--budget", budget, "--policy",
+                     policy, "--json", out)
+        if os.path.exists(out):
+            with open(out) as f:
+                return json.load(f), r.stderr
+        return None, r.stderr.strip()[:300]
+
+
+def least_budget(build, graph):
+    r, _ = lethe(build, "plan", graph, "--budget", "1")
+    m = re.search(r"least budget .*?\((\d+) B\)", r.stderr + r.stdout)
+    return int(m.group(1)) if m else None
+
+
+def compile_ok(build, graph, budget):
+    with tempfile.TemporaryDirectory() as tmp:
+        r, seconds = lethe(build, "compile", graph, "--budget", budget,
+                           "-o", tmp)
+        return r.returncode == 0, seconds, r.stderr.strip()[-200:]
+
+
+def run_graph(build, graph, budgets):
+    name = os.path.basename(graph)[len("graph_"):-len(".json")]
+    row = {"graph": name, "problems": []}
+    least = least_budget(build, graph)
+    row["least"] = least
+    full, _ = plan(build, graph, "100%", "full")
+    every, _ = plan(build, graph, "100%", "every-n")
+    for policy, doc in (("full", full), ("every_n", every)):
+        row[policy] = doc
+    if full and every and full["peak_bytes"] > every["peak_bytes"]:
+        row["problems"].append(
+            f"full peaks above every-n ({full['peak_bytes']} > "
+            f"{every['peak_bytes']} B)")
+    row["budgets"] = {}
+    for b in budgets:
+        text = str(least) if b == "least" else b
+        if text is None or text == "None":
+            row["problems"].append("no least budget reported")
+            continue
+        doc, err = plan(build, graph, text)
+        ok, compile_s, cerr = compile_ok(build, graph, text)
+        cell = {"plan": doc, "compile_ok": ok, "compile_s": compile_s}
+        row["budgets"][b] = cell
+        if doc is None:
+            row["problems"].append(f"{b}: plan failed: {err}")
+            continue
+        feasible = doc["feasible"]
+        if feasible and doc["peak_bytes"] > doc["budget_bytes"]:
+            row["problems"].append(f"{b}: feasible plan over budget")
+        if b == "least" and not feasible:
+            row["problems"].append("least: plan infeasible at the least")
+        if feasible != ok:
+            row["problems"].append(
+                f"{b}: plan says {'feasible' if feasible else 'infeasible'}"
+                f", compile {'succeeds' if ok else 'fails'}: {cerr}")
+        if feasible:
+            for policy, fixed in (("full", full), ("every-n", every)):
+                if fixed and fixed["peak_bytes"] <= doc["budget_bytes"] \
+                        and doc["step_us"] > fixed["step_us"] * (1 + 1e-9):
+                    row["problems"].append(
+                        f"{b}: auto slower than {policy} that fits")
+    return row
+
+
+def fmt_bytes(b):
+    return f"{b / 2**30:.2f}" if b is not None else "-"
+
+
+def table(rows, budgets):
+    head = ("| graph | unplanned GiB | least GiB (% of unplanned) | "
+            "full / every-n peak % | "
+            + " | ".join(f"{b}: overhead, solve ms" for b in budgets)
+            + " | compile ok | problems |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        any_plan = next((c["plan"] for c in r["budgets"].values()
+                         if c["plan"]), None)
+        base = any_plan["baseline_peak_bytes"] if any_plan else None
+        least = (f"{fmt_bytes(r['least'])} ({100 * r['least'] / base:.0f}%)"
+                 if r["least"] and base else "-")
+        fe = "-"
+        if r["full"] and r["every_n"] and base:
+            fe = (f"{100 * r['full']['peak_bytes'] / base:.0f} / "
+                  f"{100 * r['every_n']['peak_bytes'] / base:.0f}")
+        cells = []
+        for b in budgets:
+            c = r["budgets"].get(b)
+            if not c or not c["plan"]:
+                cells.append("-")
+            elif not c["plan"]["feasible"]:
+                cells.append("infeasible")
+            else:
+                cells.append(f"+{100 * c['plan']['overhead']:.1f}%, "
+                             f"{c['plan']['solve_ms']:.0f}")
+        compiled = sum(c["compile_ok"] for c in r["budgets"].values())
+        lines.append(f"| {r['graph']} | {fmt_bytes(base)} | {least} | {fe} | "
+                     + " | ".join(cells)
+                     + f" | {compiled}/{len(r['budgets'])} | "
+                     + ("; ".join(r["problems"]) or "none") + " |")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--graphs", nargs="+",
+                   default=[os.path.join(ROOT, "graphs", "graph_*.json")],
+                   help="graph files or glob patterns")
+    p.add_argument("--budgets", default="least,40%,50%,70%,90%")
+    p.add_argument("--md", default=None, help="also write the table here")
+    p.add_argument("--require", default="all", choices=["all", "compile"],
+                   help="which failed properties make the exit status 1: "
+                   "all, or only plan/compile agreement and peaks within "
+                   "budget (compile)")
+    args = p.parse_args()
+    budgets = args.budgets.split(",")
+    graphs = sorted({g for pattern in args.graphs for g in glob.glob(pattern)})
+    if not graphs:
+        p.error(f"no graph matches {args.graphs}")
+    start = time.perf_counter()
+    rows = [run_graph(args.build, g, budgets) for g in graphs]
+    text = table(rows, budgets)
+    print(text)
+    print(f"\n{len(rows)} graphs, {time.perf_counter() - start:.0f} s")
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text + "\n")
+    def counts(problem):
+        return args.require == "all" or not (
+            "full peaks above" in problem or "auto slower" in problem)
+    return 1 if any(counts(p) for r in rows for p in r["problems"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
