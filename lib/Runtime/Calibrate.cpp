@@ -108,7 +108,8 @@ void LaneTimer::ungatedRound(const std::vector<Lane> &lanes,
   // of one device, so a lane over several GPUs also records a begin event
   // on each other GPU's first stream, after that stream's wait.
   std::map<int, size_t> used;
-  std::vector<std::vector<cudaEvent_t>> begins(lanes.size()), ends(lanes.size());
+  std::vector<std::vector<cudaEvent_t>> begins(lanes.size()),
+      ends(lanes.size());
   for (size_t i = 0; errors.ok() && i < lanes.size(); ++i) {
     const Lane &lane = lanes[i];
     const Endpoint &first = lane.endpoints.front();

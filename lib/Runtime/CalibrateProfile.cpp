@@ -91,12 +91,11 @@ int calibrate::busiestStreamOps(
   return most + kGateOps;
 }
 
-std::vector<size_t>
-calibrate::timingOrigins(const std::vector<int> &devices) {
+std::vector<size_t> calibrate::timingOrigins(const std::vector<int> &devices) {
   std::vector<size_t> origin(devices.size());
   for (size_t j = 0; j < devices.size(); ++j)
-    origin[j] = std::find(devices.begin(), devices.end(), devices[j]) -
-                devices.begin();
+    origin[j] =
+        std::find(devices.begin(), devices.end(), devices[j]) - devices.begin();
   return origin;
 }
 
