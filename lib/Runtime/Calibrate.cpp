@@ -104,22 +104,39 @@ void LaneTimer::note(const std::string &why) {
 void LaneTimer::ungatedRound(const std::vector<Lane> &lanes,
                              std::vector<double> &ms) {
   // Each lane from an event recorded before its enqueue on its first
-  // stream; its other streams wait for that event.
+  // stream; its other streams wait for that event. CUDA times only events
+  // of one device, so a lane over several GPUs also records a begin event
+  // on each other GPU's first stream, after that stream's wait.
   std::map<int, size_t> used;
-  std::vector<cudaEvent_t> begin(lanes.size());
-  std::vector<std::vector<cudaEvent_t>> ends(lanes.size());
+  std::vector<std::vector<cudaEvent_t>> begins(lanes.size()),
+      ends(lanes.size());
   for (size_t i = 0; errors.ok() && i < lanes.size(); ++i) {
     const Lane &lane = lanes[i];
     const Endpoint &first = lane.endpoints.front();
-    begin[i] = event(first.device, used[first.device]++);
-    errors.cuda(cudaSetDevice(first.device), "cudaSetDevice");
-    errors.cuda(cudaEventRecord(begin[i], first.stream), "cudaEventRecord");
+    std::vector<int> devices;
     for (const Endpoint &ep : lane.endpoints)
+      devices.push_back(ep.device);
+    std::vector<size_t> origin = timingOrigins(devices);
+    begins[i].assign(lane.endpoints.size(), nullptr);
+    begins[i][0] = event(first.device, used[first.device]++);
+    errors.cuda(cudaSetDevice(first.device), "cudaSetDevice");
+    errors.cuda(cudaEventRecord(begins[i][0], first.stream), "cudaEventRecord");
+    for (size_t j = 1; j < lane.endpoints.size(); ++j) {
+      const Endpoint &ep = lane.endpoints[j];
       if (ep.stream != first.stream) {
         errors.cuda(cudaSetDevice(ep.device), "cudaSetDevice");
-        errors.cuda(cudaStreamWaitEvent(ep.stream, begin[i], 0),
+        errors.cuda(cudaStreamWaitEvent(ep.stream, begins[i][0], 0),
                     "cudaStreamWaitEvent");
       }
+      if (origin[j] == j) {
+        begins[i][j] = event(ep.device, used[ep.device]++);
+        errors.cuda(cudaSetDevice(ep.device), "cudaSetDevice");
+        errors.cuda(cudaEventRecord(begins[i][j], ep.stream),
+                    "cudaEventRecord");
+      } else {
+        begins[i][j] = begins[i][origin[j]];
+      }
+    }
     errors.cuda(cudaSetDevice(first.device), "cudaSetDevice");
     lane.enqueue();
     for (const Endpoint &ep : lane.endpoints) {
@@ -135,9 +152,10 @@ void LaneTimer::ungatedRound(const std::vector<Lane> &lanes,
   }
   ms.assign(lanes.size(), 0);
   for (size_t i = 0; errors.ok() && i < lanes.size(); ++i)
-    for (cudaEvent_t e : ends[i]) {
+    for (size_t j = 0; j < ends[i].size(); ++j) {
       float t = 0;
-      errors.cuda(cudaEventElapsedTime(&t, begin[i], e),
+      errors.cuda(cudaSetDevice(lanes[i].endpoints[j].device), "cudaSetDevice");
+      errors.cuda(cudaEventElapsedTime(&t, begins[i][j], ends[i][j]),
                   "cudaEventElapsedTime");
       ms[i] = std::max(ms[i], (double)t);
     }
@@ -196,36 +214,36 @@ bool LaneTimer::gatedRound(const std::vector<Lane> &lanes,
   for (size_t i = 0; errors.ok() && i < lanes.size(); ++i)
     for (size_t j = 0; j < ends[i].size(); ++j) {
       float t = 0;
-      errors.cuda(cudaEventElapsedTime(&t, starts[lanes[i].endpoints[j].device],
-                                       ends[i][j]),
+      int device = lanes[i].endpoints[j].device;
+      errors.cuda(cudaSetDevice(device), "cudaSetDevice");
+      errors.cuda(cudaEventElapsedTime(&t, starts[device], ends[i][j]),
                   "cudaEventElapsedTime");
       ms[i] = std::max(ms[i], (double)t);
     }
   return true;
 }
 
-std::vector<double> LaneTimer::run(const std::vector<Lane> &lanes, int reps) {
-  std::vector<std::vector<double>> samples(lanes.size());
+LaneTimer::Setup LaneTimer::prepare(const std::vector<Lane> &lanes) {
+  Setup setup;
   // The gate of each device holds the first stream a lane starts on there.
-  std::map<int, cudaStream_t> gateStream;
   std::vector<std::pair<uint64_t, int>> ops;
   for (const Lane &lane : lanes)
     for (const Endpoint &ep : lane.endpoints) {
-      gateStream.emplace(ep.device, ep.stream);
+      setup.gateStream.emplace(ep.device, ep.stream);
       ops.push_back({(uint64_t)(uintptr_t)ep.stream, lane.ops});
     }
-  bool gated = !noGate && !gateTimedOut;
-  if (gated && busiestStreamOps(ops) > kMaxOpsPerStream) {
+  setup.gated = !noGate && !gateTimedOut;
+  if (setup.gated && busiestStreamOps(ops) > kMaxOpsPerStream) {
     note("a round enqueues " + std::to_string(busiestStreamOps(ops)) +
          " operations on one stream (over " + std::to_string(kMaxOpsPerStream) +
          "); measured without the gate");
-    gated = false;
+    setup.gated = false;
   }
   if (noGate)
     note("--no-gate");
   else if (gateTimedOut)
     note("a start gate timed out earlier; measured without the gate");
-  for (auto &[device, stream] : gateStream)
+  for (auto &[device, stream] : setup.gateStream)
     if (!starts.count(device)) {
       cudaEvent_t e = nullptr;
       errors.cuda(cudaSetDevice(device), "cudaSetDevice");
@@ -234,8 +252,8 @@ std::vector<double> LaneTimer::run(const std::vector<Lane> &lanes, int reps) {
     }
   // The gate kernel runs once, open, on each device before it ever holds
   // one: its first launch loads it.
-  if (gated)
-    for (auto &[device, stream] : gateStream)
+  if (setup.gated)
+    for (auto &[device, stream] : setup.gateStream)
       if (!gateLoaded[device] && errors.ok()) {
         __atomic_store_n(&words[0], 1u, __ATOMIC_SEQ_CST);
         errors.cuda(cudaSetDevice(device), "cudaSetDevice");
@@ -244,34 +262,61 @@ std::vector<double> LaneTimer::run(const std::vector<Lane> &lanes, int reps) {
         errors.cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
         gateLoaded[device] = true;
       }
+  return setup;
+}
+
+std::vector<double> LaneTimer::run(const std::vector<Lane> &lanes, int reps) {
+  return runInterleaved({lanes}, reps)[0];
+}
+
+std::vector<std::vector<double>>
+LaneTimer::runInterleaved(const std::vector<std::vector<Lane>> &sets,
+                          int reps) {
+  std::vector<Setup> setups;
+  for (const std::vector<Lane> &lanes : sets)
+    setups.push_back(prepare(lanes));
+  // samples[set][lane]
+  std::vector<std::vector<std::vector<double>>> samples(sets.size());
+  for (size_t k = 0; k < sets.size(); ++k)
+    samples[k].resize(sets[k].size());
 
   std::vector<double> ms;
   // Round 0, the warm-up, never holds at a gate: what the lanes call first
   // (lazily loaded kernels, cuBLASLt, NCCL connections, graph uploads) may
   // wait for the device to drain.
-  for (int round = 0; errors.ok() && round <= reps; ++round) {
-    if (round == 0 || !gated) {
-      ungatedRound(lanes, ms);
-    } else if (!gatedRound(lanes, gateStream, ms)) {
-      note("a start gate stayed closed " +
-           std::to_string(kGateTimeoutNs / 1'000'000'000ull) +
-           " s (the host blocked while enqueueing); this and what follows "
-           "measured without the gate");
-      // Once is enough: another 5 s a measurement would break the time
-      // budget.
-      gated = false;
-      gateTimedOut = true;
-      for (auto &s : samples)
-        s.clear();
-      ungatedRound(lanes, ms); // the round the gate lost
+  for (int round = 0; errors.ok() && round <= reps; ++round)
+    for (size_t k : interleavedOrder(sets.size(), round)) {
+      if (!errors.ok())
+        break;
+      const std::vector<Lane> &lanes = sets[k];
+      Setup &setup = setups[k];
+      if (round == 0 || !setup.gated) {
+        ungatedRound(lanes, ms);
+      } else if (!gatedRound(lanes, setup.gateStream, ms)) {
+        note("a start gate stayed closed " +
+             std::to_string(kGateTimeoutNs / 1'000'000'000ull) +
+             " s (the host blocked while enqueueing); this and what follows "
+             "measured without the gate");
+        // Once is enough: another 5 s a measurement would break the time
+        // budget. Every set drops its gated samples, so the sets compared
+        // are measured alike.
+        gateTimedOut = true;
+        for (size_t o = 0; o < sets.size(); ++o)
+          if (setups[o].gated) {
+            setups[o].gated = false;
+            for (auto &s : samples[o])
+              s.clear();
+          }
+        ungatedRound(lanes, ms); // the round the gate lost
+      }
+      if (round > 0 && errors.ok())
+        for (size_t i = 0; i < lanes.size(); ++i)
+          samples[k][i].push_back(ms[i]);
     }
-    if (round > 0 && errors.ok())
-      for (size_t i = 0; i < lanes.size(); ++i)
-        samples[i].push_back(ms[i]);
-  }
-  std::vector<double> result;
-  for (auto &s : samples)
-    result.push_back(median(s));
+  std::vector<std::vector<double>> result(sets.size());
+  for (size_t k = 0; k < sets.size(); ++k)
+    for (auto &s : samples[k])
+      result[k].push_back(median(s));
   return result;
 }
 

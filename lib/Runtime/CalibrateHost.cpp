@@ -281,19 +281,26 @@ void Host::collectives(Errors &e) {
   m.hostD2HAloneGBs = alone->d2hGBs;
   m.hostH2DAloneGBs = alone->h2dGBs;
   double copyMs = copyBytes / std::min(alone->d2hGBs, alone->h2dGBs) / 1e6;
-  m.collectiveAloneMs = collectiveTimer.run({lane(true, shard, 1)}, reps)[0];
-  if (!(m.collectiveAloneMs > 0))
+  double estimateMs = collectiveTimer.run({lane(true, shard, 1)}, 2)[0];
+  if (!(estimateMs > 0))
     return;
   // Copies outlast the collective slowed down by up to 3x.
-  int repeats = itemsPerRound(3 * m.collectiveAloneMs / copyMs);
+  int repeats = itemsPerRound(3 * estimateMs / copyMs);
   std::vector<Lane> d2h{lane(true, shard, 1)}, bothLanes{lane(true, shard, 1)};
   for (int g = 0; g < n; ++g) {
     d2h.push_back(copies(g, true, copyBytes, repeats));
     bothLanes.push_back(copies(g, true, copyBytes, repeats));
     bothLanes.push_back(copies(g, false, copyBytes, repeats));
   }
-  m.collectiveBesideD2HMs = collectiveTimer.run(d2h, reps)[0];
-  m.collectiveBesideBothMs = collectiveTimer.run(bothLanes, reps)[0];
+  // Alone and beside copies in alternating rounds, so their ratio does
+  // not depend on which ran first.
+  std::vector<std::vector<double>> t = collectiveTimer.runInterleaved(
+      {{lane(true, shard, 1)}, d2h, bothLanes}, reps);
+  m.collectiveAloneMs = t[0][0];
+  m.collectiveBesideD2HMs = t[1][0];
+  m.collectiveBesideBothMs = t[2][0];
+  if (!(m.collectiveAloneMs > 0))
+    return;
   // An all-gather loop outlasting every GPU's copy (slowed by up to 1.5x).
   int loop = itemsPerRound(2.25 * copyMs / m.collectiveAloneMs, opsPerCall);
   for (bool toHost : {true, false}) {

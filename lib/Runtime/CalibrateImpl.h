@@ -93,6 +93,12 @@ public:
   /// one warm-up): from its first endpoint's device's gate to the end of
   /// the last of its streams.
   std::vector<double> run(const std::vector<Lane> &lanes, int reps);
+  /// Several measurements (each a set of lanes, as for run) in alternating
+  /// rounds, rotated each round (interleavedOrder): a ratio between two of
+  /// them is not biased by which ran first, on colder clocks. Returns each
+  /// set's per-lane medians.
+  std::vector<std::vector<double>>
+  runInterleaved(const std::vector<std::vector<Lane>> &sets, int reps);
 
 private:
   Errors &errors;
@@ -109,6 +115,13 @@ private:
   /// Devices whose gate kernel has run once (it is loaded lazily).
   std::map<int, bool> gateLoaded;
   cudaEvent_t event(int device, size_t index);
+  /// How one set of lanes is run: each device's gate stream, and whether
+  /// its rounds hold at the gate.
+  struct Setup {
+    std::map<int, cudaStream_t> gateStream;
+    bool gated = false;
+  };
+  Setup prepare(const std::vector<Lane> &lanes);
   /// One round: gated (false when the gate timed out) or not; each lane's
   /// milliseconds into `ms`.
   bool gatedRound(const std::vector<Lane> &lanes,

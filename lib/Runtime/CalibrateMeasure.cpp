@@ -385,25 +385,30 @@ void OneGpu::contention() {
     if (!(oneMs > 0) || !errors.ok())
       return;
     int count = itemsPerRound(loopMs / oneMs);
-    k.aloneMs = timer.run({loop(count)}, reps)[0];
     // Copies outlast the loop (slowed by up to 1.5x), so it never runs
-    // uncontended.
-    int copies = itemsPerRound(1.5 * k.aloneMs / copyMs);
-    k.besideD2HMs = timer.run(
-        {loop(count), this->copies(true, big.bytes, copies)}, reps)[0];
-    k.besideH2DMs = timer.run(
-        {loop(count), this->copies(false, big.bytes, copies)}, reps)[0];
-    k.besideBothMs =
-        timer.run({loop(count), this->copies(true, big.bytes, copies),
-                   this->copies(false, big.bytes, copies)},
-                  reps)[0];
+    // uncontended; `oneMs` stands in for the loop's time alone.
+    int copies = itemsPerRound(1.5 * count * oneMs / copyMs);
+    // Alone and beside copies in alternating rounds: measured one after the
+    // other, the first ran on clocks still ramping up (a GEMM loop came out
+    // faster beside copies than alone).
+    std::vector<std::vector<double>> t = timer.runInterleaved(
+        {{loop(count)},
+         {loop(count), this->copies(true, big.bytes, copies)},
+         {loop(count), this->copies(false, big.bytes, copies)},
+         {loop(count), this->copies(true, big.bytes, copies),
+          this->copies(false, big.bytes, copies)}},
+        reps);
+    k.aloneMs = t[0][0];
+    k.besideD2HMs = t[1][0];
+    k.besideH2DMs = t[2][0];
+    k.besideBothMs = t[3][0];
     // A loop that outlasts one copy.
     int cover = itemsPerRound(1.5 * copyMs / oneMs);
-    std::vector<double> t =
+    std::vector<double> d =
         timer.run({loop(cover), this->copies(true, big.bytes, 1)}, reps);
-    d2hDuring = t.size() == 2 && t[1] > 0 ? big.bytes / t[1] / 1e6 : 0;
-    t = timer.run({loop(cover), this->copies(false, big.bytes, 1)}, reps);
-    h2dDuring = t.size() == 2 && t[1] > 0 ? big.bytes / t[1] / 1e6 : 0;
+    d2hDuring = d.size() == 2 && d[1] > 0 ? big.bytes / d[1] / 1e6 : 0;
+    d = timer.run({loop(cover), this->copies(false, big.bytes, 1)}, reps);
+    h2dDuring = d.size() == 2 && d[1] > 0 ? big.bytes / d[1] / 1e6 : 0;
   };
   measure([this](int c) { return gemmLoop(c); }, m.matmul, m.d2hDuringMatmulGBs,
           m.h2dDuringMatmulGBs);

@@ -91,6 +91,21 @@ int calibrate::busiestStreamOps(
   return most + kGateOps;
 }
 
+std::vector<size_t> calibrate::timingOrigins(const std::vector<int> &devices) {
+  std::vector<size_t> origin(devices.size());
+  for (size_t j = 0; j < devices.size(); ++j)
+    origin[j] =
+        std::find(devices.begin(), devices.end(), devices[j]) - devices.begin();
+  return origin;
+}
+
+std::vector<size_t> calibrate::interleavedOrder(size_t sets, int round) {
+  std::vector<size_t> order(sets);
+  for (size_t k = 0; k < sets; ++k)
+    order[k] = (k + (size_t)std::max(round, 0)) % sets;
+  return order;
+}
+
 //===----------------------------------------------------------------------===//
 // Deriving the profile
 //===----------------------------------------------------------------------===//

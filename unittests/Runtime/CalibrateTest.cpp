@@ -363,6 +363,38 @@ TEST(CalibrateRounds, BusiestStreamSumsTheLanesOfOneStream) {
   EXPECT_EQ(busiestStreamOps({}), kGateOps);
 }
 
+// An NCCL lane runs on every GPU: each endpoint is timed from the lane's
+// first endpoint on its own device, since CUDA cannot time an event pair
+// of two devices ("invalid resource handle" from a GPU-0 begin and a GPU-1
+// end was the bug).
+TEST(CalibrateRounds, EndpointsAreTimedFromABeginOnTheirDevice) {
+  EXPECT_EQ(timingOrigins({0, 1}), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(timingOrigins({0, 1, 0, 1}), (std::vector<size_t>{0, 1, 0, 1}));
+  EXPECT_EQ(timingOrigins({3, 3, 2}), (std::vector<size_t>{0, 0, 2}));
+  EXPECT_EQ(timingOrigins({}), std::vector<size_t>{});
+}
+
+// Interleaved measurements (a loop alone and beside copies) rotate each
+// round: over `sets` rounds every set runs once in every position, so no
+// set always runs first, on colder clocks.
+TEST(CalibrateRounds, InterleavedRoundsRotate) {
+  EXPECT_EQ(interleavedOrder(3, 0), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(interleavedOrder(3, 1), (std::vector<size_t>{1, 2, 0}));
+  EXPECT_EQ(interleavedOrder(1, 5), std::vector<size_t>{0});
+  for (size_t sets : {2u, 4u, 5u}) {
+    std::vector<std::vector<int>> seen(sets, std::vector<int>(sets, 0));
+    for (int round = 1; round <= (int)sets; ++round) {
+      std::vector<size_t> order = interleavedOrder(sets, round);
+      ASSERT_EQ(order.size(), sets);
+      for (size_t pos = 0; pos < sets; ++pos)
+        ++seen[order[pos]][pos];
+    }
+    for (auto &row : seen)
+      for (int n : row)
+        EXPECT_EQ(n, 1) << sets << " sets";
+  }
+}
+
 // A measurement that failed is listed with its reason, as are those taken
 // without the gate; the profile keeps the base's fields for the first.
 TEST(CalibrateReport, SummaryListsSkippedAndUngatedMeasurements) {

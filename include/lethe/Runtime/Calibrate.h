@@ -151,6 +151,18 @@ int itemsPerRound(double wanted, int opsEach = 1);
 /// (stream id, operations) pairs, summed per stream, plus kGateOps.
 int busiestStreamOps(const std::vector<std::pair<uint64_t, int>> &lanes);
 
+/// For each endpoint of a lane (given by its device), the index of the
+/// lane's first endpoint on the same device: the endpoint whose begin event
+/// it is timed from. CUDA times only two events of one device
+/// (cudaEventElapsedTime fails with "invalid resource handle" otherwise),
+/// so a lane over several GPUs has a begin event on each.
+std::vector<size_t> timingOrigins(const std::vector<int> &devices);
+
+/// The order `sets` interleaved measurements run in round `round`: rotated
+/// each round, so every set takes every position equally often and none
+/// always runs first (on clocks still ramping up) or after a given other.
+std::vector<size_t> interleavedOrder(size_t sets, int round);
+
 /// A JSON object's members as raw JSON text, in file order. Enough JSON to
 /// carry fields of a base profile over verbatim (the runtime links no JSON
 /// library); the profile loader validates what comes out.
