@@ -2,12 +2,11 @@
 
 #include "lethe/Driver/Driver.h"
 #include "lethe/Driver/Commands.h"
+#include "lethe/Import/Diagnostics.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/SourceMgr.h"
 
 using namespace mlir;
 using namespace lethe;
@@ -202,11 +201,19 @@ int lethe::runLetheDriver(int argc, char **argv) {
       "[--json FILE] [--trace FILE] [--plot FILE]\n"
       "  lethe compile GRAPH --budget B [--policy P] [--device D] -o DIR\n");
 
+  // `--budget=` would otherwise mean "no limit".
+  if ((commandLine.plan || commandLine.simulate || commandLine.compile) &&
+      llvm::StringRef(commandLine.budget).trim().empty()) {
+    llvm::errs() << "error: --budget needs a value: bytes, a size (2GiB) or "
+                    "a percentage of the unplanned peak (60%)\n";
+    return 1;
+  }
+
   MLIRContext context;
   // Diagnostics print with their source location (the node of an exported
-  // graph, or the line of an MLIR file).
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, llvm::errs());
+  // graph, or the line of an MLIR file) and only the part of a long line
+  // around it.
+  CompactDiagnosticHandler diagnostics(&context, llvm::errs());
 
   LogicalResult result = failure();
   if (commandLine.report) {

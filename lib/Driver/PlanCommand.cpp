@@ -179,17 +179,25 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   if (!plan->feasible) {
     llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";
     // The JSON says so too, for programs that ask.
-    if (!options.jsonPath.empty())
-      (void)writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
-      });
+    OutputFiles outputs;
+    if (!options.jsonPath.empty() &&
+        succeeded(writeOutputFile(
+            outputs, options.jsonPath,
+            [&](llvm::raw_ostream &os) {
+              os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
+            },
+            /*json=*/true)))
+      (void)commitOutputFiles(outputs);
     return failure();
   }
-  printPlan(*plan, *graph, options, llvm::outs());
+  OutputFiles outputs;
   if (!options.jsonPath.empty() &&
-      failed(writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
-      })))
+      failed(writeOutputFile(
+          outputs, options.jsonPath,
+          [&](llvm::raw_ostream &os) {
+            os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
+          },
+          /*json=*/true)))
     return failure();
   if (!options.tracePath.empty()) {
     Schedule schedule;
@@ -201,10 +209,12 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
     }
     Timeline timeline =
         buildTimeline(*graph, schedule, *sim, plan->budgetBytes);
-    if (failed(writeOutputFile(options.tracePath, [&](llvm::raw_ostream &os) {
-          writeChromeTrace(timeline, os);
-        })))
+    if (failed(writeOutputFile(
+            outputs, options.tracePath,
+            [&](llvm::raw_ostream &os) { writeChromeTrace(timeline, os); },
+            /*json=*/true)))
       return failure();
   }
-  return success();
+  printPlan(*plan, *graph, options, llvm::outs());
+  return commitOutputFiles(outputs);
 }

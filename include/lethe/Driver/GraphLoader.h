@@ -26,9 +26,11 @@ struct LoadOptions {
   std::string device = "h200";
 };
 
-/// Loads `path` (`-` for stdin, read as MLIR). Errors are emitted through
-/// the context's diagnostic engine with the offending location; returns null
-/// on failure.
+/// Loads `path` (`-` for stdin): JSON if its text starts with `{`, else
+/// MLIR, whatever its name. The file must be regular and at most
+/// kMaxInputBytes (lethe/Support/Files.h). Errors are emitted through the
+/// context's diagnostic engine with the offending location; returns null on
+/// failure.
 mlir::OwningOpRef<mlir::ModuleOp> loadTrainingGraph(llvm::StringRef path,
                                                     mlir::MLIRContext &context,
                                                     const LoadOptions &options);

@@ -11,6 +11,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Support/Limits.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
@@ -80,10 +81,10 @@ void PlanActivationsPass::runOnOperation() {
   if (failed(loadDevice(profile)))
     return signalPassFailure();
   // Bad options fail before any function is looked at.
-  if (alignment < 1 || !llvm::isPowerOf2_64(alignment)) {
+  if (!isValidAlignment(alignment)) {
     getOperation()->emitError()
-        << "lethe-plan: alignment must be a power of two, got "
-        << static_cast<int64_t>(alignment);
+        << "lethe-plan: alignment must be a power of two at most "
+        << kMaxAlignment << ", got " << static_cast<int64_t>(alignment);
     return signalPassFailure();
   }
   llvm::Expected<PlanOptions> checked =
@@ -106,8 +107,11 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
   FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
   if (failed(graph))
     return failure();
-  if (alignment > 1)
-    graph->alignStorageBytes(alignment);
+  if (alignment > 1 && !graph->alignStorageBytes(alignment))
+    return func.emitError() << "lethe-plan: with alignment "
+                            << static_cast<int64_t>(alignment)
+                            << " the graph's tensors total more than "
+                            << kMaxGraphBytes << " bytes";
   int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
   llvm::Expected<PlanOptions> options =
       parsePlanOptions(optionText(), unplannedPeak, profile);
