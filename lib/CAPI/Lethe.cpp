@@ -166,6 +166,8 @@ LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
   auto impl = std::make_unique<LetheGraphImpl>();
   impl->context =
       std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
+  // A failing pass would attach the whole function to its error.
+  impl->context->printOpOnDiagnostic(false);
   impl->device = device ? device : "h200";
   ErrorCollector errors(*impl->context);
   lethe::LoadOptions options;

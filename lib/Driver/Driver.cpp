@@ -210,6 +210,8 @@ int lethe::runLetheDriver(int argc, char **argv) {
   }
 
   MLIRContext context;
+  // A failing pass would attach the whole function to its error.
+  context.printOpOnDiagnostic(false);
   // Diagnostics print with their source location (the node of an exported
   // graph, or the line of an MLIR file) and only the part of a long line
   // around it.

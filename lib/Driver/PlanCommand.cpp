@@ -13,6 +13,7 @@
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
+#include "lethe/Simulator/Simulator.h"
 #include "lethe/Simulator/Timeline.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -204,8 +205,18 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
     llvm::Expected<SimResult> sim =
         simulatePlan(*graph, *device, *planOptions, *plan, &schedule);
     if (!sim) {
-      llvm::errs() << "error: " << llvm::toString(sim.takeError()) << "\n";
-      return failure();
+      // At the node when the error is about one.
+      Operation *where = func;
+      std::string message = llvm::toString(llvm::handleErrors(
+          sim.takeError(),
+          [&](const ScheduleOpError &error) -> llvm::Error {
+            if (error.node >= 0 &&
+                static_cast<size_t>(error.node) < graph->getNodes().size() &&
+                graph->getNode(error.node).irOp)
+              where = graph->getNode(error.node).irOp;
+            return llvm::createStringError(error.message);
+          }));
+      return where->emitError("cannot simulate the plan: ") << message;
     }
     Timeline timeline =
         buildTimeline(*graph, schedule, *sim, plan->budgetBytes);

@@ -51,9 +51,13 @@ CompactDiagnosticHandler::CompactDiagnosticHandler(MLIRContext *context,
                                                    llvm::SourceMgr *sourceMgr)
     : ScopedDiagnosticHandler(context), os(os), sourceMgr(sourceMgr) {
   setHandler([this](Diagnostic &diag) {
-    print(diag);
+    print(diag, kMaxMessageBytes, /*quoteLine=*/true);
+    unsigned notes = 0;
     for (Diagnostic &note : diag.getNotes())
-      print(note);
+      if (++notes <= kMaxNotes)
+        print(note, kMaxNoteBytes, /*quoteLine=*/false);
+    if (notes > kMaxNotes)
+      this->os << "note: " << notes - kMaxNotes << " more notes\n";
     return success();
   });
 }
@@ -75,7 +79,8 @@ StringRef CompactDiagnosticHandler::getSource(StringRef file) {
   return it->second ? it->second->getBuffer() : StringRef();
 }
 
-void CompactDiagnosticHandler::print(Diagnostic &diag) {
+void CompactDiagnosticHandler::print(Diagnostic &diag, size_t maxBytes,
+                                     bool quoteLine) {
   // The first file position in the location (a node's NameLoc wraps one).
   FileLineColLoc position;
   diag.getLocation()->walk([&](Location loc) {
@@ -100,8 +105,8 @@ void CompactDiagnosticHandler::print(Diagnostic &diag) {
     os << "remark: ";
     break;
   }
-  os << truncateText(diag.str(), kMaxMessageBytes) << "\n";
-  if (!position || position.getLine() == 0)
+  os << truncateText(diag.str(), maxBytes) << "\n";
+  if (!quoteLine || !position || position.getLine() == 0)
     return;
   StringRef source = getSource(position.getFilename().getValue());
   // Line `getLine()`, counted from 1.

@@ -74,7 +74,7 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     }
     if (!std::isfinite(work[index]))
       return llvm::make_error<ScheduleOpError>(
-          static_cast<OpIndex>(index),
+          static_cast<OpIndex>(index), op.node,
           llvm::formatv("op {0} ({1}{2}) has no finite duration", index,
                         stringifyScheduleOpKind(op.kind),
                         op.node >= 0 ? ", graph node " + std::to_string(op.node)

@@ -1,7 +1,7 @@
 //===- GraphLoader.h - Read any supported graph into canonical form -*- C++ -*-===//
 //
 // One entry point for the driver, the C API and the Python bindings: a
-// `.json` exported graph, or `.mlir` (Lethe's canonical form, generic-form
+// JSON exported graph, or MLIR (Lethe's canonical form, generic-form
 // `aten.*` / `stablehlo.*` exports, or upstream tensor dialects), comes back
 // as a module whose training function is in Lethe's canonical form with a
 // time on every node.

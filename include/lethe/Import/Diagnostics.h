@@ -5,7 +5,8 @@
 // can print a megabyte. `lethe` and `lethe-translate` print diagnostics
 // through CompactDiagnosticHandler instead: `file:line:col: error: message`
 // (the message capped), then at most kExcerptWidth characters of the line
-// around the column and a caret.
+// around the column and a caret; at most kMaxNotes short notes follow. An
+// error with its notes stays under 1 KB (for paths of ordinary length).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,10 @@ namespace lethe {
 constexpr size_t kExcerptWidth = 100;
 /// Longest message printed; longer ones end in "...".
 constexpr size_t kMaxMessageBytes = 400;
+/// Notes printed with an error (message capped at kMaxNoteBytes, no line
+/// quoted); the rest are counted.
+constexpr unsigned kMaxNotes = 1;
+constexpr size_t kMaxNoteBytes = 150;
 
 /// `text` cut to at most `maxBytes` bytes (on a UTF-8 character boundary),
 /// ending in "..." when cut.
@@ -48,7 +53,7 @@ public:
                            llvm::SourceMgr *sourceMgr = nullptr);
 
 private:
-  void print(mlir::Diagnostic &diag);
+  void print(mlir::Diagnostic &diag, size_t maxBytes, bool quoteLine);
   /// The text of `file`, or an empty string when it cannot be read.
   llvm::StringRef getSource(llvm::StringRef file);
 

@@ -135,13 +135,15 @@ chooseCopyContention(const Schedule &schedule, const DeviceProfile &device,
 class ScheduleOpError : public llvm::ErrorInfo<ScheduleOpError> {
 public:
   static char ID;
-  ScheduleOpError(OpIndex op, std::string message)
-      : op(op), message(std::move(message)) {}
+  ScheduleOpError(OpIndex op, NodeId node, std::string message)
+      : op(op), node(node), message(std::move(message)) {}
   void log(llvm::raw_ostream &os) const override { os << message; }
   std::error_code convertToErrorCode() const override {
     return llvm::inconvertibleErrorCode();
   }
   OpIndex op;
+  /// The graph node the op runs or recomputes, or -1.
+  NodeId node;
   std::string message;
 };
 
