@@ -77,9 +77,9 @@ bool TrainingGraph::alignStorageBytes(int64_t alignment) {
   for (GraphValue &value : values) {
     if (!value.isInput()) {
       std::optional<int64_t> aligned = llvm::checkedAdd(
-          value.bytes, static_cast<int64_t>(
-                           llvm::alignTo(value.bytes, alignment)) -
-                           value.bytes);
+          value.bytes,
+          static_cast<int64_t>(llvm::alignTo(value.bytes, alignment)) -
+              value.bytes);
       if (!aligned)
         return false;
       value.bytes = *aligned;

@@ -332,7 +332,8 @@ LetheStatus lethePlanWriteTrace(LethePlan plan, const char *path) {
   lethe::Timeline timeline = lethe::buildTimeline(plan->trainingGraph, schedule,
                                                   *sim, plan->plan.budgetBytes);
   return writeFile(
-      path, [&](llvm::raw_ostream &os) { lethe::writeChromeTrace(timeline, os); },
+      path,
+      [&](llvm::raw_ostream &os) { lethe::writeChromeTrace(timeline, os); },
       /*json=*/true);
 }
 

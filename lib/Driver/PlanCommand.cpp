@@ -208,8 +208,7 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
       // At the node when the error is about one.
       Operation *where = func;
       std::string message = llvm::toString(llvm::handleErrors(
-          sim.takeError(),
-          [&](const ScheduleOpError &error) -> llvm::Error {
+          sim.takeError(), [&](const ScheduleOpError &error) -> llvm::Error {
             if (error.node >= 0 &&
                 static_cast<size_t>(error.node) < graph->getNodes().size() &&
                 graph->getNode(error.node).irOp)

@@ -4,7 +4,6 @@
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Report.h"
 
-
 using namespace mlir;
 using namespace lethe;
 

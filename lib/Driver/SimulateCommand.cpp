@@ -153,9 +153,9 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
     return file.str().str();
   };
   OutputFiles outputs;
-  if (failed(writeOutputFile(
-          outputs, path("step.mlir"),
-          [&](raw_ostream &os) { step->module->print(os); })) ||
+  if (failed(
+          writeOutputFile(outputs, path("step.mlir"),
+                          [&](raw_ostream &os) { step->module->print(os); })) ||
       failed(writeOutputFile(
           outputs, path("plan.json"),
           [&](raw_ostream &os) {

@@ -31,8 +31,7 @@ lethe::simulateProgram(func::FuncOp func, const DeviceProfile &device) {
             where = program->irOps[error.op];
           return llvm::createStringError(error.message);
         }));
-    return where->emitError("lethe: cannot simulate the program: ")
-           << message;
+    return where->emitError("lethe: cannot simulate the program: ") << message;
   }
   return ProgramSimulation{std::move(*program), std::move(*result)};
 }

@@ -22,8 +22,7 @@ std::string lethe::truncateText(StringRef text, size_t maxBytes) {
   return (text.take_front(end) + "...").str();
 }
 
-void lethe::printLineExcerpt(raw_ostream &os, StringRef line,
-                             unsigned column) {
+void lethe::printLineExcerpt(raw_ostream &os, StringRef line, unsigned column) {
   size_t at = std::min<size_t>(column > 0 ? column - 1 : 0, line.size());
   size_t begin = at > kExcerptWidth / 2 ? at - kExcerptWidth / 2 : 0;
   size_t end = std::min(line.size(), begin + kExcerptWidth);
@@ -89,8 +88,8 @@ void CompactDiagnosticHandler::print(Diagnostic &diag, size_t maxBytes,
     return WalkResult::advance();
   });
   if (position)
-    os << position.getFilename().getValue() << ":" << position.getLine()
-       << ":" << position.getColumn() << ": ";
+    os << position.getFilename().getValue() << ":" << position.getLine() << ":"
+       << position.getColumn() << ": ";
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Error:
     os << "error: ";

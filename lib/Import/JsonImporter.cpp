@@ -516,9 +516,9 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
       return nodeError(node) << "'time_us' must be a non-negative number";
     // Sums of times must stay finite.
     if (*us > kMaxTimeUs)
-      return nodeError(node) << "'time_us' must be at most "
-                             << formatNumber(kMaxTimeUs) << " us, got "
-                             << formatNumber(*us);
+      return nodeError(node)
+             << "'time_us' must be at most " << formatNumber(kMaxTimeUs)
+             << " us, got " << formatNumber(*us);
     node.timeUs = us;
   }
   if (const json::Value *scope = object->get("scope");
@@ -624,10 +624,9 @@ LogicalResult GraphJsonImporter::collectSaved(const json::Object &root) {
                             << *id << ", which does not exist";
     const NodeRecord &node = nodes[it->second];
     if (*output < 0 || *output >= static_cast<int64_t>(node.resultTypes.size()))
-      return emitError(loc)
-             << "saved entry " << index << " refers to output " << *output
-             << " of node " << *id << ", which has " << node.resultTypes.size()
-             << " outputs";
+      return emitError(loc) << "saved entry " << index << " refers to output "
+                            << *output << " of node " << *id << ", which has "
+                            << node.resultTypes.size() << " outputs";
     SmallVector<int64_t, 2> &indices = saved[it->second];
     if (!llvm::is_contained(indices, *output))
       indices.push_back(*output);

@@ -51,12 +51,12 @@ constexpr double kMostFactor = 1e6;
 constexpr double kMostBytes = static_cast<double>(kMaxGraphBytes);
 
 const NumericField numericFields[] = {
-    {"hbm_gb_per_s", &DeviceProfile::hbmBytesPerSec, 1e9, true,
-     Range::Positive, kLeastRate, kMostRate},
-    {"d2h_gb_per_s", &DeviceProfile::d2hBytesPerSec, 1e9, true,
-     Range::Positive, kLeastRate, kMostRate},
-    {"h2d_gb_per_s", &DeviceProfile::h2dBytesPerSec, 1e9, true,
-     Range::Positive, kLeastRate, kMostRate},
+    {"hbm_gb_per_s", &DeviceProfile::hbmBytesPerSec, 1e9, true, Range::Positive,
+     kLeastRate, kMostRate},
+    {"d2h_gb_per_s", &DeviceProfile::d2hBytesPerSec, 1e9, true, Range::Positive,
+     kLeastRate, kMostRate},
+    {"h2d_gb_per_s", &DeviceProfile::h2dBytesPerSec, 1e9, true, Range::Positive,
+     kLeastRate, kMostRate},
     {"duplex_factor", &DeviceProfile::duplexFactor, 1, false, Range::Fraction,
      kLeastRate, 1},
     {"nvlink_gb_per_s", &DeviceProfile::nvlinkBytesPerSec, 1e9, false,
@@ -66,8 +66,8 @@ const NumericField numericFields[] = {
     {"view_us", &DeviceProfile::viewUs, 1, false, Range::NonNegative, 0,
      kMaxTimeUs},
     {"collective_slowdown_with_copies",
-     &DeviceProfile::collectiveSlowdownWithCopies, 1, false,
-     Range::AtLeastOne, 0, kMostFactor},
+     &DeviceProfile::collectiveSlowdownWithCopies, 1, false, Range::AtLeastOne,
+     0, kMostFactor},
     {"collective_slowdown_with_both_copies",
      &DeviceProfile::collectiveSlowdownWithBothCopies, 1, false,
      Range::AtLeastOne, 0, kMostFactor},
@@ -191,8 +191,8 @@ Error parsePeakFlops(const json::Value &value, DeviceProfile &profile,
     if (*tflops < kLeastRate || *tflops > kMostRate)
       return report.field(("peak_tflops." + dtype).str(),
                           "expected a rate " +
-                              describeBounds(kLeastRate, kMostRate) +
-                              ", got " + printed(rate));
+                              describeBounds(kLeastRate, kMostRate) + ", got " +
+                              printed(rate));
     profile.peakFlops[dtype] = *tflops * 1e12;
   }
   if (!profile.peakFlops.count("f32"))

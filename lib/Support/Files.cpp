@@ -67,14 +67,14 @@ lethe::readInputFile(StringRef path, uint64_t maxBytes) {
     while (true) {
       Expected<size_t> read = sys::fs::readNativeFile(in, chunk);
       if (!read)
-        return fileError("<stdin>", "cannot read: " +
-                                        toString(read.takeError()));
+        return fileError("<stdin>",
+                         "cannot read: " + toString(read.takeError()));
       if (*read == 0)
         break;
       text.append(chunk, chunk + *read);
       if (text.size() > maxBytes)
-        return fileError("<stdin>", "is over the limit of " + Twine(maxBytes) +
-                                        " bytes");
+        return fileError("<stdin>",
+                         "is over the limit of " + Twine(maxBytes) + " bytes");
     }
     return MemoryBuffer::getMemBufferCopy(text, "<stdin>");
   }
@@ -144,8 +144,8 @@ OutputFiles::~OutputFiles() {
       consumeError(file.temp->discard());
 }
 
-Error OutputFiles::add(StringRef path,
-                       function_ref<void(raw_ostream &)> write, bool json) {
+Error OutputFiles::add(StringRef path, function_ref<void(raw_ostream &)> write,
+                       bool json) {
   Pending file;
   file.path = path.str();
   if (path != "-" && sys::fs::is_directory(path))
@@ -201,7 +201,8 @@ Error OutputFiles::commit() {
     if (kept) {
       // A failed rename leaves the temporary behind.
       sys::fs::remove(tempName);
-      failure = "'" + file.path + "': cannot write: " + toString(std::move(kept));
+      failure =
+          "'" + file.path + "': cannot write: " + toString(std::move(kept));
       break;
     }
     placed.push_back(file.path);

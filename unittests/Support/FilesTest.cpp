@@ -1,7 +1,7 @@
 //===- FilesTest.cpp - Bounded inputs and all-or-nothing outputs ----------===//
 
-#include "lethe/Import/Diagnostics.h"
 #include "lethe/Support/Files.h"
+#include "lethe/Import/Diagnostics.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -105,8 +105,8 @@ TEST(FilesTest, FailedOutputsLeaveNothing) {
     OutputFiles outputs;
     ASSERT_FALSE(static_cast<bool>(outputs.add(
         dir.file("old.json"), [](llvm::raw_ostream &os) { os << "{}"; })));
-    llvm::Error error = outputs.add(
-        dir.file("missing/dir.json"), [](llvm::raw_ostream &os) { os << "{}"; });
+    llvm::Error error = outputs.add(dir.file("missing/dir.json"),
+                                    [](llvm::raw_ostream &os) { os << "{}"; });
     ASSERT_TRUE(static_cast<bool>(error));
     EXPECT_NE(llvm::toString(std::move(error)).find("missing/dir.json"),
               std::string::npos);
@@ -145,7 +145,8 @@ TEST(FilesTest, ExcerptShowsTheColumn) {
   EXPECT_EQ(shown.size(), kExcerptWidth + 6);
   // The caret is under the X.
   EXPECT_EQ(caret.find('^'), shown.find('X'));
-  EXPECT_EQ(truncateText(std::string(1000, 'm'), 20), std::string(17, 'm') + "...");
+  EXPECT_EQ(truncateText(std::string(1000, 'm'), 20),
+            std::string(17, 'm') + "...");
 }
 
 } // namespace

@@ -47,8 +47,9 @@ llvm::Error checkInputFile(llvm::StringRef path,
 /// does, and stdin when no path is given (a device that is not a terminal,
 /// such as /dev/zero, is refused). Paths that do not exist are left to the
 /// tool to report.
-llvm::Error checkInputArguments(llvm::ArrayRef<const char *> args,
-                                llvm::ArrayRef<llvm::StringRef> optionsWithValue);
+llvm::Error
+checkInputArguments(llvm::ArrayRef<const char *> args,
+                    llvm::ArrayRef<llvm::StringRef> optionsWithValue);
 
 /// Whether a graph's text is JSON: its first character after white space
 /// (and a UTF-8 byte-order mark) is `{`. MLIR text never starts so.

@@ -2,8 +2,8 @@
 
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
-#include "lethe/Support/Limits.h"
 #include "lethe/Support/IntervalPacking.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

@@ -11,11 +11,11 @@
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
-#include "lethe/Support/Limits.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Support/Bytes.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -108,10 +108,10 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
   if (failed(graph))
     return failure();
   if (alignment > 1 && !graph->alignStorageBytes(alignment))
-    return func.emitError() << "lethe-plan: with alignment "
-                            << static_cast<int64_t>(alignment)
-                            << " the graph's tensors total more than "
-                            << kMaxGraphBytes << " bytes";
+    return func.emitError()
+           << "lethe-plan: with alignment " << static_cast<int64_t>(alignment)
+           << " the graph's tensors total more than " << kMaxGraphBytes
+           << " bytes";
   int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(*graph)).peakBytes;
   llvm::Expected<PlanOptions> options =
       parsePlanOptions(optionText(), unplannedPeak, profile);
