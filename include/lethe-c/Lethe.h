@@ -50,8 +50,10 @@ LETHE_CAPI_EXPORTED void letheStringDestroy(LetheString string);
 /// The library's version, e.g. "0.1.0" (static storage).
 LETHE_CAPI_EXPORTED const char *letheVersion(void);
 
-/// Loads a graph file: `.json` (graphs/SCHEMA.md) or `.mlir` (canonical
-/// form, generic-form exports, upstream tensor dialects). `device` names the
+/// Loads a graph file: JSON (graphs/SCHEMA.md) or MLIR (canonical form,
+/// generic-form exports, upstream tensor dialects), told apart by the
+/// content, not the name; a regular file of at most 1 GiB (a device or a
+/// FIFO is refused). `device` names the
 /// device profile that costs nodes without a measured time ("h200", "h100",
 /// ... or a profile file); NULL means "h200".
 LETHE_CAPI_EXPORTED LetheStatus letheGraphLoadFile(const char *path,

@@ -3,11 +3,13 @@
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -68,12 +70,26 @@ void TrainingGraph::addOutput(ValueId value) {
   outputs.push_back(value);
 }
 
-void TrainingGraph::alignStorageBytes(int64_t alignment) {
+bool TrainingGraph::alignStorageBytes(int64_t alignment) {
   assert(alignment > 0 && llvm::isPowerOf2_64(alignment) &&
          "alignment must be a power of two");
-  for (GraphValue &value : values)
-    if (!value.isInput())
-      value.bytes = static_cast<int64_t>(llvm::alignTo(value.bytes, alignment));
+  int64_t total = 0;
+  for (GraphValue &value : values) {
+    if (!value.isInput()) {
+      std::optional<int64_t> aligned = llvm::checkedAdd(
+          value.bytes,
+          static_cast<int64_t>(llvm::alignTo(value.bytes, alignment)) -
+              value.bytes);
+      if (!aligned)
+        return false;
+      value.bytes = *aligned;
+    }
+    std::optional<int64_t> sum = llvm::checkedAdd(total, value.bytes);
+    if (!sum || *sum > kMaxGraphBytes)
+      return false;
+    total = *sum;
+  }
+  return true;
 }
 
 NodeId TrainingGraph::firstBackwardNode() const {
@@ -231,6 +247,17 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
       graph.values[valueId].irValue = result;
       ids[result] = valueId;
     }
+  }
+  // Storages (views add nothing) are bounded so that no sum of them, nor a
+  // sum of two such sums, overflows int64.
+  int64_t totalBytes = 0;
+  for (const GraphValue &value : graph.values) {
+    std::optional<int64_t> total = llvm::checkedAdd(totalBytes, value.bytes);
+    if (!total || *total > kMaxGraphBytes)
+      return emitError(value.irValue ? value.irValue.getLoc() : func.getLoc())
+             << "the graph's tensors total more than " << kMaxGraphBytes
+             << " bytes (4 EiB) with this one of " << value.bytes << " bytes";
+    totalBytes = *total;
   }
   return graph;
 }

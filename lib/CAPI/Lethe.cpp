@@ -13,17 +13,18 @@
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Report.h"
 #include "lethe/Driver/Simulation.h"
+#include "lethe/Import/Diagnostics.h"
 #include "lethe/Pipelines/Pipelines.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Simulator/Timeline.h"
+#include "lethe/Support/Files.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
@@ -63,6 +64,17 @@ LetheStatus errorStatus(llvm::StringRef message) {
   return {makeString(message.empty() ? "lethe: unknown error" : message)};
 }
 
+/// Returns the JSON document `text` in `out`, unless it does not parse (a
+/// bare `inf` or `nan`): callers get JSON or an error, never something else.
+LetheStatus returnJson(llvm::StringRef text, LetheString *out) {
+  if (llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+      !parsed)
+    return errorStatus("lethe: internal error: the result is not valid JSON (" +
+                       llvm::toString(parsed.takeError()) + ")");
+  *out = makeString(text);
+  return okStatus();
+}
+
 /// Collects the errors (and the notes attached to them) emitted in a
 /// context while it is alive, one per line, with their locations.
 class ErrorCollector {
@@ -99,7 +111,7 @@ private:
     if (position)
       os << position.getFilename().getValue() << ":" << position.getLine()
          << ":" << position.getColumn() << ": ";
-    os << diag.str();
+    os << lethe::truncateText(diag.str(), lethe::kMaxMessageBytes);
   }
 
   std::string messages;
@@ -136,19 +148,13 @@ lethe::PlanOptionText planOptionText(const LethePlanOptions *options) {
 
 /// Writes through a temporary renamed into place on success.
 LetheStatus writeFile(const char *path,
-                      llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
-  if (!file)
-    return errorStatus("lethe: " + error);
-  write(file->os());
-  file->os().flush();
-  if (file->os().has_error()) {
-    file->os().clear_error();
-    return errorStatus(
-        ("lethe: could not write '" + llvm::Twine(path) + "'").str());
-  }
-  file->keep();
+                      llvm::function_ref<void(llvm::raw_ostream &)> write,
+                      bool json = false) {
+  lethe::OutputFiles outputs;
+  if (llvm::Error error = outputs.add(path, write, json))
+    return errorStatus("lethe: " + llvm::toString(std::move(error)));
+  if (llvm::Error error = outputs.commit())
+    return errorStatus("lethe: " + llvm::toString(std::move(error)));
   return okStatus();
 }
 
@@ -160,6 +166,8 @@ LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
   auto impl = std::make_unique<LetheGraphImpl>();
   impl->context =
       std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
+  // A failing pass would attach the whole function to its error.
+  impl->context->printOpOnDiagnostic(false);
   impl->device = device ? device : "h200";
   ErrorCollector errors(*impl->context);
   lethe::LoadOptions options;
@@ -192,12 +200,12 @@ LetheStatus letheGraphLoadFile(const char *path, const char *device,
                                LetheGraph *graph) {
   if (!path)
     return errorStatus("lethe: no graph path given");
-  std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(path, &error);
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      lethe::readInputFile(path);
   if (!buffer)
-    return errorStatus("lethe: " + error);
-  return load(std::move(buffer), llvm::StringRef(path).ends_with(".json"),
-              device, graph);
+    return errorStatus("lethe: " + llvm::toString(buffer.takeError()));
+  bool json = lethe::looksLikeJson((*buffer)->getBuffer());
+  return load(std::move(*buffer), json, device, graph);
 }
 
 LetheStatus letheGraphLoadString(const char *data, size_t length,
@@ -244,8 +252,7 @@ LetheStatus letheGraphReport(LetheGraph graph, unsigned top,
   std::string text;
   llvm::raw_string_ostream os(text);
   lethe::writeStepReportJSON(report, os);
-  *json = makeString(text);
-  return okStatus();
+  return returnJson(text, json);
 }
 
 LetheStatus letheGraphWriteTrace(LetheGraph graph, const char *path) {
@@ -258,11 +265,14 @@ LetheStatus letheGraphWriteTrace(LetheGraph graph, const char *path) {
   lethe::LifetimeAnalysis analysis(func);
   if (!analysis.isValid())
     return errors.status("lethe: the graph's lifetimes could not be analysed");
-  return writeFile(path, [&](llvm::raw_ostream &os) {
-    lethe::writeChromeTrace(lethe::buildUnplannedTimeline(
-                                analysis.getGraph(), analysis.getProfile()),
-                            os);
-  });
+  return writeFile(
+      path,
+      [&](llvm::raw_ostream &os) {
+        lethe::writeChromeTrace(lethe::buildUnplannedTimeline(
+                                    analysis.getGraph(), analysis.getProfile()),
+                                os);
+      },
+      /*json=*/true);
 }
 
 LetheStatus letheGraphPlan(LetheGraph graph, const LethePlanOptions *options,
@@ -322,8 +332,7 @@ LetheStatus lethePlanJson(LethePlan plan, LetheString *json) {
     return errorStatus("lethe: null plan or output");
   std::string text = llvm::formatv(
       "{0:2}", lethe::planToJson(plan->plan, plan->trainingGraph));
-  *json = makeString(text);
-  return okStatus();
+  return returnJson(text, json);
 }
 
 LetheStatus lethePlanWriteTrace(LethePlan plan, const char *path) {
@@ -336,9 +345,10 @@ LetheStatus lethePlanWriteTrace(LethePlan plan, const char *path) {
     return errorStatus(llvm::toString(sim.takeError()));
   lethe::Timeline timeline = lethe::buildTimeline(plan->trainingGraph, schedule,
                                                   *sim, plan->plan.budgetBytes);
-  return writeFile(path, [&](llvm::raw_ostream &os) {
-    lethe::writeChromeTrace(timeline, os);
-  });
+  return writeFile(
+      path,
+      [&](llvm::raw_ostream &os) { lethe::writeChromeTrace(timeline, os); },
+      /*json=*/true);
 }
 
 LetheStatus letheGraphCompile(LetheGraph graph, const LethePlanOptions *options,
@@ -379,8 +389,14 @@ LetheStatus letheGraphCompile(LetheGraph graph, const LethePlanOptions *options,
     llvm::json::Object document =
         *lethe::simulationToJson(report).getAsObject();
     document["values"] = lethe::compiledDecisionsToJson(report.outcome);
-    *json = makeString(
-        llvm::formatv("{0:2}", llvm::json::Value(std::move(document))).str());
+    LetheStatus status = returnJson(
+        llvm::formatv("{0:2}", llvm::json::Value(std::move(document))).str(),
+        json);
+    if (!letheStatusIsSuccess(status) && program) {
+      letheStringDestroy(*program);
+      *program = {nullptr, 0};
+    }
+    return status;
   }
   return okStatus();
 }

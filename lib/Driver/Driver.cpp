@@ -2,8 +2,8 @@
 
 #include "lethe/Driver/Driver.h"
 #include "lethe/Driver/Commands.h"
+#include "lethe/Import/Diagnostics.h"
 
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
@@ -245,11 +245,21 @@ int lethe::runLetheDriver(int argc, char **argv) {
       "this machine's GPUs into a device profile (runs lethe-calibrate; "
       "--help)\n");
 
+  // `--budget=` would otherwise mean "no limit".
+  if ((commandLine.plan || commandLine.simulate || commandLine.compile) &&
+      llvm::StringRef(commandLine.budget).trim().empty()) {
+    llvm::errs() << "error: --budget needs a value: bytes, a size (2GiB) or "
+                    "a percentage of the unplanned peak (60%)\n";
+    return 1;
+  }
+
   MLIRContext context;
+  // A failing pass would attach the whole function to its error.
+  context.printOpOnDiagnostic(false);
   // Diagnostics print with their source location (the node of an exported
-  // graph, or the line of an MLIR file).
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, llvm::errs());
+  // graph, or the line of an MLIR file) and only the part of a long line
+  // around it.
+  CompactDiagnosticHandler diagnostics(&context, llvm::errs());
 
   LogicalResult result = failure();
   if (commandLine.report) {

@@ -6,11 +6,11 @@
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/InitAll.h"
 #include "lethe/Support/DeviceProfile.h"
+#include "lethe/Support/Files.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 
@@ -75,14 +75,27 @@ OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
     emitError(UnknownLoc::get(&context)) << llvm::toString(profile.takeError());
     return {};
   }
-  std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(path, &error);
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      readInputFile(path);
   if (!buffer) {
-    emitError(UnknownLoc::get(&context)) << error;
+    emitError(UnknownLoc::get(&context)) << llvm::toString(buffer.takeError());
     return {};
   }
-  return loadTrainingGraph(std::move(buffer), path.ends_with(".json"), context,
-                           options);
+  // By content, not by name: an export may be called anything.
+  bool json = looksLikeJson((*buffer)->getBuffer());
+  return loadTrainingGraph(std::move(*buffer), json, context, options);
+}
+
+/// A module the parser made up around top-level ops is located at line 0:
+/// errors about it (no training function, several) point at its first op.
+static void locateImplicitModule(ModuleOp module) {
+  auto loc = dyn_cast<FileLineColLoc>(module.getLoc());
+  if (!loc || loc.getLine() != 0)
+    return;
+  Block *body = module.getBody();
+  module->setLoc(body->empty()
+                     ? Location(FileLineColLoc::get(loc.getFilename(), 1, 1))
+                     : body->front().getLoc());
 }
 
 OwningOpRef<ModuleOp>
@@ -109,6 +122,7 @@ lethe::loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
   }
   if (!module)
     return {};
+  locateImplicitModule(*module);
   // Generic-form and upstream-dialect graphs go through the importer first:
   // it also inlines private callees, which leaves the one step function.
   bool foreign = llvm::any_of(module->getOps<func::FuncOp>(), needsImport);
@@ -121,6 +135,13 @@ lethe::loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
   func::FuncOp func = getTrainingFunction(*module);
   if (!func)
     return {};
+  if (!func.isExternal() &&
+      llvm::none_of(func.getBody().getOps(), [](Operation &op) {
+        return isa<NodeOp, CollectiveOp>(op);
+      })) {
+    func.emitError("the training function has no ops: nothing to plan");
+    return {};
+  }
 
   PassManager pm(&context);
   if (foreign || needsCosts(func)) {

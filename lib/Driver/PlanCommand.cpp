@@ -14,6 +14,7 @@
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
+#include "lethe/Simulator/Simulator.h"
 #include "lethe/Simulator/Timeline.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -204,32 +205,51 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
       plan->leastFeasibleBudget = *least;
     llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";
     // The JSON says so too, for programs that ask.
-    if (!options.jsonPath.empty())
-      (void)writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
-      });
+    OutputFiles outputs;
+    if (!options.jsonPath.empty() &&
+        succeeded(writeOutputFile(
+            outputs, options.jsonPath,
+            [&](llvm::raw_ostream &os) {
+              os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
+            },
+            /*json=*/true)))
+      (void)commitOutputFiles(outputs);
     return failure();
   }
-  printPlan(*plan, *graph, options, llvm::outs());
+  OutputFiles outputs;
   if (!options.jsonPath.empty() &&
-      failed(writeOutputFile(options.jsonPath, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
-      })))
+      failed(writeOutputFile(
+          outputs, options.jsonPath,
+          [&](llvm::raw_ostream &os) {
+            os << llvm::formatv("{0:2}", planToJson(*plan, *graph)) << "\n";
+          },
+          /*json=*/true)))
     return failure();
   if (!options.tracePath.empty()) {
     Schedule schedule;
     llvm::Expected<SimResult> sim =
         simulatePlan(*graph, *device, *planOptions, *plan, &schedule);
     if (!sim) {
-      llvm::errs() << "error: " << llvm::toString(sim.takeError()) << "\n";
-      return failure();
+      // At the node when the error is about one.
+      Operation *where = func;
+      std::string message = llvm::toString(llvm::handleErrors(
+          sim.takeError(), [&](const ScheduleOpError &error) -> llvm::Error {
+            if (error.node >= 0 &&
+                static_cast<size_t>(error.node) < graph->getNodes().size() &&
+                graph->getNode(error.node).irOp)
+              where = graph->getNode(error.node).irOp;
+            return llvm::createStringError(error.message);
+          }));
+      return where->emitError("cannot simulate the plan: ") << message;
     }
     Timeline timeline =
         buildTimeline(*graph, schedule, *sim, plan->budgetBytes);
-    if (failed(writeOutputFile(options.tracePath, [&](llvm::raw_ostream &os) {
-          writeChromeTrace(timeline, os);
-        })))
+    if (failed(writeOutputFile(
+            outputs, options.tracePath,
+            [&](llvm::raw_ostream &os) { writeChromeTrace(timeline, os); },
+            /*json=*/true)))
       return failure();
   }
-  return success();
+  printPlan(*plan, *graph, options, llvm::outs());
+  return commitOutputFiles(outputs);
 }

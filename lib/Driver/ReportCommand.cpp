@@ -4,29 +4,25 @@
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Report.h"
 
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/ToolOutputFile.h"
-
 using namespace mlir;
 using namespace lethe;
 
 LogicalResult
-lethe::writeOutputFile(StringRef path,
-                       const std::function<void(raw_ostream &)> &write) {
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(path, &error);
-  if (!file) {
-    llvm::errs() << "error: " << error << "\n";
+lethe::writeOutputFile(OutputFiles &outputs, StringRef path,
+                       const std::function<void(raw_ostream &)> &write,
+                       bool json) {
+  if (llvm::Error error = outputs.add(path, write, json)) {
+    llvm::errs() << "error: " << llvm::toString(std::move(error)) << "\n";
     return failure();
   }
-  write(file->os());
-  file->os().flush();
-  if (file->os().has_error()) {
-    llvm::errs() << "error: could not write '" << path << "'\n";
-    file->os().clear_error();
+  return success();
+}
+
+LogicalResult lethe::commitOutputFiles(OutputFiles &outputs) {
+  if (llvm::Error error = outputs.commit()) {
+    llvm::errs() << "error: " << llvm::toString(std::move(error)) << "\n";
     return failure();
   }
-  file->keep();
   return success();
 }
 
@@ -46,18 +42,23 @@ LogicalResult lethe::runReportCommand(const CommandOptions &options,
     return failure();
   StepReport report =
       buildStepReport(analysis, *module, options.device, options.top);
-  printStepReport(report, llvm::outs());
+  OutputFiles outputs;
   if (!options.jsonPath.empty() &&
-      failed(writeOutputFile(options.jsonPath, [&](raw_ostream &os) {
-        writeStepReportJSON(report, os);
-      })))
+      failed(writeOutputFile(
+          outputs, options.jsonPath,
+          [&](raw_ostream &os) { writeStepReportJSON(report, os); },
+          /*json=*/true)))
     return failure();
   if (!options.tracePath.empty() &&
-      failed(writeOutputFile(options.tracePath, [&](raw_ostream &os) {
-        writeChromeTrace(buildUnplannedTimeline(analysis.getGraph(),
-                                                analysis.getProfile()),
-                         os);
-      })))
+      failed(writeOutputFile(
+          outputs, options.tracePath,
+          [&](raw_ostream &os) {
+            writeChromeTrace(buildUnplannedTimeline(analysis.getGraph(),
+                                                    analysis.getProfile()),
+                             os);
+          },
+          /*json=*/true)))
     return failure();
-  return success();
+  printStepReport(report, llvm::outs());
+  return commitOutputFiles(outputs);
 }

@@ -77,24 +77,31 @@ LogicalResult lethe::runSimulateCommand(const CommandOptions &options,
   if (failed(step))
     return failure();
   const SimulationReport &report = step->report;
-  printSimulationReport(report, llvm::outs());
+  OutputFiles outputs;
   if (!options.jsonPath.empty() &&
-      failed(writeOutputFile(options.jsonPath, [&](raw_ostream &os) {
-        os << llvm::formatv("{0:2}", simulationToJson(report)) << "\n";
-      })))
+      failed(writeOutputFile(
+          outputs, options.jsonPath,
+          [&](raw_ostream &os) {
+            os << llvm::formatv("{0:2}", simulationToJson(report)) << "\n";
+          },
+          /*json=*/true)))
     return failure();
   if (!options.tracePath.empty() &&
-      failed(writeOutputFile(options.tracePath, [&](raw_ostream &os) {
-        writeChromeTrace(
-            buildProgramTimeline(report.planned, report.budgetBytes), os);
-      })))
+      failed(writeOutputFile(
+          outputs, options.tracePath,
+          [&](raw_ostream &os) {
+            writeChromeTrace(
+                buildProgramTimeline(report.planned, report.budgetBytes), os);
+          },
+          /*json=*/true)))
     return failure();
   if (!options.plotPath.empty() &&
-      failed(writeOutputFile(options.plotPath, [&](raw_ostream &os) {
+      failed(writeOutputFile(outputs, options.plotPath, [&](raw_ostream &os) {
         writeSvg(buildMemoryPlot(report), os);
       })))
     return failure();
-  return success();
+  printSimulationReport(report, llvm::outs());
+  return commitOutputFiles(outputs);
 }
 
 /// The plan document of `lethe compile`: the planner's predictions, the
@@ -149,22 +156,27 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
     llvm::sys::path::append(file, name);
     return file.str().str();
   };
+  OutputFiles outputs;
   if (failed(
-          writeOutputFile(path("step.mlir"),
+          writeOutputFile(outputs, path("step.mlir"),
                           [&](raw_ostream &os) { step->module->print(os); })) ||
-      failed(writeOutputFile(path("step.cpp"),
+      failed(writeOutputFile(outputs, path("step.cpp"),
                              [&](raw_ostream &os) { os << program; })) ||
-      failed(writeOutputFile(path("plan.json"),
-                             [&](raw_ostream &os) {
-                               os << llvm::formatv("{0:2}",
-                                                   compiledPlanJson(*step))
-                                  << "\n";
-                             })) ||
-      failed(writeOutputFile(path("trace.json"), [&](raw_ostream &os) {
-        writeChromeTrace(buildProgramTimeline(step->report.planned,
-                                              step->report.budgetBytes),
-                         os);
-      })))
+      failed(writeOutputFile(
+          outputs, path("plan.json"),
+          [&](raw_ostream &os) {
+            os << llvm::formatv("{0:2}", compiledPlanJson(*step)) << "\n";
+          },
+          /*json=*/true)) ||
+      failed(writeOutputFile(
+          outputs, path("trace.json"),
+          [&](raw_ostream &os) {
+            writeChromeTrace(buildProgramTimeline(step->report.planned,
+                                                  step->report.budgetBytes),
+                             os);
+          },
+          /*json=*/true)) ||
+      failed(commitOutputFiles(outputs)))
     return failure();
   if (options.build &&
       failed(buildProgramLibrary(path("step.cpp"), path("step.so"))))

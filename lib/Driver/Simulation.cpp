@@ -20,9 +20,19 @@ lethe::simulateProgram(func::FuncOp func, const DeviceProfile &device) {
   if (failed(program))
     return failure();
   llvm::Expected<SimResult> result = simulate(program->schedule, device);
-  if (!result)
-    return func.emitError("lethe: cannot simulate the program: ")
-           << toString(result.takeError());
+  if (!result) {
+    // At the op when the error is about one.
+    Operation *where = func;
+    std::string message = llvm::toString(llvm::handleErrors(
+        result.takeError(), [&](const ScheduleOpError &error) -> llvm::Error {
+          if (error.op >= 0 &&
+              static_cast<size_t>(error.op) < program->irOps.size() &&
+              program->irOps[error.op])
+            where = program->irOps[error.op];
+          return llvm::createStringError(error.message);
+        }));
+    return where->emitError("lethe: cannot simulate the program: ") << message;
+  }
   return ProgramSimulation{std::move(*program), std::move(*result)};
 }
 

@@ -11,7 +11,9 @@
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
+#include "lethe/Import/Diagnostics.h"
 #include "lethe/Import/ImportCommon.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -69,18 +71,24 @@ std::optional<size_t> findExcessiveNesting(StringRef text) {
   return std::nullopt;
 }
 
-/// Finds where each element of the top-level "nodes" array starts, so that
-/// every node gets a file:line:col location. Runs on text that has already
-/// parsed, so it only needs to skip values, not to validate them.
+/// Where the elements of the top-level "nodes" and "saved" arrays start.
+struct ElementOffsets {
+  std::vector<size_t> nodes, saved;
+};
+
+/// Finds where each element of the top-level "nodes" and "saved" arrays
+/// starts, so that every node and saved entry gets a file:line:col location.
+/// Runs on text that has already parsed, so it only needs to skip values,
+/// not to validate them.
 class NodeOffsetScanner {
 public:
   explicit NodeOffsetScanner(StringRef text) : text(text) {}
 
-  std::vector<size_t> scan() {
-    std::vector<size_t> offsets;
+  ElementOffsets scan() {
+    ElementOffsets result;
     skipSpace();
     if (!consume('{'))
-      return offsets;
+      return result;
     while (pos < text.size()) {
       skipSpace();
       if (consume('}'))
@@ -93,7 +101,12 @@ public:
       skipSpace();
       consume(':');
       skipSpace();
-      if (key == "nodes" && offsets.empty() && peek() == '[') {
+      // A repeated key: llvm::json keeps the last one.
+      std::vector<size_t> *offsets = key == "nodes"   ? &result.nodes
+                                     : key == "saved" ? &result.saved
+                                                      : nullptr;
+      if (offsets && peek() == '[') {
+        offsets->clear();
         ++pos;
         while (pos < text.size()) {
           skipSpace();
@@ -101,14 +114,14 @@ public:
             break;
           consume(',');
           skipSpace();
-          offsets.push_back(pos);
+          offsets->push_back(pos);
           skipValue();
         }
         continue;
       }
       skipValue();
     }
-    return offsets;
+    return result;
   }
 
 private:
@@ -241,7 +254,7 @@ private:
   MLIRContext *context;
   StringAttr fileName;
   llvm::StringMap<Type> elementTypes;
-  std::vector<size_t> nodeOffsets;
+  ElementOffsets offsets;
   /// Line starts, computed on first use.
   std::vector<size_t> lineStarts;
   std::vector<NodeRecord> nodes;
@@ -501,6 +514,11 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
     std::optional<double> us = time->getAsNumber();
     if (!us || !std::isfinite(*us) || *us < 0)
       return nodeError(node) << "'time_us' must be a non-negative number";
+    // Sums of times must stay finite.
+    if (*us > kMaxTimeUs)
+      return nodeError(node)
+             << "'time_us' must be at most " << formatNumber(kMaxTimeUs)
+             << " us, got " << formatNumber(*us);
     node.timeUs = us;
   }
   if (const json::Value *scope = object->get("scope");
@@ -583,11 +601,14 @@ LogicalResult GraphJsonImporter::collectSaved(const json::Object &root) {
   if (!savedValue || savedValue->kind() == json::Value::Null)
     return success();
   const json::Array *list = savedValue->getAsArray();
-  Location loc = locationAt(0);
   if (!list)
-    return emitError(loc) << "'saved' must be an array of [node_id, "
-                             "output_index] pairs";
+    return emitError(locationAt(0)) << "'saved' must be an array of "
+                                       "[node_id, output_index] pairs";
+  if (offsets.saved.size() != list->size())
+    offsets.saved.clear();
   for (auto [index, entry] : llvm::enumerate(*list)) {
+    Location loc = offsets.saved.empty() ? locationAt(0)
+                                         : locationAt(offsets.saved[index]);
     const json::Array *ref = entry.getAsArray();
     std::optional<int64_t> id, output;
     if (ref && ref->size() == 2) {
@@ -603,10 +624,9 @@ LogicalResult GraphJsonImporter::collectSaved(const json::Object &root) {
                             << *id << ", which does not exist";
     const NodeRecord &node = nodes[it->second];
     if (*output < 0 || *output >= static_cast<int64_t>(node.resultTypes.size()))
-      return emitError(node.loc)
-             << "saved entry " << index << " refers to output " << *output
-             << " of node " << *id << ", which has " << node.resultTypes.size()
-             << " outputs";
+      return emitError(loc) << "saved entry " << index << " refers to output "
+                            << *output << " of node " << *id << ", which has "
+                            << node.resultTypes.size() << " outputs";
     SmallVector<int64_t, 2> &indices = saved[it->second];
     if (!llvm::is_contained(indices, *output))
       indices.push_back(*output);
@@ -805,16 +825,21 @@ OwningOpRef<ModuleOp> GraphJsonImporter::import() {
     emitError(locationAt(0)) << "missing array field 'nodes'";
     return nullptr;
   }
-  nodeOffsets = NodeOffsetScanner(text).scan();
-  if (nodeOffsets.size() != nodeList->size())
-    nodeOffsets.clear();
+  if (nodeList->empty()) {
+    emitError(locationAt(0)) << "'nodes' is empty: a training step has at "
+                                "least one node";
+    return nullptr;
+  }
+  offsets = NodeOffsetScanner(text).scan();
+  if (offsets.nodes.size() != nodeList->size())
+    offsets.nodes.clear();
 
   // Ids first, so that references to later nodes can be told from dangling
   // ones.
   nodes.reserve(nodeList->size());
   for (auto [position, value] : llvm::enumerate(*nodeList)) {
-    Location loc =
-        nodeOffsets.empty() ? locationAt(0) : locationAt(nodeOffsets[position]);
+    Location loc = offsets.nodes.empty() ? locationAt(0)
+                                         : locationAt(offsets.nodes[position]);
     NodeRecord &node = nodes.emplace_back(loc);
     node.id = position;
     const json::Object *object = value.getAsObject();
@@ -866,49 +891,15 @@ OwningOpRef<ModuleOp> lethe::importGraphJson(llvm::SourceMgr &sourceMgr,
                          context);
 }
 
-/// Whether `buffer` has a line too long to quote in a diagnostic (exported
-/// graphs are often one line of hundreds of kilobytes).
-static bool hasLongLines(StringRef buffer) {
-  constexpr size_t kMaxQuotedLine = 512;
-  size_t lineStart = 0;
-  for (size_t i = 0, e = buffer.size(); i <= e; ++i) {
-    if (i == e || buffer[i] == '\n') {
-      if (i - lineStart > kMaxQuotedLine)
-        return true;
-      lineStart = i + 1;
-    }
-  }
-  return false;
-}
-
 void lethe::registerImportGraphJsonTranslation() {
   static TranslateToMLIRRegistration registration(
       "import-graph-json",
       "import a JSON training-step graph (graphs/SCHEMA.md) into the lethe "
       "graph form",
       [](llvm::SourceMgr &sourceMgr, MLIRContext *context) {
-        // mlir-translate's handler quotes the source line of each error;
-        // for a one-line export that is the whole file, so print just the
-        // location and the message then.
-        StringRef buffer =
-            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
-        std::optional<bool> longLines;
-        ScopedDiagnosticHandler compact(context, [&](Diagnostic &diag) {
-          if (!longLines)
-            longLines = hasLongLines(buffer);
-          if (!*longLines)
-            return failure();
-          llvm::raw_ostream &os = llvm::errs();
-          if (auto fileLoc =
-                  diag.getLocation()->findInstanceOf<FileLineColLoc>())
-            os << fileLoc.getFilename().getValue() << ":" << fileLoc.getLine()
-               << ":" << fileLoc.getColumn() << ": ";
-          os << (diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
-                 : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
-                                                                     : "note")
-             << ": " << diag << "\n";
-          return success();
-        });
+        // mlir-translate's handler quotes the whole source line of each
+        // error; for a one-line export that is the whole file.
+        CompactDiagnosticHandler compact(context, llvm::errs(), &sourceMgr);
         return OwningOpRef<Operation *>(
             importGraphJson(sourceMgr, context).release());
       },

@@ -4,6 +4,7 @@
 #include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Support/Bytes.h"
+#include "lethe/Support/Limits.h"
 
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -41,9 +42,10 @@ lethe::parsePlanOptions(const PlanOptionText &text, int64_t unplannedPeakBytes,
     return optionError(
         llvm::formatv("n must be at least 1, got {0}", text.everyN));
   options.everyN = text.everyN;
-  if (text.alignment < 1 || !llvm::isPowerOf2_64(text.alignment))
+  if (!isValidAlignment(text.alignment))
     return optionError(llvm::formatv(
-        "alignment must be a power of two, got {0}", text.alignment));
+        "alignment must be a power of two at most {0}, got {1}",
+        kMaxAlignment, text.alignment));
   options.keepOpKinds = text.keepOps;
   options.offloadKept = text.offloadKept;
   options.replayRng = text.replayRng;
@@ -85,8 +87,10 @@ lethe::preparePlanning(TrainingGraph &graph, const PlanOptionText &text,
   if (llvm::Expected<PlanOptions> checked = parsePlanOptions(text, 0, device);
       !checked)
     return checked.takeError();
-  if (text.alignment > 1)
-    graph.alignStorageBytes(text.alignment);
+  if (text.alignment > 1 && !graph.alignStorageBytes(text.alignment))
+    return optionError(llvm::formatv(
+        "with alignment {0} the graph's tensors total more than {1} bytes",
+        text.alignment, kMaxGraphBytes));
   int64_t unplannedPeak = MemoryProfile::compute(Lifetimes(graph)).peakBytes;
   return parsePlanOptions(text, unplannedPeak, device);
 }

@@ -16,6 +16,8 @@
 
 using namespace lethe;
 
+char ScheduleOpError::ID = 0;
+
 static llvm::Error simError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
@@ -71,8 +73,13 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       break;
     }
     if (!std::isfinite(work[index]))
-      return simError(llvm::formatv("op {0} ({1}) has no finite duration",
-                                    index, stringifyScheduleOpKind(op.kind)));
+      return llvm::make_error<ScheduleOpError>(
+          static_cast<OpIndex>(index), op.node,
+          llvm::formatv("op {0} ({1}{2}) has no finite duration", index,
+                        stringifyScheduleOpKind(op.kind),
+                        op.node >= 0 ? ", graph node " + std::to_string(op.node)
+                                     : std::string())
+              .str());
   }
   auto positiveOr = [](double value, double fallback) {
     return value > 0.0 ? value : fallback;

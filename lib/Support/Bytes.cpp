@@ -11,6 +11,9 @@
 
 using namespace llvm;
 
+/// Byte counts past this do not fit int64 (2^63 is exact in a double).
+static constexpr double kMaxByteCount = 9223372036854775808.0;
+
 Expected<int64_t> lethe::parseByteCount(StringRef text,
                                         std::optional<int64_t> percentOf) {
   StringRef trimmed = text.trim();
@@ -36,8 +39,11 @@ Expected<int64_t> lethe::parseByteCount(StringRef text,
     if (!percentOf)
       return fail("a percentage needs a reference size");
     // Nudged so that decimal percentages land on the byte they name.
-    return static_cast<int64_t>(
-        std::floor(value * static_cast<double>(*percentOf) / 100.0 + 1e-6));
+    double bytes =
+        std::floor(value * static_cast<double>(*percentOf) / 100.0 + 1e-6);
+    if (!(bytes < kMaxByteCount))
+      return fail("too large");
+    return static_cast<int64_t>(bytes);
   }
   std::string lower = unit.lower();
   double scale = StringSwitch<double>(lower)
@@ -55,7 +61,7 @@ Expected<int64_t> lethe::parseByteCount(StringRef text,
     return fail("unknown unit '" + unit +
                 "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB or %)");
   double bytes = value * scale;
-  if (bytes >= 9.2e18)
+  if (!(bytes < kMaxByteCount))
     return fail("too large");
   return static_cast<int64_t>(std::floor(bytes));
 }

@@ -1,6 +1,7 @@
 //===- DeviceProfile.cpp - Device profiles from JSON ----------------------===//
 
 #include "lethe/Support/DeviceProfile.h"
+#include "lethe/Support/Limits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -30,79 +31,117 @@ const BuiltinProfile builtinProfiles[] = {
 enum class Range { Positive, NonNegative, Fraction, AtLeastOne };
 
 /// A numeric field of the file: its key, the member it fills, the factor
-/// from the file's unit to SI, whether it must be present, its valid range.
+/// from the file's unit to SI, whether it must be present, its valid range,
+/// and the least (when non-zero) and largest value it may have in the
+/// file's unit. The bounds keep every time derived from the profile finite:
+/// a rate of 1e-300 GB/s would make copies take forever.
 struct NumericField {
   StringLiteral key;
   double DeviceProfile::*member;
   double scale;
   bool required;
   Range range;
+  double least;
+  double most;
 };
 
+/// Rates (GB/s, TFLOP/s) from a millionth of a unit to a billion units.
+constexpr double kLeastRate = 1e-6, kMostRate = 1e9;
+constexpr double kMostFactor = 1e6;
+constexpr double kMostBytes = static_cast<double>(kMaxGraphBytes);
+
 const NumericField numericFields[] = {
-    {"hbm_gb_per_s", &DeviceProfile::hbmBytesPerSec, 1e9, true,
-     Range::Positive},
-    {"d2h_gb_per_s", &DeviceProfile::d2hBytesPerSec, 1e9, true,
-     Range::Positive},
-    {"h2d_gb_per_s", &DeviceProfile::h2dBytesPerSec, 1e9, true,
-     Range::Positive},
-    {"duplex_factor", &DeviceProfile::duplexFactor, 1, false, Range::Fraction},
+    {"hbm_gb_per_s", &DeviceProfile::hbmBytesPerSec, 1e9, true, Range::Positive,
+     kLeastRate, kMostRate},
+    {"d2h_gb_per_s", &DeviceProfile::d2hBytesPerSec, 1e9, true, Range::Positive,
+     kLeastRate, kMostRate},
+    {"h2d_gb_per_s", &DeviceProfile::h2dBytesPerSec, 1e9, true, Range::Positive,
+     kLeastRate, kMostRate},
+    {"duplex_factor", &DeviceProfile::duplexFactor, 1, false, Range::Fraction,
+     kLeastRate, 1},
     {"nvlink_gb_per_s", &DeviceProfile::nvlinkBytesPerSec, 1e9, false,
-     Range::NonNegative},
+     Range::NonNegative, kLeastRate, kMostRate},
     {"launch_overhead_us", &DeviceProfile::launchOverheadUs, 1, true,
-     Range::NonNegative},
-    {"view_us", &DeviceProfile::viewUs, 1, false, Range::NonNegative},
+     Range::NonNegative, 0, kMaxTimeUs},
+    {"view_us", &DeviceProfile::viewUs, 1, false, Range::NonNegative, 0,
+     kMaxTimeUs},
     {"collective_slowdown_with_copies",
-     &DeviceProfile::collectiveSlowdownWithCopies, 1, false,
-     Range::AtLeastOne},
+     &DeviceProfile::collectiveSlowdownWithCopies, 1, false, Range::AtLeastOne,
+     0, kMostFactor},
     {"collective_slowdown_with_both_copies",
      &DeviceProfile::collectiveSlowdownWithBothCopies, 1, false,
-     Range::AtLeastOne},
+     Range::AtLeastOne, 0, kMostFactor},
     {"copy_slowdown_with_collectives",
-     &DeviceProfile::copySlowdownWithCollectives, 1, false, Range::Fraction},
+     &DeviceProfile::copySlowdownWithCollectives, 1, false, Range::Fraction,
+     1 / kMostFactor, 1},
     {"d2h_fixed_us", &DeviceProfile::d2hFixedUs, 1, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
     {"h2d_fixed_us", &DeviceProfile::h2dFixedUs, 1, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
     {"host_d2h_gb_per_s", &DeviceProfile::hostD2HBytesPerSec, 1e9, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMostRate},
     {"host_h2d_gb_per_s", &DeviceProfile::hostH2DBytesPerSec, 1e9, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMostRate},
     {"host_both_gb_per_s", &DeviceProfile::hostBothBytesPerSec, 1e9, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMostRate},
     {"matmul_slowdown_with_copies", &DeviceProfile::matmulSlowdownWithCopies,
-     1, false, Range::AtLeastOne},
+     1, false, Range::AtLeastOne,
+     0, kMostFactor},
     {"matmul_slowdown_with_both_copies",
      &DeviceProfile::matmulSlowdownWithBothCopies, 1, false,
-     Range::AtLeastOne},
+     Range::AtLeastOne,
+     0, kMostFactor},
     {"memory_bound_slowdown_with_copies",
      &DeviceProfile::memoryBoundSlowdownWithCopies, 1, false,
-     Range::AtLeastOne},
+     Range::AtLeastOne,
+     0, kMostFactor},
     {"memory_bound_slowdown_with_both_copies",
      &DeviceProfile::memoryBoundSlowdownWithBothCopies, 1, false,
-     Range::AtLeastOne},
+     Range::AtLeastOne,
+     0, kMostFactor},
     {"copy_slowdown_with_matmul", &DeviceProfile::copySlowdownWithMatmul, 1,
-     false, Range::Fraction},
+     false, Range::Fraction,
+     1 / kMostFactor, 1},
     {"copy_slowdown_with_memory_bound",
-     &DeviceProfile::copySlowdownWithMemoryBound, 1, false, Range::Fraction},
+     &DeviceProfile::copySlowdownWithMemoryBound, 1, false, Range::Fraction,
+     1 / kMostFactor, 1},
     {"host_launch_us", &DeviceProfile::hostLaunchUs, 1, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
     {"graph_kernel_us", &DeviceProfile::graphKernelUs, 1, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
     {"graph_launch_us", &DeviceProfile::graphLaunchUs, 1, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
     {"event_record_us", &DeviceProfile::eventRecordUs, 1, false,
-     Range::NonNegative},
-    {"wait_us", &DeviceProfile::waitUs, 1, false, Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
+    {"wait_us", &DeviceProfile::waitUs, 1, false, Range::NonNegative,
+     0, kMaxTimeUs},
     {"graph_wait_us", &DeviceProfile::graphWaitUs, 1, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
     {"collective_fixed_us", &DeviceProfile::collectiveFixedUs, 1, false,
-     Range::NonNegative},
+     Range::NonNegative,
+     0, kMaxTimeUs},
     {"device_memory_bytes", &DeviceProfile::deviceMemoryBytes, 1, true,
-     Range::Positive},
+     Range::Positive, 0, kMostBytes},
     {"host_pinned_bytes", &DeviceProfile::hostMemoryBytes, 1, true,
-     Range::NonNegative},
+     Range::NonNegative, 0, kMostBytes},
 };
+
+/// "between 1e-06 and 1e+09" or "at most 1e+12".
+std::string describeBounds(double least, double most) {
+  if (least > 0)
+    return "between " + formatNumber(least) + " and " + formatNumber(most);
+  return "at most " + formatNumber(most);
+}
 
 const StringLiteral dtypeNames[] = {"bf16", "f16", "f32", "tf32",
                                     "f8",   "f64", "i8"};
@@ -205,6 +244,11 @@ Error parsePeakFlops(const json::Value &value, DeviceProfile &profile,
     if (!tflops || !inRange(*tflops, Range::Positive))
       return report.field(("peak_tflops." + dtype).str(),
                           "expected a positive number, got " + printed(rate));
+    if (*tflops < kLeastRate || *tflops > kMostRate)
+      return report.field(("peak_tflops." + dtype).str(),
+                          "expected a rate " +
+                              describeBounds(kLeastRate, kMostRate) + ", got " +
+                              printed(rate));
     profile.peakFlops[dtype] = *tflops * 1e12;
   }
   if (!profile.peakFlops.count("f32"))
@@ -332,6 +376,11 @@ Expected<DeviceProfile> DeviceProfile::parse(StringRef text,
     if (!number || !inRange(*number, field.range))
       return report.field(field.key, "expected " + describe(field.range) +
                                          ", got " + printed(*value));
+    if ((*number != 0 && *number < field.least) || *number > field.most)
+      return report.field(field.key,
+                          "expected " + describe(field.range) + " " +
+                              describeBounds(field.least, field.most) +
+                              ", got " + printed(*value));
     profile.*field.member = *number * field.scale;
   }
 

@@ -87,8 +87,45 @@ def test_bad_arguments(tmp_path):
     broken.write_text('{"nodes": [')
     with pytest.raises(lethe.LetheError, match="broken.json:1:.*malformed JSON"):
         lethe.load(broken)
-    with pytest.raises(lethe.LetheError, match="cannot open output file"):
+    with pytest.raises(lethe.LetheError, match="dir.json': cannot write"):
         lethe.load(_tiny_graph()).write_trace(tmp_path / "no" / "dir.json")
+    assert not (tmp_path / "no").exists()
+
+
+def test_hostile_inputs(tmp_path):
+    """Inputs that once crashed, hung, ran out of memory or came back as
+    non-JSON end in a LetheError naming the cause (issue 18)."""
+    # Endless or non-regular inputs are refused before anything is read.
+    fifo = tmp_path / "graph.fifo"
+    os.mkfifo(fifo)
+    for path, what in [("/dev/zero", "a device"), (fifo, "a FIFO"),
+                       (tmp_path, "a directory")]:
+        with pytest.raises(lethe.LetheError, match=f"is {what}, not a "
+                           "regular file"):
+            _native.Graph.load(os.fspath(path), "h200")
+    # A finite time whose sums would not be.
+    huge = _tiny_graph()
+    huge["nodes"][1]["time_us"] = 1e308
+    with pytest.raises(lethe.LetheError,
+                       match="node 1 'relu': 'time_us' must be at most"):
+        lethe.load(huge)
+    # A device rate that makes every copy last forever.
+    profile = json.loads(json.dumps({
+        "name": "slow", "peak_tflops": {"f32": 60}, "hbm_gb_per_s": 3000,
+        "d2h_gb_per_s": 1e-300, "h2d_gb_per_s": 50,
+        "launch_overhead_us": 3, "device_memory_bytes": 8e10,
+        "host_pinned_bytes": 1e11}))
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps(profile))
+    with pytest.raises(lethe.LetheError, match="field 'd2h_gb_per_s'"):
+        lethe.load(_tiny_graph(), device=os.fspath(slow))
+    # Nothing to plan.
+    with pytest.raises(lethe.LetheError, match="'nodes' is empty"):
+        lethe.load({"nodes": []})
+    # The format comes from the content: JSON in a file without a suffix.
+    plain = tmp_path / "graph"
+    plain.write_text(json.dumps(_tiny_graph()))
+    assert _native.Graph.load(os.fspath(plain), "h200") is not None
 
 
 def _models():

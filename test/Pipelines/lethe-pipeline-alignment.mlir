@@ -3,6 +3,7 @@
 // RUN: lethe-opt %s --lethe-plan='budget=4000' -mlir-print-op-on-diagnostic=false | FileCheck %s --check-prefix=PLAN
 // RUN: not lethe-opt %s --lethe-plan='budget=4000 alignment=1' --lethe-materialize --lethe-schedule --lethe-assign-buffers --lethe-verify -o /dev/null -mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=UNALIGNED
 // RUN: not lethe-opt %s --lethe-plan='alignment=24' -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not lethe-opt %s --lethe-pipeline='alignment=4611686018427387904 budget=4000' -o /dev/null 2>&1 | FileCheck %s --check-prefix=HUGE
 
 // Every activation is 1000 bytes, 1024 once lethe-assign-buffers aligns it
 // to 256: the unplanned step peaks at 4000 tensor bytes, an arena of 4096.
@@ -24,7 +25,9 @@
 
 // UNALIGNED: error: {{.*}} at device arena [{{[0-9]+}}, {{[0-9]+}}) ends beyond the budget of 4000 bytes
 
-// BAD: error: lethe-plan: alignment must be a power of two, got 24
+// BAD: error: lethe-plan: alignment must be a power of two at most 4294967296, got 24
+// An alignment of 2^62 would round sizes past int64.
+// HUGE: error: lethe-plan: alignment must be a power of two at most 4294967296, got 4611686018427387904
 
 func.func @step(%x: tensor<250xf32> {lethe.kind = "input"}) -> tensor<250xf32> {
   %0 = lethe.node "aten.relu.default" fwd (%x) {time_us = 10.0 : f64} : (tensor<250xf32>) -> tensor<250xf32>

@@ -120,8 +120,9 @@ public:
   /// `alignment` (a power of two), the size it takes in an arena laid out
   /// with that alignment (lethe-assign-buffers), so that the planner's peak
   /// is the allocated program's max-live. Graph inputs live outside the
-  /// arena and keep their size.
-  void alignStorageBytes(int64_t alignment);
+  /// arena and keep their size. Returns false, leaving the sizes partly
+  /// rounded, when the rounded sizes would total more than kMaxGraphBytes.
+  [[nodiscard]] bool alignStorageBytes(int64_t alignment);
 
   /// Builds the graph of a function in Lethe's canonical form: arguments are
   /// inputs (kind from the `lethe.kind` argument attribute, default input),

@@ -2,7 +2,7 @@
 //
 // One function per `lethe` command; Driver.cpp parses options into
 // CommandOptions and dispatches. Each command writes its output files only
-// when it succeeds (nothing half-written).
+// when it succeeds, and all of them or none (nothing half-written).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +11,7 @@
 
 #include "lethe/Planner/Plan.h"
 #include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Support/Files.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/StringRef.h"
@@ -73,11 +74,15 @@ llvm::LogicalResult buildProgramLibrary(llvm::StringRef cppPath,
 /// The `lethe plan --json` document of `plan` (the C API returns the same).
 llvm::json::Value planToJson(const Plan &plan, const TrainingGraph &graph);
 
-/// Writes a file through a temporary that is renamed into place only if
-/// `write` succeeds, so a failed command never leaves a partial file.
+/// Writes one output file of a command to a temporary in `outputs`; the
+/// command calls commitOutputFiles once all are written, so a failed
+/// command leaves no file, partial or whole. `json` checks that the content
+/// parses as JSON. Both print their error.
 llvm::LogicalResult
-writeOutputFile(llvm::StringRef path,
-                const std::function<void(llvm::raw_ostream &)> &write);
+writeOutputFile(OutputFiles &outputs, llvm::StringRef path,
+                const std::function<void(llvm::raw_ostream &)> &write,
+                bool json = false);
+llvm::LogicalResult commitOutputFiles(OutputFiles &outputs);
 
 } // namespace lethe
 

@@ -1,7 +1,7 @@
 //===- GraphLoader.h - Read any supported graph into canonical form -*- C++ -*-===//
 //
 // One entry point for the driver, the C API and the Python bindings: a
-// `.json` exported graph, or `.mlir` (Lethe's canonical form, generic-form
+// JSON exported graph, or MLIR (Lethe's canonical form, generic-form
 // `aten.*` / `stablehlo.*` exports, or upstream tensor dialects), comes back
 // as a module whose training function is in Lethe's canonical form with a
 // time on every node.
@@ -26,9 +26,11 @@ struct LoadOptions {
   std::string device = "h200";
 };
 
-/// Loads `path` (`-` for stdin, read as MLIR). Errors are emitted through
-/// the context's diagnostic engine with the offending location; returns null
-/// on failure.
+/// Loads `path` (`-` for stdin): JSON if its text starts with `{`, else
+/// MLIR, whatever its name. The file must be regular and at most
+/// kMaxInputBytes (lethe/Support/Files.h). Errors are emitted through the
+/// context's diagnostic engine with the offending location; returns null on
+/// failure.
 mlir::OwningOpRef<mlir::ModuleOp> loadTrainingGraph(llvm::StringRef path,
                                                     mlir::MLIRContext &context,
                                                     const LoadOptions &options);

@@ -130,8 +130,26 @@ chooseCopyContention(const Schedule &schedule, const DeviceProfile &device,
                      double tolerance = 0.05,
                      int64_t maxChunkBytes = kDefaultYieldChunkBytes);
 
+/// An error about one op of a schedule, so that callers holding the IR can
+/// point at it.
+class ScheduleOpError : public llvm::ErrorInfo<ScheduleOpError> {
+public:
+  static char ID;
+  ScheduleOpError(OpIndex op, NodeId node, std::string message)
+      : op(op), node(node), message(std::move(message)) {}
+  void log(llvm::raw_ostream &os) const override { os << message; }
+  std::error_code convertToErrorCode() const override {
+    return llvm::inconvertibleErrorCode();
+  }
+  OpIndex op;
+  /// The graph node the op runs or recomputes, or -1.
+  NodeId node;
+  std::string message;
+};
+
 /// Simulates `schedule`. Fails if the schedule is malformed or a device
-/// bandwidth it needs is not positive.
+/// bandwidth it needs is not positive; errors about one op (one with no
+/// finite duration) are ScheduleOpErrors.
 llvm::Expected<SimResult> simulate(const Schedule &schedule,
                                    const DeviceProfile &device,
                                    const SimOptions &options = {});

@@ -266,6 +266,15 @@ func.func @node_negative_time(%x: tensor<4xf32>) {
 
 // -----
 
+// Finite, but two such times sum to infinity.
+func.func @node_huge_time(%x: tensor<4xf32>) {
+  // expected-error @+1 {{time_us must be at most 1e+12 us, got 1e+308}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {time_us = 1.0e308 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @node_host_operand(%h: !lethe.host<tensor<4xf32>>) {
   // expected-error @+1 {{cannot read host tensor}}
   %0 = lethe.node "aten.relu.default" fwd (%h) : (!lethe.host<tensor<4xf32>>) -> tensor<4xf32>

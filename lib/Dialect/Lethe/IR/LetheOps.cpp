@@ -1,6 +1,7 @@
 //===- LetheOps.cpp - Lethe operations: verifiers -------------------------===//
 
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -10,11 +11,17 @@
 using namespace mlir;
 using namespace lethe;
 
-/// Times are durations: NaN and negative values are rejected.
+/// Times are durations: NaN and negative values are rejected, and so are
+/// times beyond kMaxTimeUs, which would make sums of times overflow.
 static LogicalResult verifyTimeUs(Operation *op, FloatAttr timeUs) {
-  if (timeUs && !(timeUs.getValueAsDouble() >= 0.0))
-    return op->emitOpError("time_us must be non-negative, got ")
-           << timeUs.getValueAsDouble();
+  if (!timeUs)
+    return success();
+  double us = timeUs.getValueAsDouble();
+  if (!(us >= 0.0))
+    return op->emitOpError("time_us must be non-negative, got ") << us;
+  if (us > kMaxTimeUs)
+    return op->emitOpError("time_us must be at most ")
+           << formatNumber(kMaxTimeUs) << " us, got " << formatNumber(us);
   return success();
 }
 

@@ -6,6 +6,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace lethe;
@@ -45,6 +48,11 @@ int64_t lethe::getTypeBytes(Type type) {
     bitWidth = 2 * complex.getElementType().getIntOrFloatBitWidth();
   else
     bitWidth = 8;
-  int64_t elementBytes = (bitWidth + 7) / 8;
-  return shaped.getNumElements() * elementBytes;
+  // Saturates rather than wraps: a size past int64 is then refused by the
+  // first bound it meets (kMaxGraphBytes) instead of turning negative.
+  std::optional<int64_t> bytes = (bitWidth + 7) / 8;
+  for (int64_t dim : shaped.getShape())
+    if (bytes)
+      bytes = llvm::checkedMul(*bytes, dim);
+  return bytes.value_or(std::numeric_limits<int64_t>::max());
 }

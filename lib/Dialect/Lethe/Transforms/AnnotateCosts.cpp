@@ -3,6 +3,7 @@
 #include "lethe/Analysis/CostModel.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
@@ -34,10 +35,20 @@ struct AnnotateCostsPass
     llvm::StringSet<> remarkedKinds;
     Builder builder(&getContext());
 
+    bool tooLong = false;
     auto record = [&](Operation *op, const OpCost &cost) {
       // Nanosecond resolution is far below what the model can tell apart,
       // and keeps the printed times readable.
       double timeUs = std::round(cost.timeUs * 1000.0) / 1000.0;
+      if (!(timeUs <= kMaxTimeUs)) {
+        // Sums of such times would overflow.
+        op->emitError("the cost model gives this op ")
+            << formatNumber(timeUs) << " us, over the limit of "
+            << formatNumber(kMaxTimeUs) << " us (check the device profile's "
+            << "rates and the op's shapes)";
+        tooLong = true;
+        return;
+      }
       op->setAttr("time_us", builder.getF64FloatAttr(timeUs));
       op->setAttr(kCostSourceAttr,
                   builder.getStringAttr(stringifyCostSource(cost.source)));
@@ -65,6 +76,8 @@ struct AnnotateCostsPass
         record(op, model.model(collective));
       }
     });
+    if (tooLong)
+      signalPassFailure();
   }
 
   /// Counts an op whose time stays, marking it measured unless an earlier

@@ -3,6 +3,7 @@
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Support/IntervalPacking.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -39,10 +40,10 @@ struct AssignBuffersPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (alignment < 1 || (alignment & (alignment - 1)) != 0) {
+    if (!isValidAlignment(alignment)) {
       module.emitError("lethe-assign-buffers: alignment must be a power of "
-                       "two, got ")
-          << static_cast<int64_t>(alignment);
+                       "two at most ")
+          << kMaxAlignment << ", got " << static_cast<int64_t>(alignment);
       return signalPassFailure();
     }
     ArenaSizes total;

@@ -11,6 +11,7 @@
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Import/GenericOps.h"
 #include "lethe/Import/ImportCommon.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -209,6 +210,9 @@ LogicalResult ImportOpsPass::importOp(Operation *op) {
     if (!us || !std::isfinite(*us) || *us < 0)
       return op->emitError("time_us must be a non-negative number, got ")
              << timeAttr;
+    if (*us > kMaxTimeUs)
+      return op->emitError("time_us must be at most ")
+             << formatNumber(kMaxTimeUs) << " us, got " << formatNumber(*us);
     time = b.getF64FloatAttr(*us);
   }
   StringAttr scope;

@@ -14,6 +14,7 @@
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Support/Bytes.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

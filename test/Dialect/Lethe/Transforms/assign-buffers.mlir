@@ -5,7 +5,7 @@
 
 // ALIGN: remark: device arena 16384 bytes for a max-live of 16384 (+0.00%); host arena 4096 bytes for a max-live of 4096
 // ALIGN: remark: device arena 8192 bytes for a max-live of 8192 (+0.00%); host arena 0 bytes for a max-live of 0
-// BADALIGN: error: lethe-assign-buffers: alignment must be a power of two, got 100
+// BADALIGN: error: lethe-assign-buffers: alignment must be a power of two at most 4294967296, got 100
 
 // The module records the largest arena of its functions.
 // CHECK: module attributes {lethe.arena_alignment = 256 : i64, lethe.device_arena_bytes = 4352 : i64, lethe.host_arena_bytes = 1024 : i64, lethe.host_max_live_bytes = 1024 : i64, lethe.max_live_bytes = 4352 : i64}

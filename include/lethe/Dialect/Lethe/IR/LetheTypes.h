@@ -12,7 +12,8 @@
 namespace lethe {
 /// Bytes a value of type `type` occupies: static tensors and host tensors
 /// count their elements (sub-byte elements round up to a byte); scalars and
-/// `none` occupy nothing. Returns -1 for a dynamically shaped tensor.
+/// `none` occupy nothing. Returns -1 for a dynamically shaped tensor, and
+/// INT64_MAX for one whose size does not fit in int64.
 int64_t getTypeBytes(mlir::Type type);
 } // namespace lethe
 

@@ -1,0 +1,3 @@
+func.func @dynamic_argument(%a: tensor<?x4xf32>) {
+  return
+}

@@ -1,0 +1,4 @@
+func.func @token(%a: tensor<4xf32>) {
+  %0 = "stablehlo.create_token"() : () -> !stablehlo.token
+  return
+}

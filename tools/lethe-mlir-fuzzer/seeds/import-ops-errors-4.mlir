@@ -1,0 +1,3 @@
+func.func @torch_unranked(%a: !torch.vtensor) {
+  return
+}

@@ -1,0 +1,3 @@
+func.func @torch_dtype(%a: !torch.vtensor<[4],qint8>) {
+  return
+}

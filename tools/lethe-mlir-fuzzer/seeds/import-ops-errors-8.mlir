@@ -1,0 +1,3 @@
+func.func @memref(%a: memref<4xf32>) {
+  return
+}
