@@ -35,7 +35,8 @@ import torch.fx as fx
 
 from lethe import InfeasibleBudgetError
 from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
-from lethe._measure import CostTable, device_key, measured_profile
+from lethe._measure import (CostTable, device_key, measured_profile,
+                            runs_as_library_kernel)
 from lethe._partition import OFFLOAD, RETAIN
 from lethe._planclient import LethePlan, PlanRecord, parse_plan, plan_json
 
@@ -328,13 +329,11 @@ class LethePartitioner(_partitioner_base()):
 
     def _measure(self, fused: FusedGraph,
                  device: torch.device) -> Tuple[str, Dict[str, Any]]:
-        """Times the planned values that inductor does not generate
-        kernels for (lethe._measure) and measures the device's rates. Returns
+        """Times the planned values inductor runs as library kernels
+        (lethe._measure) and measures the device's rates. Returns
         the profile to plan with and what was measured."""
         if not self._measures(device):
             return self.device, {}
-        from torch._functorch.partitioners import get_default_op_list
-        op_types = get_default_op_list()
         start = time.perf_counter()
         table = self._cost_tables.get(str(device))
         if table is None:
@@ -343,11 +342,9 @@ class LethePartitioner(_partitioner_base()):
         timed = 0
         for e in fused.doc["nodes"]:
             n = fused.fx_of.get(e["id"])
-            if e["kind"] != "op" or n is None or n.op != "call_function" \
+            if e["kind"] != "op" or n is None \
                     or e.get("time_us") is not None \
-                    or n.target is operator.getitem \
-                    or op_types.is_view(n) or (op_types.is_fusible(n) and
-                                               not op_types.is_random(n)):
+                    or not runs_as_library_kernel(n):
                 continue
             t = table.op_time_us(n)
             if t is not None:

@@ -7,12 +7,12 @@ trusts the profile's copy rates. When the partitioner runs in the training
 process on the GPU, it can do better at little cost:
 
 - every planned value whose kernel inductor does *not* generate (matmuls,
-  convolutions, attention, reductions and the other ops min-cut never
-  fuses) is timed alone on this device with the shapes, strides and dtypes
-  of the compiled graph; inductor calls these kernels as they are, so their
-  time alone is their time in the step. Pointwise chains, which inductor
-  fuses into generated kernels, keep the bandwidth model, with the
-  bandwidth measured here;
+  convolutions, attention: library kernels, and the ops inductor falls
+  back to) is timed alone on this device with the shapes, strides and
+  dtypes of the compiled graph; inductor calls these kernels as they are,
+  so their time alone is their time in the step. What inductor generates
+  (pointwise chains, reductions, concatenations, gathers, fused into Triton
+  kernels) keeps the bandwidth model, with the bandwidth measured here;
 - the device profile's host-copy and memory rates are measured on this
   device and overlaid on the named profile.
 
@@ -72,6 +72,35 @@ def device_key(device: torch.device) -> str:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+# Ops inductor calls as library kernels (cuBLAS, cuDNN, flash attention),
+# by ATen name prefix: their time alone is their time in the compiled step.
+# Everything else inductor generates itself (Triton kernels that fuse
+# reductions, concatenations and gathers with their pointwise neighbours),
+# where an eager kernel alone would price the unfused op.
+_LIBRARY_OPS = ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten.baddbmm.",
+                "aten._scaled_mm.", "aten.convolution.",
+                "aten.convolution_backward.", "aten._scaled_dot_product_",
+                "aten._flash_attention_", "aten._efficient_attention_",
+                "aten._cudnn_attention_")
+
+
+def runs_as_library_kernel(node: fx.Node) -> bool:
+    """Whether inductor runs `node`'s op as it is: a library kernel or one of
+    its fallbacks (ops it has no lowering for)."""
+    if node.op != "call_function" or not isinstance(
+            node.target, torch._ops.OpOverload):
+        return False
+    name = f"aten.{node.target._opname}.{node.target._overloadname}" \
+        if node.target.namespace == "aten" else str(node.target)
+    if name.startswith(_LIBRARY_OPS):
+        return True
+    try:
+        from torch._inductor.lowering import fallbacks
+    except ImportError:
+        return False
+    return node.target in fallbacks
 
 
 class CostTable:
