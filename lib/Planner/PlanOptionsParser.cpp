@@ -27,7 +27,7 @@ lethe::parsePlanOptions(const PlanOptionText &text, int64_t unplannedPeakBytes,
     return optionError(llvm::formatv("unknown policy '{0}' (expected one of "
                                      "{1})",
                                      text.policy, policyNames()));
-  options.policy = *policy;
+  options.policy = text.planFile.empty() ? *policy : Policy::Given;
   std::optional<SolverKind> solver =
       llvm::StringSwitch<std::optional<SolverKind>>(text.solver)
           .Case("auto", SolverKind::Auto)
