@@ -146,6 +146,18 @@ struct DriverCommandLine {
       cl::sub(simulate),
       cl::sub(compile),
       cl::cat(category)};
+  cl::opt<std::string> planFile{
+      "plan",
+      cl::desc("Evaluate (and compile) the decisions in this JSON file "
+               "instead of planning: {\"decisions\": [{\"node_id\": N or "
+               "\"node\": NAME, \"output\": K, \"decision\": retain, "
+               "recompute or offload}]}, as `lethe plan --json` writes "
+               "them"),
+      cl::value_desc("FILE"),
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
 
   // `lethe simulate` / `lethe compile`.
   cl::opt<std::string> plot{
@@ -187,6 +199,7 @@ struct DriverCommandLine {
     options.plan.hostBudget = hostBudget;
     options.plan.solver = solver;
     options.plan.replayRng = replayRng;
+    options.plan.planFile = planFile;
     options.plotPath = plot;
     options.outputDir = output;
     options.contention = contention;
@@ -235,8 +248,8 @@ int lethe::runLetheDriver(int argc, char **argv) {
       "Lethe: plan training-step activation memory (retain, recompute, "
       "offload)\n\n"
       "  lethe report GRAPH [--device D] [--json FILE] [--trace FILE]\n"
-      "  lethe plan GRAPH --budget B [--policy P] [--device D] [--json FILE] "
-      "[--trace FILE]\n"
+      "  lethe plan GRAPH --budget B [--policy P | --plan FILE] [--device D] "
+      "[--json FILE] [--trace FILE]\n"
       "  lethe simulate GRAPH --budget B [--policy P] [--device D] "
       "[--json FILE] [--trace FILE] [--plot FILE]\n"
       "  lethe compile GRAPH --budget B [--policy P] [--device D] -o DIR "

@@ -10,6 +10,7 @@
 #include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
+#include "lethe/Import/PlanImporter.h"
 #include "lethe/Pipelines/Pipelines.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
@@ -182,6 +183,8 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
                  << "\n";
     return failure();
   }
+  if (failed(loadGivenPlan(options.plan, *graph, *planOptions, &context)))
+    return failure();
   llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, *planOptions);
   if (!plan) {
     llvm::errs() << "error: " << llvm::toString(plan.takeError()) << "\n";

@@ -41,7 +41,7 @@ namespace {
 
 /// Deeper JSON is refused before parsing: llvm::json parses recursively, and
 /// real graphs nest about 6 levels.
-constexpr unsigned kMaxNesting = 256;
+constexpr unsigned kMaxNesting = kMaxJsonNesting;
 
 /// The offset of the first bracket nested deeper than kMaxNesting, if any.
 /// Brackets inside strings do not count. On invalid JSON the count may be
@@ -86,9 +86,20 @@ public:
 
   ElementOffsets scan() {
     ElementOffsets result;
+    scan([&](StringRef key) -> std::vector<size_t> * {
+      return key == "nodes"   ? &result.nodes
+             : key == "saved" ? &result.saved
+                              : nullptr;
+    });
+    return result;
+  }
+
+  /// Fills the vector `select` returns for each top-level key (none: the
+  /// field is skipped) with where that array field's elements start.
+  void scan(llvm::function_ref<std::vector<size_t> *(StringRef)> select) {
     skipSpace();
     if (!consume('{'))
-      return result;
+      return;
     while (pos < text.size()) {
       skipSpace();
       if (consume('}'))
@@ -102,9 +113,7 @@ public:
       consume(':');
       skipSpace();
       // A repeated key: llvm::json keeps the last one.
-      std::vector<size_t> *offsets = key == "nodes"   ? &result.nodes
-                                     : key == "saved" ? &result.saved
-                                                      : nullptr;
+      std::vector<size_t> *offsets = select(key);
       if (offsets && peek() == '[') {
         offsets->clear();
         ++pos;
@@ -121,7 +130,6 @@ public:
       }
       skipValue();
     }
-    return result;
   }
 
 private:
@@ -178,6 +186,47 @@ private:
 };
 
 enum class Role { Placeholder, Op, Output };
+
+} // namespace
+
+std::optional<size_t> lethe::findExcessiveJsonNesting(StringRef text) {
+  return findExcessiveNesting(text);
+}
+
+std::vector<size_t> lethe::findTopLevelArrayElements(StringRef text,
+                                                     StringRef key) {
+  std::vector<size_t> offsets;
+  NodeOffsetScanner(text).scan(
+      [&](StringRef field) { return field == key ? &offsets : nullptr; });
+  return offsets;
+}
+
+Location lethe::locationInText(MLIRContext *context, StringRef fileName,
+                               StringRef text, size_t offset) {
+  offset = std::min(offset, text.size());
+  StringRef before = text.take_front(offset);
+  unsigned line = 1 + before.count('\n');
+  size_t lineStart = before.rfind('\n');
+  unsigned column = static_cast<unsigned>(
+      offset - (lineStart == StringRef::npos ? 0 : lineStart + 1) + 1);
+  return FileLineColLoc::get(context, fileName, line, column);
+}
+
+Location lethe::jsonParseErrorLocation(MLIRContext *context, StringRef fileName,
+                                       std::string &message) {
+  // ParseError prints "[line:col, byte=N]: message".
+  SmallVector<StringRef, 4> groups;
+  llvm::Regex pattern("^\\[([0-9]+):([0-9]+), byte=[0-9]+\\]: (.*)$");
+  if (!pattern.match(message, &groups))
+    return FileLineColLoc::get(context, fileName, 0, 0);
+  unsigned line = 0, column = 0;
+  groups[1].getAsInteger(10, line);
+  groups[2].getAsInteger(10, column);
+  message = groups[3].str();
+  return FileLineColLoc::get(context, fileName, line, column);
+}
+
+namespace {
 
 /// "missing string field 'kind'" or "field 'kind' must be a string".
 std::string describeBadField(const json::Object &object, StringRef key,
@@ -800,18 +849,9 @@ OwningOpRef<ModuleOp> GraphJsonImporter::import() {
   }
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed) {
-    // ParseError prints "[line:col, byte=N]: message".
     std::string message = llvm::toString(parsed.takeError());
-    SmallVector<StringRef, 4> groups;
-    llvm::Regex pattern("^\\[([0-9]+):([0-9]+), byte=[0-9]+\\]: (.*)$");
-    Location loc = FileLineColLoc::get(fileName, 0, 0);
-    if (pattern.match(message, &groups)) {
-      unsigned line = 0, column = 0;
-      groups[1].getAsInteger(10, line);
-      groups[2].getAsInteger(10, column);
-      loc = FileLineColLoc::get(fileName, line, column);
-      message = groups[3].str();
-    }
+    Location loc =
+        jsonParseErrorLocation(context, fileName.getValue(), message);
     emitError(loc) << "malformed JSON: " << message;
     return nullptr;
   }

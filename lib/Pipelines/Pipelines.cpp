@@ -6,6 +6,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Import/PlanImporter.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
@@ -37,6 +38,7 @@ LethePipelineConfig LethePipelineOptions::toConfig() const {
   config.device = device;
   config.contention = contention;
   config.plan.alignment = alignment;
+  config.plan.planFile = planFile;
   config.annotateCosts = annotateCosts;
   return config;
 }
@@ -65,6 +67,7 @@ static void addPlanPass(OpPassManager &pm, const LethePipelineConfig &config,
   plan.replayRng = config.plan.replayRng;
   // Plan the bytes the arena will hold, not the bare tensor sizes.
   plan.alignment = config.plan.alignment;
+  plan.planFile = config.plan.planFile;
   pm.addPass(createPlanActivations(plan));
 }
 
@@ -228,7 +231,8 @@ class PipelineSearch {
 public:
   PipelineSearch(ModuleOp costed, const LethePipelineConfig &config)
       : costed(costed), config(config),
-        exact(config.plan.policy == "auto" && config.plan.solver == "exact") {}
+        exact(config.plan.planFile.empty() && config.plan.policy == "auto" &&
+              config.plan.solver == "exact") {}
 
   Attempt attempt(StringRef budget) {
     Attempt result;
@@ -307,6 +311,14 @@ public:
       llvm::consumeError(options.takeError());
       return failure();
     }
+    {
+      // Its errors are the failed attempt's, already recorded.
+      ScopedDiagnosticHandler quiet(costed.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      if (failed(loadGivenPlan(config.plan, *graph, *options,
+                               costed.getContext())))
+        return failure();
+    }
     if (budget)
       options->budgetBytes = *budget;
     llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, *options);
@@ -342,7 +354,9 @@ public:
 static std::string belowLeastMessage(const LethePipelineConfig &config,
                                      int64_t budget, const Least &least) {
   Plan plan;
-  plan.policy = parsePolicy(config.plan.policy).value_or(Policy::Auto);
+  plan.policy = !config.plan.planFile.empty()
+                    ? Policy::Given
+                    : parsePolicy(config.plan.policy).value_or(Policy::Auto);
   plan.budgetBytes = budget;
   plan.leastFeasibleBudget = least.packed;
   std::string message = infeasibleMessage(plan);

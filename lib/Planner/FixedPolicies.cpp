@@ -25,6 +25,8 @@ llvm::StringRef lethe::stringifyPolicy(Policy policy) {
     return "offload-all";
   case Policy::Auto:
     return "auto";
+  case Policy::Given:
+    return "given";
   }
   return "unknown";
 }
@@ -116,6 +118,7 @@ struct PolicyRules {
     switch (policy) {
     case Policy::None:
     case Policy::Auto:
+    case Policy::Given:
       reason = "retained (policy none)";
       return;
     case Policy::OffloadAll:

@@ -27,7 +27,13 @@ lethe::parsePlanOptions(const PlanOptionText &text, int64_t unplannedPeakBytes,
     return optionError(llvm::formatv("unknown policy '{0}' (expected one of "
                                      "{1})",
                                      text.policy, policyNames()));
-  options.policy = *policy;
+  // A given plan is evaluated as it is: no policy applies to it.
+  if (!text.planFile.empty() && *policy != Policy::Auto)
+    return optionError(llvm::formatv(
+        "policy {0} and a given plan ('{1}') exclude each other: the plan is "
+        "evaluated as it is",
+        text.policy, text.planFile));
+  options.policy = text.planFile.empty() ? *policy : Policy::Given;
   std::optional<SolverKind> solver =
       llvm::StringSwitch<std::optional<SolverKind>>(text.solver)
           .Case("auto", SolverKind::Auto)

@@ -139,7 +139,43 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
   std::vector<std::string> reasons;
   std::optional<Evaluation> evaluation;
   std::optional<int64_t> least;
-  if (options.policy != Policy::Auto) {
+  if (options.policy == Policy::Given) {
+    // A plan from elsewhere: evaluated (placed, scheduled, simulated) as
+    // Lethe's own are; what it does not decide is retained.
+    decisions.assign(analysis.getActivations().size(), Decision::Retain);
+    reasons.assign(decisions.size(), "retained (not in the given plan)");
+    for (const ActivationDecision &given : options.givenDecisions) {
+      int32_t a = analysis.activationIndex(given.value);
+      if (a < 0 || analysis.getActivations()[a].storage != given.value)
+        return planError(llvm::formatv(
+            "the given plan decides value {0}, which is not an activation",
+            given.value));
+      const ActivationInfo &act = analysis.getActivations()[a];
+      decisions[a] = given.decision;
+      switch (given.decision) {
+      case Decision::Retain:
+        reasons[a] = "retained (given plan)";
+        break;
+      case Decision::Recompute:
+        reasons[a] = llvm::formatv("recomputed (given plan): frees {0} for "
+                                   "{1} of re-run",
+                                   planner::humanBytes(act.bytes),
+                                   planner::humanUs(act.recomputeUs))
+                         .str();
+        break;
+      case Decision::Offload:
+        reasons[a] = llvm::formatv("offloaded (given plan): frees {0}",
+                                   planner::humanBytes(act.bytes))
+                         .str();
+        break;
+      }
+    }
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(decisions);
+    if (!eval)
+      return eval.takeError();
+    evaluation = std::move(*eval);
+    least = evaluation->peakBytes;
+  } else if (options.policy != Policy::Auto) {
     PolicyDecisions pd =
         fixedPolicyDecisions(analysis, layers, options.policy, options);
     decisions = std::move(pd.decisions);

@@ -82,6 +82,11 @@ struct LethePipelineOptions
   Option<int64_t> alignment{*this, "alignment",
                             llvm::cl::desc("arena alignment, bytes"),
                             llvm::cl::init(256)};
+  Option<std::string> planFile{
+      *this, "plan-file",
+      llvm::cl::desc("evaluate the decisions in this JSON file instead of "
+                     "planning"),
+      llvm::cl::init("")};
   Option<bool> annotateCosts{
       *this, "annotate-costs",
       llvm::cl::desc("fill missing op times from the cost model"),

@@ -37,6 +37,7 @@ enum class Policy : uint8_t {
   SelectiveOp, // keep outputs of listed op kinds, recompute the rest
   OffloadAll,  // offload every eligible activation (TransformerEngine)
   Auto,        // joint recompute + offload minimising step time
+  Given,       // decisions given from elsewhere (`--plan FILE`), evaluated
 };
 
 enum class SolverKind : uint8_t { Auto, Fast, Exact };
@@ -54,6 +55,8 @@ enum class CollectiveCopyModel : uint8_t {
   /// copiesYieldToCollectives: the runtime's yielding copies).
   Yield,
 };
+
+struct ActivationDecision;
 
 struct PlanOptions {
   /// Device bytes the step may allocate at any instant.
@@ -80,6 +83,10 @@ struct PlanOptions {
   /// Wall-clock limit for the exact solver, seconds.
   double exactTimeLimitSec = 30.0;
   CollectiveCopyModel copyModel = CollectiveCopyModel::Auto;
+  /// Policy::Given: the decisions to evaluate instead of planning (only
+  /// `value` and `decision` are read; placement is the planner's).
+  /// Activations not listed are retained.
+  std::vector<ActivationDecision> givenDecisions;
 };
 
 /// The decision for one activation.

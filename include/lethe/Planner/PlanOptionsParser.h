@@ -40,6 +40,10 @@ struct PlanOptionText {
   /// that the planner's peak is the packed arena's lower bound on every
   /// route (lethe-assign-buffers aligns with the same value).
   int64_t alignment = 256;
+  /// A plan to evaluate instead of planning (`--plan FILE`, docs/Planner.md
+  /// "Plans from elsewhere"): sets the policy to `given`; loadGivenPlan
+  /// (lethe/Import/PlanImporter.h) reads it.
+  std::string planFile;
 };
 
 /// Parses `text`; `unplannedPeakBytes` resolves a percentage budget.

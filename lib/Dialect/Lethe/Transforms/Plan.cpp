@@ -10,6 +10,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Import/PlanImporter.h"
 #include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
@@ -72,6 +73,7 @@ PlanOptionText PlanActivationsPass::optionText() const {
   text.solver = solver;
   text.replayRng = replayRng;
   text.alignment = alignment;
+  text.planFile = planFile;
   return text;
 }
 
@@ -105,6 +107,8 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
   if (!options)
     return func.emitError() << "lethe-plan: "
                             << llvm::toString(options.takeError());
+  if (failed(loadGivenPlan(optionText(), *graph, *options, &getContext())))
+    return failure();
   llvm::Expected<Plan> plan = planTrainingStep(*graph, profile, *options);
   if (!plan)
     return func.emitError() << "lethe-plan: "

@@ -540,6 +540,9 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "plan every allocated storage at its size rounded up to this "
            "(a power of two): the arena alignment of lethe-assign-buffers">,
+    Option<"planFile", "plan-file", "std::string", /*default=*/"\"\"",
+           "evaluate the plan in this JSON file (decisions by exported node "
+           "and output) instead of planning (policy given)">,
   ];
   let statistics = [
     Statistic<"numActivations", "num-activations", "Activations decided">,
