@@ -9,7 +9,9 @@ fusion. Ours:
 
 1. builds Lethe's graph of the joint graph at the granularity that survives
    fusion (lethe._fused_graph: fusible chains fold into their consumers);
-2. plans it under the budget (one call to the Lethe library);
+2. plans it under the budget (one call to the Lethe library), with the
+   library kernels' times and the copy rates measured on this GPU
+   (lethe._measure, `costs="auto"`);
 3. writes the decisions as activation-checkpointing tags on the joint graph
    (retain and offload: MUST_SAVE; everything else of the forward:
    PREFER_RECOMPUTE, so the backward re-runs it from what is saved) and lets
