@@ -214,7 +214,7 @@ class LethePartitioner(_partitioner_base()):
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
         for name in ("_inductor.py", "_fused_graph.py", "_offload_ops.py",
-                     "_planclient.py"):
+                     "_planclient.py", "_measure.py"):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         key = json.dumps(
