@@ -100,17 +100,8 @@ private:
     llvm::raw_string_ostream os(messages);
     if (!messages.empty())
       os << "\n";
-    // `file:line:col: ` of the first file position in the location (a
-    // node's NameLoc wraps one); the message itself names the node.
-    FileLineColLoc position;
-    diag.getLocation()->walk([&](Location loc) {
-      if ((position = dyn_cast<FileLineColLoc>(loc)))
-        return WalkResult::interrupt();
-      return WalkResult::advance();
-    });
-    if (position)
-      os << position.getFilename().getValue() << ":" << position.getLine()
-         << ":" << position.getColumn() << ": ";
+    // The message itself names the node.
+    lethe::printFilePosition(os, lethe::firstFilePosition(diag.getLocation()));
     os << lethe::truncateText(diag.str(), lethe::kMaxMessageBytes);
   }
 

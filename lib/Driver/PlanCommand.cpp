@@ -198,12 +198,8 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
       if (auto other = dyn_cast<func::FuncOp>(op);
           other && other.getSymName() != func.getSymName())
         op.erase();
-    LethePipelineConfig config;
-    config.plan = options.plan;
-    config.device = options.device;
-    config.contention = options.contention;
-    config.annotateCosts = false;
-    FailureOr<int64_t> least = findLeastPipelineBudget(*step, config);
+    FailureOr<int64_t> least =
+        findLeastPipelineBudget(*step, pipelineConfig(options));
     if (succeeded(least))
       plan->leastFeasibleBudget = *least;
     llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";

@@ -21,6 +21,15 @@ struct CompiledStep {
 };
 } // namespace
 
+LethePipelineConfig lethe::pipelineConfig(const CommandOptions &options) {
+  LethePipelineConfig config;
+  config.plan = options.plan;
+  config.device = options.device;
+  config.contention = options.contention;
+  config.annotateCosts = false;
+  return config;
+}
+
 static FailureOr<CompiledStep> compileStep(const CommandOptions &options,
                                            MLIRContext &context,
                                            bool withUnplanned) {
@@ -53,13 +62,8 @@ static FailureOr<CompiledStep> compileStep(const CommandOptions &options,
   for (Operation &op : llvm::make_early_inc_range(*step.module->getBody()))
     if (&op != func.getOperation() && isa<func::FuncOp>(op))
       op.erase();
-  LethePipelineConfig config;
-  config.plan = options.plan;
-  config.device = options.device;
-  config.contention = options.contention;
-  // Times come from the loader (measured, else the cost model).
-  config.annotateCosts = false;
-  if (failed(runLethePipeline(*step.module, config, &report.outcome)))
+  if (failed(runLethePipeline(*step.module, pipelineConfig(options),
+                              &report.outcome)))
     return failure();
   step.func = getTrainingFunction(*step.module);
   FailureOr<ProgramSimulation> planned = simulateProgram(step.func, *device);

@@ -78,18 +78,26 @@ StringRef CompactDiagnosticHandler::getSource(StringRef file) {
   return it->second ? it->second->getBuffer() : StringRef();
 }
 
-void CompactDiagnosticHandler::print(Diagnostic &diag, size_t maxBytes,
-                                     bool quoteLine) {
-  // The first file position in the location (a node's NameLoc wraps one).
+FileLineColLoc lethe::firstFilePosition(Location loc) {
   FileLineColLoc position;
-  diag.getLocation()->walk([&](Location loc) {
-    if ((position = dyn_cast<FileLineColLoc>(loc)))
+  loc->walk([&](Location inner) {
+    if ((position = dyn_cast<FileLineColLoc>(inner)))
       return WalkResult::interrupt();
     return WalkResult::advance();
   });
+  return position;
+}
+
+void lethe::printFilePosition(raw_ostream &os, FileLineColLoc position) {
   if (position)
     os << position.getFilename().getValue() << ":" << position.getLine() << ":"
        << position.getColumn() << ": ";
+}
+
+void CompactDiagnosticHandler::print(Diagnostic &diag, size_t maxBytes,
+                                     bool quoteLine) {
+  FileLineColLoc position = firstFilePosition(diag.getLocation());
+  printFilePosition(os, position);
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Error:
     os << "error: ";

@@ -18,6 +18,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/LogicalResult.h"
 
+#include "lethe/Pipelines/Pipelines.h"
+
 #include <functional>
 #include <string>
 
@@ -40,6 +42,11 @@ struct CommandOptions {
   /// `lethe compile --build`: also build DIR/step.so.
   bool build = false;
 };
+
+/// The pipeline's configuration for the driver's options: the planner's
+/// options, the device and contention; op times come from the loader
+/// (measured, else the cost model), so costs are not annotated again.
+LethePipelineConfig pipelineConfig(const CommandOptions &options);
 
 llvm::LogicalResult runReportCommand(const CommandOptions &options,
                                      mlir::MLIRContext &context);

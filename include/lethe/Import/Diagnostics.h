@@ -13,7 +13,9 @@
 #ifndef LETHE_IMPORT_DIAGNOSTICS_H
 #define LETHE_IMPORT_DIAGNOSTICS_H
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -36,6 +38,13 @@ constexpr size_t kMaxNoteBytes = 150;
 /// `text` cut to at most `maxBytes` bytes (on a UTF-8 character boundary),
 /// ending in "..." when cut.
 std::string truncateText(llvm::StringRef text, size_t maxBytes);
+
+/// The first file position in `loc` (a node's NameLoc wraps one), null
+/// when it has none.
+mlir::FileLineColLoc firstFilePosition(mlir::Location loc);
+
+/// Prints "file:line:col: " of `position`; nothing when it is null.
+void printFilePosition(llvm::raw_ostream &os, mlir::FileLineColLoc position);
 
 /// Prints `line` from about kExcerptWidth/2 characters before `column`
 /// (1-based) to as many after, "..." where cut, and a caret under the
