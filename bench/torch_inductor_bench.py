@@ -14,10 +14,13 @@ build tree). Methods:
                                                of Lethe's unplanned peak,
                                                "least" = the least budget
                                                Lethe can meet
-  lethe-measured:B                             the same after one profiled
-                                               step gave Lethe the compiled
-                                               kernels' times (not done: see
-                                               bench/results)
+                                               "B+C": budget B planned
+                                               with peak correction C
+                                               (bytes; no automatic
+                                               calibration). Otherwise
+                                               Lethe calibrates itself on
+                                               the second step
+                                               (--lethe-calibrate auto).
 
   python3 bench/torch_inductor_bench.py run --model gpt2-medium --out R.json
   python3 bench/torch_inductor_bench.py report R1.json R2.json --md M --svg S
@@ -228,8 +231,11 @@ def run_method(name, method, args, device, budgets):
             correction = int(correction)
         extra["budget"] = budget
         extra["peak_correction"] = correction
+        calibrate = args.lethe_calibrate == "auto" and not correction
+        extra["calibrate"] = calibrate
         backend = lt.backend(budget=budget, device=args.profile,
                              peak_correction=correction,
+                             calibrate=calibrate,
                              costs=args.lethe_costs,
                              offload={"auto": "auto", "off": False}[
                                  args.lethe_offload])
@@ -244,13 +250,18 @@ def run_method(name, method, args, device, budgets):
         loss.backward()
         return loss.detach()
 
+    # A calibrating backend measures step 2 and recompiles in step 3: time
+    # the steps after that.
+    warmup = max(args.warmup, 4) if extra.get("calibrate") else args.warmup
     try:
-        result = tb.measure(step, params, cuda, args.warmup, args.steps)
+        result = tb.measure(step, params, cuda, warmup, args.steps)
     finally:
         fconfig.activation_memory_budget = 1.0
     result.update(extra)
     if backend is not None and backend.plans:
         records = backend.plans
+        if backend.calibration.get("replanned"):
+            records = records[-1:]  # the plan the timed steps ran
         r = records[0]
         s = r.summary()
         result.update(
@@ -269,7 +280,8 @@ def run_method(name, method, args, device, budgets):
             measured_nodes=sum(x.measured.get("timed_nodes", 0)
                                for x in records),
             measure_s=sum(x.measured.get("measure_s", 0) for x in records),
-            measured_rates=r.measured.get("rates"))
+            measured_rates=r.measured.get("rates"),
+            calibration=backend.calibration)
         if extra.get("peak_correction"):
             # The user's budget, which the measured peak must meet; the
             # planner saw budget + correction.
@@ -571,6 +583,10 @@ def main():
                    "(lethe._measure); model: the analytic cost model")
     r.add_argument("--profile", default=None,
                    help="Lethe device profile (default: this GPU's)")
+    r.add_argument("--lethe-calibrate", choices=["auto", "off"],
+                   default="auto",
+                   help="Lethe's calibration on the second step (auto) or "
+                        "none (off)")
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--steps", type=int, default=5)
     r.add_argument("--deadline", type=float, default=None,

@@ -16,10 +16,11 @@ graphs then run eagerly, op by op.
 """
 
 import time
+import warnings
 
 import torch
 
-from lethe import _inductor, _partition
+from lethe import _calibrate, _inductor, _partition
 from lethe._joint_graph import JointCapture, build_graph_json
 from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
 from lethe._planclient import (InfeasibleBudgetError, PlanError, PlanRecord,
@@ -54,6 +55,13 @@ def backend(budget="40%", policy="auto", device=None, **options):
       step exceeds the measured one (inductor only): plans at budget +
       correction. A measured peak above the budget is a negative
       correction. Takes a byte budget.
+    calibrate: "auto" (default; inductor on CUDA), True or False: measure
+      the second step of the module `backend(...)(model)` returns (peak and
+      time, lethe._calibrate) and, if the peak is over a byte budget, a
+      byte budget that constrained the plan is under-used by more than 5%,
+      or the step is more than 5% off its prediction, re-plan once with the
+      error corrected and recompile. `Backend.calibration` says what was
+      measured and done. Needs the module route (not options=).
     Keyword options: `offload` (True / False / "auto": on CUDA only;
     default False with inductor, whose fused steps leave copies no time to
     hide, and "auto" eager),
@@ -91,7 +99,7 @@ class Backend:
                  offload=None, prefetch="plan", replay_rng=False,
                  dump_dir=None, planner=None, compiler=None,
                  inductor_options=None, costs="auto", peak_correction=0,
-                 **plan_options):
+                 calibrate="auto", **plan_options):
         if prefetch not in ("plan", "layer"):
             raise ValueError(f"prefetch must be 'plan' or 'layer', got "
                              f"'{prefetch}'")
@@ -121,9 +129,18 @@ class Backend:
                 replay_rng=replay_rng, planner=planner, costs=costs,
                 dump_dir=dump_dir, peak_correction=peak_correction,
                 **plan_options)
-        elif (costs and costs != "auto") or peak_correction:
-            raise ValueError("costs= and peak_correction= are for "
-                             "compiler='inductor'")
+        elif (costs and costs != "auto") or peak_correction \
+                or calibrate is True:
+            raise ValueError("costs=, peak_correction= and calibrate= are "
+                             "for compiler='inductor'")
+        if calibrate not in ("auto", True, False):
+            raise ValueError(f"calibrate must be 'auto', True or False, got "
+                             f"{calibrate!r}")
+        self._calibrate = compiler == "inductor" and (
+            calibrate is True or (calibrate == "auto"
+                                  and torch.cuda.is_available()))
+        # What the automatic calibration measured and did (see calibrate=).
+        self.calibration = {}
         self.offload = offload
         self.prefetch = prefetch
         self.replay_rng = replay_rng
@@ -132,13 +149,16 @@ class Backend:
         self.plan_options = plan_options
         self._plans = []
 
-    def calibrate(self, measured_peak_bytes):
-        """One calibration step (inductor): given the peak the compiled step
-        measured (bytes it allocated beyond what was resident before it),
-        plans the next compile at budget + (predicted - measured), so that
-        the measured peak meets the budget as closely as the model allows.
-        Returns the correction; call torch._dynamo.reset() (or compile
-        again) for it to take effect. Needs a byte budget."""
+    def calibrate(self, measured_peak_bytes, measured_step_ms=None):
+        """One calibration step by hand (inductor; `calibrate=` does it
+        automatically for `backend(...)(model)`): given the peak the
+        compiled step measured (bytes it allocated beyond what was resident
+        before it), plans the next compile at budget + (predicted -
+        measured), so that the measured peak meets the budget as closely as
+        the model allows; given its time (forward + backward, ms), scales
+        the modelled kernels' times to match. Returns the peak correction;
+        call torch._dynamo.reset() (or compile again) for it to take
+        effect. The peak needs a byte budget."""
         if self.compiler != "inductor":
             raise ValueError("calibrate() is for compiler='inductor'")
         records = self.partitioner.records
@@ -146,10 +166,85 @@ class Backend:
             raise ValueError("nothing compiled yet: run one step first")
         if not isinstance(measured_peak_bytes, int) or measured_peak_bytes <= 0:
             raise ValueError("measured_peak_bytes must be a positive int")
-        predicted = sum(r.plan.peak_bytes for r in records[-1:])
-        self.partitioner.set_peak_correction(
-            self.partitioner.peak_correction + predicted - measured_peak_bytes)
-        return self.partitioner.peak_correction
+        if not self.budget or not self.budget.isdigit():
+            raise ValueError("peak calibration needs a budget in bytes")
+        if measured_step_ms is not None and not measured_step_ms > 0:
+            raise ValueError("measured_step_ms must be a positive number")
+        r = records[-1]
+        p = self.partitioner
+        p.set_peak_correction(p.peak_correction + r.plan.peak_bytes
+                              - measured_peak_bytes)
+        if measured_step_ms is not None:
+            fix = _calibrate.correction(
+                _calibrate.Measurement(None, float(measured_step_ms)),
+                predicted_peak=r.plan.peak_bytes,
+                predicted_step_us=r.plan.step_us,
+                library_us=r.measured.get("library_us", 0.0),
+                budget_bytes=None, byte_budget=True,
+                peak_correction=p.peak_correction,
+                time_scale=p.time_scale)
+            p.set_time_scale(fix.time_scale)
+        return p.peak_correction
+
+    def _on_step(self, compiled, measured):
+        """The automatic calibration (StepMeter's callback): True to go on
+        measuring."""
+        p = self.partitioner
+        new = p.compiles - self._compiles_before
+        records = p.records[-new:] if new else []
+        c = self.calibration
+        if "measured" in c:  # the step after the re-plan: say how it went
+            c["after"] = dict(peak_bytes=measured.peak_bytes,
+                              step_ms=measured.step_ms)
+            if records:
+                c["after"].update(
+                    predicted_peak_bytes=records[-1].plan.peak_bytes,
+                    predicted_step_ms=records[-1].plan.step_us / 1e3)
+            budget = c.get("budget_bytes")
+            if budget and measured.peak_bytes is not None \
+                    and measured.peak_bytes > budget:
+                warnings.warn(
+                    f"Lethe: after calibration the measured peak "
+                    f"{measured.peak_bytes} B is still over the budget "
+                    f"{budget} B; pass a lower budget")
+            return False
+        if len(records) != 1:
+            c["skipped"] = (
+                f"{len(records)} graphs compiled (a graph break): "
+                "calibration needs one graph per step" if records else
+                "the compiled graph came from inductor's cache: nothing "
+                "was planned in this process")
+            return False
+        r = records[0]
+        byte_budget = bool(self.budget) and self.budget.isdigit()
+        fix = _calibrate.correction(
+            measured, predicted_peak=r.plan.peak_bytes,
+            predicted_step_us=r.plan.step_us,
+            library_us=r.measured.get("library_us", 0.0),
+            budget_bytes=int(self.budget) if byte_budget else
+            r.plan.budget_bytes, byte_budget=byte_budget,
+            peak_correction=p.peak_correction, time_scale=p.time_scale)
+        c.update(measured=dict(peak_bytes=measured.peak_bytes,
+                               step_ms=measured.step_ms),
+                 predicted=dict(peak_bytes=r.plan.peak_bytes,
+                                step_ms=r.plan.step_us / 1e3),
+                 budget_bytes=int(self.budget) if byte_budget else
+                 r.plan.budget_bytes,
+                 peak_correction=fix.peak_correction,
+                 time_scale=fix.time_scale, reasons=fix.reasons,
+                 replanned=False)
+        if not fix.replan:
+            return False
+        try:
+            _recompile(compiled, self)
+        except AttributeError as e:  # a torch whose OptimizedModule differs
+            c["skipped"] = f"cannot recompile this torch's module: {e}"
+            return False
+        p.set_peak_correction(fix.peak_correction)
+        p.set_time_scale(fix.time_scale)
+        c["replanned"] = True
+        self._compiles_before = p.compiles
+        return True
 
     @property
     def plans(self):
@@ -168,7 +263,12 @@ class Backend:
                 raise TypeError("backend(...)(model) takes a torch.nn.Module")
             if hasattr(torch, "compile"):
                 # Lethe plans static shapes: no automatic dynamic recompile.
-                return torch.compile(model, backend=self, dynamic=False)
+                compiled = torch.compile(model, backend=self, dynamic=False)
+                if self._calibrate:
+                    self._compiles_before = self.partitioner.compiles
+                    _calibrate.StepMeter(
+                        compiled, lambda m: self._on_step(compiled, m))
+                return compiled
             return self.wrap_module(model)
         # torch.compile calls backends with (GraphModule, example inputs).
         if self.compiler == "inductor":
@@ -278,6 +378,27 @@ class Backend:
                 f"budget policy '{self.policy}' can meet on this graph"
                 + (f": {least} B" if least is not None else ""), least)
         return plan
+
+
+class _Replan:
+    """The backend under a new identity: dynamo reuses a compiled frame only
+    for the backend object that compiled it, so a module recompiled with
+    this one is planned again (with the calibrated partitioner)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def __call__(self, gm, example_inputs):
+        return self.backend(gm, example_inputs)
+
+
+def _recompile(compiled, backend):
+    """Makes the OptimizedModule `compiled` compile again on its next call
+    (torch's private OptimizedModule.dynamo_ctx / _initialize)."""
+    fresh = torch.compile(compiled._orig_mod, backend=_Replan(backend),
+                          dynamic=False)
+    compiled.dynamo_ctx = fresh.dynamo_ctx
+    compiled._initialize()
 
 
 # The last few exports, by joint graph code and input shapes: compiling one

@@ -38,7 +38,7 @@ import torch.fx as fx
 from lethe import InfeasibleBudgetError
 from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
 from lethe._measure import (CostTable, device_key, measured_profile,
-                            runs_as_library_kernel)
+                            runs_as_library_kernel, scaled_profile)
 from lethe._partition import OFFLOAD, RETAIN
 from lethe._planclient import LethePlan, PlanRecord, parse_plan, plan_json
 
@@ -130,10 +130,14 @@ class PartitionRecord(PlanRecord):
     def __init__(self, plan: LethePlan, graph: Optional[Dict[str, Any]],
                  saved: List[str], mismatches: List[Dict[str, Any]],
                  offloaded: List[str], notes: List[str], plan_s: float,
-                 measured: Optional[Dict[str, Any]] = None):
+                 measured: Optional[Dict[str, Any]] = None,
+                 compile_id: Optional[str] = None):
         super().__init__(plan, plan_s)
-        # What lethe._measure timed for this graph (empty: cost model).
+        # What lethe._measure timed for this graph ("library_us": the part
+        # of the predicted step measured on the GPU, 0 without measuring).
         self.measured = measured or {}
+        # Dynamo's id of the compiled frame ("0/0"), to name the graph.
+        self.compile_id = compile_id
         self.graph = graph
         self.saved = saved
         self.mismatches = mismatches
@@ -165,13 +169,16 @@ class LethePartitioner(_partitioner_base()):
                  replay_rng: bool = False, planner=None,
                  costs: Any = "auto",
                  dump_dir: Optional[str] = None, fold: bool = True,
-                 peak_correction: int = 0, **plan_options: Any):
+                 peak_correction: int = 0, time_scale: float = 1.0,
+                 **plan_options: Any):
         require_inductor_hooks()
         if offload not in (True, False, "auto"):
             raise ValueError("offload must be True, False or 'auto'")
         self.budget = normalize_budget(budget)
         self.peak_correction = 0
         self.set_peak_correction(peak_correction)
+        self.time_scale = 1.0
+        self.set_time_scale(time_scale)
         self.policy = policy
         self.device = device or default_device_profile()
         self.offload = offload
@@ -192,6 +199,7 @@ class LethePartitioner(_partitioner_base()):
         self.fold = fold
         self.plan_options = plan_options
         self.records: List[PartitionRecord] = []
+        self.compiles = 0  # graphs partitioned (records keep the newest)
 
     def set_peak_correction(self, correction: int) -> None:
         """Calibration: Lethe's model of the compiled step's memory is off
@@ -203,6 +211,16 @@ class LethePartitioner(_partitioner_base()):
         if correction and (self.budget is None or not self.budget.isdigit()):
             raise ValueError("peak_correction needs a budget in bytes")
         self.peak_correction = correction
+
+    def set_time_scale(self, scale: float) -> None:
+        """Calibration: the kernels Lethe prices by its cost model (not
+        measured ones) take `scale` times the modelled time in the compiled
+        step (lethe._calibrate). Part of uuid()."""
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
+                or not 0 < scale < float("inf"):
+            raise ValueError(f"time_scale must be a positive number, got "
+                             f"{scale!r}")
+        self.time_scale = float(scale)
 
     # --- CustomPartitionerFn ---------------------------------------------
 
@@ -219,7 +237,7 @@ class LethePartitioner(_partitioner_base()):
                 digest.update(f.read())
         key = json.dumps(
             [getattr(lethe, "__version__", "?"), self.budget,
-             self.peak_correction, self.policy,
+             self.peak_correction, self.time_scale, self.policy,
              self.device, self.offload, self.replay_rng, self.fold,
              sorted((k, repr(v)) for k, v in self.plan_options.items()),
              sorted(self.costs.items()), self.cost_source,
@@ -266,9 +284,14 @@ class LethePartitioner(_partitioner_base()):
                                   device=str(device), fold=self.fold)
         self._apply_costs(fused)
         profile, measured = self._measure(fused, device)
+        measured["library_us"] = sum(
+            e["time_us"] for e in fused.doc["nodes"]
+            if e["kind"] == "op" and e.get("time_us") is not None)
+        profile = scaled_profile(profile, self.time_scale)
         offload_ok = self.offload is True or (
             self.offload == "auto" and device.type == "cuda")
-        plan = self._plan(fused.doc, offload_ok, profile)
+        compile_id = _compile_id()
+        plan = self._plan(fused.doc, offload_ok, profile, compile_id)
 
         offloaded = self._tag(gm, fused, plan, info)
         fw, bw = partitioners.min_cut_rematerialization_partition(
@@ -297,8 +320,10 @@ class LethePartitioner(_partitioner_base()):
                                         plan, fused, device)
         record = PartitionRecord(plan, fused.doc if self.dump_dir else None,
                                  saved, mismatches, moved, notes,
-                                 time.perf_counter() - start, measured)
+                                 time.perf_counter() - start, measured,
+                                 compile_id)
         self.records.append(record)
+        self.compiles += 1
         del self.records[:-_MAX_RECORDS]
         if self.dump_dir:
             record.dump(self.dump_dir, fused.doc,
@@ -361,7 +386,8 @@ class LethePartitioner(_partitioner_base()):
                          "measure_s": time.perf_counter() - start}
 
     def _plan(self, doc: Dict[str, Any], offload_ok: bool,
-              profile: Optional[str] = None) -> LethePlan:
+              profile: Optional[str] = None,
+              compile_id: Optional[str] = None) -> LethePlan:
         options = dict(self.plan_options)
         if not offload_ok:
             options["host_budget"] = 0
@@ -376,11 +402,17 @@ class LethePartitioner(_partitioner_base()):
         plan = parse_plan(raw, doc)
         if not plan.feasible:
             least = plan.least_feasible_budget
+            graph = _graph_name(doc, compile_id)
+            advice = (f"; the least it can meet is {least} B "
+                      f"({least / 2**30:.2f} GiB): pass budget={least} or "
+                      "more" if least else "")
+            correction = (f" (planned at {self._planning_budget()} B: "
+                          f"peak correction {self.peak_correction:+d} B)"
+                          if self.peak_correction else "")
             raise InfeasibleBudgetError(
-                f"Lethe: budget {self.budget} ({plan.budget_bytes} B) is "
-                f"below the least budget policy '{self.policy}' can meet on "
-                "this compiled graph"
-                + (f": {least} B" if least is not None else ""), least)
+                f"Lethe: budget {self.budget} ({plan.budget_bytes} B)"
+                f"{correction} is below what policy '{self.policy}' can "
+                f"meet on {graph}{advice}", least)
         return plan
 
     def _planning_budget(self) -> Optional[str]:
@@ -432,6 +464,26 @@ class LethePartitioner(_partitioner_base()):
             # only where a later region reads it.
             n.meta["ac_graph_id"] = 0
         return offloaded
+
+
+def _compile_id() -> Optional[str]:
+    """Dynamo's id of the frame being compiled ("0/0"), if known."""
+    try:
+        from torch._guards import CompileContext
+        cid = CompileContext.current_compile_id()
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+    return None if cid is None else str(cid)
+
+
+def _graph_name(doc: Dict[str, Any], compile_id: Optional[str]) -> str:
+    """How an error names the compiled graph: dynamo's frame id, its size
+    and the model it came from (the first module scope in it)."""
+    ops = [e for e in doc["nodes"] if e["kind"] == "op"]
+    scope = next((e.get("scope") for e in ops if e.get("scope")), None)
+    where = f" in {scope.split('.')[0]}" if scope else ""
+    frame = f" {compile_id}" if compile_id else ""
+    return f"compiled graph{frame} ({len(ops)} ops{where})"
 
 
 def _device_of(joint_inputs: Sequence[Any]) -> torch.device:

@@ -37,7 +37,8 @@ import torch
 import torch.fx as fx
 from torch.utils import _pytree as pytree
 
-__all__ = ["CostTable", "cache_dir", "device_key", "measured_profile"]
+__all__ = ["CostTable", "cache_dir", "device_key", "measured_profile",
+           "scaled_profile"]
 
 # Median of this many timed calls after _WARMUP untimed ones: enough for a
 # stable median of a single kernel (spread under 2% on an H100 for ops over
@@ -314,25 +315,9 @@ def measured_profile(base: str, table: CostTable) -> str:
     planner takes a profile file wherever it takes a name). `base` may
     already be a file."""
     rates = table.device_rates()
-    if not rates:
-        return base
-    if os.path.isfile(base):
-        with open(base) as f:
-            profile = json.load(f)
-    else:
-        package = os.path.dirname(os.path.abspath(__file__))
-        # The wheel and build/python ship the profiles in lethe/devices; a
-        # source checkout has them at the repository's root.
-        for directory in (os.path.join(package, "devices"),
-                          os.path.join(package, "..", "..", "devices")):
-            try:
-                with open(os.path.join(directory, f"{base}.json")) as f:
-                    profile = json.load(f)
-                break
-            except OSError:
-                continue
-        else:
-            return base  # a profile this package does not ship: keep it
+    profile = _load_profile(base) if rates else None
+    if profile is None:
+        return base  # nothing measured, or a profile this package lacks
     profile["name"] = f"{profile.get('name', base)}-measured"
     profile.update(rates)
     notes = profile.setdefault("notes", {})
@@ -340,9 +325,69 @@ def measured_profile(base: str, table: CostTable) -> str:
         notes[k] = (f"measured in-process by lethe.torch on {table.key}, "
                     f"{_now()} ({_COPY_BYTES >> 20} MiB pinned copies, "
                     "median)")
-    os.makedirs(os.path.dirname(table.path), exist_ok=True)
-    path = os.path.join(os.path.dirname(table.path),
-                        f"profile-{os.path.basename(base)}-{table.key}.json")
+    return _write_profile(
+        profile, os.path.join(os.path.dirname(table.path),
+                              f"profile-{os.path.basename(base)}-"
+                              f"{table.key}.json"))
+
+
+# What the cost model prices kernels with (lib/Analysis/CostModel.cpp):
+# rates divide, fixed costs multiply. Copy and link rates are left alone:
+# they are measured (measured_profile), not modelled kernels.
+_KERNEL_RATES = ("hbm_gb_per_s",)
+_KERNEL_FIXED_US = ("launch_overhead_us", "view_us")
+
+
+def scaled_profile(base: str, scale: float) -> str:
+    """`base` (a profile name or file) with the kernels Lethe prices by its
+    cost model `scale` times as long: the step's calibration
+    (lethe._calibrate). Ops with measured times are not affected."""
+    if scale == 1.0:
+        return base
+    profile = _load_profile(base)
+    if profile is None:
+        return base
+    notes = profile.setdefault("notes", {})
+    why = (f"calibrated by lethe.torch on the compiled step, {_now()}: "
+           f"modelled kernels measured {scale:.4f} times their modelled "
+           "time")
+    for k in _KERNEL_RATES + _KERNEL_FIXED_US + ("peak_tflops",):
+        value = profile.get(k)
+        if isinstance(value, dict):
+            profile[k] = {d: v / scale for d, v in value.items()}
+        elif isinstance(value, (int, float)):
+            profile[k] = value * scale if k in _KERNEL_FIXED_US \
+                else value / scale
+        else:
+            continue
+        notes[k] = f"{why} (was {value})"
+    profile["name"] = f"{profile.get('name', base)}-x{scale:.4f}"
+    stem = os.path.splitext(os.path.basename(base))[0]
+    return _write_profile(profile, os.path.join(
+        cache_dir(), f"profile-{stem}-x{scale:.4f}.json"))
+
+
+def _load_profile(base: str) -> Optional[Dict[str, Any]]:
+    """A profile file, or a built-in profile by name (None: not shipped)."""
+    if os.path.isfile(base):
+        with open(base) as f:
+            return json.load(f)
+    package = os.path.dirname(os.path.abspath(__file__))
+    # The wheel and build/python ship the profiles in lethe/devices; a
+    # source checkout has them at the repository's root.
+    for directory in (os.path.join(package, "devices"),
+                      os.path.join(package, "..", "..", "devices")):
+        try:
+            with open(os.path.join(directory, f"{base}.json")) as f:
+                return json.load(f)
+        except OSError:
+            continue
+    return None
+
+
+def _write_profile(profile: Dict[str, Any], path: str) -> str:
+    """Writes `profile` to `path` atomically (processes share the cache)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".profile-")
     with os.fdopen(fd, "w") as f:
         json.dump(profile, f, indent=1, sort_keys=True)

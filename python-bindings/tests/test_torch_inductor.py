@@ -8,6 +8,7 @@ CPU stand-in (synchronous clones).
 """
 
 import json
+import os
 import warnings
 
 import pytest
@@ -430,3 +431,85 @@ def test_measured_profile_overlays_this_devices_rates(tmp_path):
     assert "measured in-process" in profile["notes"]["h2d_gb_per_s"]
     plan = lethe.plan(_fused_doc(_model(2)), budget="80%", device=path)
     assert plan.feasible
+
+
+# --- calibration against the compiled step --------------------------------
+
+def _correction(peak, step_ms, **kw):
+    from lethe._calibrate import Measurement, correction
+    args = dict(predicted_peak=1000, predicted_step_us=10000.0,
+                library_us=4000.0, budget_bytes=1000, byte_budget=True,
+                peak_correction=0, time_scale=1.0)
+    args.update(kw)
+    return correction(Measurement(peak, step_ms), **args)
+
+
+def test_calibration_corrects_a_peak_over_the_budget_and_an_unused_one():
+    over = _correction(1100, 10.0)
+    assert over.replan and over.peak_correction == -100
+    assert over.time_scale == 1.0  # the step matched its prediction
+    unused = _correction(800, 10.0)  # the plan was at its budget
+    assert unused.replan and unused.peak_correction == 200
+    # A plan the budget did not constrain: its low peak is no error.
+    free = _correction(500, 10.0, predicted_peak=600)
+    assert not free.replan and free.peak_correction == 0
+    # A share budget is never moved by bytes: the error is only said.
+    share = _correction(1100, 10.0, byte_budget=False)
+    assert not share.replan and "share budget" in share.reasons[0]
+
+
+def test_calibration_scales_only_the_modelled_kernels():
+    # Predicted 10 ms of which 4 ms measured library kernels; measured 7 ms:
+    # the modelled 6 ms took 3 ms.
+    fast = _correction(1000, 7.0)
+    assert fast.replan and abs(fast.time_scale - 0.5) < 1e-9
+    # Within the tolerance: no re-plan for noise.
+    assert not _correction(1000, 10.3).replan
+    # Composes with the scale the plan was made with; bounded.
+    again = _correction(1000, 7.0, time_scale=0.5)
+    assert abs(again.time_scale - 0.25) < 1e-9
+    assert _correction(1000, 1e6).time_scale == 5.0
+
+
+def test_scaled_profile_slows_modelled_kernels_only(tmp_path, monkeypatch):
+    from lethe._measure import scaled_profile
+    monkeypatch.setenv("LETHE_CACHE_DIR", str(tmp_path))
+    base = json.load(open(os.path.join(
+        os.path.dirname(lethe.__file__), "devices", "h100.json")))
+    path = scaled_profile("h100", 2.0)
+    scaled = json.load(open(path))
+    assert scaled["hbm_gb_per_s"] == base["hbm_gb_per_s"] / 2
+    assert scaled["launch_overhead_us"] == base["launch_overhead_us"] * 2
+    assert scaled["peak_tflops"]["bf16"] == base["peak_tflops"]["bf16"] / 2
+    assert scaled["d2h_gb_per_s"] == base["d2h_gb_per_s"]  # copies measured
+    assert scaled_profile("h100", 1.0) == "h100"
+    # The planner reads it: a graph priced by the model is predicted slower.
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "graphs",
+                           "graph_gpt2.json")) as f:
+        g = json.load(f)
+    for e in g["nodes"]:
+        e.pop("time_us", None)
+    if available():
+        assert lethe.plan(g, budget=None, device=path).step_us > \
+            lethe.plan(g, budget=None, device="h100").step_us
+
+
+@needs_lethe
+def test_backend_calibrates_on_the_second_step_and_replans_once():
+    model = _model()
+    ref = _step(model, model)
+    torch._dynamo.reset()
+    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
+    run = b(model)
+    for _ in range(5):  # compile, measure, recompile, measure, report
+        _close(_step(model, run), ref)
+    c = b.calibration
+    # On the CPU the step is far from the H100's predicted time: the
+    # modelled kernels are scaled (to the bound) and the graph re-planned
+    # once, with the same numbers.
+    assert c["measured"]["peak_bytes"] is None  # no CUDA memory stats
+    assert c["replanned"] and c["time_scale"] == 5.0
+    assert b.partitioner.time_scale == 5.0 and b.partitioner.compiles == 2
+    assert c["after"]["predicted_step_ms"] > c["predicted"]["step_ms"]
+    with pytest.raises(ValueError, match="calibrate must be"):
+        lt.backend(calibrate="yes")
