@@ -239,7 +239,7 @@ def run_method(name, method, args, device, budgets):
                              costs=args.lethe_costs,
                              offload={"auto": "auto", "off": False}[
                                  args.lethe_offload])
-        run = torch.compile(model, backend=backend, dynamic=False)
+        run = backend(model)  # torch.compile(..., dynamic=False), calibrating
 
     def step():
         if ctx is None:

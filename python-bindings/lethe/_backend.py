@@ -223,7 +223,10 @@ class Backend:
             library_us=r.measured.get("library_us", 0.0),
             budget_bytes=int(self.budget) if byte_budget else
             r.plan.budget_bytes, byte_budget=byte_budget,
-            peak_correction=p.peak_correction, time_scale=p.time_scale)
+            peak_correction=p.peak_correction, time_scale=p.time_scale,
+            provisional=r.provisional)
+        # One measurement: a budget still below the least after it fails.
+        p.allow_provisional = False
         c.update(measured=dict(peak_bytes=measured.peak_bytes,
                                step_ms=measured.step_ms),
                  predicted=dict(peak_bytes=r.plan.peak_bytes,
@@ -232,7 +235,7 @@ class Backend:
                  r.plan.budget_bytes,
                  peak_correction=fix.peak_correction,
                  time_scale=fix.time_scale, reasons=fix.reasons,
-                 replanned=False)
+                 provisional=r.provisional, replanned=False)
         if not fix.replan:
             return False
         try:
@@ -266,6 +269,9 @@ class Backend:
                 compiled = torch.compile(model, backend=self, dynamic=False)
                 if self._calibrate:
                     self._compiles_before = self.partitioner.compiles
+                    # Peaks are measured on CUDA only.
+                    self.partitioner.allow_provisional = \
+                        torch.cuda.is_available()
                     _calibrate.StepMeter(
                         compiled, lambda m: self._on_step(compiled, m))
                 return compiled

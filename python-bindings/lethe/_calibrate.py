@@ -69,11 +69,14 @@ class Correction:
 def correction(measured: Measurement, *, predicted_peak: int,
                predicted_step_us: float, library_us: float,
                budget_bytes: Optional[int], byte_budget: bool,
-               peak_correction: int, time_scale: float) -> Correction:
+               peak_correction: int, time_scale: float,
+               provisional: bool = False) -> Correction:
     """The partitioner's next peak correction and time scale after
     `measured`, and whether they call for a re-plan. `library_us`: the
     part of the prediction measured on the GPU (not scaled);
-    `peak_correction`/`time_scale`: those the measured plan was made with.
+    `peak_correction`/`time_scale`: those the measured plan was made with;
+    `provisional`: the plan was made at the model's least, above the
+    budget, to be measured (always corrected).
     """
     reasons = []
     correction = peak_correction
@@ -85,7 +88,12 @@ def correction(measured: Measurement, *, predicted_peak: int,
         planning_budget = budget_bytes + peak_correction
         constrained = predicted_peak >= (1 - TOLERANCE) * planning_budget
         unused = measured.peak_bytes < (1 - TOLERANCE) * budget_bytes
-        if byte_budget and (over or (constrained and unused)):
+        if byte_budget and provisional:
+            correction = peak_correction + error
+            reasons.append(
+                f"the model's least {predicted_peak} B measured "
+                f"{measured.peak_bytes} B against the budget {budget_bytes} B")
+        elif byte_budget and (over or (constrained and unused)):
             correction = peak_correction + error
             reasons.append(
                 f"measured peak {measured.peak_bytes} B "

@@ -133,6 +133,9 @@ class PartitionRecord(PlanRecord):
                  measured: Optional[Dict[str, Any]] = None,
                  compile_id: Optional[str] = None):
         super().__init__(plan, plan_s)
+        # Planned at the model's least, above the budget, to be measured
+        # and re-planned (LethePartitioner.allow_provisional).
+        self.provisional = False
         # What lethe._measure timed for this graph ("library_us": the part
         # of the predicted step measured on the GPU, 0 without measuring).
         self.measured = measured or {}
@@ -200,6 +203,10 @@ class LethePartitioner(_partitioner_base()):
         self.plan_options = plan_options
         self.records: List[PartitionRecord] = []
         self.compiles = 0  # graphs partitioned (records keep the newest)
+        # Calibration (lethe._calibrate): a byte budget below the model's
+        # least may be planned at that least once, to be measured.
+        self.allow_provisional = False
+        self.provisional = False  # the newest plan is such a plan
 
     def set_peak_correction(self, correction: int) -> None:
         """Calibration: Lethe's model of the compiled step's memory is off
@@ -322,6 +329,7 @@ class LethePartitioner(_partitioner_base()):
                                  saved, mismatches, moved, notes,
                                  time.perf_counter() - start, measured,
                                  compile_id)
+        record.provisional = self.provisional
         self.records.append(record)
         self.compiles += 1
         del self.records[:-_MAX_RECORDS]
@@ -393,26 +401,48 @@ class LethePartitioner(_partitioner_base()):
             options["host_budget"] = 0
         if self.replay_rng:
             options["replay_rng"] = True
-        if self.planner is not None:
-            raw = self.planner(doc, budget=self.budget, policy=self.policy,
-                               device=profile or self.device, **options)
-        else:
-            raw = plan_json(doc, self._planning_budget(), self.policy,
-                            profile or self.device, **options)
-        plan = parse_plan(raw, doc)
+        def plan_at(budget):
+            if self.planner is not None:
+                raw = self.planner(doc, budget=budget, policy=self.policy,
+                                   device=profile or self.device, **options)
+            else:
+                raw = plan_json(doc, budget, self.policy,
+                                profile or self.device, **options)
+            return parse_plan(raw, doc)
+        plan = plan_at(self._planning_budget() if self.planner is None
+                       else self.budget)
+        self.provisional = False
+        least = plan.least_feasible_budget
+        if not plan.feasible and self.allow_provisional and least \
+                and self.budget is not None and self.budget.isdigit():
+            # The model's least is above the budget, but the model's peak
+            # of a compiled step is an estimate (lethe._calibrate): run the
+            # least plan once, measure, and re-plan at the budget with the
+            # error corrected (Backend's calibration).
+            warnings.warn(
+                f"Lethe: budget {self.budget} B is below the least "
+                f"{least} B Lethe's model of {_graph_name(doc, compile_id)} "
+                "can meet; running that plan for one step to measure its "
+                "real peak, then re-planning at the budget")
+            plan = plan_at(str(least))
+            self.provisional = True
         if not plan.feasible:
             least = plan.least_feasible_budget
             graph = _graph_name(doc, compile_id)
+            given = "" if str(plan.budget_bytes) == self.budget \
+                else f" ({plan.budget_bytes} B)"
+            if self.peak_correction and least:
+                # The user's budget is what the measured peak must meet.
+                least -= self.peak_correction
+                given = (f" (planned at {self._planning_budget()} B: the "
+                         f"measured peak correction is "
+                         f"{self.peak_correction:+d} B)")
             advice = (f"; the least it can meet is {least} B "
                       f"({least / 2**30:.2f} GiB): pass budget={least} or "
                       "more" if least else "")
-            correction = (f" (planned at {self._planning_budget()} B: "
-                          f"peak correction {self.peak_correction:+d} B)"
-                          if self.peak_correction else "")
             raise InfeasibleBudgetError(
-                f"Lethe: budget {self.budget} ({plan.budget_bytes} B)"
-                f"{correction} is below what policy '{self.policy}' can "
-                f"meet on {graph}{advice}", least)
+                f"Lethe: budget {self.budget}{given} is below what policy "
+                f"'{self.policy}' can meet on {graph}{advice}", least)
         return plan
 
     def _planning_budget(self) -> Optional[str]:
@@ -480,8 +510,9 @@ def _graph_name(doc: Dict[str, Any], compile_id: Optional[str]) -> str:
     """How an error names the compiled graph: dynamo's frame id, its size
     and the model it came from (the first module scope in it)."""
     ops = [e for e in doc["nodes"] if e["kind"] == "op"]
-    scope = next((e.get("scope") for e in ops if e.get("scope")), None)
-    where = f" in {scope.split('.')[0]}" if scope else ""
+    scopes = [e["scope"].split(".")[0] for e in ops if e.get("scope")]
+    where = "" if not scopes else f", modules {scopes[0]}" if \
+        scopes[0] == scopes[-1] else f", modules {scopes[0]} .. {scopes[-1]}"
     frame = f" {compile_id}" if compile_id else ""
     return f"compiled graph{frame} ({len(ops)} ops{where})"
 

@@ -513,3 +513,28 @@ def test_backend_calibrates_on_the_second_step_and_replans_once():
     assert c["after"]["predicted_step_ms"] > c["predicted"]["step_ms"]
     with pytest.raises(ValueError, match="calibrate must be"):
         lt.backend(calibrate="yes")
+
+
+@needs_lethe
+def test_a_budget_below_the_models_least_runs_the_least_once_to_measure():
+    # Calibrating on CUDA, a byte budget under the model's least is planned
+    # at that least for one step (the model's peak of a compiled step is an
+    # estimate), marked provisional; without calibration it is an error
+    # that names the graph and the budget that works.
+    model = _model(2)
+    p = lt.partitioner(budget=str(1 << 20), device="h100")
+    p.allow_provisional = True
+    with pytest.warns(UserWarning, match="running that plan for one step"):
+        _step(model, _compile(model, p))
+    r = p.records[-1]
+    assert r.provisional and r.plan.feasible
+    assert r.plan.budget_bytes > 1 << 20
+    fix = _correction(r.plan.peak_bytes - 100, 1.0,
+                      predicted_peak=r.plan.peak_bytes,
+                      budget_bytes=1 << 20, provisional=True)
+    assert fix.replan and fix.peak_correction == 100
+    p = lt.partitioner(budget=str(1 << 20), device="h100")
+    with pytest.raises(Exception) as info:
+        _step(model, _compile(model, p))
+    message = str(info.value)
+    assert "compiled graph" in message and "pass budget=" in message
