@@ -12,7 +12,8 @@ Nodes" comments) and whether the forward or backward graph allocated them,
 and Lethe's prediction (peak, the fused graph and plan it dumped).
 
   python3 bench/inductor_memory.py --model llama-8l --budget 2827587840 \
-      --out DIR          # on the GPU machine; DIR/memory.json, DIR/dump/
+      --out DIR          # on the GPU machine; DIR/memory.json, DIR/dump/,
+                         # all of it in DIR.tar.gz
 
 Lethe's side is read here afterwards: `lethe report` / `lethe simulate
 --plan` on DIR/dump/*.
@@ -77,12 +78,12 @@ def main():
     run = backend(model)
 
     def step():
-        for p in params:
-            p.grad = None
         run(a, b).backward()
 
     for _ in range(3):
         step()
+        for p in params:
+            p.grad = None
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
@@ -146,6 +147,10 @@ def main():
         with open(fname) as src, \
                 open(os.path.join(args.out, f"{tag}.py"), "w") as dst:
             dst.write(src.read())
+    # One archive: the device tool brings back a few files per call.
+    import tarfile
+    with tarfile.open(args.out.rstrip("/") + ".tar.gz", "w:gz") as tar:
+        tar.add(args.out, arcname=os.path.basename(args.out.rstrip("/")))
     print(f"{args.model} budget {args.budget}: measured peak {peak / 1e9:.3f}"
           f" GB (trace {best / 1e9:.3f}), predicted "
           f"{[round(x / 1e9, 3) for x in doc['predicted_peak_bytes']]} GB; "

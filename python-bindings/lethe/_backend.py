@@ -186,69 +186,6 @@ class Backend:
             p.set_time_scale(fix.time_scale)
         return p.peak_correction
 
-    def _on_step(self, compiled, measured):
-        """The automatic calibration (StepMeter's callback): True to go on
-        measuring."""
-        p = self.partitioner
-        new = p.compiles - self._compiles_before
-        records = p.records[-new:] if new else []
-        c = self.calibration
-        if "measured" in c:  # the step after the re-plan: say how it went
-            c["after"] = dict(peak_bytes=measured.peak_bytes,
-                              step_ms=measured.step_ms)
-            if records:
-                c["after"].update(
-                    predicted_peak_bytes=records[-1].plan.peak_bytes,
-                    predicted_step_ms=records[-1].plan.step_us / 1e3)
-            budget = c.get("budget_bytes")
-            if budget and measured.peak_bytes is not None \
-                    and measured.peak_bytes > budget:
-                warnings.warn(
-                    f"Lethe: after calibration the measured peak "
-                    f"{measured.peak_bytes} B is still over the budget "
-                    f"{budget} B; pass a lower budget")
-            return False
-        if len(records) != 1:
-            c["skipped"] = (
-                f"{len(records)} graphs compiled (a graph break): "
-                "calibration needs one graph per step" if records else
-                "the compiled graph came from inductor's cache: nothing "
-                "was planned in this process")
-            return False
-        r = records[0]
-        byte_budget = bool(self.budget) and self.budget.isdigit()
-        fix = _calibrate.correction(
-            measured, predicted_peak=r.plan.peak_bytes,
-            predicted_step_us=r.plan.step_us,
-            library_us=r.measured.get("library_us", 0.0),
-            budget_bytes=int(self.budget) if byte_budget else
-            r.plan.budget_bytes, byte_budget=byte_budget,
-            peak_correction=p.peak_correction, time_scale=p.time_scale,
-            provisional=r.provisional)
-        # One measurement: a budget still below the least after it fails.
-        p.allow_provisional = False
-        c.update(measured=dict(peak_bytes=measured.peak_bytes,
-                               step_ms=measured.step_ms),
-                 predicted=dict(peak_bytes=r.plan.peak_bytes,
-                                step_ms=r.plan.step_us / 1e3),
-                 budget_bytes=int(self.budget) if byte_budget else
-                 r.plan.budget_bytes,
-                 peak_correction=fix.peak_correction,
-                 time_scale=fix.time_scale, reasons=fix.reasons,
-                 provisional=r.provisional, replanned=False)
-        if not fix.replan:
-            return False
-        try:
-            _recompile(compiled, self)
-        except AttributeError as e:  # a torch whose OptimizedModule differs
-            c["skipped"] = f"cannot recompile this torch's module: {e}"
-            return False
-        p.set_peak_correction(fix.peak_correction)
-        p.set_time_scale(fix.time_scale)
-        c["replanned"] = True
-        self._compiles_before = p.compiles
-        return True
-
     @property
     def plans(self):
         """The newest records of what was planned, one per compiled graph
@@ -268,12 +205,8 @@ class Backend:
                 # Lethe plans static shapes: no automatic dynamic recompile.
                 compiled = torch.compile(model, backend=self, dynamic=False)
                 if self._calibrate:
-                    self._compiles_before = self.partitioner.compiles
-                    # Peaks are measured on CUDA only.
-                    self.partitioner.allow_provisional = \
-                        torch.cuda.is_available()
-                    _calibrate.StepMeter(
-                        compiled, lambda m: self._on_step(compiled, m))
+                    calibrator = _calibrate.Calibrator(self, compiled)
+                    _calibrate.StepMeter(compiled, calibrator.on_step)
                 return compiled
             return self.wrap_module(model)
         # torch.compile calls backends with (GraphModule, example inputs).
@@ -384,27 +317,6 @@ class Backend:
                 f"budget policy '{self.policy}' can meet on this graph"
                 + (f": {least} B" if least is not None else ""), least)
         return plan
-
-
-class _Replan:
-    """The backend under a new identity: dynamo reuses a compiled frame only
-    for the backend object that compiled it, so a module recompiled with
-    this one is planned again (with the calibrated partitioner)."""
-
-    def __init__(self, backend):
-        self.backend = backend
-
-    def __call__(self, gm, example_inputs):
-        return self.backend(gm, example_inputs)
-
-
-def _recompile(compiled, backend):
-    """Makes the OptimizedModule `compiled` compile again on its next call
-    (torch's private OptimizedModule.dynamo_ctx / _initialize)."""
-    fresh = torch.compile(compiled._orig_mod, backend=_Replan(backend),
-                          dynamic=False)
-    compiled.dynamo_ctx = fresh.dynamo_ctx
-    compiled._initialize()
 
 
 # The last few exports, by joint graph code and input shapes: compiling one

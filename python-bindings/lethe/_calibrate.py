@@ -30,12 +30,14 @@ and recompiles (`Backend.calibration` says what it measured and did).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
-__all__ = ["StepMeter", "Measurement", "correction", "TOLERANCE"]
+__all__ = ["Calibrator", "StepMeter", "Measurement", "correction",
+           "TOLERANCE"]
 
 # A plan is re-planned when its prediction is off by more than this share:
 # the spread of one step's time between calls on the same card is 1-3%
@@ -119,6 +121,159 @@ def correction(measured: Measurement, *, predicted_peak: int,
     return Correction(correction, scale, replan, reasons)
 
 
+class Calibrator:
+    """The backend's automatic calibration of one compiled module
+    (`on_step` is the StepMeter's callback). The first measured step gives
+    the correction; a re-plan is compiled and measured. If a byte budget's
+    re-planned step peaks over the budget while the first plan fitted, one
+    more plan is tried between the two (the correction interpolated
+    between the two measured peaks), and if that is over too the module
+    goes back to the first plan, which dynamo still holds compiled.
+    `backend.calibration` reports each measured attempt."""
+
+    def __init__(self, backend: Any, compiled: torch.nn.Module) -> None:
+        self.backend = backend
+        self.compiled = compiled
+        self.p = backend.partitioner
+        self.report = backend.calibration
+        self.before = self.p.compiles
+        self.first: Optional[Dict[str, Any]] = None
+        self.retried = False
+        # Peaks are measured on CUDA only.
+        self.p.allow_provisional = torch.cuda.is_available()
+
+    def _new_records(self) -> List[Any]:
+        new = self.p.compiles - self.before
+        return self.p.records[-new:] if new else []
+
+    def on_step(self, measured: Measurement) -> bool:
+        records = self._new_records()
+        self.p.allow_provisional = False  # one provisional plan at most
+        if len(records) != 1:
+            self.report["skipped"] = (
+                f"{len(records)} graphs compiled (a graph break): "
+                "calibration needs one graph per step" if records else
+                "the compiled graph came from inductor's cache: nothing "
+                "was planned in this process")
+            return False
+        r = records[0]
+        attempt = dict(peak_bytes=measured.peak_bytes,
+                       step_ms=measured.step_ms,
+                       predicted_peak_bytes=r.plan.peak_bytes,
+                       predicted_step_ms=r.plan.step_us / 1e3,
+                       peak_correction=self.p.peak_correction,
+                       time_scale=self.p.time_scale)
+        self.report.setdefault("attempts", []).append(attempt)
+        if self.first is None:
+            return self._first(r, measured, attempt)
+        self.report["after"] = attempt
+        return self._check(measured)
+
+    def _byte_budget(self) -> Optional[int]:
+        b = self.backend.budget
+        return int(b) if b and b.isdigit() else None
+
+    def _first(self, r: Any, measured: Measurement,
+               attempt: Dict[str, Any]) -> bool:
+        p, budget = self.p, self._byte_budget()
+        fix = correction(
+            measured, predicted_peak=r.plan.peak_bytes,
+            predicted_step_us=r.plan.step_us,
+            library_us=r.measured.get("library_us", 0.0),
+            budget_bytes=budget or r.plan.budget_bytes,
+            byte_budget=budget is not None,
+            peak_correction=p.peak_correction, time_scale=p.time_scale,
+            provisional=r.provisional)
+        self.report.update(
+            measured=dict(peak_bytes=measured.peak_bytes,
+                          step_ms=measured.step_ms),
+            predicted=dict(peak_bytes=r.plan.peak_bytes,
+                           step_ms=r.plan.step_us / 1e3),
+            budget_bytes=budget or r.plan.budget_bytes,
+            peak_correction=fix.peak_correction, time_scale=fix.time_scale,
+            reasons=fix.reasons, provisional=r.provisional,
+            replanned=False)
+        if not fix.replan:
+            return False
+        self.first = dict(attempt, ctx=getattr(self.compiled, "dynamo_ctx",
+                                               None),
+                          fits=(budget is None or measured.peak_bytes is None
+                                or measured.peak_bytes <= budget)
+                          and not r.provisional)
+        if not self._replan(fix.peak_correction, fix.time_scale):
+            return False
+        self.report["replanned"] = True
+        return True
+
+    def _check(self, measured: Measurement) -> bool:
+        budget = self._byte_budget()
+        if budget is None or measured.peak_bytes is None \
+                or measured.peak_bytes <= budget:
+            return False
+        first = self.first
+        if first["fits"] and not self.retried \
+                and measured.peak_bytes > first["peak_bytes"]:
+            # Between the first plan (under the budget) and this one
+            # (over): the correction where the measured peak, linear
+            # between the two, meets the budget, 10% toward the first.
+            c0, c1 = first["peak_correction"], self.p.peak_correction
+            share = (budget - first["peak_bytes"]) / (
+                measured.peak_bytes - first["peak_bytes"])
+            self.retried = True
+            if self._replan(int(c0 + 0.9 * share * (c1 - c0)),
+                            self.p.time_scale):
+                self.report["retried"] = True
+                return True
+        if first["fits"] and first["ctx"] is not None:
+            self.compiled.dynamo_ctx = first["ctx"]
+            self.compiled._initialize()
+            self.p.set_peak_correction(first["peak_correction"])
+            self.p.set_time_scale(first["time_scale"])
+            self.report["reverted"] = True
+            self.report["after"] = dict(first)
+            self.report["after"].pop("ctx")
+            self.report["after"].pop("fits")
+            return False
+        warnings.warn(
+            f"Lethe: after calibration the measured peak "
+            f"{measured.peak_bytes} B is still over the budget {budget} B; "
+            "pass a lower budget")
+        return False
+
+    def _replan(self, peak_correction: int, time_scale: float) -> bool:
+        try:
+            _recompile(self.compiled, self.backend)
+        except AttributeError as e:  # a torch whose OptimizedModule differs
+            self.report["skipped"] = f"cannot recompile this torch's " \
+                f"module: {e}"
+            return False
+        self.p.set_peak_correction(peak_correction)
+        self.p.set_time_scale(time_scale)
+        self.before = self.p.compiles
+        return True
+
+
+class _Replan:
+    """The backend under a new identity: dynamo reuses a compiled frame only
+    for the backend object that compiled it, so a module recompiled with
+    this one is planned again (with the calibrated partitioner)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def __call__(self, gm: Any, example_inputs: Any) -> Any:
+        return self.backend(gm, example_inputs)
+
+
+def _recompile(compiled: torch.nn.Module, backend: Any) -> None:
+    """Makes the OptimizedModule `compiled` compile again on its next call
+    (torch's private OptimizedModule.dynamo_ctx / _initialize)."""
+    fresh = torch.compile(compiled._orig_mod, backend=_Replan(backend),
+                          dynamic=False)
+    compiled.dynamo_ctx = fresh.dynamo_ctx
+    compiled._initialize()
+
+
 class StepMeter:
     """Measures calls of a module as training steps (see the module
     docstring). `on_step(measurement)` runs at the start of the call after
@@ -149,8 +304,10 @@ class StepMeter:
             if not self._on_step(_finish(done)):
                 self.remove()
                 return
-            # Going on means the plan changed: this call recompiles.
-            self._skip = self._calls + 1
+            # Going on means the plan changed. nn.Module looked up this
+            # call's forward before its hooks ran: this call runs the old
+            # plan, the next one compiles the new; measure the one after.
+            self._skip = self._calls + 2
         self._calls += 1
         self._pending = None
         if self._calls <= self._skip or not torch.is_grad_enabled():
@@ -158,6 +315,10 @@ class StepMeter:
         device = _device(module, args)
         state: Dict[str, Any] = {"device": device}
         if device is not None:
+            # Measured from an idle GPU, as a step timed alone is: without
+            # this the start event waits behind the previous step's kernels
+            # and the host's time to launch the first ones is not counted.
+            torch.cuda.synchronize(device)
             state["base"] = torch.cuda.memory_allocated(device)
             torch.cuda.reset_peak_memory_stats(device)
             state["start"] = torch.cuda.Event(enable_timing=True)

@@ -501,7 +501,9 @@ def test_backend_calibrates_on_the_second_step_and_replans_once():
     torch._dynamo.reset()
     b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
     run = b(model)
-    for _ in range(5):  # compile, measure, recompile, measure, report
+    # Compile; measure; the old plan (its forward was looked up before the
+    # hook re-planned); recompile; measure; report.
+    for _ in range(6):
         _close(_step(model, run), ref)
     c = b.calibration
     # On the CPU the step is far from the H100's predicted time: the
@@ -538,3 +540,72 @@ def test_a_budget_below_the_models_least_runs_the_least_once_to_measure():
         _step(model, _compile(model, p))
     message = str(info.value)
     assert "compiled graph" in message and "pass budget=" in message
+
+
+class _FakePartitioner:
+    """What the Calibrator reads of a LethePartitioner: each compile makes
+    a record whose predicted peak follows `plan_peak(correction)`."""
+
+    def __init__(self, plan_peak):
+        self.plan_peak = plan_peak
+        self.compiles, self.records = 0, []
+        self.peak_correction, self.time_scale = 0, 1.0
+        self.allow_provisional = False
+
+    def set_peak_correction(self, c):
+        self.peak_correction = c
+
+    def set_time_scale(self, s):
+        self.time_scale = s
+
+    def compile(self):
+        from types import SimpleNamespace
+        plan = SimpleNamespace(peak_bytes=self.plan_peak(self.peak_correction),
+                               step_us=10000.0, budget_bytes=1000)
+        self.records.append(SimpleNamespace(plan=plan, provisional=False,
+                                            measured={"library_us": 0.0}))
+        self.compiles += 1
+
+
+def _calibrator(monkeypatch, plan_peak):
+    from types import SimpleNamespace
+    from lethe import _calibrate
+    p = _FakePartitioner(plan_peak)
+    backend = SimpleNamespace(budget="1000", partitioner=p, calibration={})
+    compiled = SimpleNamespace(dynamo_ctx="first plan", _initialize=lambda: 0)
+    ctxs = iter(f"plan {i}" for i in range(2, 10))
+    monkeypatch.setattr(_calibrate, "_recompile", lambda c, b: setattr(
+        c, "dynamo_ctx", next(ctxs)))
+    cal = _calibrate.Calibrator(backend, compiled)
+    p.compile()
+    return cal, p, backend.calibration, compiled
+
+
+def test_calibration_goes_back_to_the_first_plan_when_replans_overshoot(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The model over-states the first plan's peak by 300 B, but a plan at
+    # budget + 300 keeps so much more that it peaks over the budget.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert cal.on_step(Measurement(690, 10.0))  # re-plan at +300
+    assert p.peak_correction == 300
+    p.compile()
+    assert cal.on_step(Measurement(1200, 10.0))  # over: try between
+    # Linear between (0, 690) and (300, 1200): 1000 at 182; 90% of it.
+    assert p.peak_correction == int(0.9 * 300 * 310 / 510)
+    assert report["retried"]
+    p.compile()
+    assert not cal.on_step(Measurement(1050, 10.0))  # over again: revert
+    assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+    assert p.peak_correction == 0 and report["after"]["peak_bytes"] == 690
+
+
+def test_calibration_keeps_a_replan_that_fits(monkeypatch):
+    from lethe._calibrate import Measurement
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert cal.on_step(Measurement(690, 10.0))
+    p.compile()
+    assert not cal.on_step(Measurement(980, 10.0))
+    assert compiled.dynamo_ctx == "plan 2" and p.peak_correction == 300
+    assert report["replanned"] and not report.get("reverted")
+    assert [a["peak_bytes"] for a in report["attempts"]] == [690, 980]
