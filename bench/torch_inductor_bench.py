@@ -250,9 +250,16 @@ def run_method(name, method, args, device, budgets):
         loss.backward()
         return loss.detach()
 
-    # A calibrating backend measures step 2 and recompiles in step 3: time
-    # the steps after that.
-    warmup = max(args.warmup, 4) if extra.get("calibrate") else args.warmup
+    warmup = args.warmup
+    if extra.get("calibrate"):
+        # The calibration measures a step, re-plans, recompiles and measures
+        # again (up to three plans): time the steps after it is done.
+        for _ in range(12):
+            for p in params:
+                p.grad = None
+            step()
+            if backend.calibration.get("done"):
+                break
     try:
         result = tb.measure(step, params, cuda, warmup, args.steps)
     finally:
@@ -260,8 +267,8 @@ def run_method(name, method, args, device, budgets):
     result.update(extra)
     if backend is not None and backend.plans:
         records = backend.plans
-        if backend.calibration.get("replanned"):
-            records = records[-1:]  # the plan the timed steps ran
+        if backend.calibrated_plan is not None:
+            records = [backend.calibrated_plan]  # the plan the steps ran
         r = records[0]
         s = r.summary()
         result.update(

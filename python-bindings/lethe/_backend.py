@@ -139,8 +139,10 @@ class Backend:
         self._calibrate = compiler == "inductor" and (
             calibrate is True or (calibrate == "auto"
                                   and torch.cuda.is_available()))
-        # What the automatic calibration measured and did (see calibrate=).
+        # What the automatic calibration measured and did (see calibrate=),
+        # and the PartitionRecord of the plan the module runs after it.
         self.calibration = {}
+        self.calibrated_plan = None
         self.offload = offload
         self.prefetch = prefetch
         self.replay_rng = replay_rng

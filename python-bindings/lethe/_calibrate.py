@@ -147,6 +147,11 @@ class Calibrator:
         return self.p.records[-new:] if new else []
 
     def on_step(self, measured: Measurement) -> bool:
+        going_on = self._on_step(measured)
+        self.report["done"] = not going_on
+        return going_on
+
+    def _on_step(self, measured: Measurement) -> bool:
         records = self._new_records()
         self.p.allow_provisional = False  # one provisional plan at most
         if len(records) != 1:
@@ -157,6 +162,7 @@ class Calibrator:
                 "was planned in this process")
             return False
         r = records[0]
+        self.backend.calibrated_plan = r
         attempt = dict(peak_bytes=measured.peak_bytes,
                        step_ms=measured.step_ms,
                        predicted_peak_bytes=r.plan.peak_bytes,
@@ -195,8 +201,8 @@ class Calibrator:
             replanned=False)
         if not fix.replan:
             return False
-        self.first = dict(attempt, ctx=getattr(self.compiled, "dynamo_ctx",
-                                               None),
+        self.first = dict(attempt, record=r,
+                          ctx=getattr(self.compiled, "dynamo_ctx", None),
                           fits=(budget is None or measured.peak_bytes is None
                                 or measured.peak_bytes <= budget)
                           and not r.provisional)
@@ -230,9 +236,9 @@ class Calibrator:
             self.p.set_peak_correction(first["peak_correction"])
             self.p.set_time_scale(first["time_scale"])
             self.report["reverted"] = True
-            self.report["after"] = dict(first)
-            self.report["after"].pop("ctx")
-            self.report["after"].pop("fits")
+            self.backend.calibrated_plan = first["record"]
+            self.report["after"] = {k: v for k, v in first.items()
+                                    if k not in ("ctx", "fits", "record")}
             return False
         warnings.warn(
             f"Lethe: after calibration the measured peak "

@@ -157,25 +157,19 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
     # A value is *virtual* (never in device memory) when it is a pointwise
     # or view result that every reader fuses: its readers read its operands
     # instead. Readers in the other phase do not make it real (the backward
-    # re-runs a pointwise chain inside its own kernels, as min-cut would),
-    # but two readers in its own phase do (inductor writes a value that two
-    # kernels read, such as the residual stream), except for casts and
-    # views, which every reader recomputes for free.
-    def inlinable(n: fx.Node) -> bool:
-        if not fold or n.op != "call_function" or _is_tuple_node(n) \
-                or not isinstance(_val(n), torch.Tensor) or not fusible(n) \
-                or n.target is operator.getitem or _is_reduction(n) \
-                or _is_gather(n):
-            return False
-        users = _tensor_users(n)
-        if not users or any(u.op != "call_function" or not fusible(u)
-                            or u.target is operator.getitem for u in users):
-            return False
-        same_phase = [u for u in users if phase(u) == phase(n)]
-        return len(same_phase) <= 1 or op_types.is_view(n) or _is_cast(n)
-
-    folded: Set[fx.Node] = {n for n in nodes if inlinable(n)}
+    # re-runs a pointwise chain inside its own kernels, as min-cut would).
+    # Several readers in its own phase make it real only where inductor's
+    # lowering realizes a reused value (GraphLowering.run_node,
+    # StorageBox.should_realize_on_reuse): when its inlined expression reads
+    # more than `realize_reads_threshold` buffers or has more than
+    # `realize_opcount_threshold` ops; otherwise each reader re-computes it
+    # (the residual stream is real only every few layers). Any pointwise
+    # expression that reads more than `realize_acc_reads_threshold` buffers
+    # is realized whatever its readers (has_exceeded_max_reads).
+    reads_limit, ops_limit, acc_limit = _realize_thresholds()
+    folded: Set[fx.Node] = set()
     frontier: Dict[fx.Node, List[fx.Node]] = {}
+    opcount: Dict[fx.Node, int] = {}
 
     def reads(n: fx.Node) -> List[fx.Node]:
         """The real values n's computation reads (through virtual ones)."""
@@ -187,9 +181,36 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                     out.append(r)
         return out
 
+    def inlinable(n: fx.Node) -> bool:
+        if not fold or n.op != "call_function" or _is_tuple_node(n) \
+                or not isinstance(_val(n), torch.Tensor) or not fusible(n) \
+                or n.target is operator.getitem or _is_reduction(n) \
+                or _is_gather(n):
+            return False
+        users = _tensor_users(n)
+        if not users or any(u.op != "call_function" or not fusible(u)
+                            or u.target is operator.getitem for u in users):
+            return False
+        if op_types.is_view(n) or _is_cast(n):
+            return True  # every reader re-reads its operand for free
+        n_reads, n_ops = len(frontier[n]), opcount[n]
+        if n_reads > acc_limit:
+            return False
+        same_phase = [u for u in users if phase(u) == phase(n)]
+        return len(same_phase) <= 1 or (n_reads <= reads_limit
+                                          and n_ops <= ops_limit)
+
     for n in nodes:
-        if n in folded:
-            frontier[n] = reads(n)
+        if n.op != "call_function":
+            continue
+        frontier[n] = reads(n)
+        opcount[n] = 1 + sum(opcount.get(_value_of(a)[0], 0)
+                             for a in _tensor_args(n)
+                             if _value_of(a)[0] in folded)
+        if inlinable(n):
+            folded.add(n)
+        else:
+            frontier.pop(n)
 
     doc_nodes: List[Dict[str, Any]] = []
     fused = FusedGraph(doc={}, folded=folded, forward=set(forward))
@@ -299,6 +320,18 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                  "torch": torch.__version__, "capture": "inductor-joint",
                  "nodes": doc_nodes, "saved": [list(s) for s in saved]}
     return fused
+
+
+def _realize_thresholds() -> Tuple[int, int, int]:
+    """Inductor's limits on inlining a reused pointwise value (its config;
+    torch 2.11's defaults where it lacks one)."""
+    try:
+        from torch._inductor import config
+    except ImportError:
+        return 4, 30, 8
+    return (getattr(config, "realize_reads_threshold", 4),
+            getattr(config, "realize_opcount_threshold", 30),
+            getattr(config, "realize_acc_reads_threshold", 8))
 
 
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "var_mean", "std",

@@ -217,7 +217,8 @@ def test_offloaded_values_travel_through_the_lethe_ops():
     model = _model()
     eager = _step(model, model)
     p = lt.partitioner(budget=None, offload=True, planner=_planner(
-        lambda e: "offload" if e["op"] == "aten.add.Tensor" else "retain"))
+        lambda e: "offload" if e["op"] == "aten.addmm.default"
+        else "retain"))
     before = dict(_offload_ops.stats)
     # Inductor must not hand an offloaded buffer to a later kernel while
     # the copy may still read it: without allow_buffer_reuse=False, refused.
@@ -228,7 +229,7 @@ def test_offloaded_values_travel_through_the_lethe_ops():
         "custom_partitioner_fn": p, "allow_buffer_reuse": False})
     _close(_step(model, run), eager)
     record = p.records[-1]
-    assert record.offloaded, "no residual was offloaded"
+    assert record.offloaded, "no matmul output was offloaded"
     copies = _offload_ops.stats["d2h_copies"] - before["d2h_copies"]
     reloads = _offload_ops.stats["h2d_copies"] - before["h2d_copies"]
     assert copies == reloads == len(record.offloaded)
@@ -571,7 +572,8 @@ def _calibrator(monkeypatch, plan_peak):
     from types import SimpleNamespace
     from lethe import _calibrate
     p = _FakePartitioner(plan_peak)
-    backend = SimpleNamespace(budget="1000", partitioner=p, calibration={})
+    backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
+                              calibrated_plan=None)
     compiled = SimpleNamespace(dynamo_ctx="first plan", _initialize=lambda: 0)
     ctxs = iter(f"plan {i}" for i in range(2, 10))
     monkeypatch.setattr(_calibrate, "_recompile", lambda c, b: setattr(
@@ -598,6 +600,7 @@ def test_calibration_goes_back_to_the_first_plan_when_replans_overshoot(
     assert not cal.on_step(Measurement(1050, 10.0))  # over again: revert
     assert report["reverted"] and compiled.dynamo_ctx == "first plan"
     assert p.peak_correction == 0 and report["after"]["peak_bytes"] == 690
+    assert report["done"] and cal.backend.calibrated_plan is p.records[0]
 
 
 def test_calibration_keeps_a_replan_that_fits(monkeypatch):
