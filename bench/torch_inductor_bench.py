@@ -289,11 +289,12 @@ def run_method(name, method, args, device, budgets):
             measure_s=sum(x.measured.get("measure_s", 0) for x in records),
             measured_rates=r.measured.get("rates"),
             calibration=backend.calibration)
-        if extra.get("peak_correction"):
+        if extra.get("peak_correction") or extra.get("calibrate"):
             # The user's budget, which the measured peak must meet; the
             # planner saw budget + correction.
             result["planned_budget_bytes"] = result["budget_bytes"]
-            result["budget_bytes"] = int(extra["budget"])
+            if str(extra["budget"]).isdigit():
+                result["budget_bytes"] = int(extra["budget"])
     del lethe
     return result
 

@@ -612,3 +612,33 @@ def test_calibration_keeps_a_replan_that_fits(monkeypatch):
     assert compiled.dynamo_ctx == "plan 2" and p.peak_correction == 300
     assert report["replanned"] and not report.get("reverted")
     assert [a["peak_bytes"] for a in report["attempts"]] == [690, 980]
+
+
+@needs_lethe
+def test_a_plan_that_keeps_everything_is_plain_compiles_partition():
+    # No budget: Lethe keeps every value, so the partition is min-cut's own
+    # (what plain torch.compile saves), not every value tagged MUST_SAVE.
+    from torch._functorch import partitioners
+    from torch._inductor.custom_graph_pass import CustomPartitionerFn
+
+    class MinCut(CustomPartitionerFn):
+        """Inductor's default partition, recording what it saves."""
+        saved = None
+
+        def __call__(self, gm, joint_inputs, **kwargs):
+            fw, bw = partitioners.min_cut_rematerialization_partition(
+                gm, joint_inputs, **kwargs)
+            MinCut.saved = _inductor._saved_names(fw,
+                                                  kwargs["num_fwd_outputs"])
+            return fw, bw
+
+        def uuid(self):
+            return "min-cut"
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, device="h100")
+    _close(_step(model, _compile(model, p)), eager)
+    _close(_step(model, _compile(model, MinCut())), eager)
+    record = p.records[-1]
+    assert "min-cut's own partition" in record.notes[-1]
+    assert record.saved == MinCut.saved and not record.mismatches
