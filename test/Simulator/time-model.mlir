@@ -83,9 +83,10 @@ func.func @beside_memory_bound(%x: tensor<250x1000xf32>) {
 // both directions together. One rank: alone each direction keeps its
 // 50 GB/s; together 100 > 80, so both run at 40: 25 us, the step ends at
 // 65 us.
+// (D2H busy time: 20 us for the lone offload, then 25.)
 // HOST: func @one_rank
 // HOST-NEXT: step_us 65.000
-// HOST: busy_us.d2h 25.000
+// HOST: busy_us.d2h 45.000
 // HOST-NEXT: busy_us.h2d 25.000
 //
 // Two ranks copying at once: each gets half of the host. The lone offload
@@ -95,7 +96,7 @@ func.func @beside_memory_bound(%x: tensor<250x1000xf32>) {
 // 13.33 us: the step ends at 40 + 53.33 = 93.33 us.
 // HOST: func @two_ranks
 // HOST-NEXT: step_us 93.333
-// HOST: busy_us.d2h 40.000
+// HOST: busy_us.d2h 60.000
 // HOST-NEXT: busy_us.h2d 53.333
 func.func @one_rank(%x: tensor<250x1000xf32>) {
   %a = lethe.node "aten.relu.default" fwd (%x) {time_us = 10.0 : f64} : (tensor<250x1000xf32>) -> tensor<250x1000xf32>
