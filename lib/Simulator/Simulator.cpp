@@ -37,7 +37,12 @@ llvm::StringRef lethe::stringifyLaunchMode(LaunchMode mode) {
 
 /// Adds to `work` what launching the step costs on the GPU's streams: the
 /// replay floor of a kernel in a graph, a wait's cost to the op that waits
-/// on another stream, an event record's to the op waited for (eager).
+/// on another stream, an event record's to the op waited for (eager). Only
+/// waits the streams do not already imply cost anything, as the scheduled
+/// program issues them: a vector clock per op says how far along each
+/// stream it is known to start (its stream's earlier ops, what they and
+/// its dependencies waited for), and a dependency already behind that
+/// clock needs no wait.
 static void addLaunchCosts(const Schedule &schedule,
                            const DeviceProfile &device, LaunchMode launch,
                            std::vector<double> &work) {
@@ -47,20 +52,39 @@ static void addLaunchCosts(const Schedule &schedule,
   const double floorUs = graph ? device.graphKernelUs : 0.0;
   if (waitUs <= 0.0 && recordUs <= 0.0 && floorUs <= 0.0)
     return;
-  std::vector<uint8_t> recorded(schedule.ops.size(), 0);
+  const size_t numOps = schedule.ops.size();
+  using Clock = std::array<int32_t, kNumStreams>;
+  // clock[op][s]: ops of stream s (counted in its order) done before op
+  // starts; position[op]: op's place on its stream, from 1.
+  std::vector<Clock> clock(numOps);
+  std::vector<int32_t> position(numOps, 0);
+  std::array<Clock, kNumStreams> streamClock = {};
+  std::vector<uint8_t> recorded(numOps, 0);
   for (auto [index, op] : llvm::enumerate(schedule.ops)) {
     if (op.kernel != KernelClass::None && work[index] < floorUs)
       work[index] = floorUs;
+    unsigned s = streamIndex(op.stream);
+    Clock now = streamClock[s];
     for (OpIndex dep : op.deps) {
-      if (dep < 0 || static_cast<size_t>(dep) >= schedule.ops.size() ||
-          schedule.ops[dep].stream == op.stream)
+      if (dep < 0 || static_cast<size_t>(dep) >= index)
+        continue;
+      unsigned t = streamIndex(schedule.ops[dep].stream);
+      if (t == s || now[t] >= position[dep])
         continue;
       work[index] += waitUs;
       recorded[dep] = 1;
+      for (unsigned u = 0; u < kNumStreams; ++u)
+        now[u] = std::max(now[u], clock[dep][u]);
+      now[t] = std::max(now[t], position[dep]);
     }
+    position[index] = ++streamClock[s][s];
+    now[s] = position[index] - 1;
+    clock[index] = now;
+    streamClock[s] = now;
+    streamClock[s][s] = position[index];
   }
   if (recordUs > 0.0)
-    for (size_t index = 0; index < work.size(); ++index)
+    for (size_t index = 0; index < numOps; ++index)
       if (recorded[index])
         work[index] += recordUs;
 }

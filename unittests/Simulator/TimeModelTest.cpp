@@ -156,6 +156,29 @@ TEST(TimeModelTest, WaitsAndRecordsCostTheirStreams) {
   EXPECT_DOUBLE_EQ(run(s, device, LaunchMode::Graph).stepUs, 23);
 }
 
+TEST(TimeModelTest, OnlyWaitsTheStreamsDoNotImplyCost) {
+  Schedule s;
+  // Two compute ops read what one copy brought; the second need not wait
+  // again (its stream already did). A copy issued after a compute op that
+  // waited for an earlier copy of the same stream needs no wait either.
+  s.ops = {copyOp(ScheduleOpKind::Prefetch, 10000),
+           kernelOp(5, KernelClass::MemoryBound, {0}),
+           kernelOp(5, KernelClass::MemoryBound, {0}),
+           kernelOp(5, KernelClass::MemoryBound, {0})};
+  DeviceProfile device = linkDevice();
+  device.waitUs = 2;
+  // 10 us copy, one wait of 2 us, three 5 us kernels.
+  EXPECT_DOUBLE_EQ(run(s, device).stepUs, 27);
+  // A dependency on an op the stream's earlier wait already covered (the
+  // copy before the one waited for) costs nothing.
+  Schedule t;
+  t.ops = {copyOp(ScheduleOpKind::Prefetch, 10000),
+           copyOp(ScheduleOpKind::Prefetch, 10000),
+           kernelOp(5, KernelClass::MemoryBound, {1}),
+           kernelOp(5, KernelClass::MemoryBound, {0})};
+  EXPECT_DOUBLE_EQ(run(t, device).stepUs, 32);
+}
+
 /// Random schedules over the four streams with cross-stream dependencies.
 Schedule randomSchedule(std::mt19937 &rng) {
   std::uniform_int_distribution<int> kind(0, 5), size(1, 40);
