@@ -29,8 +29,8 @@
 //     directions together at most host_both / k;
 //   - eager launch (LaunchMode::Eager): the host enqueues ops in program
 //     order, `host_launch_us` per kernel or copy, and no op starts before
-//     the host has enqueued everything before it; a wait on another stream's op adds `wait_us` to the
-//     waiting op, an op another stream waits on adds `event_record_us`;
+//     the host has enqueued everything before it; a wait the streams do
+//     not imply adds `wait_us`, the op waited for `event_record_us`;
 //   - CUDA-graph launch (LaunchMode::Graph): no host bound, `graph_launch_us`
 //     once, `graph_wait_us` per cross-stream wait, and no kernel shorter
 //     than `graph_kernel_us` (the replay floor).
