@@ -12,6 +12,14 @@
 using namespace mlir;
 using namespace lethe;
 
+DeviceProfile lethe::deviceForFunction(const DeviceProfile &profile,
+                                       func::FuncOp func) {
+  DeviceProfile result = profile;
+  if (auto ranks = func->getAttrOfType<IntegerAttr>(attrs::kRanksPerHost))
+    result.ranksPerHost = std::max<int64_t>(1, ranks.getInt());
+  return result;
+}
+
 Stream lethe::getOpStream(Operation *op) {
   if (auto attr = op->getAttrOfType<StreamAttr>(attrs::kStream))
     return attr.getValue();

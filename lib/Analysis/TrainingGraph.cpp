@@ -1,6 +1,7 @@
 //===- TrainingGraph.cpp - Index-based view of a training step ------------===//
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Analysis/CostModel.h"
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Support/Limits.h"
@@ -217,10 +218,14 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
       double time = node.getTimeUsAttr()
                         ? node.getTimeUsAttr().getValueAsDouble()
                         : 0.0;
+      uint32_t flags = attentionHasDropout(node) ? NodeFlagRandom
+                                                 : NodeFlagNone;
+      if (CostModel::isView(node))
+        flags |= NodeFlagView;
+      else if (CostModel::computeWork(node))
+        flags |= NodeFlagMatrix;
       id = graph.addNode(node.getKind(), node.getPhase(), time, operands,
-                         resultBytes, aliases,
-                         attentionHasDropout(node) ? NodeFlagRandom
-                                                   : NodeFlagNone,
+                         resultBytes, aliases, flags,
                          node.getScope().value_or(""), &op);
       graph.nodes[id].name = node.getName().value_or("").str();
     } else if (auto coll = dyn_cast<CollectiveOp>(op)) {

@@ -19,7 +19,20 @@ lethe::simulateProgram(func::FuncOp func, const DeviceProfile &device) {
   FailureOr<ProgramSchedule> program = buildProgramSchedule(func);
   if (failed(program))
     return failure();
-  llvm::Expected<SimResult> result = simulate(program->schedule, device);
+  const DeviceProfile profile = deviceForFunction(device, func);
+  llvm::Expected<SimResult> result = simulate(program->schedule, profile);
+  double graphStepUs = 0.0;
+  if (result) {
+    SimOptions options;
+    options.recordTimeline = false;
+    options.launch = LaunchMode::Graph;
+    llvm::Expected<SimResult> graph =
+        simulate(program->schedule, profile, options);
+    if (graph)
+      graphStepUs = graph->stepUs;
+    else
+      result = graph.takeError();
+  }
   if (!result) {
     // At the op when the error is about one.
     Operation *where = func;
@@ -33,7 +46,8 @@ lethe::simulateProgram(func::FuncOp func, const DeviceProfile &device) {
         }));
     return where->emitError("lethe: cannot simulate the program: ") << message;
   }
-  return ProgramSimulation{std::move(*program), std::move(*result)};
+  return ProgramSimulation{std::move(*program), std::move(*result),
+                           graphStepUs};
 }
 
 FailureOr<ProgramSimulation>
@@ -166,6 +180,7 @@ llvm::json::Value lethe::simulationToJson(const SimulationReport &report) {
       {"policy", report.policy},
       {"budget_bytes", report.budgetBytes},
       {"step_us", run.stepUs},
+      {"graph_step_us", report.planned.graphStepUs},
       {"peak_bytes", run.peakBytes},
       {"arena_bytes", report.arenaBytes},
       {"max_live_bytes", report.maxLiveBytes},
@@ -182,6 +197,7 @@ llvm::json::Value lethe::simulationToJson(const SimulationReport &report) {
   };
   if (report.unplanned) {
     json["unplanned_step_us"] = report.unplanned->result.stepUs;
+    json["unplanned_graph_step_us"] = report.unplanned->graphStepUs;
     json["unplanned_peak_bytes"] = report.unplanned->result.peakBytes;
     if (report.unplanned->result.stepUs > 0)
       json["overhead"] = run.stepUs / report.unplanned->result.stepUs - 1.0;

@@ -229,6 +229,7 @@ llvm::Expected<Schedule> Builder::build() {
       op.stream = Stream::Compute;
       op.node = node;
       op.durationUs = std::max(0.0, n.timeUs);
+      op.kernel = kernelClassOf(n);
       if (llvm::Error err =
               addReads(op, analysis.operandStorages(node), node, true))
         return std::move(err);
@@ -255,6 +256,7 @@ llvm::Expected<Schedule> Builder::build() {
     op.kind = ScheduleOpKind::Node;
     op.node = i;
     op.durationUs = std::max(0.0, n.timeUs);
+    op.kernel = kernelClassOf(n);
     op.stream = n.hasFlag(NodeFlagCollective) ? Stream::Comm : Stream::Compute;
     if (op.stream != Stream::Compute && lastCompute >= 0)
       op.deps.push_back(lastCompute);

@@ -2,6 +2,7 @@
 
 #include "lethe/Simulator/ProgramSchedule.h"
 
+#include "lethe/Analysis/CostModel.h"
 #include "lethe/Analysis/Program.h"
 #include "lethe/Analysis/StreamOrder.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
@@ -60,6 +61,13 @@ FailureOr<ProgramSchedule> lethe::buildProgramSchedule(func::FuncOp func) {
                        ? ScheduleOpKind::Recompute
                        : ScheduleOpKind::Node;
       entry.durationUs = timeOf(op);
+      entry.kernel = KernelClass::MemoryBound;
+      if (auto node = dyn_cast<NodeOp>(op)) {
+        if (CostModel::isView(node))
+          entry.kernel = KernelClass::None;
+        else if (CostModel::computeWork(node))
+          entry.kernel = KernelClass::Matrix;
+      }
     } else if (isa<OffloadOp, PrefetchOp>(op)) {
       entry.kind = isa<OffloadOp>(op) ? ScheduleOpKind::Offload
                                       : ScheduleOpKind::Prefetch;

@@ -31,6 +31,157 @@ static bool isCopy(const ScheduleOp &op) {
          op.kind == ScheduleOpKind::Prefetch;
 }
 
+llvm::StringRef lethe::stringifyLaunchMode(LaunchMode mode) {
+  return mode == LaunchMode::Graph ? "graph" : "eager";
+}
+
+/// Adds to `work` what launching the step costs on the GPU's streams: the
+/// replay floor of a kernel in a graph, a wait's cost to the op that waits
+/// on another stream, an event record's to the op waited for (eager). Only
+/// waits the streams do not already imply cost anything, as the scheduled
+/// program issues them: a vector clock per op says how far along each
+/// stream it is known to start (its stream's earlier ops, what they and
+/// its dependencies waited for), and a dependency already behind that
+/// clock needs no wait.
+static void addLaunchCosts(const Schedule &schedule,
+                           const DeviceProfile &device, LaunchMode launch,
+                           std::vector<double> &work) {
+  const bool graph = launch == LaunchMode::Graph;
+  const double waitUs = graph ? device.graphWaitUs : device.waitUs;
+  const double recordUs = graph ? 0.0 : device.eventRecordUs;
+  const double floorUs = graph ? device.graphKernelUs : 0.0;
+  if (waitUs <= 0.0 && recordUs <= 0.0 && floorUs <= 0.0)
+    return;
+  const size_t numOps = schedule.ops.size();
+  using Clock = std::array<int32_t, kNumStreams>;
+  // clock[op][s]: ops of stream s (counted in its order) done before op
+  // starts; position[op]: op's place on its stream, from 1.
+  std::vector<Clock> clock(numOps);
+  std::vector<int32_t> position(numOps, 0);
+  std::array<Clock, kNumStreams> streamClock = {};
+  std::vector<uint8_t> recorded(numOps, 0);
+  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+    if (op.kernel != KernelClass::None && work[index] < floorUs)
+      work[index] = floorUs;
+    unsigned s = streamIndex(op.stream);
+    Clock now = streamClock[s];
+    for (OpIndex dep : op.deps) {
+      if (dep < 0 || static_cast<size_t>(dep) >= index)
+        continue;
+      unsigned t = streamIndex(schedule.ops[dep].stream);
+      if (t == s || now[t] >= position[dep])
+        continue;
+      work[index] += waitUs;
+      recorded[dep] = 1;
+      for (unsigned u = 0; u < kNumStreams; ++u)
+        now[u] = std::max(now[u], clock[dep][u]);
+      now[t] = std::max(now[t], position[dep]);
+    }
+    position[index] = ++streamClock[s][s];
+    now[s] = position[index] - 1;
+    clock[index] = now;
+    streamClock[s] = now;
+    streamClock[s][s] = position[index];
+  }
+  if (recordUs > 0.0)
+    for (size_t index = 0; index < numOps; ++index)
+      if (recorded[index])
+        work[index] += recordUs;
+}
+
+/// When each op may start: once the host has enqueued every kernel and copy
+/// before it (eager: `host_launch_us` each, in program order; the first
+/// starts at 0) or once the graph is launched (`graph_launch_us`). Empty
+/// when neither costs anything.
+static std::vector<double> issueTimes(const Schedule &schedule,
+                                      const DeviceProfile &device,
+                                      LaunchMode launch) {
+  const bool graph = launch == LaunchMode::Graph;
+  const double perOpUs = graph ? 0.0 : device.hostLaunchUs;
+  const double startUs = graph ? device.graphLaunchUs : 0.0;
+  if (perOpUs <= 0.0 && startUs <= 0.0)
+    return {};
+  std::vector<double> issued(schedule.ops.size(), startUs);
+  double host = startUs;
+  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+    issued[index] = host;
+    bool copy = op.kind == ScheduleOpKind::Offload ||
+                op.kind == ScheduleOpKind::Prefetch;
+    if (copy || op.kernel != KernelClass::None)
+      host += perOpUs;
+  }
+  return issued;
+}
+
+/// A copy's rate factor beside a kernel of `kernel`'s class.
+static double copyFactorBeside(const DeviceProfile &device,
+                               KernelClass kernel) {
+  switch (kernel) {
+  case KernelClass::None:
+    return 1.0;
+  case KernelClass::Matrix:
+    return device.copySlowdownWithMatmul > 0 ? device.copySlowdownWithMatmul
+                                             : 1.0;
+  case KernelClass::MemoryBound:
+    return device.copySlowdownWithMemoryBound > 0
+               ? device.copySlowdownWithMemoryBound
+               : 1.0;
+  }
+  return 1.0;
+}
+
+/// How much slower a kernel of `kernel`'s class runs beside the copies.
+static double kernelSlowdown(const DeviceProfile &device, KernelClass kernel,
+                             bool d2h, bool h2d) {
+  if (kernel == KernelClass::None || !(d2h || h2d))
+    return 1.0;
+  bool matrix = kernel == KernelClass::Matrix;
+  double factor =
+      d2h && h2d ? (matrix ? device.matmulSlowdownWithBothCopies
+                           : device.memoryBoundSlowdownWithBothCopies)
+                 : (matrix ? device.matmulSlowdownWithCopies
+                           : device.memoryBoundSlowdownWithCopies);
+  return factor >= 1.0 ? factor : 1.0;
+}
+
+/// Caps the copy rates (fractions of the lone D2H / H2D bandwidths) at this
+/// rank's share of what the host reaches: 1/ranksPerHost of host_d2h,
+/// host_h2d, and of host_both for the two directions together. The ranks
+/// are taken to copy at the same time (they run the same program, or
+/// pipeline stages in step).
+static void shareHostBandwidth(const DeviceProfile &device, bool d2hBusy,
+                               bool h2dBusy, double &d2hRate,
+                               double &h2dRate) {
+  const double ranks =
+      static_cast<double>(std::max<int64_t>(1, device.ranksPerHost));
+  double d2h = d2hBusy ? d2hRate * device.d2hBytesPerSec : 0.0;
+  double h2d = h2dBusy ? h2dRate * device.h2dBytesPerSec : 0.0;
+  bool capped = false;
+  if (device.hostD2HBytesPerSec > 0 &&
+      d2h > device.hostD2HBytesPerSec / ranks) {
+    d2h = device.hostD2HBytesPerSec / ranks;
+    capped = true;
+  }
+  if (device.hostH2DBytesPerSec > 0 &&
+      h2d > device.hostH2DBytesPerSec / ranks) {
+    h2d = device.hostH2DBytesPerSec / ranks;
+    capped = true;
+  }
+  if (d2hBusy && h2dBusy && device.hostBothBytesPerSec > 0 &&
+      d2h + h2d > device.hostBothBytesPerSec / ranks) {
+    double scale = device.hostBothBytesPerSec / ranks / (d2h + h2d);
+    d2h *= scale;
+    h2d *= scale;
+    capped = true;
+  }
+  if (!capped)
+    return;
+  if (d2hBusy)
+    d2hRate = d2h / device.d2hBytesPerSec;
+  if (h2dBusy)
+    h2dRate = h2d / device.h2dBytesPerSec;
+}
+
 bool lethe::copiesContendWithCollectives(const DeviceProfile &device,
                                          double threshold) {
   return device.collectiveSlowdownWithCopies > threshold ||
@@ -65,7 +216,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
             "value %{2}",
             device.name, op.kind == ScheduleOpKind::Offload ? "D2H" : "H2D",
             op.storage));
-      work[index] = static_cast<double>(op.copyBytes) / bandwidth * 1e6;
+      work[index] = static_cast<double>(op.copyBytes) / bandwidth * 1e6 +
+                    (op.kind == ScheduleOpKind::Offload ? device.d2hFixedUs
+                                                        : device.h2dFixedUs);
       break;
     }
     case ScheduleOpKind::Release:
@@ -81,6 +234,7 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
                                      : std::string())
               .str());
   }
+  addLaunchCosts(schedule, device, options.launch, work);
   auto positiveOr = [](double value, double fallback) {
     return value > 0.0 ? value : fallback;
   };
@@ -93,10 +247,20 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   // least that much when both directions copy.
   const double commSlowdownBoth = std::max(
       commSlowdown, positiveOr(device.collectiveSlowdownWithBothCopies, 1.0));
-  const std::vector<double> &earliest = options.earliestStartUs;
-  if (!earliest.empty() && earliest.size() != numOps)
+  if (!options.earliestStartUs.empty() &&
+      options.earliestStartUs.size() != numOps)
     return simError(llvm::formatv("earliestStartUs has {0} entries for {1} ops",
-                                  earliest.size(), numOps));
+                                  options.earliestStartUs.size(), numOps));
+  // No op starts before the host has enqueued it (eager) or before the graph
+  // is launched.
+  const std::vector<double> issued =
+      issueTimes(schedule, device, options.launch);
+  std::vector<double> earliest = options.earliestStartUs;
+  if (!issued.empty()) {
+    earliest.resize(numOps, 0.0);
+    for (size_t index = 0; index < numOps; ++index)
+      earliest[index] = std::max(earliest[index], issued[index]);
+  }
   auto releasedAt = [&](OpIndex op) {
     return earliest.empty() ? 0.0 : earliest[op];
   };
@@ -160,9 +324,18 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     bool d2hBusy = active[streamIndex(Stream::D2H)] >= 0;
     bool h2dBusy = active[streamIndex(Stream::H2D)] >= 0;
     bool commBusy = active[streamIndex(Stream::Comm)] >= 0;
+    OpIndex computeOp = active[streamIndex(Stream::Compute)];
+    KernelClass kernel =
+        computeOp >= 0 ? schedule.ops[computeOp].kernel : KernelClass::None;
     double commFactor = commBusy ? copySlowdown : 1.0;
-    rate[streamIndex(Stream::D2H)] = (h2dBusy ? duplex : 1.0) * commFactor;
-    rate[streamIndex(Stream::H2D)] = (d2hBusy ? duplex : 1.0) * commFactor;
+    double besideKernel = copyFactorBeside(device, kernel);
+    rate[streamIndex(Stream::D2H)] =
+        (h2dBusy ? duplex : 1.0) * commFactor * besideKernel;
+    rate[streamIndex(Stream::H2D)] =
+        (d2hBusy ? duplex : 1.0) * commFactor * besideKernel;
+    shareHostBandwidth(device, d2hBusy, h2dBusy,
+                       rate[streamIndex(Stream::D2H)],
+                       rate[streamIndex(Stream::H2D)]);
     rate[streamIndex(Stream::Comm)] = d2hBusy && h2dBusy
                                           ? 1.0 / commSlowdownBoth
                                       : d2hBusy || h2dBusy ? 1.0 / commSlowdown
@@ -203,6 +376,11 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     } else if (!commBusy) {
       allowanceFor = -1;
     }
+    // The kernel on the compute stream, slowed by the copies moving now.
+    rate[streamIndex(Stream::Compute)] =
+        1.0 / kernelSlowdown(device, kernel,
+                             d2hBusy && rate[streamIndex(Stream::D2H)] > 0.0,
+                             h2dBusy && rate[streamIndex(Stream::H2D)] > 0.0);
 
     double step = std::numeric_limits<double>::infinity();
     unsigned first = kNumStreams;
@@ -306,6 +484,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       if (culprit < 0 || timing[dep].endUs > timing[culprit].endUs)
         culprit = dep;
     if (culprit < 0)
+      continue;
+    // Waiting for the host to enqueue it is not waiting for the copy.
+    if (!issued.empty() && issued[index] > timing[culprit].endUs + 1e-9)
       continue;
     if (isCopy(schedule.ops[culprit]))
       result.exposedCopyUs += gap;

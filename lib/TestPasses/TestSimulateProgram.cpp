@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lethe/Analysis/Program.h"
 #include "lethe/Simulator/ProgramSchedule.h"
 #include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
@@ -34,6 +35,10 @@ struct TestSimulateProgramPass
 
   Option<std::string> device{*this, "device", llvm::cl::desc("device profile"),
                              llvm::cl::init("h200")};
+  Option<bool> graph{*this, "graph",
+                     llvm::cl::desc("simulate a CUDA-graph replay (default: "
+                                    "eager launch)"),
+                     llvm::cl::init(false)};
 
   void runOnOperation() override {
     llvm::Expected<DeviceProfile> profile = DeviceProfile::load(device);
@@ -47,7 +52,10 @@ struct TestSimulateProgramPass
       FailureOr<ProgramSchedule> program = buildProgramSchedule(func);
       if (failed(program))
         return signalPassFailure();
-      llvm::Expected<SimResult> result = simulate(program->schedule, *profile);
+      SimOptions options;
+      options.launch = graph ? LaunchMode::Graph : LaunchMode::Eager;
+      llvm::Expected<SimResult> result = simulate(
+          program->schedule, deviceForFunction(*profile, func), options);
       if (!result) {
         func.emitError() << toString(result.takeError());
         return signalPassFailure();

@@ -17,6 +17,7 @@
 #define LETHE_ANALYSIS_PROGRAM_H
 
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
+#include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
@@ -27,6 +28,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "lethe/Support/DeviceProfile.h"
 
 namespace mlir {
 class ModuleOp;
@@ -64,7 +67,15 @@ constexpr llvm::StringLiteral kCopyChunkBytes = "lethe.copy_chunk_bytes";
 /// transfers run together, so what they read stays live until the group's
 /// last op, and the lowering issues them between one ncclGroupStart/End.
 constexpr llvm::StringLiteral kP2PGroup = "lethe.p2p_group";
+/// On the function, set by the parallel passes: how many ranks of the
+/// program run on one host and share its copy bandwidth.
+constexpr llvm::StringLiteral kRanksPerHost = "lethe.ranks_per_host";
 } // namespace attrs
+
+/// `profile` as `func` uses it: DeviceProfile::ranksPerHost from the
+/// function's `lethe.ranks_per_host` (1 when it has none).
+DeviceProfile deviceForFunction(const DeviceProfile &profile,
+                                mlir::func::FuncOp func);
 
 /// The stream an op runs on: its `lethe.stream` attribute, else the op's
 /// own (offload: d2h, prefetch: h2d, collective: comm, test.timeline_op:

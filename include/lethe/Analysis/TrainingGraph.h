@@ -50,6 +50,12 @@ enum NodeFlags : uint32_t {
   /// Writes one of its operands in place (BatchNorm running statistics):
   /// re-running it would apply the update twice.
   NodeFlagMutates = 1u << 2,
+  /// Runs a matrix-product kernel (matmul, convolution, attention: the cost
+  /// model has a FLOP formula for it): the simulator slows it beside host
+  /// copies by the profile's matmul factors, not the memory-bound ones.
+  NodeFlagMatrix = 1u << 3,
+  /// Launches no kernel (a view).
+  NodeFlagView = 1u << 4,
 };
 
 struct GraphValue {

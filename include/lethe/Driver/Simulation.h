@@ -29,7 +29,10 @@ namespace lethe {
 /// A program and its simulated run.
 struct ProgramSimulation {
   ProgramSchedule program;
+  /// The step launched eagerly (as the planner predicts it).
   SimResult result;
+  /// The step replayed as one CUDA graph (LaunchMode::Graph).
+  double graphStepUs = 0.0;
 };
 
 /// Simulates `func` as its IR stands. Errors are emitted at the op.

@@ -57,6 +57,21 @@ enum class ScheduleOpKind : uint8_t {
 
 llvm::StringRef stringifyScheduleOpKind(ScheduleOpKind kind);
 
+/// What kind of kernel an op launches, for the time model: a matrix product
+/// (matmul, convolution, attention) is slowed by host copies in flight by
+/// the profile's matmul factors, any other kernel by its memory-bound ones;
+/// an op that launches none (a view, a copy, a release, a barrier) costs no
+/// kernel launch.
+enum class KernelClass : uint8_t { None, MemoryBound, Matrix };
+
+/// The kernel class of a graph node (from its NodeFlags).
+inline KernelClass kernelClassOf(const GraphNode &node) {
+  if (node.hasFlag(NodeFlagView))
+    return KernelClass::None;
+  return node.hasFlag(NodeFlagMatrix) ? KernelClass::Matrix
+                                      : KernelClass::MemoryBound;
+}
+
 /// Where a buffer's contents come from.
 enum class BufferOrigin : uint8_t { Produced, Recomputed, Prefetched, Host };
 
@@ -77,6 +92,8 @@ struct ScheduleOp {
   ValueId storage = -1;
   /// Node, Recompute: time on its stream at full rate, microseconds.
   double durationUs = 0.0;
+  /// Node, Recompute: the kernel it launches.
+  KernelClass kernel = KernelClass::None;
   /// Offload, Prefetch: bytes copied.
   int64_t copyBytes = 0;
   /// Ops (on any stream, earlier in program order) that must complete

@@ -15,6 +15,26 @@
 //   runs and `collectiveSlowdownWithBothCopies` times slower (at least as
 //   slow) while both do. The simulation is fluid: remaining work is
 //   re-rated at every event.
+// - What running the plan costs (each term only where the profile has its
+//   figure, so a profile without them predicts as before):
+//   - a copy takes the profile's fixed cost (`d2h_fixed_us`) on top of its
+//     bytes over the bandwidth;
+//   - a kernel runs `matmul_slowdown_with_copies` (a matrix product) or
+//     `memory_bound_slowdown_with_copies` (any other) times slower while one
+//     copy direction runs, the `_both_copies` factor while both do; a copy
+//     runs at `copy_slowdown_with_matmul` / `_memory_bound` of its rate
+//     beside such a kernel;
+//   - the ranks of one host (DeviceProfile::ranksPerHost, k) share its
+//     bandwidth: a copy direction gets at most host_d2h (host_h2d) / k, both
+//     directions together at most host_both / k;
+//   - eager launch (LaunchMode::Eager): the host enqueues ops in program
+//     order, `host_launch_us` per kernel or copy, and no op starts before
+//     the host has enqueued everything before it; a wait the streams do
+//     not imply adds `wait_us`, the op waited for `event_record_us`;
+//   - CUDA-graph launch (LaunchMode::Graph): no host bound, `graph_launch_us`
+//     once, `graph_wait_us` per cross-stream wait, and no kernel shorter
+//     than `graph_kernel_us` (the replay floor).
+//   Fixed costs are part of an op's work and are slowed with it.
 // - Exposed copy time is compute-stream idle time spent waiting for a copy
 //   (a prefetch not done before its use, a release waiting for its D2H).
 //
@@ -53,7 +73,17 @@ struct MemoryPoint {
 constexpr int64_t kDefaultYieldChunkBytes = 8 << 20;
 constexpr int64_t kMinYieldChunkBytes = 256 << 10;
 
+/// How the step's ops reach the GPU.
+enum class LaunchMode : uint8_t {
+  /// Enqueued by the host one at a time (lethe-run's eager steps).
+  Eager,
+  /// Replayed as one CUDA graph (lethe-run's graph steps).
+  Graph,
+};
+llvm::StringRef stringifyLaunchMode(LaunchMode mode);
+
 struct SimOptions {
+  LaunchMode launch = LaunchMode::Eager;
   /// Fill `timeline` and `memoryCurve` (off for the planner's inner loop).
   bool recordTimeline = true;
   /// Per op (indexed like Schedule::ops; empty: none): the op does not

@@ -17,6 +17,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,12 @@ struct DeviceProfile {
   /// Device memory capacity and the pinned-host budget, bytes.
   double deviceMemoryBytes = 0;
   double hostMemoryBytes = 0;
+  /// Not a field of the file but how the device is used: how many GPUs of
+  /// one host run ranks of the program at once, each copying as this one
+  /// does (the parallel passes record it on the function,
+  /// `lethe.ranks_per_host`). With the host_* figures each rank's copies
+  /// get 1/ranksPerHost of what the host reaches.
+  int64_t ranksPerHost = 1;
   /// Where each figure comes from, by field name.
   llvm::StringMap<std::string> notes;
 

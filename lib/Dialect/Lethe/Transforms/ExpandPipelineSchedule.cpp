@@ -189,6 +189,13 @@ void ExpandPipelineSchedulePass::runOnOperation() {
         << static_cast<int64_t>(stage);
     return signalPassFailure();
   }
+  if (ranksPerHost < 0 || ranksPerHost > stages) {
+    emitError(func.getLoc())
+        << "lethe-expand-pipeline-schedule: ranks-per-host must be in [0, "
+        << static_cast<int64_t>(stages) << "] (0: all stages), got "
+        << static_cast<int64_t>(ranksPerHost);
+    return signalPassFailure();
+  }
   if (func->hasAttr(kPipelineAttr)) {
     emitError(func.getLoc())
         << "step is already expanded into a pipeline stage (" << kPipelineAttr
@@ -817,6 +824,8 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
           b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
           b.getNamedAttr("vpp", b.getI64IntegerAttr(vpp)),
       }));
+  func->setAttr(attrs::kRanksPerHost,
+                b.getI64IntegerAttr(ranksPerHost > 0 ? ranksPerHost : stages));
   builder = nullptr;
   return success();
 }

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 
@@ -152,6 +153,13 @@ void InsertFsdpCollectivesPass::runOnOperation() {
         << static_cast<int64_t>(world);
     return signalPassFailure();
   }
+  if (ranksPerHost < 0 || ranksPerHost > world) {
+    emitError(func.getLoc())
+        << "lethe-insert-fsdp-collectives: ranks-per-host must be in [0, "
+        << static_cast<int64_t>(world) << "] (0: all ranks), got "
+        << static_cast<int64_t>(ranksPerHost);
+    return signalPassFailure();
+  }
   if (prefetch < 0) {
     emitError(func.getLoc())
         << "lethe-insert-fsdp-collectives: prefetch must be >= 0, got "
@@ -235,6 +243,9 @@ void InsertFsdpCollectivesPass::runOnOperation() {
                          StringAttr::get(&getContext(), param.name));
   func->setAttr(kWorldAttr,
                 IntegerAttr::get(IntegerType::get(&getContext(), 64), world));
+  func->setAttr(attrs::kRanksPerHost,
+                IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                 ranksPerHost > 0 ? ranksPerHost : world));
 }
 
 LogicalResult InsertFsdpCollectivesPass::collectParams(func::FuncOp func) {

@@ -98,7 +98,10 @@ void PlanActivationsPass::runOnOperation() {
 }
 
 LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
-                                                const DeviceProfile &profile) {
+                                                const DeviceProfile &device) {
+  // Ranks of one host share its copy bandwidth (the parallel passes say how
+  // many).
+  const DeviceProfile profile = deviceForFunction(device, func);
   FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
   if (failed(graph))
     return failure();

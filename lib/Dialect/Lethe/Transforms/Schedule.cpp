@@ -242,7 +242,8 @@ struct ScheduleProgramPass
           .run(program->getOps());
       if (simulate) {
         FailureOr<Contention> choice =
-            chooseBySimulation(func, *profile, chunkBytes);
+            chooseBySimulation(func, deviceForFunction(*profile, func),
+                               chunkBytes);
         if (failed(choice))
           return signalPassFailure();
         chosen = *choice;

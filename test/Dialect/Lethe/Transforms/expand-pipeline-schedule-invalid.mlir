@@ -8,7 +8,9 @@
 // SCHEDULE: error: lethe-expand-pipeline-schedule: unknown schedule 'gpipe' (expected 1f1b or interleaved)
 // VPP: error: lethe-expand-pipeline-schedule: the 1f1b schedule has one chunk per stage (vpp=1); use schedule=interleaved for vpp=2
 // GROUPS: error: lethe-expand-pipeline-schedule: the interleaved schedule runs micro-batches in groups of stages: microbatches (3) must be a multiple of stages (2)
+// RUN: not lethe-opt %s -split-input-file --lethe-expand-pipeline-schedule='stages=2 ranks-per-host=-1' 2>&1 | FileCheck %s --check-prefix=RANKS
 // STAGE: error: lethe-expand-pipeline-schedule: stage must be in [0, 2), got 2
+// RANKS: error: lethe-expand-pipeline-schedule: ranks-per-host must be in [0, 2] (0: all stages), got -1
 // LAYERS: error: cannot split 2 layers (scopes with a numeric index, e.g. 'transformer.h.3') into 3 pipeline chunks (stages=3 x vpp=1)
 
 // Two layers: valid for the first RUN line.

@@ -3,7 +3,9 @@
 // RUN: not lethe-opt %s -split-input-file --lethe-insert-fsdp-collectives='bucket=layer' 2>&1 | FileCheck %s --check-prefix=BUCKET
 
 // RUN: not lethe-opt %s -split-input-file --lethe-insert-fsdp-collectives='prefetch=-1' 2>&1 | FileCheck %s --check-prefix=PREFETCH
+// RUN: not lethe-opt %s -split-input-file --lethe-insert-fsdp-collectives='world=2 ranks-per-host=3' 2>&1 | FileCheck %s --check-prefix=RANKS
 // PREFETCH: error: lethe-insert-fsdp-collectives: prefetch must be >= 0, got -1
+// RANKS: error: lethe-insert-fsdp-collectives: ranks-per-host must be in [0, 2] (0: all ranks), got 3
 // WORLD: error: lethe-insert-fsdp-collectives: world must be >= 1, got 0
 // BUCKET: error: lethe-insert-fsdp-collectives: bucket must be 'unit' or 'param', got 'layer'
 

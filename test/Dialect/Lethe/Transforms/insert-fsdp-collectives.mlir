@@ -6,6 +6,8 @@
 // RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics > %t.1.mlir
 // RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics > %t.2.mlir
 // RUN: diff %t.1.mlir %t.2.mlir
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 ranks-per-host=1' | FileCheck %s --check-prefix=HOST
+// HOST: attributes {lethe.fsdp_world = 2 : i64, lethe.ranks_per_host = 1 : i64}
 
 // Two layers (units h.0, h.1) and a head whose dim 0 (5) does not divide by
 // 2. The backward reads the head's forward view %th (re-made there) and the
@@ -21,7 +23,9 @@
 // CHECK-SAME: %[[WH:[a-z0-9]+]]: tensor<3x8xbf16> {lethe.full_type = tensor<5x8xbf16>, lethe.kind = "param", lethe.name = "head.weight"}
 // CHECK-SAME: %[[G:[a-z0-9]+]]: tensor<4x5xbf16>
 // CHECK-SAME: -> (tensor<f32>, tensor<4x8xbf16> {lethe.grad_of = "h.0.fc.weight"}, tensor<4xbf16> {lethe.grad_of = "h.0.fc.bias"}, tensor<4x8xbf16> {lethe.grad_of = "h.1.fc.weight"}, tensor<4xbf16> {lethe.grad_of = "h.1.fc.bias"}, tensor<3x8xbf16> {lethe.grad_of = "head.weight"})
-// CHECK-SAME: attributes {lethe.fsdp_world = 2 : i64}
+// The ranks share one host's copy bandwidth (ranks-per-host defaults to
+// all of them): the planner and simulator give each rank half of it.
+// CHECK-SAME: attributes {lethe.fsdp_world = 2 : i64, lethe.ranks_per_host = 2 : i64}
 
 // Forward: each unit gathered right before its first use, as one flat
 // buffer (4*8 + 4 = 36 elements per rank). Ring time: 5 us + 1/2 * 144 B

@@ -315,6 +315,9 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
     and the options. With `bandwidth` > 0, collectives get `time_us` from
     the ring formula `latency + (world-1)/world * bytes / bandwidth` (twice
     that for all-reduce); otherwise `lethe-annotate-costs` times them.
+    The function records `lethe.ranks_per_host` (`ranks-per-host`, default
+    all `world` ranks): the ranks of one host copying at once share its
+    bandwidth in the simulator (the device profile's host_* figures).
     docs/Parallel.md has the rules and an example.
   }];
   let options = [
@@ -331,6 +334,10 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
            "time_us; 0 leaves them untimed">,
     Option<"latencyUs", "latency-us", "double", /*default=*/"0.0",
            "fixed time added to every timed collective, microseconds">,
+    Option<"ranksPerHost", "ranks-per-host", "int64_t", /*default=*/"0",
+           "ranks that share one host's copy bandwidth (recorded as "
+           "lethe.ranks_per_host for the planner and simulator; 0: all "
+           "`world` ranks on one host)">,
   ];
   let statistics = [
     Statistic<"numShardedParams", "num-sharded-params",
@@ -423,7 +430,10 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
 
     Before emitting, the pass derives every stage's transfers and checks
     that each pair of stages agrees on their order and that the groups
-    complete without deadlock. docs/Parallel.md has the details.
+    complete without deadlock. The function records
+    `lethe.ranks_per_host` (`ranks-per-host`, default all `stages`): the
+    stages of one host share its copy bandwidth in the simulator (the device
+    profile's host_* figures). docs/Parallel.md has the details.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"2",
@@ -437,6 +447,10 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
     Option<"vpp", "vpp", "int64_t", /*default=*/"1",
            "chunks (virtual stages) per stage; > 1 needs "
            "schedule=interleaved">,
+    Option<"ranksPerHost", "ranks-per-host", "int64_t", /*default=*/"0",
+           "stages that share one host's copy bandwidth (recorded as "
+           "lethe.ranks_per_host for the planner and simulator; 0: all "
+           "`stages` on one host)">,
   ];
   let statistics = [
     Statistic<"numClonedOps", "num-cloned-ops",
