@@ -313,31 +313,31 @@ int Relaxation::separate(const std::vector<double> &x) {
         ++added;
       }
     }
-    double short_ = need[p] - recomputed[p] - std::max(0.0, absent);
-    if (pointCol[p] < 0 && short_ > tolerance)
-      violated.push_back({short_, p});
+    double shortfall = need[p] - recomputed[p] - std::max(0.0, absent);
+    if (pointCol[p] < 0 && shortfall > tolerance)
+      violated.push_back({shortfall, p});
   }
   llvm::sort(violated, [](auto &x, auto &y) { return x.first > y.first; });
   if (violated.size() > static_cast<size_t>(kPointsPerRound))
     violated.resize(kPointsPerRound);
-  for (auto [short_, p] : violated) {
+  for (auto [shortfall, p] : violated) {
     addPoint(p);
     ++added;
-    // With the cut that limits it now, so the next answer cannot just
-    // move the shortfall to copies.
-    double best = INFINITY;
-    int tightestD2h = -1, tightestH2d = -1;
-    double bestH2d = INFINITY;
+    // With the D2H and the H2D cut that limit it now, so that the next
+    // answer cannot just move the shortfall to copies.
+    int tightest[2] = {-1, -1};
+    double least[2] = {INFINITY, INFINITY};
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
       double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
-      if (k < kNumReadyThresholds ? cap < best : cap < bestH2d) {
-        (k < kNumReadyThresholds ? best : bestH2d) = cap;
-        (k < kNumReadyThresholds ? tightestD2h : tightestH2d) = k;
+      int family = k < kNumReadyThresholds ? 0 : 1;
+      if (cap < least[family]) {
+        least[family] = cap;
+        tightest[family] = k;
       }
     }
-    for (int k : {tightestD2h, tightestH2d})
+    for (int k : tightest)
       if (k >= 0) {
         addCut(p, k);
         ++added;
