@@ -38,6 +38,8 @@ constexpr int kNumDeadlines = 32;
 /// Row generation: nodes added per round (the most violated first), and the
 /// limits after which the bound so far is returned (still valid).
 constexpr int kPointsPerRound = 32;
+/// Nodes added in one round are at least numNodes / this apart.
+constexpr int kPointSpacingDivisor = 256;
 constexpr int kMaxRounds = 80;
 constexpr double kTimeLimitSec = 30.0;
 
@@ -318,9 +320,18 @@ int Relaxation::separate(const std::vector<double> &x) {
       violated.push_back({shortfall, p});
   }
   llvm::sort(violated, [](auto &x, auto &y) { return x.first > y.first; });
-  if (violated.size() > static_cast<size_t>(kPointsPerRound))
-    violated.resize(kPointsPerRound);
+  // Neighbouring nodes have nearly the same gap, so their rows are nearly
+  // the same dense row: take the most violated ones at least `spacing`
+  // nodes apart (later rounds add the others if they are still broken).
+  const int spacing = std::max(1, numNodes / kPointSpacingDivisor);
+  std::vector<NodeId> chosen;
   for (auto [shortfall, p] : violated) {
+    if (static_cast<int>(chosen.size()) == kPointsPerRound)
+      break;
+    if (llvm::all_of(chosen, [&](NodeId q) { return std::abs(q - p) >= spacing; }))
+      chosen.push_back(p);
+  }
+  for (NodeId p : chosen) {
     addPoint(p);
     ++added;
     // With the D2H and the H2D cut that limit it now, so that the next
@@ -355,9 +366,8 @@ llvm::Error Relaxation::solve(OverheadBound &bound, double &overheadUs) {
   };
   bool haveBound = false;
   for (int round = 0; round < kMaxRounds; ++round) {
-    milp::Options options;
-    options.timeLimitSec = std::max(1.0, kTimeLimitSec - elapsed());
-    milp::Result result = milp::solve(lp, options);
+    milp::Result result =
+        milp::solveLp(lp, std::max(1.0, kTimeLimitSec - elapsed()));
     bound.rows = lp.numRows();
     bound.columns = lp.numColumns();
     bound.points = numPoints;

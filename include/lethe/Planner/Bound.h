@@ -3,8 +3,8 @@
 // A certificate for a plan: no plan the planner can express (any retain /
 // recompute / offload decisions, any placement of their copies) that fits
 // the device-memory budget has a simulated step faster than the bound. It is
-// the value of a linear-programming relaxation solved with COIN-OR (the
-// same backend as the exact solver, lib/Planner/Milp.h) over the exact
+// the value of a linear-programming relaxation solved with COIN-OR CLP
+// (lib/Planner/Milp.h, beside the exact solver's CBC) over the exact
 // solver's model of the graph (ExactModel: activations, chains, the bytes
 // every plan keeps at each node, the unplanned timeline). Unlike the exact
 // MILP it has no integer variable and one aggregated memory row per node
