@@ -110,6 +110,9 @@ typedef struct {
   const char *solver;
   /// Allow recomputing RNG ops (only if their RNG state is replayed).
   int replay_rng;
+  /// Also compute a lower bound on any plan's overhead at the budget: the
+  /// plan's JSON then has `lower_bound_overhead` and `gap`.
+  int bound;
 } LethePlanOptions;
 
 /// Plans `graph` with `options` (NULL: the defaults) on the graph's device.

@@ -133,6 +133,7 @@ lethe::PlanOptionText planOptionText(const LethePlanOptions *options) {
     if (options->solver)
       text.solver = options->solver;
     text.replayRng = options->replay_rng != 0;
+    text.bound = options->bound != 0;
   }
   return text;
 }

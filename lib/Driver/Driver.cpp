@@ -146,6 +146,11 @@ struct DriverCommandLine {
       cl::sub(simulate),
       cl::sub(compile),
       cl::cat(category)};
+  cl::opt<bool> bound{
+      "bound",
+      cl::desc("Also compute a lower bound on the step-time overhead of "
+               "any plan at the budget, and the plan's gap to it"),
+      cl::sub(plan), cl::cat(category)};
   cl::opt<std::string> planFile{
       "plan",
       cl::desc("Evaluate (and compile) the decisions in this JSON file "
@@ -199,6 +204,7 @@ struct DriverCommandLine {
     options.plan.hostBudget = hostBudget;
     options.plan.solver = solver;
     options.plan.replayRng = replayRng;
+    options.plan.bound = bound;
     options.plan.planFile = planFile;
     options.plotPath = plot;
     options.outputDir = output;

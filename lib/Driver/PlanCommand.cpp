@@ -71,6 +71,19 @@ void printPlan(const Plan &plan, const TrainingGraph &graph,
                       counts.count[0], formatBytes(counts.bytes[0]),
                       counts.count[1], formatBytes(counts.bytes[1]),
                       counts.count[2], formatBytes(counts.bytes[2]));
+  if (const std::optional<OverheadBound> &bound = plan.lowerBound) {
+    if (!bound->feasible)
+      os << "lower bound:      no plan fits this budget (the relaxation "
+            "proves it)\n";
+    else
+      os << llvm::formatv("lower bound:      overhead >= {0:F2}% for any "
+                          "plan; this plan's gap {1:F2} points{2} ({3:F1} "
+                          "ms)\n",
+                          100.0 * bound->overhead,
+                          100.0 * (overhead - bound->overhead),
+                          bound->converged ? "" : " (bound not converged)",
+                          bound->solveMs);
+  }
   os << llvm::formatv("solve time:       {0:F1} ms\n", plan.solveMs);
 
   // The largest recomputed or offloaded activations.
@@ -153,6 +166,24 @@ llvm::json::Value lethe::planToJson(const Plan &plan,
   };
   if (plan.leastFeasibleBudget)
     root["least_feasible_budget_bytes"] = *plan.leastFeasibleBudget;
+  if (const std::optional<OverheadBound> &bound = plan.lowerBound) {
+    // null when the relaxation proves that no plan fits.
+    root["lower_bound_overhead"] =
+        bound->feasible ? llvm::json::Value(bound->overhead) : nullptr;
+    root["gap"] = bound->feasible && plan.feasible
+                      ? llvm::json::Value(overhead - bound->overhead)
+                      : nullptr;
+    root["lower_bound"] = llvm::json::Object{
+        {"feasible", bound->feasible},
+        {"step_us", bound->stepUs},
+        {"converged", bound->converged},
+        {"rounds", bound->rounds},
+        {"points", bound->points},
+        {"rows", bound->rows},
+        {"columns", bound->columns},
+        {"solve_ms", bound->solveMs},
+    };
+  }
   return root;
 }
 

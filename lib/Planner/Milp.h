@@ -1,10 +1,11 @@
 //===- Milp.h - A mixed-integer program and its solver ----------*- C++ -*-===//
 //
 // A plain container for a MILP (minimise c·x subject to row bounds, column
-// bounds and integrality) and the call that solves it with COIN-OR CBC.
-// CBC throws C++ exceptions, and LLVM code is built without them, so the
-// only file that includes CBC (CbcBackend.cpp) is compiled with exceptions
-// and turns every failure into a Result.
+// bounds and integrality) and the calls that solve it with COIN-OR: CBC for
+// the MILP, CLP for a linear program. COIN throws C++ exceptions, and LLVM
+// code is built without them, so the only file that includes COIN
+// (CbcBackend.cpp) is compiled with exceptions and turns every failure into
+// a Result.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +69,11 @@ struct Result {
 };
 
 Result solve(const Problem &problem, const Options &options);
+
+/// Solves `problem` as a linear program (integrality ignored) with COIN-OR
+/// CLP, within `timeLimitSec` of simplex time. `bound` is the objective
+/// when optimal.
+Result solveLp(const Problem &problem, double timeLimitSec);
 
 } // namespace lethe::milp
 

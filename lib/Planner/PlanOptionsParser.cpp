@@ -55,6 +55,7 @@ lethe::parsePlanOptions(const PlanOptionText &text, int64_t unplannedPeakBytes,
   options.keepOpKinds = text.keepOps;
   options.offloadKept = text.offloadKept;
   options.replayRng = text.replayRng;
+  options.bound = text.bound;
 
   if (text.budget.empty()) {
     options.budgetBytes = std::numeric_limits<int64_t>::max();

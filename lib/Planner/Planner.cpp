@@ -2,6 +2,7 @@
 
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/AutoSolver.h"
+#include "lethe/Planner/Bound.h"
 #include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/ExactSolver.h"
 #include "lethe/Planner/Layers.h"
@@ -102,9 +103,28 @@ bool lethe::planCopiesYield(const TrainingGraph &graph,
   return false;
 }
 
+static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
+                                     const DeviceProfile &device,
+                                     const PlanOptions &options);
+
 llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
                                              const DeviceProfile &device,
                                              const PlanOptions &options) {
+  llvm::Expected<Plan> plan = planStep(graph, device, options);
+  if (!plan || !options.bound)
+    return plan;
+  llvm::Expected<OverheadBound> bound =
+      boundStepTime(graph, device, options, plan->baselineStepUs,
+                    plan->baselinePeakBytes);
+  if (!bound)
+    return bound.takeError();
+  plan->lowerBound = *bound;
+  return plan;
+}
+
+static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
+                                     const DeviceProfile &device,
+                                     const PlanOptions &options) {
   auto started = std::chrono::steady_clock::now();
   ActivationAnalysis analysis(graph, options);
   bool copiesYield = planCopiesYield(graph, device, options);
@@ -195,6 +215,7 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
       PlanOptions recomputeOnly = options;
       recomputeOnly.minOffloadBytes = std::numeric_limits<int64_t>::max();
       recomputeOnly.solver = SolverKind::Fast;
+      recomputeOnly.bound = false;
       llvm::Expected<Plan> noOffload =
           planTrainingStep(graph, device, recomputeOnly);
       if (!noOffload)

@@ -90,6 +90,12 @@ class Plan:
         self.overhead: float = doc["overhead"]
         self.least_feasible_budget_bytes: Optional[int] = doc.get(
             "least_feasible_budget_bytes")
+        # With `bound`: no plan's overhead at this budget is lower, and this
+        # plan's overhead minus it (None without `bound`, or when no plan
+        # fits).
+        self.lower_bound_overhead: Optional[float] = doc.get(
+            "lower_bound_overhead")
+        self.gap: Optional[float] = doc.get("gap")
         self.counts: Dict[str, int] = doc["counts"]
         self.decisions: List[Dict[str, Any]] = doc["values"]
 
@@ -139,12 +145,13 @@ def plan(graph: GraphSource, budget: Budget = None, policy: str = "auto",
          keep_ops: Union[str, Iterable[str]] = (), offload_kept: bool = False,
          min_offload_bytes: Budget = "1MiB", host_budget: Budget = None,
          solver: str = "auto", replay_rng: bool = False,
-         allow_infeasible: bool = False) -> Plan:
+         bound: bool = False, allow_infeasible: bool = False) -> Plan:
     """Plans `graph` (anything `load` takes) under `budget`: bytes, a size
     ("40GiB") or a share of the unplanned peak ("50%"); None: no limit.
     `policy`: auto, none, full, every-n, selective-op, offload-all. When no
     plan meets the budget, raises InfeasibleBudgetError (carrying the plan)
-    unless `allow_infeasible`."""
+    unless `allow_infeasible`. `bound`: also compute a lower bound on any
+    plan's overhead at the budget (Plan.lower_bound_overhead, Plan.gap)."""
     if not isinstance(policy, str):
         raise TypeError(f"policy must be a string, got {policy!r}")
     if not isinstance(every_n, int) or isinstance(every_n, bool) \
@@ -156,7 +163,8 @@ def plan(graph: GraphSource, budget: Budget = None, policy: str = "auto",
         _option_text("budget", budget), policy, every_n,
         ",".join(keep_ops), bool(offload_kept),
         _option_text("min_offload_bytes", min_offload_bytes),
-        _option_text("host_budget", host_budget), solver, bool(replay_rng))
+        _option_text("host_budget", host_budget), solver, bool(replay_rng),
+        bool(bound))
     result = Plan(native)
     if not result.feasible and not allow_infeasible:
         least = result.least_feasible_budget_bytes

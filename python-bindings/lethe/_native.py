@@ -51,6 +51,7 @@ class _PlanOptions(ctypes.Structure):
         ("host_budget", ctypes.c_char_p),
         ("solver", ctypes.c_char_p),
         ("replay_rng", ctypes.c_int),
+        ("bound", ctypes.c_int),
     ]
 
 
@@ -239,14 +240,14 @@ class Graph:
     def plan(self, budget: Optional[str], policy: str, every_n: int,
              keep_ops: str, offload_kept: bool,
              min_offload_bytes: Optional[str], host_budget: Optional[str],
-             solver: str, replay_rng: bool) -> Plan:
+             solver: str, replay_rng: bool, bound: bool = False) -> Plan:
         """Plans with the options as text (None or "": the default)."""
         options = _PlanOptions(
             budget=_encode(budget), policy=_encode(policy), every_n=every_n,
             keep_ops=_encode(keep_ops), offload_kept=int(offload_kept),
             min_offload_bytes=_encode(min_offload_bytes),
             host_budget=_encode(host_budget), solver=_encode(solver),
-            replay_rng=int(replay_rng))
+            replay_rng=int(replay_rng), bound=int(bound))
         handle = _Handle()
         _check(library().letheGraphPlan(self._handle, ctypes.byref(options),
                                         ctypes.byref(handle)))

@@ -232,6 +232,21 @@ def test_plan_matches_driver(graph, budget, solver, tmp_path):
     assert api_doc == driver_doc
 
 
+def test_plan_with_bound(tmp_path):
+    """bound=True: the plan carries a lower bound on any plan's overhead
+    (docs/Bound.md), at most its own, and the gap between them; without it
+    neither is there."""
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(chain_graph()))
+    plan = lethe.plan(path, budget="80%", bound=True)
+    assert plan.lower_bound_overhead is not None
+    assert 0.0 <= plan.lower_bound_overhead <= plan.overhead + 1e-12
+    assert plan.gap == pytest.approx(plan.overhead - plan.lower_bound_overhead)
+    assert json.loads(plan.to_json())["lower_bound"]["converged"]
+    plain = lethe.plan(path, budget="80%")
+    assert plain.lower_bound_overhead is None and plain.gap is None
+
+
 def test_plan_errors():
     graph = _tiny_graph()
     with pytest.raises(TypeError, match="budget"):

@@ -65,6 +65,21 @@ int main(int argc, char **argv) {
     report("plan trace", lethePlanWriteTrace(plan, argv[3]));
     lethePlanDestroy(plan);
   }
+  /* With a lower bound on any plan's overhead (docs/Bound.md). */
+  options.bound = 1;
+  if (report("plan 50% with bound", letheGraphPlan(graph, &options, &plan))) {
+    LetheString planJson = {NULL, 0};
+    if (report("bound json", lethePlanJson(plan, &planJson))) {
+      printf("bound json has lower_bound_overhead and gap: %s\n",
+             strstr(planJson.data, "\"lower_bound_overhead\"") &&
+                     strstr(planJson.data, "\"gap\"")
+                 ? "yes"
+                 : "no");
+      letheStringDestroy(planJson);
+    }
+    lethePlanDestroy(plan);
+  }
+  options.bound = 0;
   /* The whole pipeline: the allocated program and its simulated run. */
   LetheString program = {NULL, 0}, compiled = {NULL, 0};
   if (report("compile 50%",

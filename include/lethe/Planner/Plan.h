@@ -83,6 +83,9 @@ struct PlanOptions {
   /// Wall-clock limit for the exact solver, seconds.
   double exactTimeLimitSec = 30.0;
   CollectiveCopyModel copyModel = CollectiveCopyModel::Auto;
+  /// Also compute a lower bound on the step-time overhead of every plan at
+  /// this budget (Plan::lowerBound; docs/Bound.md).
+  bool bound = false;
   /// Policy::Given: the decisions to evaluate instead of planning (only
   /// `value` and `decision` are read; placement is the planner's).
   /// Activations not listed are retained.
@@ -140,6 +143,27 @@ struct ExactSolveReport {
   int integerColumns = 0;
 };
 
+/// A lower bound on the step time of every plan that fits the budget
+/// (boundStepTime, lethe/Planner/Bound.h; docs/Bound.md states the
+/// relaxation and the assumptions that make it valid).
+struct OverheadBound {
+  /// False: the relaxation proves that no plan fits the budget.
+  bool feasible = true;
+  /// No plan's simulated step is faster than this, microseconds.
+  double stepUs = 0.0;
+  /// stepUs / baseline step - 1: no plan's overhead is lower.
+  double overhead = 0.0;
+  /// Every cut of the relaxation holds at its solution (false: stopped at
+  /// the round or time limit; the bound is valid but may be looser).
+  bool converged = false;
+  int rounds = 0;
+  /// Memory points (nodes) whose rows the last LP held.
+  int points = 0;
+  int rows = 0;
+  int columns = 0;
+  double solveMs = 0.0;
+};
+
 struct Plan {
   Policy policy = Policy::Auto;
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
@@ -156,6 +180,8 @@ struct Plan {
   double solveMs = 0.0;
   /// Exact solver only: optimality status and gap.
   std::optional<ExactSolveReport> exactReport;
+  /// With PlanOptions::bound: the lower bound on any plan's step time.
+  std::optional<OverheadBound> lowerBound;
 };
 
 } // namespace lethe

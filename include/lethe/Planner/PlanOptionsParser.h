@@ -35,6 +35,8 @@ struct PlanOptionText {
   /// auto, fast or exact.
   std::string solver = "auto";
   bool replayRng = false;
+  /// Also compute a lower bound on any plan's overhead (docs/Bound.md).
+  bool bound = false;
   /// The device arena's alignment (a power of two): every storage is
   /// planned at the bytes the arena holds for it, rounded up to this, so
   /// that the planner's peak is the packed arena's lower bound on every

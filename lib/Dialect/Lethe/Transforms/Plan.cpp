@@ -72,6 +72,7 @@ PlanOptionText PlanActivationsPass::optionText() const {
   text.hostBudget = hostBudget;
   text.solver = solver;
   text.replayRng = replayRng;
+  text.bound = bound;
   text.alignment = alignment;
   text.planFile = planFile;
   return text;
@@ -195,9 +196,7 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
   auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };
   double overhead =
       plan.baselineStepUs > 0 ? plan.stepUs / plan.baselineStepUs - 1.0 : 0.0;
-  func->setAttr(
-      "lethe.plan",
-      builder.getDictionaryAttr({
+  llvm::SmallVector<NamedAttribute> summary({
           builder.getNamedAttr("policy", builder.getStringAttr(
                                              stringifyPolicy(plan.policy))),
           builder.getNamedAttr("budget_bytes",
@@ -216,7 +215,19 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
           builder.getNamedAttr(
               "overhead",
               builder.getF64FloatAttr(std::round(overhead * 1e6) / 1e6)),
-      }));
+  });
+  // With bound=true: no plan's overhead at this budget is lower (rounded
+  // down, so the attribute stays a bound).
+  const std::optional<OverheadBound> &bound = plan.lowerBound;
+  if (bound && bound->feasible) {
+    summary.push_back(builder.getNamedAttr(
+        "lower_bound_overhead",
+        builder.getF64FloatAttr(std::floor(bound->overhead * 1e6) / 1e6)));
+    lowerBoundOverheadPpm = std::max<uint64_t>(
+        lowerBoundOverheadPpm,
+        static_cast<uint64_t>(std::max(0.0, std::floor(bound->overhead * 1e6))));
+  }
+  func->setAttr("lethe.plan", builder.getDictionaryAttr(summary));
   peakBytes = std::max<uint64_t>(peakBytes, plan.peakBytes);
   baselinePeakBytes =
       std::max<uint64_t>(baselinePeakBytes, plan.baselinePeakBytes);
@@ -235,4 +246,18 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
                                  " B",
                        plan.baselinePeakBytes, plan.stepUs, overhead * 100.0)
              .str();
+  if (bound)
+    remark::analysis(func.getLoc(), remark::RemarkOpts::name("bound")
+                                        .category("lethe-plan")
+                                        .subCategory("bound")
+                                        .function(func.getSymName()))
+        << (bound->feasible
+                ? llvm::formatv("no plan at this budget is faster than {0:F1} "
+                                "us (+{1:F2}%): this plan is within {2:F2} "
+                                "points{3}",
+                                bound->stepUs, bound->overhead * 100.0,
+                                (overhead - bound->overhead) * 100.0,
+                                bound->converged ? "" : " (not converged)")
+                      .str()
+                : std::string("no plan fits this budget (by the relaxation)"));
 }

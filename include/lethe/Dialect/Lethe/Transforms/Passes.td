@@ -551,6 +551,10 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     Option<"replayRng", "replay-rng", "bool", /*default=*/"false",
            "allow recomputing RNG ops (dropout): only sound when the runtime "
            "replays their RNG state">,
+    Option<"bound", "bound", "bool", /*default=*/"false",
+           "also compute a lower bound on the step-time overhead of any plan "
+           "at the budget (docs/Bound.md), reported as a remark and in the "
+           "lower-bound-overhead-ppm statistic">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "plan every allocated storage at its size rounded up to this "
            "(a power of two): the arena alignment of lethe-assign-buffers">,
@@ -571,6 +575,8 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
               "Predicted step time of the planned step, microseconds">,
     Statistic<"baselineStepUs", "baseline-step-us",
               "Predicted step time of the unplanned step, microseconds">,
+    Statistic<"lowerBoundOverheadPpm", "lower-bound-overhead-ppm",
+              "With bound: no plan's overhead is lower, parts per million">,
   ];
   let dependentDialects = ["lethe::LetheDialect"];
 }

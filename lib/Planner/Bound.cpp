@@ -1,0 +1,431 @@
+//===- Bound.cpp - A lower bound on any plan's step time ------------------===//
+//
+// The LP relaxation of docs/Bound.md, solved by row generation: start with
+// the rows every plan obeys globally (recompute time, copy channels), solve,
+// find the nodes whose memory row the answer breaks, add them, solve again.
+// Every LP along the way holds a subset of valid inequalities, so each
+// answer is a valid bound; the last one is the full relaxation's when no
+// row is broken (`converged`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Planner/Bound.h"
+#include "lethe/Planner/ExactModel.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include "Milp.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+using namespace lethe;
+
+namespace {
+
+/// Rows are in MiB and microseconds: both stay within a few decades of 1 on
+/// real graphs, which keeps the simplex well scaled.
+constexpr double kMiB = 1024.0 * 1024.0;
+/// Breakpoints of the copy cuts: release thresholds spread over the forward
+/// part's time, restore deadlines over the backward part's nodes. More make
+/// the bound tighter and the LP larger.
+constexpr int kNumReadyThresholds = 16;
+constexpr int kNumDeadlines = 32;
+/// Row generation: nodes added per round (the most violated first), and the
+/// limits after which the bound so far is returned (still valid).
+constexpr int kPointsPerRound = 32;
+/// Nodes added in one round are at least numNodes / this apart.
+constexpr int kPointSpacingDivisor = 256;
+constexpr int kMaxRounds = 80;
+constexpr double kTimeLimitSec = 30.0;
+
+class Relaxation {
+public:
+  Relaxation(const ExactModel &model, const DeviceProfile &device,
+             const PlanOptions &options, double baselineStepUs);
+
+  /// Runs row generation; fills `bound`'s status fields and `overheadUs`
+  /// (the bound on step time minus the unplanned step's).
+  llvm::Error solve(OverheadBound &bound, double &overheadUs);
+
+private:
+  /// Per node p: the sum over activations in their gap at p (last forward
+  /// use < p < first backward use) of `weight(a)`.
+  template <typename Weight> std::vector<double> gapSums(Weight weight) const;
+  /// Activations in their gap at node p.
+  const std::vector<int> &gapAt(NodeId p);
+  void addPoint(NodeId p);
+  /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
+  /// with threshold k, the others the H2D cut with deadline
+  /// k - kNumReadyThresholds.
+  void addCut(NodeId p, int k);
+  bool cutValid(NodeId p, int k) const;
+  /// Right-hand side of cut k at p and its T coefficient (a rate).
+  double cutConstant(NodeId p, int k) const;
+  double cutRate(int k) const;
+  bool cutIncludes(int a, int k) const;
+  /// Adds the rows the answer `x` breaks; returns how many.
+  int separate(const std::vector<double> &x);
+
+  const ExactModel &model;
+  int numNodes = 0;
+  double slack = 0.0;
+  /// Copy rates, MiB per microsecond (the profile's lone rates: no copy in
+  /// the simulator is faster).
+  double rateD2h = 0.0, rateH2d = 0.0;
+  std::vector<double> lo, hi;
+  /// Bytes (MiB) a plan must free at each node: every storage resident in
+  /// the unplanned step minus the budget.
+  std::vector<double> need;
+  std::vector<double> bytes, readyLo;
+  std::vector<double> thresholds;
+  std::vector<NodeId> deadlines;
+
+  milp::Problem lp;
+  int colT = -1;
+  std::vector<int> colC, colO, pointCol;
+  llvm::DenseSet<int64_t> cuts;
+  llvm::DenseMap<NodeId, std::vector<int>> gapCache;
+  int numPoints = 0;
+};
+
+} // namespace
+
+Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
+                       const PlanOptions &options, double baselineStepUs)
+    : model(model) {
+  numNodes = static_cast<int>(model.numNodes());
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  lo.resize(numNodes + 1);
+  double total = 0.0;
+  for (NodeId i = 0; i < numNodes; ++i) {
+    lo[i] = model.nominalStartUs(i);
+    total += model.nodeTimeUs(i);
+  }
+  lo[numNodes] = total;
+  // The unplanned step may wait for collectives on the compute stream: a
+  // plan may hide up to that much of its own work in those waits.
+  slack = std::max(0.0, baselineStepUs - total);
+  hi.resize(numNodes + 1);
+  for (NodeId i = 0; i <= numNodes; ++i)
+    hi[i] = lo[i] + slack;
+  rateD2h = device.d2hBytesPerSec / kMiB / 1e6;
+  rateH2d = device.h2dBytesPerSec / kMiB / 1e6;
+
+  // Bytes resident at each node in the unplanned step: what every plan
+  // keeps (ExactModel's fixed bytes: storages without a decision and the
+  // forward part of every activation), the backward part of every
+  // activation, and every gap.
+  std::vector<double> diff(numNodes + 1, 0.0);
+  for (const ExactModel::Activation &act : acts) {
+    double b = static_cast<double>(act.bytes) / kMiB;
+    bytes.push_back(b);
+    readyLo.push_back(lo[act.contentReadyAfter] +
+                      model.nodeTimeUs(act.contentReadyAfter));
+    diff[act.lastForwardUse + 1] += b;
+    diff[std::max(act.lastUse, act.firstBackwardUse) + 1] -= b;
+  }
+  need.resize(numNodes);
+  double budget = static_cast<double>(options.budgetBytes) / kMiB;
+  double running = 0.0;
+  for (NodeId p = 0; p < numNodes; ++p) {
+    running += diff[p];
+    double fixed =
+        static_cast<double>(model.points()[model.nodePoint(p)].fixedBytes) /
+        kMiB;
+    need[p] = fixed + running - budget;
+  }
+
+  double forwardEnd = model.forwardEndUs();
+  for (int k = 0; k < kNumReadyThresholds; ++k)
+    thresholds.push_back(forwardEnd * k / kNumReadyThresholds);
+  NodeId first = model.firstBackward();
+  for (int k = 0; k < kNumDeadlines && first < numNodes; ++k) {
+    // Spread over the backward part's time.
+    double at = lo[first] + (total - lo[first]) * (k + 1) / kNumDeadlines;
+    NodeId q = static_cast<NodeId>(
+        std::lower_bound(lo.begin() + first, lo.begin() + numNodes, at) -
+        lo.begin());
+    q = std::min<NodeId>(std::max(q, first), numNodes - 1);
+    if (deadlines.empty() || deadlines.back() != q)
+      deadlines.push_back(q);
+  }
+
+  // Columns: T (the overhead, microseconds), then per activation the
+  // fractions recomputed and offloaded.
+  colT = lp.addColumn(-slack, INFINITY, 1.0, false);
+  colC.assign(acts.size(), -1);
+  colO.assign(acts.size(), -1);
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (acts[a].canRecompute)
+      colC[a] = lp.addColumn(0, 1, 0, false);
+    if (acts[a].canOffload)
+      colO[a] = lp.addColumn(0, 1, 0, false);
+    if (colC[a] >= 0 && colO[a] >= 0)
+      lp.addRow(-INFINITY, 1, {{colC[a], 1}, {colO[a], 1}});
+  }
+  // Recompute: each chain node runs at least once per step in which any
+  // activation it re-creates is recomputed; the compute stream is serial.
+  llvm::DenseMap<NodeId, int> colZ;
+  std::vector<std::pair<int, double>> recompute{{colT, 1.0}};
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (colC[a] < 0)
+      continue;
+    for (NodeId node : acts[a].recomputeNodes) {
+      auto [it, inserted] = colZ.try_emplace(node, -1);
+      if (inserted) {
+        it->second = lp.addColumn(0, 1, 0, false);
+        recompute.push_back({it->second, -model.nodeTimeUs(node)});
+      }
+      lp.addRow(0, INFINITY, {{it->second, 1}, {colC[a], -1}});
+    }
+  }
+  lp.addRow(-slack, INFINITY, recompute);
+  // Copy channels: an offloaded activation is copied out and back in
+  // before its first backward use starts.
+  for (NodeId q : deadlines)
+    for (double rate : {rateD2h, rateH2d}) {
+      std::vector<std::pair<int, double>> row{{colT, -rate}};
+      for (size_t a = 0; a < acts.size(); ++a)
+        if (colO[a] >= 0 && acts[a].firstBackwardUse <= q)
+          row.push_back({colO[a], bytes[a]});
+      if (row.size() > 1)
+        lp.addRow(-INFINITY, rate * hi[q], row);
+    }
+  pointCol.assign(numNodes, -1);
+}
+
+template <typename Weight>
+std::vector<double> Relaxation::gapSums(Weight weight) const {
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  std::vector<double> diff(numNodes + 1, 0.0);
+  for (size_t a = 0; a < acts.size(); ++a) {
+    double w = weight(static_cast<int>(a));
+    if (w == 0.0 || acts[a].firstBackwardUse <= acts[a].lastForwardUse + 1)
+      continue;
+    diff[acts[a].lastForwardUse + 1] += w;
+    diff[acts[a].firstBackwardUse] -= w;
+  }
+  double running = 0.0;
+  for (int p = 0; p < numNodes; ++p) {
+    running += diff[p];
+    diff[p] = running;
+  }
+  diff.pop_back();
+  return diff;
+}
+
+const std::vector<int> &Relaxation::gapAt(NodeId p) {
+  auto [it, inserted] = gapCache.try_emplace(p);
+  if (inserted) {
+    llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+    for (size_t a = 0; a < acts.size(); ++a)
+      if (acts[a].lastForwardUse < p && p < acts[a].firstBackwardUse)
+        it->second.push_back(static_cast<int>(a));
+  }
+  return it->second;
+}
+
+bool Relaxation::cutValid(NodeId p, int k) const {
+  if (k < kNumReadyThresholds)
+    return thresholds[k] <= lo[p];
+  return deadlines[k - kNumReadyThresholds] > p;
+}
+
+double Relaxation::cutRate(int k) const {
+  return k < kNumReadyThresholds ? rateD2h : rateH2d;
+}
+
+double Relaxation::cutConstant(NodeId p, int k) const {
+  if (k < kNumReadyThresholds)
+    return rateD2h * (hi[p] - thresholds[k]);
+  return rateH2d * (hi[deadlines[k - kNumReadyThresholds]] - lo[p + 1]);
+}
+
+bool Relaxation::cutIncludes(int a, int k) const {
+  // The activations the cut leaves unlimited: ready before the threshold
+  // (their copy may have started any time), or restored after the deadline.
+  if (k < kNumReadyThresholds)
+    return readyLo[a] < thresholds[k];
+  return model.activations()[a].firstBackwardUse >
+         deadlines[k - kNumReadyThresholds];
+}
+
+void Relaxation::addPoint(NodeId p) {
+  pointCol[p] = lp.addColumn(0, INFINITY, 0, false);
+  ++numPoints;
+  // Memory: what the gap's recomputes free plus the offloaded bytes absent
+  // here covers what the budget lacks.
+  std::vector<std::pair<int, double>> memory{{pointCol[p], 1}},
+      absent{{pointCol[p], 1}};
+  for (int a : gapAt(p)) {
+    if (colC[a] >= 0)
+      memory.push_back({colC[a], bytes[a]});
+    if (colO[a] >= 0)
+      absent.push_back({colO[a], -bytes[a]});
+  }
+  lp.addRow(need[p], INFINITY, memory);
+  // Only offloaded bytes may be absent.
+  lp.addRow(-INFINITY, 0, absent);
+}
+
+void Relaxation::addCut(NodeId p, int k) {
+  cuts.insert(static_cast<int64_t>(p) * 1024 + k);
+  std::vector<std::pair<int, double>> row{{pointCol[p], 1},
+                                          {colT, -cutRate(k)}};
+  for (int a : gapAt(p))
+    if (colO[a] >= 0 && cutIncludes(a, k))
+      row.push_back({colO[a], -bytes[a]});
+  lp.addRow(-INFINITY, cutConstant(p, k), row);
+}
+
+int Relaxation::separate(const std::vector<double> &x) {
+  const int numCuts = kNumReadyThresholds + static_cast<int>(deadlines.size());
+  auto value = [&](int col) { return col >= 0 ? x[col] : 0.0; };
+  std::vector<double> recomputed =
+      gapSums([&](int a) { return bytes[a] * value(colC[a]); });
+  std::vector<double> offloaded =
+      gapSums([&](int a) { return bytes[a] * value(colO[a]); });
+  std::vector<std::vector<double>> included(numCuts);
+  for (int k = 0; k < numCuts; ++k)
+    included[k] = gapSums([&](int a) {
+      return cutIncludes(a, k) ? bytes[a] * value(colO[a]) : 0.0;
+    });
+  double overhead = x[colT];
+  int added = 0;
+  std::vector<std::pair<double, NodeId>> violated;
+  for (NodeId p = 0; p < numNodes; ++p) {
+    if (need[p] <= 0)
+      continue;
+    double tolerance = 1e-6 * std::max(1.0, need[p]);
+    // The most the copies can have absent at p.
+    double absent = offloaded[p];
+    for (int k = 0; k < numCuts; ++k) {
+      if (!cutValid(p, k))
+        continue;
+      double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
+      absent = std::min(absent, cap);
+      if (pointCol[p] >= 0 && x[pointCol[p]] > cap + tolerance &&
+          !cuts.contains(static_cast<int64_t>(p) * 1024 + k)) {
+        addCut(p, k);
+        ++added;
+      }
+    }
+    double shortfall = need[p] - recomputed[p] - std::max(0.0, absent);
+    if (pointCol[p] < 0 && shortfall > tolerance)
+      violated.push_back({shortfall, p});
+  }
+  llvm::sort(violated, [](auto &x, auto &y) { return x.first > y.first; });
+  // Neighbouring nodes have nearly the same gap, so their rows are nearly
+  // the same dense row: take the most violated ones at least `spacing`
+  // nodes apart (later rounds add the others if they are still broken).
+  const int spacing = std::max(1, numNodes / kPointSpacingDivisor);
+  std::vector<NodeId> chosen;
+  for (auto [shortfall, p] : violated) {
+    if (static_cast<int>(chosen.size()) == kPointsPerRound)
+      break;
+    if (llvm::all_of(chosen, [&](NodeId q) { return std::abs(q - p) >= spacing; }))
+      chosen.push_back(p);
+  }
+  for (NodeId p : chosen) {
+    addPoint(p);
+    ++added;
+    // With the D2H and the H2D cut that limit it now, so that the next
+    // answer cannot just move the shortfall to copies.
+    int tightest[2] = {-1, -1};
+    double least[2] = {INFINITY, INFINITY};
+    for (int k = 0; k < numCuts; ++k) {
+      if (!cutValid(p, k))
+        continue;
+      double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
+      int family = k < kNumReadyThresholds ? 0 : 1;
+      if (cap < least[family]) {
+        least[family] = cap;
+        tightest[family] = k;
+      }
+    }
+    for (int k : tightest)
+      if (k >= 0) {
+        addCut(p, k);
+        ++added;
+      }
+  }
+  return added;
+}
+
+llvm::Error Relaxation::solve(OverheadBound &bound, double &overheadUs) {
+  auto started = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         started)
+        .count();
+  };
+  bool haveBound = false;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    milp::Result result =
+        milp::solveLp(lp, std::max(1.0, kTimeLimitSec - elapsed()));
+    bound.rows = lp.numRows();
+    bound.columns = lp.numColumns();
+    bound.points = numPoints;
+    if (result.status == milp::Result::Status::Infeasible) {
+      // Some node keeps more than the budget whatever is recomputed or
+      // offloaded, however slow the step.
+      bound.feasible = false;
+      bound.converged = true;
+      bound.rounds = round + 1;
+      return llvm::Error::success();
+    }
+    if (result.status != milp::Result::Status::Optimal) {
+      if (haveBound)
+        return llvm::Error::success();
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("the lower-bound LP was not solved ({0} rows, {1} "
+                        "columns){2}{3}",
+                        lp.numRows(), lp.numColumns(),
+                        result.error.empty() ? "" : ": ", result.error));
+    }
+    // The simplex meets its rows up to a tolerance: shave the answer by a
+    // relative 1e-6 so that rounding never lifts it above the optimum.
+    overheadUs = result.objective - 1e-6 * std::fabs(result.objective);
+    bound.rounds = round + 1;
+    haveBound = true;
+    if (elapsed() > kTimeLimitSec)
+      return llvm::Error::success();
+    if (separate(result.values) == 0) {
+      bound.converged = true;
+      return llvm::Error::success();
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<OverheadBound>
+lethe::boundStepTime(const TrainingGraph &graph, const DeviceProfile &device,
+                     const PlanOptions &options, double baselineStepUs,
+                     int64_t baselinePeakBytes) {
+  auto started = std::chrono::steady_clock::now();
+  OverheadBound bound;
+  bound.stepUs = baselineStepUs;
+  bound.converged = true;
+  if (baselinePeakBytes > options.budgetBytes) {
+    ExactModel model(graph, device, options);
+    Relaxation relaxation(model, device, options, baselineStepUs);
+    bound.converged = false;
+    double overheadUs = 0.0;
+    if (llvm::Error error = relaxation.solve(bound, overheadUs))
+      return std::move(error);
+    bound.stepUs = bound.feasible ? baselineStepUs + overheadUs : 0.0;
+  }
+  bound.overhead =
+      bound.feasible && baselineStepUs > 0 ? bound.stepUs / baselineStepUs - 1
+                                           : 0.0;
+  bound.solveMs = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - started)
+                      .count();
+  return bound;
+}

@@ -1,0 +1,236 @@
+//===- BoundTest.cpp - The lower bound never exceeds a feasible plan ------===//
+//
+// The lower bound on the step time (lethe/Planner/Bound.h, docs/Bound.md)
+// is checked against every plan the planner can produce that fits:
+// - on small random graphs, the exact solver's plan (solver=exact), measured
+//   by the simulator, wherever CBC proves it optimal;
+// - on random graphs, the fast `auto` plan, every fixed policy and random
+//   decisions (policy given);
+// - on the real graphs in graphs/, `auto` and the fixed policies.
+// And where the bound says no plan fits, none of them does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RandomGraph.h"
+
+#include "lethe/Import/JsonImporter.h"
+#include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Bound.h"
+#include "lethe/Planner/ExactSolver.h"
+#include "lethe/Planner/Planner.h"
+#include "lethe/Planner/Policies.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <gtest/gtest.h>
+
+using namespace lethe;
+using namespace lethe::testing;
+
+namespace {
+
+/// Relative slack for comparing simulated step times with the LP's answer
+/// (both in double precision).
+constexpr double kTolerance = 1e-9;
+
+OverheadBound boundAt(const TrainingGraph &g, const DeviceProfile &device,
+                      int64_t budget, const Plan &unplanned) {
+  PlanOptions options;
+  options.budgetBytes = budget;
+  llvm::Expected<OverheadBound> bound =
+      boundStepTime(g, device, options, unplanned.stepUs, unplanned.peakBytes);
+  EXPECT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
+  return bound ? *bound : OverheadBound{};
+}
+
+Plan unplannedPlan(const TrainingGraph &g, const DeviceProfile &device) {
+  PlanOptions none;
+  none.policy = Policy::None;
+  llvm::Expected<Plan> plan = planTrainingStep(g, device, none);
+  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  return plan ? *plan : Plan{};
+}
+
+/// Checks `plan` against `bound`: a plan that fits is never faster than the
+/// bound, and when the bound says nothing fits, the plan does not.
+void expectAbove(const Plan &plan, const OverheadBound &bound,
+                 const std::string &what) {
+  if (!plan.feasible)
+    return;
+  EXPECT_TRUE(bound.feasible) << what << " fits a budget the bound calls "
+                              << "infeasible";
+  if (bound.feasible) {
+    EXPECT_LE(bound.stepUs, plan.stepUs * (1 + kTolerance))
+        << what << ": bound " << bound.stepUs << " us above the plan's "
+        << plan.stepUs << " us (unplanned " << plan.baselineStepUs << " us)";
+  }
+}
+
+TEST(BoundTest, ZeroWhenTheUnplannedStepFits) {
+  const DeviceProfile device = testDeviceProfile();
+  TrainingGraph g = randomLayeredGraph(1);
+  Plan unplanned = unplannedPlan(g, device);
+  OverheadBound bound = boundAt(g, device, unplanned.peakBytes, unplanned);
+  EXPECT_TRUE(bound.feasible);
+  EXPECT_EQ(bound.overhead, 0.0);
+  EXPECT_EQ(bound.stepUs, unplanned.stepUs);
+}
+
+TEST(BoundTest, PositiveBelowTheUnplannedPeak) {
+  // Below the unplanned peak something must be recomputed (time) or
+  // offloaded (copies): on graphs where nothing is free the bound says so.
+  const DeviceProfile device = testDeviceProfile();
+  int positive = 0;
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    TrainingGraph g = randomLayeredGraph(100 + seed);
+    Plan unplanned = unplannedPlan(g, device);
+    OverheadBound bound =
+        boundAt(g, device, unplanned.peakBytes * 4 / 10, unplanned);
+    EXPECT_TRUE(bound.converged);
+    positive += bound.feasible && bound.overhead > 0;
+  }
+  EXPECT_GT(positive, 5);
+}
+
+TEST(BoundTest, NeverAboveTheExactOptimum) {
+  const DeviceProfile device = testDeviceProfile();
+  int checked = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RandomGraphOptions small;
+    small.minLayers = 1;
+    small.maxLayers = 2;
+    small.minOpsPerLayer = 3;
+    small.maxOpsPerLayer = 5;
+    small.unitBytes = (seed % 2 ? 4 : 1) << 20;
+    TrainingGraph g = randomLayeredGraph(5000 + seed, small);
+    Plan unplanned = unplannedPlan(g, device);
+    PlanOptions exactOptions;
+    exactOptions.solver = SolverKind::Exact;
+    exactOptions.exactTimeLimitSec = 60;
+    exactOptions.budgetBytes = 0;
+    llvm::Expected<Plan> least = solveExact(g, device, exactOptions);
+    ASSERT_TRUE(bool(least)) << llvm::toString(least.takeError());
+    ASSERT_TRUE(least->leastFeasibleBudget.has_value());
+    int64_t lo = *least->leastFeasibleBudget, hi = unplanned.peakBytes;
+    for (double fraction : {0.0, 0.25, 0.5, 0.75}) {
+      int64_t budget = lo + static_cast<int64_t>(fraction * (hi - lo));
+      SCOPED_TRACE("budget " + std::to_string(budget));
+      exactOptions.budgetBytes = budget;
+      exactOptions.bound = true;
+      llvm::Expected<Plan> exact =
+          planTrainingStep(g, device, exactOptions);
+      ASSERT_TRUE(bool(exact)) << llvm::toString(exact.takeError());
+      ASSERT_TRUE(exact->lowerBound.has_value());
+      if (!exact->feasible || !exact->exactReport->provenOptimal)
+        continue;
+      expectAbove(*exact, *exact->lowerBound, "exact");
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 40);
+}
+
+TEST(BoundTest, NeverAbovePoliciesOrRandomDecisions) {
+  const DeviceProfile device = testDeviceProfile();
+  int checked = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(7000 + seed);
+    Plan unplanned = unplannedPlan(g, device);
+    ActivationAnalysis analysis(g, PlanOptions{});
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    auto next = [&] {
+      state ^= state << 13;
+      state ^= state >> 7;
+      state ^= state << 17;
+      return state;
+    };
+    for (double fraction : {0.3, 0.45, 0.6, 0.75, 0.9}) {
+      int64_t budget = static_cast<int64_t>(fraction * unplanned.peakBytes);
+      SCOPED_TRACE("budget " + std::to_string(fraction));
+      OverheadBound bound = boundAt(g, device, budget, unplanned);
+      PlanOptions options;
+      options.budgetBytes = budget;
+      options.solver = SolverKind::Fast;
+      for (Policy policy : {Policy::Auto, Policy::Full, Policy::EveryN,
+                            Policy::SelectiveOp, Policy::OffloadAll}) {
+        options.policy = policy;
+        llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+        ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+        expectAbove(*plan, bound, stringifyPolicy(policy).str());
+        checked += plan->feasible;
+      }
+      // Random decisions, each legal for its activation.
+      options.policy = Policy::Given;
+      for (int trial = 0; trial < 8; ++trial) {
+        options.givenDecisions.clear();
+        for (const ActivationInfo &act : analysis.getActivations()) {
+          ActivationDecision d;
+          d.value = act.storage;
+          uint64_t r = next() % 3;
+          d.decision = r == 1 && act.recomputable ? Decision::Recompute
+                       : r == 2 && act.offloadable ? Decision::Offload
+                                                   : Decision::Retain;
+          options.givenDecisions.push_back(d);
+        }
+        llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+        ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+        expectAbove(*plan, bound, "random decisions");
+        checked += plan->feasible;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+class BoundOnSharedGraphs : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(BoundOnSharedGraphs, NeverAboveAutoOrPolicies) {
+  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(buffer) << "cannot read " << path;
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importGraphJson((*buffer)->getBuffer(), path, &context);
+  ASSERT_TRUE(module);
+  mlir::FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(
+      *module->getOps<mlir::func::FuncOp>().begin());
+  ASSERT_TRUE(mlir::succeeded(graph));
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
+  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
+  Plan unplanned = unplannedPlan(*graph, *device);
+  for (double fraction : {0.5, 0.7}) {
+    SCOPED_TRACE("budget " + std::to_string(fraction));
+    PlanOptions options;
+    options.budgetBytes = static_cast<int64_t>(fraction * unplanned.peakBytes);
+    options.bound = true;
+    llvm::Expected<Plan> autoPlan = planTrainingStep(*graph, *device, options);
+    ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
+    ASSERT_TRUE(autoPlan->lowerBound.has_value());
+    const OverheadBound &bound = *autoPlan->lowerBound;
+    expectAbove(*autoPlan, bound, "auto");
+    options.bound = false;
+    for (Policy policy :
+         {Policy::Full, Policy::SelectiveOp, Policy::OffloadAll}) {
+      options.policy = policy;
+      llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, options);
+      if (!plan) {
+        // Per-layer policies refuse graphs without layers.
+        llvm::consumeError(plan.takeError());
+        continue;
+      }
+      expectAbove(*plan, bound, stringifyPolicy(policy).str());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, BoundOnSharedGraphs,
+                         ::testing::Values("graph_gpt2.json",
+                                           "graph_resnet50.json",
+                                           "graph_llama8l.json",
+                                           "graph_bert_base.json"));
+
+} // namespace
