@@ -133,10 +133,10 @@ void ActivationAnalysis::addCheckpoints(
     act.storage = info.storage;
     act.bytes = info.bytes;
     act.producer = info.producer;
-    act.lastForwardUse = info.lastUse;
-    // Placeholders until the chains that read it are known: no alias is
-    // read after them, so it has nothing to re-derive.
-    act.firstBackwardUse = act.lastUse = numNodes;
+    act.lastForwardUse = act.lastUse = info.lastUse;
+    // A placeholder until the chains that read it are known: no alias is
+    // read after it, so it has nothing to re-derive.
+    act.firstBackwardUse = numNodes;
     act.contentReadyAfter = info.producer;
     act.checkpoint = true;
     act.inputOfLayer = enters;
@@ -215,19 +215,15 @@ void ActivationAnalysis::keepReadCheckpoints() {
   });
   for (int32_t r : order) {
     const ActivationInfo &reader = activations[r];
-    // A regular reader is needed by its first backward use at the latest;
-    // a checkpoint by its lastUse.
-    NodeId earliest = reader.firstBackwardUse;
-    NodeId latest = reader.checkpoint ? reader.lastUse : reader.firstBackwardUse;
+    // Restored by the earliest point a reader may need it. Its last use
+    // stays its last forward use: the chains that read it keep it longer
+    // only when they run (as for any activation a chain reads).
     for (int32_t x : inputsOf[r]) {
       ActivationInfo &c = activations[x];
-      if (c.chainReaders.empty()) {
-        c.firstBackwardUse = earliest;
-        c.lastUse = latest;
-      } else {
-        c.firstBackwardUse = std::min(c.firstBackwardUse, earliest);
-        c.lastUse = std::max(c.lastUse, latest);
-      }
+      c.firstBackwardUse =
+          c.chainReaders.empty()
+              ? reader.firstBackwardUse
+              : std::min(c.firstBackwardUse, reader.firstBackwardUse);
       c.chainReaders.push_back(reader.storage);
     }
   }

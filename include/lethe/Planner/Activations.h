@@ -89,7 +89,8 @@ struct ActivationInfo {
   /// Sum of the chain's node times.
   double recomputeUs = 0.0;
   /// A checkpoint (not read by the backward itself): firstBackwardUse is the
-  /// earliest first backward use of `chainReaders`, lastUse the latest.
+  /// earliest first backward use of `chainReaders`; lastUse is its last
+  /// forward use (chains that read it keep it longer when they run).
   bool checkpoint = false;
   /// Checkpoints only: the activations whose recompute or re-derive chain
   /// reads this storage (and would run through it were it not kept), by
