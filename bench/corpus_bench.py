@@ -133,17 +133,34 @@ def checkpoint_reference(build, graph, full_doc):
             continue  # read by a later block (or outside): its input, kept
         decisions.append({"node_id": node, "output": out,
                           "decision": "recompute"})
+    # A value whose chain needs an RNG op (stochastic depth) is kept, as
+    # torch would have to replay it: Lethe names it (by its offset in the
+    # file) and the plan is tried again without it.
     with tempfile.TemporaryDirectory() as tmp:
         given = os.path.join(tmp, "given.json")
-        with open(given, "w") as f:
-            json.dump({"decisions": decisions}, f)
         out = os.path.join(tmp, "plan.json")
-        lethe(build, "plan", graph, "--budget", "100%", "--plan", given,
-              "--json", out)
-        if not os.path.exists(out):
-            return None
-        with open(out) as f:
-            return json.load(f)
+        for _ in range(200):
+            text, starts = '{"decisions": [', []
+            for k, d in enumerate(decisions):
+                text += ", " if k else ""
+                starts.append(len(text))
+                text += json.dumps(d)
+            text += "]}"
+            with open(given, "w") as f:
+                f.write(text)
+            r, _ = lethe(build, "plan", graph, "--budget", "100%", "--plan",
+                         given, "--json", out)
+            if os.path.exists(out):
+                with open(out) as f:
+                    return json.load(f)
+            m = re.search(r"given\.json:1:(\d+): error: .*cannot be "
+                          r"recomputed", r.stderr)
+            if not m:
+                return None
+            col = int(m.group(1)) - 1
+            k = max(i for i, st in enumerate(starts) if st <= col)
+            del decisions[k]
+    return None
 
 
 def run_graph(build, graph, budgets):
