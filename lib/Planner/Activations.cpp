@@ -19,7 +19,7 @@ static std::string formatSize(int64_t bytes) {
 
 ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
                                        const PlanOptions &options)
-    : graph(graph), replayRng(options.replayRng) {
+    : graph(graph), layers(findLayers(graph)), replayRng(options.replayRng) {
   const size_t numValues = graph.numValues();
   storageIndexOf.assign(numValues, -1);
   aliasesOf.resize(numValues);
@@ -105,24 +105,154 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
     act.contentReadyAfter = std::max(info.producer, lastInPlaceWrite[s]);
   }
 
-  for (ActivationInfo &act : activations) {
-    const StorageInfo &info = storages[storageIndexOf[act.storage]];
-    if (info.isOutput) {
-      act.notRecomputableReason = "returned by the step";
-      act.notOffloadableReason = "returned by the step";
+  addCheckpoints(mutatedInForward);
+  for (ActivationInfo &act : activations)
+    computeChains(act, options, mutatedInForward);
+  keepReadCheckpoints();
+}
+
+void ActivationAnalysis::addCheckpoints(
+    const std::vector<uint8_t> &mutatedInForward) {
+  const NodeId numNodes = static_cast<NodeId>(graph.numNodes());
+  for (auto [s, info] : llvm::enumerate(storages)) {
+    if (info.activation >= 0 || info.isOutput || mutatedInForward[s] ||
+        graph.getNode(info.producer).phase != Phase::Fwd)
+      continue;
+    int32_t own = layers.layerOf[info.producer];
+    int32_t enters = -1;
+    for (NodeId use : info.uses)
+      if (graph.getNode(use).phase == Phase::Fwd && layers.layerOf[use] >= 0 &&
+          layers.layerOf[use] != own) {
+        enters = layers.layerOf[use];
+        break;
+      }
+    if (enters < 0)
+      continue;
+    info.activation = static_cast<int32_t>(activations.size());
+    ActivationInfo &act = activations.emplace_back();
+    act.storage = info.storage;
+    act.bytes = info.bytes;
+    act.producer = info.producer;
+    act.lastForwardUse = act.lastUse = info.lastUse;
+    // A placeholder until the chains that read it are known: no alias is
+    // read after it, so it has nothing to re-derive.
+    act.firstBackwardUse = numNodes;
+    act.contentReadyAfter = info.producer;
+    act.checkpoint = true;
+    act.inputOfLayer = enters;
+  }
+}
+
+void ActivationAnalysis::computeChains(
+    ActivationInfo &act, const PlanOptions &options,
+    const std::vector<uint8_t> &mutatedInForward) {
+  const StorageInfo &info = storages[storageIndexOf[act.storage]];
+  if (info.isOutput) {
+    act.notRecomputableReason = "returned by the step";
+    act.notOffloadableReason = "returned by the step";
+    return;
+  }
+  if (mutatedInForward[storageIndexOf[act.storage]])
+    act.notRecomputableReason = "written in place during the forward";
+  else
+    computeRecompute(act);
+  if (act.bytes < options.minOffloadBytes)
+    act.notOffloadableReason =
+        "smaller than the offload threshold (" +
+        formatSize(options.minOffloadBytes) + ")";
+  else
+    computeRederive(act);
+}
+
+void ActivationAnalysis::keepReadCheckpoints() {
+  // Readers of each checkpoint; drop those no chain reads (which may leave
+  // checkpoints that only a dropped one's chain read unread in turn).
+  const size_t numActs = activations.size();
+  auto chainInputs = [&](const ActivationInfo &act) {
+    std::vector<int32_t> result;
+    auto add = [&](llvm::ArrayRef<ValueId> inputs) {
+      for (ValueId v : inputs) {
+        int32_t x = activationIndex(v);
+        if (x >= 0 && activations[x].checkpoint &&
+            !llvm::is_contained(result, x))
+          result.push_back(x);
+      }
+    };
+    if (act.recomputable)
+      add(act.recomputeInputs);
+    if (act.offloadable)
+      add(act.rederiveInputs);
+    return result;
+  };
+  std::vector<std::vector<int32_t>> inputsOf(numActs);
+  std::vector<int32_t> numReaders(numActs, 0);
+  for (size_t a = 0; a < numActs; ++a) {
+    inputsOf[a] = chainInputs(activations[a]);
+    for (int32_t x : inputsOf[a])
+      ++numReaders[x];
+  }
+  std::vector<uint8_t> dropped(numActs, 0);
+  std::vector<int32_t> worklist;
+  for (size_t a = 0; a < numActs; ++a)
+    if (activations[a].checkpoint && numReaders[a] == 0)
+      worklist.push_back(static_cast<int32_t>(a));
+  while (!worklist.empty()) {
+    int32_t c = worklist.back();
+    worklist.pop_back();
+    dropped[c] = 1;
+    for (int32_t x : inputsOf[c])
+      if (--numReaders[x] == 0)
+        worklist.push_back(x);
+  }
+  // Restore window of the kept ones: readers are produced later, so walk
+  // backwards in program order.
+  std::vector<int32_t> order;
+  for (size_t a = 0; a < numActs; ++a)
+    if (!dropped[a])
+      order.push_back(static_cast<int32_t>(a));
+  llvm::sort(order, [&](int32_t x, int32_t y) {
+    return activations[x].producer > activations[y].producer;
+  });
+  for (int32_t r : order) {
+    const ActivationInfo &reader = activations[r];
+    // Restored by the earliest point a reader may need it. Its last use
+    // stays its last forward use: the chains that read it keep it longer
+    // only when they run (as for any activation a chain reads).
+    for (int32_t x : inputsOf[r]) {
+      ActivationInfo &c = activations[x];
+      c.firstBackwardUse =
+          c.chainReaders.empty()
+              ? reader.firstBackwardUse
+              : std::min(c.firstBackwardUse, reader.firstBackwardUse);
+      c.chainReaders.push_back(reader.storage);
+    }
+  }
+  std::vector<ActivationInfo> kept;
+  kept.reserve(numActs);
+  for (size_t a = 0; a < numActs; ++a) {
+    ActivationInfo &act = activations[a];
+    if (dropped[a]) {
+      storages[storageIndexOf[act.storage]].activation = -1;
       continue;
     }
-    if (mutatedInForward[storageIndexOf[act.storage]])
-      act.notRecomputableReason = "written in place during the forward";
-    else
-      computeRecompute(act);
-    if (act.bytes < options.minOffloadBytes)
-      act.notOffloadableReason =
-          "smaller than the offload threshold (" +
-          formatSize(options.minOffloadBytes) + ")";
-    else
-      computeRederive(act);
+    if (act.checkpoint) {
+      llvm::sort(act.chainReaders);
+      // A chain that may run inside its forward life cannot restore it:
+      // it can only be kept.
+      if (act.firstBackwardUse <= act.lastForwardUse) {
+        act.recomputable = act.offloadable = false;
+        act.notRecomputableReason = act.notOffloadableReason =
+            "a chain that reads it may run before its last forward use";
+      }
+    }
+    kept.push_back(std::move(act));
   }
+  llvm::sort(kept, [](const ActivationInfo &x, const ActivationInfo &y) {
+    return x.storage < y.storage;
+  });
+  activations = std::move(kept);
+  for (auto [a, act] : llvm::enumerate(activations))
+    storages[storageIndexOf[act.storage]].activation = static_cast<int32_t>(a);
 }
 
 bool ActivationAnalysis::isRecomputableNode(NodeId node) const {

@@ -55,6 +55,13 @@ void ExactModel::analyse(const DeviceProfile &device) {
     act.lastForwardUse = info.lastForwardUse;
     act.firstBackwardUse = info.firstBackwardUse;
     act.lastUse = std::min(info.lastUse, numNodes - 1);
+    // A checkpoint's own uses end in the forward; the chains that read it
+    // are its backward uses. Its decision governs its bytes up to the node
+    // before its restore deadline; from the chain segment there on, M2
+    // keeps it for the chains still to run that read it.
+    if (info.checkpoint)
+      act.lastUse = std::max(info.lastForwardUse,
+                             std::min(info.firstBackwardUse - 1, numNodes - 1));
     act.contentReadyAfter = info.contentReadyAfter;
     act.canRecompute = info.recomputable;
     act.canOffload = info.offloadable && d2hRate > 0 && h2dRate > 0;

@@ -115,6 +115,13 @@ struct PolicyRules {
               std::string &reason) const {
     decision = Decision::Retain;
     std::string why;
+    // Every policy keeps the layer inputs the backward does not read, as
+    // the checkpoint wrappers (torch.utils.checkpoint, torchtitan's SAC)
+    // do: recompute chains stop there (explainCheckpoints says which).
+    if (act.checkpoint) {
+      reason = llvm::formatv("kept as a checkpoint (policy {0})", name());
+      return;
+    }
     switch (policy) {
     case Policy::None:
     case Policy::Auto:
@@ -190,4 +197,74 @@ PolicyDecisions lethe::fixedPolicyDecisions(const ActivationAnalysis &analysis,
   for (auto [a, act] : llvm::enumerate(acts))
     rules.decide(act, result.decisions[a], result.reasons[a]);
   return result;
+}
+
+void lethe::explainCheckpoints(const ActivationAnalysis &analysis,
+                               llvm::ArrayRef<Decision> decisions,
+                               std::vector<std::string> &reasons) {
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  const TrainingGraph &graph = analysis.getGraph();
+  const LayerInfo &layers = analysis.getLayers();
+  for (auto [a, act] : llvm::enumerate(acts)) {
+    if (!act.checkpoint || decisions[a] != Decision::Retain ||
+        a >= reasons.size())
+      continue;
+    std::string layer =
+        act.inputOfLayer >= 0 &&
+                static_cast<size_t>(act.inputOfLayer) < layers.numLayers()
+            ? layers.names[act.inputOfLayer]
+            : std::string("?");
+    // The chains that read it in this plan: those of its readers that are
+    // restored by a chain (recomputed, or offloaded with views to re-run).
+    std::vector<ValueId> cut;
+    for (ValueId reader : act.chainReaders) {
+      int32_t r = analysis.activationIndex(reader);
+      if (r < 0)
+        continue;
+      bool reads =
+          (decisions[r] == Decision::Recompute &&
+           llvm::is_contained(acts[r].recomputeInputs, act.storage)) ||
+          (decisions[r] == Decision::Offload &&
+           llvm::is_contained(acts[r].rederiveInputs, act.storage));
+      if (reads)
+        cut.push_back(reader);
+    }
+    if (cut.empty()) {
+      reasons[a] = llvm::formatv("retained: input of layer {0}, a checkpoint "
+                                 "candidate no recompute chain reads in this "
+                                 "plan (freed after its last forward use)",
+                                 layer)
+                       .str();
+      continue;
+    }
+    // Readers named by their producing node, as the other remarks name
+    // nodes.
+    std::string names;
+    for (size_t k = 0; k < cut.size() && k < 4; ++k) {
+      NodeId producer = graph.getValue(cut[k]).producer;
+      names += llvm::formatv("{0}{1} #{2}", k ? ", " : "",
+                             graph.getNode(producer).kind, producer)
+                   .str();
+    }
+    if (cut.size() > 4)
+      names += ", ...";
+    std::string through;
+    if (act.recomputable && !act.recomputeNodes.empty()) {
+      const GraphNode &first = graph.getNode(act.recomputeNodes.front());
+      through = llvm::formatv("through it they would re-run {0} more nodes "
+                              "({1}) back to {2} #{3}",
+                              act.recomputeNodes.size(),
+                              humanUs(act.recomputeUs), first.kind,
+                              act.recomputeNodes.front())
+                    .str();
+    } else {
+      through = "they could not run through it: " + act.notRecomputableReason;
+    }
+    reasons[a] = llvm::formatv("kept as a checkpoint ({0}): input of layer "
+                               "{1}; cuts the recompute chains of {2} "
+                               "activation(s) (of {3}); {4}",
+                               humanBytes(act.bytes), layer, cut.size(), names,
+                               through)
+                     .str();
+  }
 }

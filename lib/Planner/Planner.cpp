@@ -56,7 +56,8 @@ static std::vector<AutoSeed> autoSeeds(const ActivationAnalysis &analysis,
 /// solver placed it, with the simulator's predictions. The fast solver's
 /// plan is its starting point.
 static llvm::Expected<Plan>
-planExact(const TrainingGraph &graph, const DeviceProfile &device,
+planExact(const ActivationAnalysis &analysis, const TrainingGraph &graph,
+          const DeviceProfile &device,
           const PlanOptions &options, Plan plan,
           std::chrono::steady_clock::time_point started,
           llvm::ArrayRef<ActivationDecision> start) {
@@ -67,6 +68,17 @@ planExact(const TrainingGraph &graph, const DeviceProfile &device,
   if (!sim)
     return sim.takeError();
   plan.decisions = std::move(exact->decisions);
+  if (plan.decisions.size() == analysis.getActivations().size()) {
+    std::vector<Decision> decisions;
+    std::vector<std::string> reasons;
+    for (const ActivationDecision &d : plan.decisions) {
+      decisions.push_back(d.decision);
+      reasons.push_back(d.reason);
+    }
+    explainCheckpoints(analysis, decisions, reasons);
+    for (auto [d, reason] : llvm::zip(plan.decisions, reasons))
+      d.reason = std::move(reason);
+  }
   plan.peakBytes = sim->peakBytes;
   plan.stepUs = sim->stepUs;
   plan.exactReport = exact->exactReport;
@@ -141,7 +153,7 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
   plan.baselinePeakBytes = baseline->peakBytes;
   plan.baselineStepUs = baseline->stepUs;
 
-  LayerInfo layers = findLayers(graph);
+  const LayerInfo &layers = analysis.getLayers();
   bool perLayer = options.policy == Policy::Full ||
                   options.policy == Policy::EveryN ||
                   options.policy == Policy::SelectiveOp;
@@ -233,7 +245,7 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
     if (!solution)
       return solution.takeError();
     if (options.solver == SolverKind::Exact)
-      return planExact(graph, device, options, std::move(plan), started,
+      return planExact(analysis, graph, device, options, std::move(plan), started,
                        solution->evaluation.placement.decisions);
     decisions = std::move(solution->decisions);
     reasons = std::move(solution->reasons);
@@ -241,6 +253,7 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
     least = solution->leastPeakBytes;
   }
 
+  explainCheckpoints(analysis, decisions, reasons);
   plan.decisions = evaluation->placement.decisions;
   for (size_t a = 0; a < plan.decisions.size() && a < reasons.size(); ++a)
     plan.decisions[a].reason = reasons[a];

@@ -9,6 +9,10 @@
 // - `auto` is never slower than a fixed policy whose plan fits the budget;
 // - where copies contend with collectives, plans are simulated with copies
 //   that yield, and `auto` never loses to its recompute-only plan;
+// - checkpoints (layer inputs the backward does not read) are read by a
+//   chain, `full` keeps them, and its chains then stay inside their layer
+//   (each layer is recomputed from its input, as torch.utils.checkpoint
+//   does);
 // - planning is deterministic;
 // - `none` has the plain lifetime peak.
 //
@@ -199,6 +203,69 @@ TEST(PlannerPropertyTest, EveryPolicyBuildsAValidSchedule) {
       }
     }
   }
+}
+
+TEST(PlannerPropertyTest, CheckpointsCutChainsAtLayerInputs) {
+  int checkpoints = 0, cutChains = 0;
+  for (uint64_t seed = 0; seed < kNumGraphs; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(seed, optionsFor(seed));
+    PlanOptions options;
+    ActivationAnalysis analysis(g, options);
+    const LayerInfo &layers = analysis.getLayers();
+    llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+    for (const ActivationInfo &act : acts) {
+      if (!act.checkpoint)
+        continue;
+      ++checkpoints;
+      const StorageInfo &info =
+          analysis.getStorages()[analysis.storageIndex(act.storage)];
+      // Not read by the backward: only chains read it after the forward.
+      for (NodeId use : info.uses)
+        EXPECT_EQ(g.getNode(use).phase, Phase::Fwd) << "%" << act.storage;
+      ASSERT_GE(act.inputOfLayer, 0);
+      EXPECT_NE(layers.layerOf[act.producer], act.inputOfLayer);
+      ASSERT_FALSE(act.chainReaders.empty()) << "%" << act.storage;
+      for (ValueId reader : act.chainReaders) {
+        const ActivationInfo &r = acts[analysis.activationIndex(reader)];
+        EXPECT_TRUE(llvm::is_contained(r.recomputeInputs, act.storage) ||
+                    llvm::is_contained(r.rederiveInputs, act.storage));
+        EXPECT_LE(act.firstBackwardUse, r.firstBackwardUse);
+      }
+    }
+    options.policy = Policy::Full;
+    llvm::Expected<Plan> full = planTrainingStep(g, testDeviceProfile(),
+                                                 options);
+    if (!full) {
+      // A graph without layers: `full` says so.
+      llvm::consumeError(full.takeError());
+      EXPECT_EQ(layers.numLayers(), 0u);
+      continue;
+    }
+    for (auto [a, d] : llvm::enumerate(full->decisions)) {
+      const ActivationInfo &act = acts[a];
+      if (act.checkpoint) {
+        EXPECT_EQ(d.decision, Decision::Retain) << "%" << act.storage;
+        cutChains += d.reason.find("cuts the recompute chains") !=
+                     std::string::npos;
+        continue;
+      }
+      if (d.decision != Decision::Recompute)
+        continue;
+      // Every storage the chain re-creates belongs to the layer of the
+      // activation: nothing runs back through an earlier layer.
+      int32_t layer = layers.layerOf[act.producer];
+      for (NodeId node : act.recomputeNodes)
+        for (ValueId result : g.getNode(node).results)
+          if (analysis.storageIndex(result) >= 0 &&
+              g.getValue(result).storage == result)
+            EXPECT_EQ(layers.layerOf[node], layer)
+                << "%" << act.storage << " re-runs node " << node;
+    }
+  }
+  // The property was exercised.
+  EXPECT_GT(checkpoints, 20);
+  EXPECT_GT(cutChains, 20);
 }
 
 TEST(PlannerPropertyTest, PlanningIsDeterministic) {

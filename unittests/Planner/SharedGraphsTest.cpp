@@ -2,7 +2,9 @@
 //
 // The real exported steps in graphs/ (GPT-2, ResNet-50) through the JSON
 // importer: the planner's unplanned peak is the lifetime analysis's, and a
-// plan called feasible fits its budget when simulated again.
+// plan called feasible fits its budget when simulated again. On the
+// transformers, `full` (which keeps each block's input: checkpoints) peaks
+// no higher than `every-n`, as torch.utils.checkpoint on every block does.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +65,37 @@ TEST_P(SharedGraphs, PlansFitAndAgreeWithLifetimes) {
     EXPECT_DOUBLE_EQ(sim->stepUs, plan->stepUs);
   }
 }
+
+class Transformers : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(Transformers, FullPeaksNoHigherThanEveryN) {
+  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  ASSERT_TRUE(buffer) << "cannot read " << path;
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module =
+      importGraphJson((*buffer)->getBuffer(), path, &context);
+  ASSERT_TRUE(module);
+  FailureOr<TrainingGraph> graph =
+      TrainingGraph::fromFunction(*module->getOps<func::FuncOp>().begin());
+  ASSERT_TRUE(succeeded(graph));
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
+  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
+  PlanOptions options;
+  options.policy = Policy::Full;
+  llvm::Expected<Plan> full = planTrainingStep(*graph, *device, options);
+  ASSERT_TRUE(static_cast<bool>(full)) << llvm::toString(full.takeError());
+  options.policy = Policy::EveryN;
+  llvm::Expected<Plan> everyN = planTrainingStep(*graph, *device, options);
+  ASSERT_TRUE(static_cast<bool>(everyN)) << llvm::toString(everyN.takeError());
+  EXPECT_LE(full->peakBytes, everyN->peakBytes);
+  EXPECT_LT(full->peakBytes, full->baselinePeakBytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(Graphs, Transformers,
+                         ::testing::Values("graph_gpt2.json",
+                                           "graph_llama8l.json",
+                                           "graph_qwen2_gqa.json"));
 
 INSTANTIATE_TEST_SUITE_P(Graphs, SharedGraphs,
                          ::testing::Values("graph_gpt2.json",

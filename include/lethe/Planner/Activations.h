@@ -24,6 +24,13 @@
 //   of its backward-read aliases are re-run (aliases made by in-place ops
 //   are the storage itself). Storages below the size threshold and storages
 //   the step returns are never offloaded.
+// - A *checkpoint* is a forward storage the backward does not read that a
+//   layer (lethe/Planner/Layers.h) reads as its input: keeping it cuts the
+//   recompute chains that would otherwise run back through earlier layers
+//   (torch.utils.checkpoint keeps exactly these). It is decided like an
+//   activation: its "backward uses" are the recompute and re-derive chains
+//   that read it, so it is restored (or kept) until the last of them runs.
+//   A candidate that no chain reads is not one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +38,7 @@
 #define LETHE_PLANNER_ACTIVATIONS_H
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Planner/Layers.h"
 #include "lethe/Planner/Plan.h"
 
 #include <string>
@@ -80,6 +88,16 @@ struct ActivationInfo {
   std::vector<ValueId> recomputeInputs;
   /// Sum of the chain's node times.
   double recomputeUs = 0.0;
+  /// A checkpoint (not read by the backward itself): firstBackwardUse is the
+  /// earliest first backward use of `chainReaders`; lastUse is its last
+  /// forward use (chains that read it keep it longer when they run).
+  bool checkpoint = false;
+  /// Checkpoints only: the activations whose recompute or re-derive chain
+  /// reads this storage (and would run through it were it not kept), by
+  /// storage id.
+  std::vector<ValueId> chainReaders;
+  /// Checkpoints only: the layer it is the input of.
+  int32_t inputOfLayer = -1;
   /// View nodes re-run on the prefetched storage to re-create its
   /// backward-read aliases, in program order.
   std::vector<NodeId> rederiveNodes;
@@ -92,6 +110,9 @@ public:
   ActivationAnalysis(const TrainingGraph &graph, const PlanOptions &options);
 
   const TrainingGraph &getGraph() const { return graph; }
+  /// The graph's repeated layers (findLayers), found once here for every
+  /// policy and for the checkpoint candidates.
+  const LayerInfo &getLayers() const { return layers; }
   /// Activations ordered by storage id.
   llvm::ArrayRef<ActivationInfo> getActivations() const { return activations; }
   /// Storages the step allocates, ordered by storage id.
@@ -123,6 +144,12 @@ public:
   }
 
 private:
+  /// Adds the checkpoint candidates to the activations and keeps those some
+  /// chain reads.
+  void addCheckpoints(const std::vector<uint8_t> &mutatedInForward);
+  void keepReadCheckpoints();
+  void computeChains(ActivationInfo &act, const PlanOptions &options,
+                     const std::vector<uint8_t> &mutatedInForward);
   void computeRecompute(ActivationInfo &info);
   void computeRederive(ActivationInfo &info);
   /// Adds the nodes needed to re-create `value` to `nodes` (marking them in
@@ -133,6 +160,7 @@ private:
                  std::vector<ValueId> &inputs, std::string &reason) const;
 
   const TrainingGraph &graph;
+  LayerInfo layers;
   bool replayRng;
   std::vector<StorageInfo> storages;
   std::vector<int32_t> storageIndexOf;

@@ -13,7 +13,10 @@
 //   returns it. Without a plan this gives the unplanned (baseline) profile,
 //   which the lifetime analysis computes too.
 // - An *activation* is a storage produced by a forward node and used, through
-//   any alias, by a non-forward node. Only activations get decisions.
+//   any alias, by a non-forward node. Activations and *checkpoints* (a
+//   layer's input the backward does not read, kept to cut the recompute
+//   chains that read it; lethe/Planner/Activations.h) get decisions; a kept
+//   checkpoint is live until the last chain that reads it has run.
 //
 //===----------------------------------------------------------------------===//
 

@@ -5,7 +5,9 @@
 // - none: retain everything;
 // - full: in every layer, recompute every activation that stays inside the
 //   layer and keep the ones a later layer reads (the layer's output, i.e.
-//   the next layer's input); activations outside layers are retained;
+//   the next layer's input); activations outside layers are retained; with
+//   the layer inputs kept as checkpoints (every policy keeps them), each
+//   layer is recomputed once from its input, as torch.utils.checkpoint does;
 // - every-n: `full` on layers 0, n, 2n, ... only (torchtune);
 // - selective-op: in every layer, keep the outputs of the listed op kinds
 //   (default: matmul-like ops and attention), recompute the rest (PyTorch
@@ -54,6 +56,13 @@ struct PolicyDecisions {
 PolicyDecisions fixedPolicyDecisions(const ActivationAnalysis &analysis,
                                      const LayerInfo &layers, Policy policy,
                                      const PlanOptions &options);
+
+/// Rewrites the reasons of the retained checkpoints (ActivationInfo::
+/// checkpoint) of any plan: which recompute chains keeping each one cut,
+/// and what they would re-run through it otherwise.
+void explainCheckpoints(const ActivationAnalysis &analysis,
+                        llvm::ArrayRef<Decision> decisions,
+                        std::vector<std::string> &reasons);
 
 } // namespace lethe
 
