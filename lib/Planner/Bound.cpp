@@ -120,9 +120,13 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   // keeps (ExactModel's fixed bytes: storages without a decision and the
   // forward part of every activation), the backward part of every
   // activation, and every gap.
+  // A checkpoint is resident after its forward uses only while a chain
+  // that reads it is still to run, which a plan that recomputes nothing
+  // avoids: the relaxation counts none of it (it takes no decision
+  // columns below), which can only lower the bound.
   std::vector<double> diff(numNodes + 1, 0.0);
   for (const ExactModel::Activation &act : acts) {
-    double b = static_cast<double>(act.bytes) / kMiB;
+    double b = act.checkpoint ? 0.0 : static_cast<double>(act.bytes) / kMiB;
     bytes.push_back(b);
     readyLo.push_back(lo[act.contentReadyAfter] +
                       model.nodeTimeUs(act.contentReadyAfter));
@@ -161,6 +165,8 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   colC.assign(acts.size(), -1);
   colO.assign(acts.size(), -1);
   for (size_t a = 0; a < acts.size(); ++a) {
+    if (acts[a].checkpoint)
+      continue;
     if (acts[a].canRecompute)
       colC[a] = lp.addColumn(0, 1, 0, false);
     if (acts[a].canOffload)
@@ -224,7 +230,8 @@ const std::vector<int> &Relaxation::gapAt(NodeId p) {
   if (inserted) {
     llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
     for (size_t a = 0; a < acts.size(); ++a)
-      if (acts[a].lastForwardUse < p && p < acts[a].firstBackwardUse)
+      if (!acts[a].checkpoint && acts[a].lastForwardUse < p &&
+          p < acts[a].firstBackwardUse)
         it->second.push_back(static_cast<int>(a));
   }
   return it->second;

@@ -63,6 +63,7 @@ void ExactModel::analyse(const DeviceProfile &device) {
       act.lastUse = std::max(info.lastForwardUse,
                              std::min(info.firstBackwardUse - 1, numNodes - 1));
     act.contentReadyAfter = info.contentReadyAfter;
+    act.checkpoint = info.checkpoint;
     act.canRecompute = info.recomputable;
     act.canOffload = info.offloadable && d2hRate > 0 && h2dRate > 0;
     if (act.canOffload) {

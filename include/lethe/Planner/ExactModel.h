@@ -51,6 +51,9 @@ public:
     NodeId contentReadyAfter = -1;
     bool canRecompute = false;
     bool canOffload = false;
+    /// A checkpoint (ActivationInfo::checkpoint): the backward does not read
+    /// it, only the recompute chains that run through it do.
+    bool checkpoint = false;
     /// Copy times: D2H at the profile's D2H rate, H2D at its H2D rate
     /// times duplexFactor (as the planner's placement assumes).
     double d2hUs = 0.0;
