@@ -162,12 +162,6 @@ template <typename Done> static bool pollFor(LetheRt *rt, Done done) {
   return true;
 }
 
-static std::string seconds(double s) {
-  std::ostringstream os;
-  os << s << " s ($LETHE_RT_TIMEOUT_S)";
-  return os.str();
-}
-
 /// Rank 0 makes the id, publishes it and waits until every other rank has
 /// checked in; the others read it and check in. ncclCommInitRank waits for
 /// all ranks without a bound, so a rank that never starts must be caught
@@ -211,7 +205,7 @@ static LetheRtStatus rendezvous(LetheRt *rt, const std::string &at,
         ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
       return fail(rt, LETHE_RT_TIMEOUT,
                   at + ": rank " + ranks + " did not join within " +
-                      seconds(rt->timeoutS) + " (no check-in " +
+                      timeoutText(rt) + " (no check-in " +
                       checkInPath(file, missing.front()) +
                       "): it never started or died before the rendezvous");
     }
@@ -227,7 +221,7 @@ static LetheRtStatus rendezvous(LetheRt *rt, const std::string &at,
   if (!read)
     return fail(rt, LETHE_RT_TIMEOUT,
                 at + ": rank 0 did not publish the rendezvous file " + file +
-                    " within " + seconds(rt->timeoutS) +
+                    " within " + timeoutText(rt) +
                     ": it never started or died before the rendezvous");
   if (!publish(checkInPath(file, rank), std::to_string(getpid()) + "\n"))
     return fail(rt, LETHE_RT_IO_ERROR,

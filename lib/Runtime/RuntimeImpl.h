@@ -184,6 +184,8 @@ void destroyCommState(LetheRt *rt);
 /// Reads $LETHE_RT_TIMEOUT_S (or its older name $LETHE_NCCL_TIMEOUT_S)
 /// into rt->timeoutS; a malformed value is an invalid argument.
 LetheRtStatus readTimeout(LetheRt *rt);
+/// "20 s ($LETHE_RT_TIMEOUT_S)", for messages.
+std::string timeoutText(const LetheRt *rt);
 LetheRtStatus startWatchdog(LetheRt *rt);
 void stopWatchdog(LetheRt *rt);
 /// Whether a blocking call overran (the runtime is then unusable and its

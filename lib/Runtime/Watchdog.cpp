@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -93,9 +94,7 @@ static void watch(LetheRt *rt) {
       cause = w.what + ": NCCL reported " + nccl +
               " (a peer rank failed or its connection closed)";
     else if (Clock::now() >= deadline)
-      cause = w.what + " did not finish within " +
-              std::to_string((int64_t)rt->timeoutS) +
-              " s ($LETHE_RT_TIMEOUT_S)" +
+      cause = w.what + " did not finish within " + timeoutText(rt) +
               (rt->comm ? ": a peer rank died, hung or never joined"
                         : ": the device hung");
     else
@@ -113,6 +112,12 @@ static void watch(LetheRt *rt) {
         }))
       giveUp(w.cause, "the call did not return after the abort");
   }
+}
+
+std::string lethe::rt::timeoutText(const LetheRt *rt) {
+  std::ostringstream os;
+  os << rt->timeoutS << " s ($LETHE_RT_TIMEOUT_S)";
+  return os.str();
 }
 
 LetheRtStatus lethe::rt::readTimeout(LetheRt *rt) {
