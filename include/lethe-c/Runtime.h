@@ -42,12 +42,13 @@ typedef enum LetheRtStatus {
   /* A feature this build lacks (NCCL) or a mode that cannot do it. */
   LETHE_RT_UNSUPPORTED = 6,
   LETHE_RT_OUT_OF_MEMORY = 7,
-  /* The NCCL rendezvous file could not be written or read in time. */
+  /* The NCCL rendezvous file or a check-in beside it could not be written
+   * (waiting for them too long is LETHE_RT_TIMEOUT). */
   LETHE_RT_IO_ERROR = 8,
-  /* A blocking call (a synchronize, a collective, joining the communicator)
-   * did not finish within $LETHE_RT_TIMEOUT_S (300) seconds, or NCCL
-   * reported a failed peer: the communicator was aborted. The runtime can
-   * only be destroyed. */
+  /* A rank did not come to the rendezvous, or a blocking call (a
+   * synchronize, an NCCL call) did not finish, within $LETHE_RT_TIMEOUT_S
+   * (300) seconds, or NCCL reported a failed peer; the communicator, if
+   * any, was aborted. The runtime can only be destroyed. */
   LETHE_RT_TIMEOUT = 9,
 } LetheRtStatus;
 
