@@ -148,6 +148,18 @@ def test_hostile_inputs(tmp_path):
     # Nothing to plan.
     with pytest.raises(lethe.LetheError, match="'nodes' is empty"):
         lethe.load({"nodes": []})
+    # A value of dynamic shape has no size: refused when loading, not by
+    # the first analysis that meets it (the MLIR fuzzer found the loader
+    # accepting it, issue 18).
+    dynamic = tmp_path / "dynamic.mlir"
+    dynamic.write_text(
+        "func.func @step(%x: tensor<?x256xf32>) -> tensor<?x256xf32> {\n"
+        '  %y = lethe.node "aten.relu.default" fwd (%x) {time_us = 2.0 : f64}'
+        " : (tensor<?x256xf32>) -> tensor<?x256xf32>\n"
+        "  return %y : tensor<?x256xf32>\n}\n")
+    with pytest.raises(lethe.LetheError, match=r"dynamic.mlir:1:1: .*dynamic "
+                       r"type 'tensor<\?x256xf32>' has no static size"):
+        lethe.load(dynamic)
     # The format comes from the content: JSON in a file without a suffix.
     plain = tmp_path / "graph"
     plain.write_text(json.dumps(_tiny_graph()))
