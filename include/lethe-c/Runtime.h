@@ -42,8 +42,14 @@ typedef enum LetheRtStatus {
   /* A feature this build lacks (NCCL) or a mode that cannot do it. */
   LETHE_RT_UNSUPPORTED = 6,
   LETHE_RT_OUT_OF_MEMORY = 7,
-  /* The NCCL rendezvous file could not be written or read in time. */
+  /* The NCCL rendezvous file or a check-in beside it could not be written
+   * (waiting for them too long is LETHE_RT_TIMEOUT). */
   LETHE_RT_IO_ERROR = 8,
+  /* A rank did not come to the rendezvous, or a blocking call (a
+   * synchronize, an NCCL call) did not finish, within $LETHE_RT_TIMEOUT_S
+   * (300) seconds, or NCCL reported a failed peer; the communicator, if
+   * any, was aborted. The runtime can only be destroyed. */
+  LETHE_RT_TIMEOUT = 9,
 } LetheRtStatus;
 
 /* Streams. Kernels (GEMM, replay, fill, checksum) run on the compute stream,
@@ -240,9 +246,12 @@ LetheRtStatus letheRtGetChecksum(LetheRt *rt, uint32_t index, const char **name,
 /*--- Collectives (comm stream, NCCL) ---------------------------------------*/
 
 /* One process per GPU. Rank 0 creates the ncclUniqueId and writes it (hex)
- * to `uniqueIdFile`; the others wait up to $LETHE_NCCL_TIMEOUT_S (120) for
- * it. A NULL file reads $LETHE_NCCL_ID instead (worldSize 1 needs
- * neither). Use a fresh file per run. */
+ * to `uniqueIdFile`; the others wait for it, then check in beside it
+ * (`uniqueIdFile`.joined.R), and rank 0 waits for every check-in before it
+ * joins, so a rank that never starts is an error on both sides, never a
+ * hang. Every wait is bounded by $LETHE_RT_TIMEOUT_S (300). A NULL file
+ * reads $LETHE_NCCL_ID instead (worldSize 1 needs neither). Use a fresh
+ * file per run. */
 LetheRtStatus letheRtCommInit(LetheRt *rt, int worldSize, int rank,
                               const char *uniqueIdFile);
 /* recv.bytes == send.bytes * worldSize. */

@@ -1,6 +1,7 @@
 //===- GraphLoader.cpp - Read any supported graph into canonical form -----===//
 
 #include "lethe/Driver/GraphLoader.h"
+#include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Import/JsonImporter.h"
@@ -150,6 +151,12 @@ lethe::loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
     pm.addPass(createAnnotateCosts(costOptions));
   }
   if (!pm.getPasses().empty() && failed(pm.run(*module)))
+    return {};
+  // A loaded graph is one every analysis can take: what the parser and the
+  // dialect's verifiers accept can still be unanalysable (a value of
+  // dynamic shape has no size; found by the MLIR fuzzer). Refuse it here,
+  // with the analysis' located error, not in whatever consumer comes first.
+  if (failed(TrainingGraph::fromFunction(func)))
     return {};
   return module;
 }

@@ -3,7 +3,9 @@
 //
 // One process per GPU. Rank 0 makes the ncclUniqueId and publishes it as
 // hex, in a file (written to a temporary name, then renamed, so readers
-// never see half of it) or through $LETHE_NCCL_ID; the other ranks read it.
+// never see half of it) or through $LETHE_NCCL_ID; the other ranks read it
+// and check in, so that rank 0 knows every rank started before it joins.
+// Every NCCL call runs under the watchdog (Watchdog.cpp).
 // Collectives run on the comm stream. In checksum mode they move and sum
 // raw integers (exact in any order), so their outputs are a deterministic
 // function of every rank's inputs whatever bits the tensors hold.
@@ -13,6 +15,7 @@
 #include "RuntimeImpl.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +38,11 @@ struct CommState {
   ncclComm_t comm = nullptr;
   int worldSize = 1;
   int rank = 0;
+  /// Set once ncclCommInitRank returned `comm`; cleared by the abort. The
+  /// watchdog thread reads it while the main thread is blocked.
+  std::atomic<bool> ready{false};
+  /// ncclCommAbort freed `comm`: it must not be destroyed again.
+  std::atomic<bool> aborted{false};
 };
 
 static LetheRtStatus checkNccl(LetheRt *rt, ncclResult_t result,
@@ -53,10 +61,40 @@ static LetheRtStatus checkNccl(LetheRt *rt, ncclResult_t result,
 void destroyCommState(LetheRt *rt) {
   if (!rt->comm)
     return;
-  if (rt->comm->comm)
-    ncclCommDestroy(rt->comm->comm);
+  // After a failure a peer may be gone, and ncclCommDestroy's flush would
+  // wait for it: abort instead.
+  if (rt->comm->comm && !rt->comm->aborted) {
+    if (rt->status == LETHE_RT_OK)
+      ncclCommDestroy(rt->comm->comm);
+    else
+      ncclCommAbort(rt->comm->comm);
+  }
   delete rt->comm;
   rt->comm = nullptr;
+}
+
+bool commReady(const LetheRt *rt) { return rt->comm && rt->comm->ready; }
+
+std::string commAsyncError(const LetheRt *rt) {
+  if (!commReady(rt))
+    return "";
+  ncclResult_t async = ncclSuccess;
+  ncclResult_t result = ncclCommGetAsyncError(rt->comm->comm, &async);
+  if (result != ncclSuccess)
+    async = result;
+  if (async == ncclSuccess || async == ncclInProgress)
+    return "";
+  std::string detail = ncclGetErrorString(async);
+  if (const char *last = ncclGetLastError(rt->comm->comm); last && *last)
+    detail += std::string(": ") + last;
+  return detail;
+}
+
+void abortComm(LetheRt *rt) {
+  if (!rt->comm || !rt->comm->ready.exchange(false))
+    return;
+  rt->comm->aborted = true;
+  ncclCommAbort(rt->comm->comm);
 }
 #else
 struct CommState {};
@@ -64,6 +102,9 @@ void destroyCommState(LetheRt *rt) {
   delete rt->comm;
   rt->comm = nullptr;
 }
+bool commReady(const LetheRt *) { return false; }
+std::string commAsyncError(const LetheRt *) { return ""; }
+void abortComm(LetheRt *) {}
 #endif
 
 } // namespace lethe::rt
@@ -91,7 +132,40 @@ static bool fromHex(const std::string &hex, ncclUniqueId *id) {
   return true;
 }
 
-/// Rank 0: makes the id and publishes it. Others: read it.
+/// Writes `text` to `path` through a temporary name, so that a reader never
+/// sees half of it.
+static bool publish(const std::string &path, const std::string &text) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out.good())
+      return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+/// Where rank `rank` checks in once it has read the id.
+static std::string checkInPath(const char *file, int rank) {
+  return std::string(file) + ".joined." + std::to_string(rank);
+}
+
+/// Polls `done` every 10 ms for up to rt->timeoutS; whether it held.
+template <typename Done> static bool pollFor(LetheRt *rt, Done done) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds((int64_t)(rt->timeoutS * 1000));
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+/// Rank 0 makes the id, publishes it and waits until every other rank has
+/// checked in; the others read it and check in. ncclCommInitRank waits for
+/// all ranks without a bound, so a rank that never starts must be caught
+/// here, where each side can still say which rank is missing.
 static LetheRtStatus rendezvous(LetheRt *rt, const std::string &at,
                                 int worldSize, int rank, const char *file,
                                 ncclUniqueId *id) {
@@ -109,36 +183,50 @@ static LetheRtStatus rendezvous(LetheRt *rt, const std::string &at,
     return LETHE_RT_OK;
   }
   if (rank == 0) {
+    // Check-ins left by an earlier run with this file do not count.
+    for (int r = 1; r < worldSize; ++r)
+      std::remove(checkInPath(file, r).c_str());
     if (checkNccl(rt, ncclGetUniqueId(id), at, "ncclGetUniqueId"))
       return rt->status;
-    std::string tmp = std::string(file) + ".tmp." + std::to_string(getpid());
-    {
-      std::ofstream out(tmp);
-      out << toHex(*id) << "\n";
-      if (!out.good())
-        return fail(rt, LETHE_RT_IO_ERROR, at + ": cannot write " + tmp);
-    }
-    if (std::rename(tmp.c_str(), file) != 0)
+    if (!publish(file, toHex(*id) + "\n"))
       return fail(rt, LETHE_RT_IO_ERROR,
-                  at + ": cannot rename " + tmp + " to " + file);
+                  at + ": cannot write the rendezvous file " + file);
+    std::vector<int> missing;
+    bool joined = pollFor(rt, [&] {
+      missing.clear();
+      for (int r = 1; r < worldSize; ++r)
+        if (std::ifstream(checkInPath(file, r)).fail())
+          missing.push_back(r);
+      return missing.empty();
+    });
+    if (!joined) {
+      std::string ranks;
+      for (int r : missing)
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      return fail(rt, LETHE_RT_TIMEOUT,
+                  at + ": rank " + ranks + " did not join within " +
+                      timeoutText(rt) + " (no check-in " +
+                      checkInPath(file, missing.front()) +
+                      "): it never started or died before the rendezvous");
+    }
+    for (int r = 1; r < worldSize; ++r)
+      std::remove(checkInPath(file, r).c_str());
     return LETHE_RT_OK;
   }
-  const char *timeoutEnv = std::getenv("LETHE_NCCL_TIMEOUT_S");
-  double timeoutS = timeoutEnv ? std::atof(timeoutEnv) : 120.0;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds((int64_t)(timeoutS * 1000));
-  while (true) {
+  bool read = pollFor(rt, [&] {
     std::ifstream in(file);
     std::string hex;
-    if (in && (in >> hex) && fromHex(hex, id))
-      return LETHE_RT_OK;
-    if (std::chrono::steady_clock::now() > deadline)
-      return fail(rt, LETHE_RT_IO_ERROR,
-                  at + ": rank " + std::to_string(rank) + " waited " +
-                      std::to_string(timeoutS) + " s for rank 0 to write " +
-                      file);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return in && (in >> hex) && fromHex(hex, id);
+  });
+  if (!read)
+    return fail(rt, LETHE_RT_TIMEOUT,
+                at + ": rank 0 did not publish the rendezvous file " + file +
+                    " within " + timeoutText(rt) +
+                    ": it never started or died before the rendezvous");
+  if (!publish(checkInPath(file, rank), std::to_string(getpid()) + "\n"))
+    return fail(rt, LETHE_RT_IO_ERROR,
+                at + ": cannot write the check-in " + checkInPath(file, rank));
+  return LETHE_RT_OK;
 }
 
 static ncclDataType_t ncclTypeOf(LetheRtDType dtype) {
@@ -179,11 +267,20 @@ extern "C" LetheRtStatus letheRtCommInit(LetheRt *rt, int worldSize, int rank,
   if (rendezvous(rt, at, worldSize, rank, uniqueIdFile, &id))
     return rt->status;
   size_t freeBefore = 0, freeAfter = 0, total = 0;
-  if (checkCuda(rt, cudaMemGetInfo(&freeBefore, &total), at,
-                "cudaMemGetInfo") ||
-      checkNccl(rt, ncclCommInitRank(&rt->comm->comm, worldSize, id, rank), at,
-                "ncclCommInitRank") ||
-      checkCuda(rt, cudaMemGetInfo(&freeAfter, &total), at, "cudaMemGetInfo"))
+  if (checkCuda(rt, cudaMemGetInfo(&freeBefore, &total), at, "cudaMemGetInfo"))
+    return rt->status;
+  {
+    // Unbounded inside NCCL if a rank dies between its check-in and here:
+    // the watchdog then ends the process (there is no communicator yet to
+    // abort).
+    BlockingCall call(rt, at, "ncclCommInitRank");
+    ncclResult_t result =
+        ncclCommInitRank(&rt->comm->comm, worldSize, id, rank);
+    if (call.finish() || checkNccl(rt, result, at, "ncclCommInitRank"))
+      return rt->status;
+  }
+  rt->comm->ready = true;
+  if (checkCuda(rt, cudaMemGetInfo(&freeAfter, &total), at, "cudaMemGetInfo"))
     return rt->status;
   rt->ncclBytes = freeBefore > freeAfter ? freeBefore - freeAfter : 0;
   return LETHE_RT_OK;
@@ -263,25 +360,30 @@ static LetheRtStatus collective(LetheRt *rt, Collective kind, const char *op,
   // Yielding copies pause while the window is open (CopyYield.cpp).
   if (beginCollectiveWindow(rt, at))
     return rt->status;
-  switch (kind) {
-  case Collective::AllGather:
-    checkNccl(
-        rt,
-        ncclAllGather(sendPtr, recvPtr, recvElts / world, type, comm, stream),
-        at, "ncclAllGather");
-    break;
-  case Collective::ReduceScatter:
-    checkNccl(rt,
-              ncclReduceScatter(sendPtr, recvPtr, recvElts, type, ncclSum,
-                                comm, stream),
-              at, "ncclReduceScatter");
-    break;
-  case Collective::AllReduce:
-    checkNccl(
-        rt,
-        ncclAllReduce(sendPtr, recvPtr, recvElts, type, ncclSum, comm, stream),
-        at, "ncclAllReduce");
-    break;
+  // Enqueueing blocks when NCCL's work queue is full of work a dead peer
+  // never completes.
+  const char *call = kind == Collective::AllGather       ? "ncclAllGather"
+                     : kind == Collective::ReduceScatter ? "ncclReduceScatter"
+                                                         : "ncclAllReduce";
+  ncclResult_t result = ncclSuccess;
+  {
+    BlockingCall blocking(rt, at, call);
+    switch (kind) {
+    case Collective::AllGather:
+      result =
+          ncclAllGather(sendPtr, recvPtr, recvElts / world, type, comm, stream);
+      break;
+    case Collective::ReduceScatter:
+      result = ncclReduceScatter(sendPtr, recvPtr, recvElts, type, ncclSum,
+                                 comm, stream);
+      break;
+    case Collective::AllReduce:
+      result =
+          ncclAllReduce(sendPtr, recvPtr, recvElts, type, ncclSum, comm, stream);
+      break;
+    }
+    if (blocking.finish() || checkNccl(rt, result, at, call))
+      return rt->status;
   }
   if (rt->status != LETHE_RT_OK)
     return rt->status;
@@ -366,12 +468,15 @@ static LetheRtStatus pointToPoint(LetheRt *rt, bool isSend, const char *op,
   std::optional<ProfileScope> profile;
   if (!rt->p2pGroupOpen)
     profile.emplace(rt, LETHE_STREAM_COMM, op, buf.bytes);
-  if (isSend)
-    checkNccl(rt, ncclSend(ptr, buf.bytes, ncclUint8, peer, comm, stream), at,
-              "ncclSend");
-  else
-    checkNccl(rt, ncclRecv(ptr, buf.bytes, ncclUint8, peer, comm, stream), at,
-              "ncclRecv");
+  const char *call = isSend ? "ncclSend" : "ncclRecv";
+  {
+    BlockingCall blocking(rt, at, call);
+    ncclResult_t result =
+        isSend ? ncclSend(ptr, buf.bytes, ncclUint8, peer, comm, stream)
+               : ncclRecv(ptr, buf.bytes, ncclUint8, peer, comm, stream);
+    if (!blocking.finish())
+      checkNccl(rt, result, at, call);
+  }
   profile.reset();
   return rt->status;
 #else
@@ -435,7 +540,11 @@ extern "C" LetheRtStatus letheRtGroupEnd(LetheRt *rt) {
   std::string label = "group: " + rt->p2pGroupLabel;
   ProfileScope profile(rt, LETHE_STREAM_COMM, label.c_str(),
                        rt->p2pGroupBytes);
-  return checkNccl(rt, ncclGroupEnd(), at, "ncclGroupEnd");
+  BlockingCall blocking(rt, at, "ncclGroupEnd");
+  ncclResult_t result = ncclGroupEnd();
+  if (blocking.finish())
+    return rt->status;
+  return checkNccl(rt, result, at, "ncclGroupEnd");
 #else
   return fail(rt, LETHE_RT_UNSUPPORTED,
               at + ": this runtime was built without NCCL");

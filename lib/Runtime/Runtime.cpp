@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 using namespace lethe::rt;
@@ -174,13 +175,29 @@ static bool validStream(LetheRtStream stream) {
 LetheRt::LetheRt() = default;
 
 LetheRt::~LetheRt() {
-  if (dryRun || device < 0)
+  if (dryRun || device < 0) {
+    stopWatchdog(this);
     return;
-  // Best effort: the runtime is going away, errors have nowhere to go.
-  for (cudaStream_t s : streams)
-    if (s)
-      cudaStreamSynchronize(s);
+  }
+  // A failed run aborts its communicator first: a collective whose peer is
+  // gone would keep the streams busy forever.
+  if (status != LETHE_RT_OK)
+    destroyCommState(this);
+  // Best effort: the runtime is going away, errors have nowhere to go. But
+  // streams that never drain (the watchdog fired, now or before) leave the
+  // rest to the process's exit: cudaFree would wait for them.
+  bool drained = !watchdogFired(this);
+  if (drained) {
+    BlockingCall call(this, "letheRtDestroy", "cudaStreamSynchronize");
+    for (cudaStream_t s : streams)
+      if (s)
+        cudaStreamSynchronize(s);
+    drained = call.finish() == LETHE_RT_OK;
+  }
+  stopWatchdog(this);
   destroyCommState(this);
+  if (!drained)
+    return;
   destroyGemmState(this);
   destroyCopyYield(this);
   for (cudaEvent_t e : events)
@@ -256,6 +273,19 @@ static LetheRtStatus calibrateReplayFloor(LetheRt *rt) {
   return LETHE_RT_OK;
 }
 
+/// MemAvailable of /proc/meminfo in bytes; 0 where unknown.
+static uint64_t hostAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:")
+      return kib * 1024;
+  }
+  return 0;
+}
+
 static LetheRtStatus createOnDevice(LetheRt *rt) {
   const std::string at = "letheRtCreate";
   const LetheRtConfig &c = rt->config;
@@ -322,24 +352,45 @@ static LetheRtStatus createOnDevice(LetheRt *rt) {
                   "cudaEventCreateWithFlags"))
       return rt->status;
 
-  if (c.deviceArenaBytes &&
-      checkCuda(rt,
-                cudaMalloc(reinterpret_cast<void **>(&rt->deviceArena),
-                           c.deviceArenaBytes),
-                at,
-                ("cudaMalloc(device arena, " +
-                 std::to_string(c.deviceArenaBytes) + " bytes)")
-                    .c_str()))
-    return rt->status;
-  if (c.hostArenaBytes &&
-      checkCuda(rt,
-                cudaHostAlloc(reinterpret_cast<void **>(&rt->hostArena),
-                              c.hostArenaBytes, cudaHostAllocDefault),
-                at,
-                ("cudaHostAlloc(host arena, " +
-                 std::to_string(c.hostArenaBytes) + " bytes)")
-                    .c_str()))
-    return rt->status;
+  if (c.deviceArenaBytes) {
+    cudaError_t err = cudaMalloc(reinterpret_cast<void **>(&rt->deviceArena),
+                                 c.deviceArenaBytes);
+    if (err == cudaErrorMemoryAllocation)
+      return fail(rt, LETHE_RT_OUT_OF_MEMORY,
+                  at + ": the device arena (" +
+                      std::to_string(c.deviceArenaBytes) +
+                      " bytes) does not fit on device " +
+                      std::to_string(rt->device) + " (" + rt->deviceName +
+                      "): " + std::to_string(freeBytes) + " bytes free of " +
+                      std::to_string(totalBytes) +
+                      " (cudaMalloc: out of memory)");
+    if (checkCuda(rt, err, at,
+                  ("cudaMalloc(device arena, " +
+                   std::to_string(c.deviceArenaBytes) + " bytes)")
+                      .c_str()))
+      return rt->status;
+  }
+  if (c.hostArenaBytes) {
+    // Pinning touches every page: an arena beyond what the host can give
+    // ends in the kernel's OOM killer (SIGKILL, no message), not in an
+    // error from cudaHostAlloc. Refuse it up front.
+    uint64_t available = hostAvailableBytes();
+    if (available && c.hostArenaBytes > available)
+      return fail(rt, LETHE_RT_OUT_OF_MEMORY,
+                  at + ": the host arena (" + std::to_string(c.hostArenaBytes) +
+                      " bytes) cannot be pinned: the host has " +
+                      std::to_string(available) +
+                      " bytes available (MemAvailable in /proc/meminfo)");
+    if (checkCuda(rt,
+                  cudaHostAlloc(reinterpret_cast<void **>(&rt->hostArena),
+                                c.hostArenaBytes, cudaHostAllocDefault),
+                  at,
+                  ("cudaHostAlloc(host arena, " +
+                   std::to_string(c.hostArenaBytes) +
+                   " bytes, pinned: cannot be pinned)")
+                      .c_str()))
+      return rt->status;
+  }
   rt->scratchBytes = sizeof(uint64_t) * (kMaxKernelBuffers + 1 + kMaxChecksums);
   if (checkCuda(
           rt,
@@ -396,6 +447,8 @@ extern "C" LetheRtStatus letheRtCreate(const LetheRtConfig *config,
                 "letheRtCreate: unknown mode " +
                     std::to_string((int)rt->config.mode));
   rt->recorded.assign(rt->config.numEvents, 0);
+  if (readTimeout(rt) != LETHE_RT_OK)
+    return rt->status;
   if (rt->config.mode == LETHE_MODE_DRY_RUN) {
     rt->dryRun = true;
     if (initCopyYield(rt) != LETHE_RT_OK)
@@ -403,7 +456,7 @@ extern "C" LetheRtStatus letheRtCreate(const LetheRtConfig *config,
     rt->ready = true;
     return LETHE_RT_OK;
   }
-  if (createOnDevice(rt) != LETHE_RT_OK)
+  if (startWatchdog(rt) != LETHE_RT_OK || createOnDevice(rt) != LETHE_RT_OK)
     return rt->status;
   rt->ready = true;
   return LETHE_RT_OK;
@@ -449,6 +502,8 @@ extern "C" const char *letheRtStatusName(LetheRtStatus status) {
     return "out of memory";
   case LETHE_RT_IO_ERROR:
     return "I/O error";
+  case LETHE_RT_TIMEOUT:
+    return "timeout";
   }
   return "unknown status";
 }
@@ -516,11 +571,13 @@ extern "C" LetheRtStatus letheRtSynchronize(LetheRt *rt) {
                 "letheRtSynchronize: a point-to-point group is still open");
   if (rt->dryRun)
     return LETHE_RT_OK;
-  for (int s = 0; s < LETHE_RT_NUM_STREAMS; ++s)
-    if (checkCuda(rt, cudaStreamSynchronize(rt->streams[s]),
-                  std::string("letheRtSynchronize(") + streamName(s) + ")",
-                  "cudaStreamSynchronize"))
+  for (int s = 0; s < LETHE_RT_NUM_STREAMS; ++s) {
+    std::string at = std::string("letheRtSynchronize(") + streamName(s) + ")";
+    BlockingCall call(rt, at, "cudaStreamSynchronize");
+    cudaError_t err = cudaStreamSynchronize(rt->streams[s]);
+    if (call.finish() || checkCuda(rt, err, at, "cudaStreamSynchronize"))
       return rt->status;
+  }
   return LETHE_RT_OK;
 }
 
@@ -762,9 +819,11 @@ extern "C" LetheRtStatus letheRtGetChecksum(LetheRt *rt, uint32_t index,
                                   rt->scratch + kMaxKernelBuffers + 1,
                                   sizeof(uint64_t) * rt->checksumValues.size(),
                                   cudaMemcpyDeviceToHost, stream),
-                  at, "cudaMemcpyAsync") ||
-        checkCuda(rt, cudaStreamSynchronize(stream), at,
-                  "cudaStreamSynchronize"))
+                  at, "cudaMemcpyAsync"))
+      return rt->status;
+    BlockingCall call(rt, at, "cudaStreamSynchronize");
+    cudaError_t err = cudaStreamSynchronize(stream);
+    if (call.finish() || checkCuda(rt, err, at, "cudaStreamSynchronize"))
       return rt->status;
   }
   rt->checksumsDirty = false;

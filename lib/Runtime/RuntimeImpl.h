@@ -20,6 +20,7 @@
 namespace lethe::rt {
 struct GemmState;
 struct CommState;
+struct Watchdog;
 
 /// Scratch words at the start of the scratch allocation: digest sums of one
 /// kernel's inputs, then the replay sink, then the named checksum slots.
@@ -84,6 +85,11 @@ struct LetheRt {
   // Owned; freed by destroyGemmState / destroyCommState.
   lethe::rt::GemmState *gemm = nullptr;
   lethe::rt::CommState *comm = nullptr;
+
+  /// Bound on every blocking call ($LETHE_RT_TIMEOUT_S), and the thread
+  /// that enforces it (device modes; Watchdog.cpp).
+  double timeoutS = 0;
+  lethe::rt::Watchdog *watchdog = nullptr;
 
   // Point to point: the NCCL group being gathered (letheRtGroupStart ..
   // letheRtGroupEnd) and the log of sends and receives (letheRtGetP2P).
@@ -173,6 +179,44 @@ LetheRtStatus launchReplayOrHash(LetheRt *rt, const std::string &at,
 // Defined in Gemm.cpp and Collectives.cpp.
 void destroyGemmState(LetheRt *rt);
 void destroyCommState(LetheRt *rt);
+
+// Defined in Watchdog.cpp.
+/// Reads $LETHE_RT_TIMEOUT_S (or its older name $LETHE_NCCL_TIMEOUT_S)
+/// into rt->timeoutS; a malformed value is an invalid argument.
+LetheRtStatus readTimeout(LetheRt *rt);
+/// "20 s ($LETHE_RT_TIMEOUT_S)", for messages.
+std::string timeoutText(const LetheRt *rt);
+LetheRtStatus startWatchdog(LetheRt *rt);
+void stopWatchdog(LetheRt *rt);
+/// Whether a blocking call overran (the runtime is then unusable and its
+/// streams may never drain).
+bool watchdogFired(const LetheRt *rt);
+
+/// Marks a call that may block (a synchronize, an NCCL call) for the
+/// watchdog: if it runs past rt->timeoutS, or NCCL reports a failed peer,
+/// the communicator is aborted so the call returns. finish(), right after
+/// the call, returns the sticky LETHE_RT_TIMEOUT naming the cause, so the
+/// call's own error (an effect of the abort) is not reported instead.
+class BlockingCall {
+public:
+  BlockingCall(LetheRt *rt, const std::string &at, const char *call);
+  ~BlockingCall();
+  BlockingCall(const BlockingCall &) = delete;
+  BlockingCall &operator=(const BlockingCall &) = delete;
+  LetheRtStatus finish();
+
+private:
+  LetheRt *rt;
+};
+
+// Defined in Collectives.cpp, for the watchdog thread (safe to call while
+// the main thread is blocked in an NCCL call or a synchronize).
+/// Whether a communicator has been created and not yet aborted.
+bool commReady(const LetheRt *rt);
+/// NCCL's asynchronous error of the communicator, "" if none.
+std::string commAsyncError(const LetheRt *rt);
+/// ncclCommAbort: frees every rank's kernels and blocked calls.
+void abortComm(LetheRt *rt);
 
 // Defined in CopyYield.cpp.
 /// Reads $LETHE_COPY_YIELD; on a device, allocates the window flag and finds

@@ -28,8 +28,6 @@ __version__ = "0.1.0"
 __all__ = ["Graph", "InfeasibleBudgetError", "LetheError", "Plan", "load",
            "plan", "report"]
 
-_SUFFIXES = (".json", ".mlir")
-
 GraphSource = Union[str, "os.PathLike[str]", Dict[str, Any], "Graph"]
 Budget = Union[int, str, None]
 
@@ -176,9 +174,11 @@ def plan(graph: GraphSource, budget: Budget = None, policy: str = "auto",
 
 
 def load(graph: GraphSource, device: str = "h200") -> Graph:
-    """Loads a training step: a `.json` / `.mlir` file path, an exported
-    graph dict (as `lethe.torch.export_training_step` returns), or a Graph
-    (returned as it is). `device` costs the ops that carry no time."""
+    """Loads a training step: the path of a graph file, an exported graph
+    dict (as `lethe.torch.export_training_step` returns), or a Graph
+    (returned as it is). `device` costs the ops that carry no time. A file
+    is read as Lethe's graph JSON when its text starts with `{`, else as
+    MLIR, whatever its name (as the `lethe` tools do)."""
     if isinstance(graph, Graph):
         return graph
     _check_device(device)
@@ -189,13 +189,14 @@ def load(graph: GraphSource, device: str = "h200") -> Graph:
                      device, "<dict>")
     if isinstance(graph, (str, os.PathLike)):
         path = os.fspath(graph)
-        if not path.endswith(_SUFFIXES):
-            raise ValueError(f"'{path}': expected a .json or .mlir graph file")
+        # The format comes from the content (the C API sniffs it): exports
+        # are named anything, `step.JSON`, `graph`, `model.txt`.
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no graph file '{path}'")
         return Graph(_native.Graph.load(path, device), device, path)
-    raise TypeError("graph must be a path (.json/.mlir), an exported graph "
-                    f"dict or a lethe.Graph, got {type(graph).__name__}")
+    raise TypeError("graph must be a path (graph JSON or MLIR), an exported "
+                    "graph dict or a lethe.Graph, got "
+                    f"{type(graph).__name__}")
 
 
 def report(graph: GraphSource, device: str = "h200",
