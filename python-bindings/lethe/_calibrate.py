@@ -199,6 +199,11 @@ class Calibrator:
             peak_correction=fix.peak_correction, time_scale=fix.time_scale,
             reasons=fix.reasons, provisional=r.provisional,
             replanned=False)
+        if r.provisional and measured.peak_bytes is None:
+            warnings.warn(
+                f"Lethe: the plan at the model's least ({r.plan.peak_bytes} "
+                f"B) runs above the budget {budget} B: the step's peak could "
+                "not be measured (not on CUDA) to correct the model")
         if not fix.replan:
             return False
         self.first = dict(attempt, record=r,
