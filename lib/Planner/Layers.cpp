@@ -133,6 +133,47 @@ private:
 };
 } // namespace
 
+/// A variant is at most this many times the size of the block it varies.
+constexpr size_t kMaxVariantRatio = 3;
+
+/// Share of the smaller sibling's ops (kind and sizes, as a multiset) that
+/// the larger one has too; 0 when one is over kMaxVariantRatio times the
+/// other.
+static double overlap(const TrainingGraph &graph, llvm::ArrayRef<NodeId> a,
+                      llvm::ArrayRef<NodeId> b) {
+  auto signatures = [&](llvm::ArrayRef<NodeId> nodes) {
+    std::vector<uint64_t> out;
+    for (NodeId id : nodes)
+      out.push_back(static_cast<uint64_t>(nodeSignature(graph, id)));
+    llvm::sort(out);
+    return out;
+  };
+  std::vector<uint64_t> x = signatures(a), y = signatures(b);
+  size_t small = std::min(x.size(), y.size());
+  size_t large = std::max(x.size(), y.size());
+  if (small == 0 || large > kMaxVariantRatio * small)
+    return 0.0;
+  size_t common = 0;
+  for (size_t i = 0, j = 0; i < x.size() && j < y.size();) {
+    if (x[i] == y[j]) {
+      ++common;
+      ++i;
+      ++j;
+    } else if (x[i] < y[j]) {
+      ++i;
+    } else {
+      ++j;
+    }
+  }
+  return static_cast<double>(common) / static_cast<double>(small);
+}
+
+/// Neighbours one of which holds this share of the other's ops are a block
+/// and its variant (Swin's shifted-window block computes its mask inside:
+/// 158 ops holding all 76 of the plain block's); a CNN's stages share
+/// almost none (their sizes differ).
+constexpr double kSameBlockOverlap = 0.9;
+
 /// Whether a group of numbered siblings is a stack of layers under `tier`.
 static bool isLayerGroup(const TrainingGraph &graph, const Group &group,
                          Tier tier, Reachability &reach) {
@@ -157,6 +198,9 @@ static bool isLayerGroup(const TrainingGraph &graph, const Group &group,
       hash = llvm::hash_combine(hash, nodeSignature(graph, id));
     repeated |= ++signatures[static_cast<uint64_t>(hash)] > 1;
   }
+  for (size_t k = 0; k + 1 < children.size() && !repeated; ++k)
+    repeated = overlap(graph, *children[k], *children[k + 1]) >=
+               kSameBlockOverlap;
   if (tier == Tier::Strict)
     return serial && repeated;
   return (serial || repeated) && composite;

@@ -11,7 +11,8 @@
 // looks like a stack of blocks: each sibling reads what the previous one
 // computed (serial, unlike parallel experts or heads) and two siblings are
 // the same computation (equal op kinds and sizes, unlike the stages of a
-// CNN). A node belongs to the outermost layer group on its path
+// CNN), or one of two neighbours holds 90% of the other's ops (a block and
+// its variant: Swin's shifted-window blocks). A node belongs to the outermost layer group on its path
 // (`stages.1.blocks.2`: the blocks when the stages differ). Where no group
 // passes, groups that are serial or repeated, and not made of single ops,
 // are taken.
