@@ -16,7 +16,6 @@ graphs then run eagerly, op by op.
 """
 
 import time
-import warnings
 
 import torch
 
