@@ -96,7 +96,7 @@ def main():
     torch.cuda.memory._record_memory_history(enabled=None)
 
     trace = snap["device_traces"][device.index or 0]
-    live, size_of, now, best, best_at = {}, {}, 0, 0, -1
+    live, now, best, best_at = {}, 0, 0, -1
     timeline = []
     for i, e in enumerate(trace):
         act = e["action"]
