@@ -45,28 +45,41 @@ struct ModelDeleter {
 };
 } // namespace
 
+namespace {
+/// The problem's row-major matrix column by column, as CBC and CLP take it.
+struct ColumnMajor {
+  std::vector<CoinBigIndex> colStart;
+  std::vector<int> rowOf;
+  std::vector<double> valueOf;
+
+  explicit ColumnMajor(const Problem &problem)
+      : colStart(problem.numColumns() + 1, 0),
+        rowOf(problem.rowIndex.size()), valueOf(problem.rowIndex.size()) {
+    const int numCols = problem.numColumns();
+    for (int index : problem.rowIndex)
+      ++colStart[index + 1];
+    for (int c = 0; c < numCols; ++c)
+      colStart[c + 1] += colStart[c];
+    std::vector<CoinBigIndex> fill(colStart.begin(), colStart.end() - 1);
+    for (int r = 0; r < problem.numRows(); ++r)
+      for (int k = problem.rowStart[r]; k < problem.rowStart[r + 1]; ++k) {
+        CoinBigIndex at = fill[problem.rowIndex[k]]++;
+        rowOf[at] = r;
+        valueOf[at] = problem.rowValue[k];
+      }
+  }
+};
+} // namespace
+
 static Result solveOrThrow(const Problem &problem, const Options &options) {
   const int numCols = problem.numColumns();
   const int numRows = problem.numRows();
-  // CBC takes the matrix column by column.
-  std::vector<CoinBigIndex> colStart(numCols + 1, 0);
-  for (int index : problem.rowIndex)
-    ++colStart[index + 1];
-  for (int c = 0; c < numCols; ++c)
-    colStart[c + 1] += colStart[c];
-  std::vector<int> rowOf(problem.rowIndex.size());
-  std::vector<double> valueOf(problem.rowIndex.size());
-  std::vector<CoinBigIndex> fill(colStart.begin(), colStart.end() - 1);
-  for (int r = 0; r < numRows; ++r)
-    for (int k = problem.rowStart[r]; k < problem.rowStart[r + 1]; ++k) {
-      CoinBigIndex at = fill[problem.rowIndex[k]]++;
-      rowOf[at] = r;
-      valueOf[at] = problem.rowValue[k];
-    }
+  ColumnMajor matrix(problem);
 
   std::unique_ptr<Cbc_Model, ModelDeleter> model(Cbc_newModel());
-  Cbc_loadProblem(model.get(), numCols, numRows, colStart.data(),
-                  rowOf.data(), valueOf.data(), problem.colLower.data(),
+  Cbc_loadProblem(model.get(), numCols, numRows, matrix.colStart.data(),
+                  matrix.rowOf.data(), matrix.valueOf.data(),
+                  problem.colLower.data(),
                   problem.colUpper.data(), problem.objective.data(),
                   problem.rowLower.data(), problem.rowUpper.data());
   std::vector<int> startCols;
@@ -158,25 +171,12 @@ struct ClpDeleter {
 static Result solveLpOrThrow(const Problem &problem, double timeLimitSec) {
   const int numCols = problem.numColumns();
   const int numRows = problem.numRows();
-  // CLP, like CBC, takes the matrix column by column.
-  std::vector<CoinBigIndex> colStart(numCols + 1, 0);
-  for (int index : problem.rowIndex)
-    ++colStart[index + 1];
-  for (int c = 0; c < numCols; ++c)
-    colStart[c + 1] += colStart[c];
-  std::vector<int> rowOf(problem.rowIndex.size());
-  std::vector<double> valueOf(problem.rowIndex.size());
-  std::vector<CoinBigIndex> fill(colStart.begin(), colStart.end() - 1);
-  for (int r = 0; r < numRows; ++r)
-    for (int k = problem.rowStart[r]; k < problem.rowStart[r + 1]; ++k) {
-      CoinBigIndex at = fill[problem.rowIndex[k]]++;
-      rowOf[at] = r;
-      valueOf[at] = problem.rowValue[k];
-    }
+  ColumnMajor matrix(problem);
   std::unique_ptr<Clp_Simplex, ClpDeleter> model(Clp_newModel());
   Clp_setLogLevel(model.get(), std::getenv("LETHE_CBC_LOG") ? 1 : 0);
-  Clp_loadProblem(model.get(), numCols, numRows, colStart.data(), rowOf.data(),
-                  valueOf.data(), problem.colLower.data(),
+  Clp_loadProblem(model.get(), numCols, numRows, matrix.colStart.data(),
+                  matrix.rowOf.data(), matrix.valueOf.data(),
+                  problem.colLower.data(),
                   problem.colUpper.data(), problem.objective.data(),
                   problem.rowLower.data(), problem.rowUpper.data());
   Clp_setMaximumSeconds(model.get(), std::max(0.01, timeLimitSec));

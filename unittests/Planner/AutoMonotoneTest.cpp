@@ -8,14 +8,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GraphFile.h"
 #include "RandomGraph.h"
 
-#include "lethe/Import/JsonImporter.h"
 #include "lethe/Planner/Planner.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
 
@@ -77,15 +75,10 @@ class AutoMonotoneOnSharedGraphs
 
 TEST_P(AutoMonotoneOnSharedGraphs, OverheadNeverRises) {
   std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  ASSERT_TRUE(buffer) << "cannot read " << path;
   mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      importGraphJson((*buffer)->getBuffer(), path, &context);
-  ASSERT_TRUE(module);
-  mlir::FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(
-      *module->getOps<mlir::func::FuncOp>().begin());
-  ASSERT_TRUE(mlir::succeeded(graph));
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  llvm::Expected<TrainingGraph> graph = loadGraphFile(path, context, module);
+  ASSERT_TRUE(bool(graph)) << llvm::toString(graph.takeError());
   llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
   ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
   expectMonotone(*graph, *device, 0.4);

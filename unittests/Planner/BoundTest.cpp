@@ -11,18 +11,16 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GraphFile.h"
 #include "RandomGraph.h"
 
-#include "lethe/Import/JsonImporter.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Bound.h"
 #include "lethe/Planner/ExactSolver.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
 
@@ -190,15 +188,10 @@ class BoundOnSharedGraphs : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(BoundOnSharedGraphs, NeverAboveAutoOrPolicies) {
   std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  ASSERT_TRUE(buffer) << "cannot read " << path;
   mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      importGraphJson((*buffer)->getBuffer(), path, &context);
-  ASSERT_TRUE(module);
-  mlir::FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(
-      *module->getOps<mlir::func::FuncOp>().begin());
-  ASSERT_TRUE(mlir::succeeded(graph));
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  llvm::Expected<TrainingGraph> graph = loadGraphFile(path, context, module);
+  ASSERT_TRUE(bool(graph)) << llvm::toString(graph.takeError());
   llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
   ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
   Plan unplanned = unplannedPlan(*graph, *device);

@@ -8,14 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "GraphFile.h"
+
 #include "lethe/Analysis/Lifetimes.h"
-#include "lethe/Import/JsonImporter.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
 
@@ -28,15 +27,11 @@ class SharedGraphs : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(SharedGraphs, PlansFitAndAgreeWithLifetimes) {
   std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  ASSERT_TRUE(buffer) << "cannot read " << path;
   MLIRContext context;
-  OwningOpRef<ModuleOp> module =
-      importGraphJson((*buffer)->getBuffer(), path, &context);
-  ASSERT_TRUE(module);
-  FailureOr<TrainingGraph> graph =
-      TrainingGraph::fromFunction(*module->getOps<func::FuncOp>().begin());
-  ASSERT_TRUE(succeeded(graph));
+  OwningOpRef<ModuleOp> module;
+  llvm::Expected<TrainingGraph> graph =
+      lethe::testing::loadGraphFile(path, context, module);
+  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
   llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
   ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
 
@@ -70,15 +65,11 @@ class Transformers : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(Transformers, FullPeaksNoHigherThanEveryN) {
   std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  ASSERT_TRUE(buffer) << "cannot read " << path;
   MLIRContext context;
-  OwningOpRef<ModuleOp> module =
-      importGraphJson((*buffer)->getBuffer(), path, &context);
-  ASSERT_TRUE(module);
-  FailureOr<TrainingGraph> graph =
-      TrainingGraph::fromFunction(*module->getOps<func::FuncOp>().begin());
-  ASSERT_TRUE(succeeded(graph));
+  OwningOpRef<ModuleOp> module;
+  llvm::Expected<TrainingGraph> graph =
+      lethe::testing::loadGraphFile(path, context, module);
+  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
   llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
   ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
   PlanOptions options;

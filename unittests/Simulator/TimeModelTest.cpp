@@ -8,14 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lethe/Import/JsonImporter.h"
+#include "../Planner/GraphFile.h"
+
 #include "lethe/Planner/Planner.h"
 #include "lethe/Simulator/Simulator.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <gtest/gtest.h>
@@ -281,15 +280,11 @@ TEST(TimeModelTest, CorpusPlansAgainstRunCosts) {
   paths.resize(2);
   for (const std::string &path : paths) {
     llvm::StringRef name = llvm::sys::path::filename(path);
-    auto buffer = llvm::MemoryBuffer::getFile(path);
-    ASSERT_TRUE(buffer) << path;
     mlir::MLIRContext context;
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        importGraphJson((*buffer)->getBuffer(), path, &context);
-    ASSERT_TRUE(module) << path;
-    mlir::FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(
-        *module->getOps<mlir::func::FuncOp>().begin());
-    ASSERT_TRUE(mlir::succeeded(graph));
+    mlir::OwningOpRef<mlir::ModuleOp> module;
+    llvm::Expected<TrainingGraph> graph =
+        lethe::testing::loadGraphFile(path, context, module);
+    ASSERT_TRUE(bool(graph)) << llvm::toString(graph.takeError());
     PlanOptions options;
     options.policy = Policy::None;
     llvm::Expected<Plan> none = planTrainingStep(*graph, *device, options);

@@ -1,0 +1,26 @@
+//===- GraphFile.cpp - Training steps read from JSON graph files ----------===//
+
+#include "GraphFile.h"
+
+#include "lethe/Import/JsonImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace lethe;
+
+llvm::Expected<TrainingGraph>
+lethe::testing::loadGraphFile(llvm::StringRef path, mlir::MLIRContext &context,
+                              mlir::OwningOpRef<mlir::ModuleOp> &module) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(), "cannot read " + path);
+  module = importGraphJson((*buffer)->getBuffer(), path, &context);
+  if (!module)
+    return llvm::createStringError("cannot import " + path);
+  mlir::FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(
+      *module->getOps<mlir::func::FuncOp>().begin());
+  if (mlir::failed(graph))
+    return llvm::createStringError("no training step in " + path);
+  return std::move(*graph);
+}
