@@ -18,27 +18,15 @@ import glob
 import json
 import os
 import platform
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-
-def lethe(build, *args):
-    start = time.perf_counter()
-    r = subprocess.run([os.path.join(build, "bin", "lethe"), *args],
-                       capture_output=True, text=True)
-    return r, time.perf_counter() - start
-
-
-def least_budget(build, graph):
-    r, _ = lethe(build, "plan", graph, "--budget", "1")
-    m = re.search(r"least budget .*?\((\d+) B\)", r.stderr + r.stdout)
-    return int(m.group(1)) if m else None
+from corpus_bench import least_budget, lethe  # noqa: E402  (one copy)
 
 
 def plan_with_bound(build, graph, budget):
