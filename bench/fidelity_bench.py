@@ -315,23 +315,23 @@ def report(args):
     w("| program | budget | eager ms | pred. | old pred. | graph ms | pred. "
       "| overhead eager meas. / pred. / old | overhead graph meas. / pred. |")
     w("|---|---|---|---|---|---|---|---|---|")
-    for r in sorted(rows, key=lambda r: (r["program"]["graph"],
-                                         -r["program"]["budget"])):
+    ordered = sorted(rows, key=lambda r: (r["program"]["graph"],
+                                          -r["program"]["budget"]))
+    for r in ordered:
         p = r["program"]
-        name = p["name"]
-        def pred(model, mode):
+        unplanned = f"{p['graph']}-100"
+
+        def pred(model, mode, name=p["name"]):
             x = predicted.get((name, model, mode))
             return x["step_us"] / 1000 if x else None
-        base = by_name.get(f"{p['graph']}-100")
+        base = by_name.get(unplanned)
+
         def overhead(mode, model=None):
             if not base:
                 return None
             if model is None:
                 return pct(r[f"{mode}_ms"], base[f"{mode}_ms"])
-            a, b = pred(model, mode), None
-            bp = predicted.get((f"{p['graph']}-100", model, mode))
-            b = bp["step_us"] / 1000 if bp else None
-            return pct(a, b)
+            return pct(pred(model, mode), pred(model, mode, unplanned))
         budget = f"{p['budget']}%" + (" (least)" if p.get("note") else "")
         if p["budget"] == 100:
             budget = "unplanned"
@@ -353,8 +353,7 @@ def report(args):
     w("| program | D2H GB/s | H2D GB/s | compute busy ms meas. / sim. | "
       "D2H busy ms | H2D busy ms |")
     w("|---|---|---|---|---|---|")
-    for r in sorted(rows, key=lambda r: (r["program"]["graph"],
-                                         -r["program"]["budget"])):
+    for r in ordered:
         p = r["program"]
         if p["budget"] == 100:
             continue
