@@ -7,8 +7,10 @@
 #       compile --build of graphs/graph_*.json at budgets 100 (unplanned,
 #       policy=none), 70, 50 and 35% (bench/fidelity_bench.py compile);
 #       DIR (default .fidelity, git-ignored) keeps the programs and their
-#       predictions; DIR/gpu holds what travels to the GPU machine: the
-#       programs' C++, this script and the manifest.
+#       predictions; DIR/gpu holds what the GPU machine needs: the
+#       programs' C++, this script and the manifest, packed as
+#       DIR/gpu.tar.xz to travel (the C++ of the corpus is ~50 MB, over
+#       the device tool's 64 MiB with the tree; packed it is a few MB).
 #   bench/gpu_fidelity.sh device [GPUDIR] on the GPU machine (no LLVM):
 #       builds the runtime (lethe-run, lethe-calibrate), measures the card
 #       with lethe-calibrate on one GPU, builds the programs and runs each
@@ -22,8 +24,9 @@
 #       tool brought $OUT back to).
 #
 # With the device tool, after the compile half, one call does the GPU half:
-#   run(command="bash .fidelity/gpu/gpu_fidelity.sh device .fidelity/gpu",
-#       carry=[".fidelity/gpu"], timeout_s=480)
+#   run(command="tar xJf .fidelity/gpu.tar.xz -C .fidelity &&
+#       bash .fidelity/gpu/gpu_fidelity.sh device .fidelity/gpu",
+#       carry=[".fidelity/gpu.tar.xz"], timeout_s=480)
 set -uo pipefail
 shopt -s nullglob
 mode=${1:-compile}
@@ -33,8 +36,9 @@ compile() {
   local dir=${1:-.fidelity}
   python3 bench/fidelity_bench.py compile --out "$dir" ${LETHE_FIDELITY_ARGS:-} || return 1
   cp bench/gpu_fidelity.sh "$dir/gpu/"
-  du -sh "$dir/gpu"
-  echo "GPU half: run(command=\"bash $dir/gpu/gpu_fidelity.sh device $dir/gpu\", carry=[\"$dir/gpu\"], timeout_s=480)"
+  tar cJf "$dir/gpu.tar.xz" -C "$dir" gpu || return 1
+  du -sh "$dir/gpu" "$dir/gpu.tar.xz"
+  echo "GPU half: run(command=\"tar xJf $dir/gpu.tar.xz -C $dir && bash $dir/gpu/gpu_fidelity.sh device $dir/gpu\", carry=[\"$dir/gpu.tar.xz\"], timeout_s=480)"
 }
 
 device() {
