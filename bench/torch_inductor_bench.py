@@ -252,9 +252,10 @@ def run_method(name, method, args, device, budgets):
 
     warmup = args.warmup
     if extra.get("calibrate"):
-        # The calibration measures a step, re-plans, recompiles and measures
-        # again (up to three plans): time the steps after it is done.
-        for _ in range(12):
+        # The calibration measures 3 steps after a warm one, re-plans,
+        # recompiles and measures again (up to three plans, 6 calls each):
+        # time the steps after it is done.
+        for _ in range(30):
             for p in params:
                 p.grad = None
             step()

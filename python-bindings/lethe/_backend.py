@@ -55,8 +55,9 @@ def backend(budget="40%", policy="auto", device=None, **options):
       correction. A measured peak above the budget is a negative
       correction. Takes a byte budget.
     calibrate: "auto" (default; inductor on CUDA), True or False: measure
-      the second step of the module `backend(...)(model)` returns (peak and
-      time, lethe._calibrate) and, if the peak is over a byte budget, a
+      steps 3-5 of the module `backend(...)(model)` returns (the second
+      warms the GPU after the compile; peak and median time,
+      lethe._calibrate) and, if the peak is over a byte budget, a
       byte budget that constrained the plan is under-used by more than 5%,
       or the step is more than 5% off its prediction, re-plan once with the
       error corrected and recompile. `Backend.calibration` says what was

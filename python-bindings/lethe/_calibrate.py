@@ -21,7 +21,8 @@ measurement into the two numbers the partitioner plans with:
   step minus the measured library kernels over the predicted step minus
   them (lethe._measure.scaled_profile applies it to the device profile).
 
-`lethe.torch.backend` measures the second step (the first compiles) and, if
+`lethe.torch.backend` measures steps 3-5 (the first compiles; the second
+warms the GPU's clocks, see `StepMeter`) and, if
 the peak is over the budget, the budget is under-used by a plan the budget
 constrained, or the step is more than 5% off its prediction, re-plans once
 and recompiles (`Backend.calibration` says what it measured and did).
@@ -56,6 +57,7 @@ class Measurement:
 
     peak_bytes: Optional[int]
     step_ms: float
+    steps_ms: List[float] = field(default_factory=list)
 
 
 @dataclass
@@ -165,6 +167,7 @@ class Calibrator:
         self.backend.calibrated_plan = r
         attempt = dict(peak_bytes=measured.peak_bytes,
                        step_ms=measured.step_ms,
+                       steps_ms=measured.steps_ms,
                        predicted_peak_bytes=r.plan.peak_bytes,
                        predicted_step_ms=r.plan.step_us / 1e3,
                        peak_correction=self.p.peak_correction,
@@ -287,17 +290,29 @@ def _recompile(compiled: torch.nn.Module, backend: Any) -> None:
 
 class StepMeter:
     """Measures calls of a module as training steps (see the module
-    docstring). `on_step(measurement)` runs at the start of the call after
-    a measured one (reading the CUDA events waits for that step only) and
-    returns False to stop measuring, or True when it changed the plan: that
-    call recompiles and is not measured; the one after it is."""
+    docstring). After a compile, `warm` calls run unmeasured, then `steps`
+    calls are measured and `on_step(measurement)` gets their median time and
+    highest peak, at the start of the call after the last (reading the CUDA
+    events waits for that step only). It returns False to stop measuring, or
+    True when it changed the plan: that call recompiles and is not
+    measured, nor are the `warm` after it.
+
+    Why warm and several: the step right after a compile follows seconds of
+    an idle GPU and ran up to 10% faster than the same plan's steady steps
+    on an H200 (GEMM-heavy models, bench/results/torch-inductor-h200.md:
+    38.96 ms measured, 41.58 ms median in the bench), so a calibration on
+    it predicted steps that training never saw."""
 
     def __init__(self, module: torch.nn.Module,
                  on_step: Callable[[Measurement], bool],
-                 skip: int = 1) -> None:
+                 warm: int = 1, steps: int = 3) -> None:
         self._on_step = on_step
-        self._skip = skip  # calls not measured (the first one compiles)
+        self._warm = warm
+        self._steps = max(1, steps)
+        # Calls not measured: the first compiles, then `warm`.
+        self._skip = 1 + warm
         self._calls = 0
+        self._window: List[Measurement] = []
         self._pending: Optional[Dict[str, Any]] = None
         self._done: Optional[Dict[str, Any]] = None
         self._handles = [
@@ -312,13 +327,16 @@ class StepMeter:
     def _before(self, module: torch.nn.Module, args: Any) -> None:
         if self._done is not None:
             done, self._done = self._done, None
-            if not self._on_step(_finish(done)):
+            self._window.append(_finish(done))
+        if len(self._window) >= self._steps:
+            window, self._window = self._window, []
+            if not self._on_step(_median(window)):
                 self.remove()
                 return
             # Going on means the plan changed. nn.Module looked up this
             # call's forward before its hooks ran: this call runs the old
-            # plan, the next one compiles the new; measure the one after.
-            self._skip = self._calls + 2
+            # plan, the next one compiles the new; measure after `warm`.
+            self._skip = self._calls + 2 + self._warm
         self._calls += 1
         self._pending = None
         if self._calls <= self._skip or not torch.is_grad_enabled():
@@ -371,6 +389,18 @@ def _finish(state: Dict[str, Any]) -> Measurement:
     state["end"].synchronize()
     return Measurement(state["peak"] - state["base"],
                        state["start"].elapsed_time(state["end"]))
+
+
+def _median(window: List[Measurement]) -> Measurement:
+    """Several steps of one plan as one: the median time (a host stall in
+    one step is not the plan's) and the highest peak (the budget holds for
+    every step). `steps_ms` keeps each step's time for the report."""
+    times = sorted(m.step_ms for m in window)
+    n = len(times)
+    mid = times[n // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
+    peaks = [m.peak_bytes for m in window if m.peak_bytes is not None]
+    return Measurement(max(peaks) if peaks else None, mid,
+                       [m.step_ms for m in window])
 
 
 def _tensors(x: Any):

@@ -496,17 +496,21 @@ def test_scaled_profile_slows_modelled_kernels_only(tmp_path, monkeypatch):
 
 
 @needs_lethe
-def test_backend_calibrates_on_the_second_step_and_replans_once():
+def test_backend_calibrates_after_a_warm_step_and_replans_once():
     model = _model()
     ref = _step(model, model)
     torch._dynamo.reset()
     b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
     run = b(model)
-    # Compile; measure; the old plan (its forward was looked up before the
-    # hook re-planned); recompile; measure; report.
-    for _ in range(6):
+    # Compile; warm; measure 3; the old plan (its forward was looked up
+    # before the hook re-planned); recompile; warm; measure 3; report.
+    for i in range(12):
         _close(_step(model, run), ref)
+        if i == 9:
+            assert "after" not in b.calibration  # one step short
     c = b.calibration
+    assert len(c["attempts"]) == 2
+    assert all(len(a["steps_ms"]) == 3 for a in c["attempts"])
     # On the CPU the step is far from the H100's predicted time: the
     # modelled kernels are scaled (to the bound) and the graph re-planned
     # once, with the same numbers.
@@ -601,6 +605,26 @@ def test_calibration_goes_back_to_the_first_plan_when_replans_overshoot(
     assert report["reverted"] and compiled.dynamo_ctx == "first plan"
     assert p.peak_correction == 0 and report["after"]["peak_bytes"] == 690
     assert report["done"] and cal.backend.calibrated_plan is p.records[0]
+
+
+def test_step_meter_skips_a_warm_step_and_reports_the_median_of_three():
+    # CPU: the meter times calls of the module; the median is the plan's
+    # time (a stalled step is not), the first call (compile) and the warm
+    # one after it are not measured.
+    from lethe import _calibrate
+    seen = []
+    lin = nn.Linear(4, 4)
+    meter = _calibrate.StepMeter(lin, lambda m: seen.append(m) or False)
+    x = torch.randn(2, 4)
+    for _ in range(6):
+        lin(x).sum().backward()
+    assert len(seen) == 1 and len(seen[0].steps_ms) == 3
+    assert seen[0].step_ms == sorted(seen[0].steps_ms)[1]
+    assert meter._handles == []  # stopped: on_step returned False
+    m = _calibrate._median([_calibrate.Measurement(5, 1.0),
+                            _calibrate.Measurement(9, 50.0),
+                            _calibrate.Measurement(7, 2.0)])
+    assert (m.peak_bytes, m.step_ms) == (9, 2.0)
 
 
 def test_calibration_keeps_a_replan_that_fits(monkeypatch):
