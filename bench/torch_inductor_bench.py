@@ -301,12 +301,37 @@ def run_method(name, method, args, device, budgets):
 
 
 def least_budget(name, args, device):
-    """Lethe's least feasible budget on this model (bytes): plan at 1% and
-    read the least from the error."""
+    """Lethe's least budget on this model (bytes), 2% over it for packing
+    slack. Calibrating (CUDA): the plan at the model's least is run and its
+    peak measured, since the model's peak of a compiled step is an estimate
+    and a least it cannot meet is no least. Else: plan at 1% and read the
+    least from the error."""
     import lethe.torch as lt
     model, a, b = make_model(name, args.tiny, device, torch.bfloat16)
     torch._dynamo.reset()
-    backend = lt.backend(budget="1%", device=args.profile)
+    calibrate = args.lethe_calibrate == "auto" and device.type == "cuda"
+    offload = {"auto": "auto", "off": False}[args.lethe_offload]
+    if calibrate:
+        # A byte budget far below any step's: the least plan runs
+        # (provisional) and the calibration reports its measured peak.
+        backend = lt.backend(budget=str(1 << 20), device=args.profile,
+                             calibrate=True, costs=args.lethe_costs,
+                             offload=offload)
+        run = backend(model)
+        params = list(model.parameters())
+        for _ in range(12):
+            for p in params:
+                p.grad = None
+            run(a, b).backward()
+            if backend.calibration.get("done"):
+                break
+        unmet = backend.calibration.get("unmet")
+        if unmet:
+            return int(unmet["least_measured_bytes"] * 1.02)
+        raise RuntimeError(f"least: no measured least "
+                           f"({backend.calibration})")
+    backend = lt.backend(budget="1%", device=args.profile, calibrate=False,
+                         costs=args.lethe_costs, offload=offload)
     run = torch.compile(model, backend=backend, dynamic=False)
     try:
         run(a, b).backward()

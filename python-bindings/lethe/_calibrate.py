@@ -176,7 +176,7 @@ class Calibrator:
         if self.first is None:
             return self._first(r, measured, attempt)
         self.report["after"] = attempt
-        return self._check(measured)
+        return self._check(measured, r)
 
     def _byte_budget(self) -> Optional[int]:
         b = self.backend.budget
@@ -207,6 +207,13 @@ class Calibrator:
                 f"Lethe: the plan at the model's least ({r.plan.peak_bytes} "
                 f"B) runs above the budget {budget} B: the step's peak could "
                 "not be measured (not on CUDA) to correct the model")
+        if r.provisional and budget is not None \
+                and measured.peak_bytes is not None \
+                and measured.peak_bytes > budget:
+            # The plan at the model's least already peaks over the budget:
+            # no plan of this graph meets it. Keep training on the least.
+            self._unmet(budget, measured.peak_bytes)
+            return False
         if not fix.replan:
             return False
         self.first = dict(attempt, record=r,
@@ -214,17 +221,38 @@ class Calibrator:
                           fits=(budget is None or measured.peak_bytes is None
                                 or measured.peak_bytes <= budget)
                           and not r.provisional)
+        # The corrected budget may be below the model's least (the first
+        # plan was near it and peaked over): then the re-plan is the least
+        # plan, measured like a provisional one, not an error mid-training.
+        self.p.allow_provisional = measured.peak_bytes is not None
         if not self._replan(fix.peak_correction, fix.time_scale):
             return False
         self.report["replanned"] = True
         return True
 
-    def _check(self, measured: Measurement) -> bool:
+    def _unmet(self, budget: int, least_measured: int) -> None:
+        self.report["unmet"] = dict(budget_bytes=budget,
+                                    least_measured_bytes=least_measured)
+        warnings.warn(
+            f"Lethe: budget {budget} B cannot be met by this compiled step: "
+            f"the plan at Lethe's least peaks at {least_measured} B "
+            "measured; training goes on with it (pass a budget of at least "
+            f"{least_measured} B, or shrink the step)")
+
+    def _check(self, measured: Measurement, r: Any) -> bool:
         budget = self._byte_budget()
         if budget is None or measured.peak_bytes is None \
                 or measured.peak_bytes <= budget:
             return False
         first = self.first
+        if r.provisional:
+            # The re-plan was the model's least and peaks over the budget.
+            if first["fits"] or first["peak_bytes"] <= measured.peak_bytes:
+                self._revert()
+            if not first["fits"]:
+                self._unmet(budget, min(first["peak_bytes"],
+                                        measured.peak_bytes))
+            return False
         if first["fits"] and not self.retried \
                 and measured.peak_bytes > first["peak_bytes"]:
             # Between the first plan (under the budget) and this one
@@ -238,21 +266,28 @@ class Calibrator:
                             self.p.time_scale):
                 self.report["retried"] = True
                 return True
-        if first["fits"] and first["ctx"] is not None:
-            self.compiled.dynamo_ctx = first["ctx"]
-            self.compiled._initialize()
-            self.p.set_peak_correction(first["peak_correction"])
-            self.p.set_time_scale(first["time_scale"])
-            self.report["reverted"] = True
-            self.backend.calibrated_plan = first["record"]
-            self.report["after"] = {k: v for k, v in first.items()
-                                    if k not in ("ctx", "fits", "record")}
+        if first["fits"] and self._revert():
             return False
         warnings.warn(
             f"Lethe: after calibration the measured peak "
             f"{measured.peak_bytes} B is still over the budget {budget} B; "
             "pass a lower budget")
         return False
+
+    def _revert(self) -> bool:
+        """Back to the first plan, which dynamo still holds compiled."""
+        first = self.first
+        if first["ctx"] is None:
+            return False
+        self.compiled.dynamo_ctx = first["ctx"]
+        self.compiled._initialize()
+        self.p.set_peak_correction(first["peak_correction"])
+        self.p.set_time_scale(first["time_scale"])
+        self.report["reverted"] = True
+        self.backend.calibrated_plan = first["record"]
+        self.report["after"] = {k: v for k, v in first.items()
+                                if k not in ("ctx", "fits", "record")}
+        return True
 
     def _replan(self, peak_correction: int, time_scale: float) -> bool:
         try:

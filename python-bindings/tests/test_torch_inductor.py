@@ -551,8 +551,9 @@ class _FakePartitioner:
     """What the Calibrator reads of a LethePartitioner: each compile makes
     a record whose predicted peak follows `plan_peak(correction)`."""
 
-    def __init__(self, plan_peak):
+    def __init__(self, plan_peak, least=None):
         self.plan_peak = plan_peak
+        self.least = least  # the model's least planning budget
         self.compiles, self.records = 0, []
         self.peak_correction, self.time_scale = 0, 1.0
         self.allow_provisional = False
@@ -565,17 +566,23 @@ class _FakePartitioner:
 
     def compile(self):
         from types import SimpleNamespace
-        plan = SimpleNamespace(peak_bytes=self.plan_peak(self.peak_correction),
+        c, provisional = self.peak_correction, False
+        if self.least is not None and 1000 + c < self.least:
+            if not self.allow_provisional:
+                raise RuntimeError("InfeasibleBudgetError")
+            c, provisional = self.least - 1000, True
+        plan = SimpleNamespace(peak_bytes=self.plan_peak(c),
                                step_us=10000.0, budget_bytes=1000)
-        self.records.append(SimpleNamespace(plan=plan, provisional=False,
+        self.records.append(SimpleNamespace(plan=plan, provisional=provisional,
                                             measured={"library_us": 0.0}))
         self.compiles += 1
 
 
-def _calibrator(monkeypatch, plan_peak):
+def _calibrator(monkeypatch, plan_peak, least=None, provisional=False):
     from types import SimpleNamespace
     from lethe import _calibrate
-    p = _FakePartitioner(plan_peak)
+    p = _FakePartitioner(plan_peak, least)
+    p.allow_provisional = provisional
     backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
                               calibrated_plan=None)
     compiled = SimpleNamespace(dynamo_ctx="first plan", _initialize=lambda: 0)
@@ -583,8 +590,51 @@ def _calibrator(monkeypatch, plan_peak):
     monkeypatch.setattr(_calibrate, "_recompile", lambda c, b: setattr(
         c, "dynamo_ctx", next(ctxs)))
     cal = _calibrate.Calibrator(backend, compiled)
+    p.allow_provisional = provisional  # as on CUDA, or not
     p.compile()
     return cal, p, backend.calibration, compiled
+
+
+def test_calibration_near_the_least_runs_the_least_instead_of_failing(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The budget (1000) is just above the model's least (950); the plan
+    # peaks at 1200 measured, so the corrected budget (800) is below the
+    # least: the re-plan is the least plan (provisional), not an error in
+    # the middle of training. It peaks over too (1150): the budget cannot
+    # be met; training goes on with the lower of the two, said once.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=950)
+    assert cal.on_step(Measurement(1200, 10.0))
+    assert p.peak_correction == -200
+    p.compile()
+    assert p.records[-1].provisional
+    with pytest.warns(UserWarning, match="cannot be met"):
+        assert not cal.on_step(Measurement(1150, 10.0))
+    assert report["unmet"] == dict(budget_bytes=1000,
+                                   least_measured_bytes=1150)
+    assert compiled.dynamo_ctx == "plan 2" and not report.get("reverted")
+    # The same, the least plan measured higher than the first: back to it.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=950)
+    cal.on_step(Measurement(1200, 10.0))
+    p.compile()
+    with pytest.warns(UserWarning, match="at least 1200 B"):
+        cal.on_step(Measurement(1250, 10.0))
+    assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+
+
+def test_a_provisional_least_over_the_budget_is_not_replanned(monkeypatch):
+    from lethe._calibrate import Measurement
+    # A budget below the model's least: the least plan runs (provisional)
+    # and peaks over the budget, so nothing can meet it; no re-plan.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=1100, provisional=True)
+    assert p.records[0].provisional
+    with pytest.warns(UserWarning, match="cannot be met"):
+        assert not cal.on_step(Measurement(1080, 10.0))
+    assert p.compiles == 1 and report["done"]
+    assert report["unmet"]["least_measured_bytes"] == 1080
 
 
 def test_calibration_goes_back_to_the_first_plan_when_replans_overshoot(
