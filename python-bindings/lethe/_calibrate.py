@@ -268,6 +268,17 @@ class Calibrator:
                 return True
         if first["fits"] and self._revert():
             return False
+        if not first["fits"] and not self.retried:
+            # Both plans peak over: the model's error moved with the plan
+            # (measured on an H200: MoE 55 MB, then 78 MB). Correct once
+            # more by this plan's error; its least may be all there is.
+            self.retried = True
+            self.p.allow_provisional = True
+            if self._replan(self.p.peak_correction
+                            + r.plan.peak_bytes - measured.peak_bytes,
+                            self.p.time_scale):
+                self.report["retried"] = True
+                return True
         warnings.warn(
             f"Lethe: after calibration the measured peak "
             f"{measured.peak_bytes} B is still over the budget {budget} B; "

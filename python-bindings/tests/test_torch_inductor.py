@@ -624,6 +624,30 @@ def test_calibration_near_the_least_runs_the_least_instead_of_failing(
     assert report["reverted"] and compiled.dynamo_ctx == "first plan"
 
 
+def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
+    from lethe._calibrate import Measurement
+    # The model is low by 100 B on the first plan and by 150 B on the
+    # corrected one: a second correction (by the second plan's error) fits.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c)
+    assert cal.on_step(Measurement(1100, 10.0))
+    assert p.peak_correction == -100
+    p.compile()
+    assert cal.on_step(Measurement(1050, 10.0))  # predicted 900: -150
+    assert p.peak_correction == -250 and report["retried"]
+    p.compile()
+    assert not cal.on_step(Measurement(990, 10.0))
+    assert compiled.dynamo_ctx == "plan 3" and not report.get("reverted")
+    # Over a third time: said, and the step goes on (no fourth plan).
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c)
+    cal.on_step(Measurement(1100, 10.0))
+    p.compile()
+    cal.on_step(Measurement(1050, 10.0))
+    p.compile()
+    with pytest.warns(UserWarning, match="still over the budget"):
+        assert not cal.on_step(Measurement(1010, 10.0))
+    assert p.compiles == 3
+
+
 def test_a_provisional_least_over_the_budget_is_not_replanned(monkeypatch):
     from lethe._calibrate import Measurement
     # A budget below the model's least: the least plan runs (provisional)
