@@ -249,9 +249,9 @@ class Calibrator:
             # The re-plan was the model's least and peaks over the budget.
             if first["fits"] or first["peak_bytes"] <= measured.peak_bytes:
                 self._revert()
-            if not first["fits"]:
-                self._unmet(budget, min(first["peak_bytes"],
-                                        measured.peak_bytes))
+            lowest = min(first["peak_bytes"], measured.peak_bytes)
+            if lowest > budget:
+                self._unmet(budget, lowest)
             return False
         if first["fits"] and not self.retried \
                 and measured.peak_bytes > first["peak_bytes"]:

@@ -622,6 +622,19 @@ def test_calibration_near_the_least_runs_the_least_instead_of_failing(
     with pytest.warns(UserWarning, match="at least 1200 B"):
         cal.on_step(Measurement(1250, 10.0))
     assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+    # A provisional first plan that measured under the budget, re-planned
+    # with room, whose re-plan (the least again) peaks over: back to the
+    # first, which meets the budget, so nothing is unmet.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=1100, provisional=True)
+    assert cal.on_step(Measurement(900, 10.0))
+    p.least = 1400  # the least moved with the re-plan's costs
+    p.compile()
+    assert p.records[-1].provisional
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not cal.on_step(Measurement(1150, 10.0))
+    assert report["reverted"] and "unmet" not in report
 
 
 def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
