@@ -365,12 +365,16 @@ def run(args):
            "results": {}}
     methods = args.methods or BASELINES
     budgets = {}
-    # Plain compile first (its peak is a Lethe budget), then Lethe, then
-    # compile's budgets, then the eager options: a deadline cuts the least
-    # needed runs.
-    first = ["compile", "compile-0.5", "compile-0.1"] + \
+    # Plain compile first (its peak is a Lethe budget), with every method
+    # an "at:M" budget names, then Lethe, then compile's budgets, then the
+    # eager options: a deadline cuts the least needed runs.
+    named = [b.split("+")[0][3:] for b in args.lethe_budgets
+             if b.startswith("at:")]
+    first = list(dict.fromkeys(
+        ["compile", "compile-0.5", "compile-0.1"] + named)) + \
         [f"lethe:{b}" for b in args.lethe_budgets] + \
         ["compile-0.3", "compile-0.8"]
+    first = list(dict.fromkeys(first))
     order = [m for m in first if m in methods or m.startswith("lethe")] + \
         [m for m in methods if m not in first]
     for method in order:
