@@ -252,7 +252,10 @@ def report(args):
     rows = []
     for p in programs:
         run = runs.get(p.get("same_as", p["name"]), {})
-        measured = {m: (run.get(m) or {}).get("median") for m in ("eager", "graph")}
+        # lethe-run's timing report: step_ms.{eager,graph}.median.
+        steps = run.get("step_ms") or {}
+        measured = {m: (steps.get(m) or {}).get("median")
+                    for m in ("eager", "graph")}
         rows.append({"program": p, "run": run,
                      "eager_ms": measured["eager"], "graph_ms": measured["graph"]})
     by_name = {r["program"]["name"]: r for r in rows}
