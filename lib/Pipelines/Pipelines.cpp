@@ -6,7 +6,6 @@
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
-#include "lethe/Import/PlanImporter.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
@@ -35,7 +34,7 @@ LethePipelineConfig LethePipelineOptions::toConfig() const {
   config.plan.hostBudget = hostBudget;
   config.plan.solver = solver;
   config.plan.replayRng = replayRng;
-  config.device = device;
+  config.plan.device = device;
   config.contention = contention;
   config.plan.alignment = alignment;
   config.plan.planFile = planFile;
@@ -47,28 +46,16 @@ static void addCostPass(OpPassManager &pm, const LethePipelineConfig &config) {
   if (!config.annotateCosts)
     return;
   AnnotateCostsOptions costs;
-  costs.device = config.device;
+  costs.device = config.plan.device;
   pm.addPass(createAnnotateCosts(costs));
 }
 
 /// lethe-plan with the pipeline's options and `budget` for the budget.
 static void addPlanPass(OpPassManager &pm, const LethePipelineConfig &config,
                         StringRef budget) {
-  PlanActivationsOptions plan;
+  PlanActivationsOptions plan = config.plan;
   plan.budget = budget.str();
-  plan.policy = config.plan.policy;
-  plan.device = config.device;
-  plan.everyN = config.plan.everyN;
-  plan.keepOps.assign(config.plan.keepOps.begin(), config.plan.keepOps.end());
-  plan.offloadKept = config.plan.offloadKept;
-  plan.minOffloadBytes = config.plan.minOffloadBytes;
-  plan.hostBudget = config.plan.hostBudget;
-  plan.solver = config.plan.solver;
-  plan.replayRng = config.plan.replayRng;
-  // Plan the bytes the arena will hold, not the bare tensor sizes.
-  plan.alignment = config.plan.alignment;
-  plan.planFile = config.plan.planFile;
-  pm.addPass(createPlanActivations(plan));
+  pm.addPass(createPlanActivations(std::move(plan)));
 }
 
 void lethe::buildPlanPhase(OpPassManager &pm,
@@ -80,10 +67,10 @@ void lethe::buildPlanPhase(OpPassManager &pm,
 void lethe::buildProgramPhase(OpPassManager &pm,
                               const LethePipelineConfig &config) {
   MaterializeOptions materialize;
-  materialize.device = config.device;
+  materialize.device = config.plan.device;
   pm.addPass(createMaterialize(materialize));
   ScheduleProgramOptions schedule;
-  schedule.device = config.device;
+  schedule.device = config.plan.device;
   schedule.contention = config.contention;
   pm.addPass(createScheduleProgram(schedule));
   AssignBuffersOptions buffers;
@@ -297,36 +284,23 @@ public:
         llvm::find_if(funcs, [](func::FuncOp f) { return !f.isExternal(); });
     if (func == funcs.end())
       return failure();
-    FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(*func);
-    if (failed(graph))
-      return failure();
-    llvm::Expected<DeviceProfile> device = DeviceProfile::load(config.device);
+    llvm::Expected<DeviceProfile> device =
+        DeviceProfile::load(config.plan.device);
     if (!device) {
       llvm::consumeError(device.takeError());
       return failure();
     }
-    llvm::Expected<PlanOptions> options =
-        preparePlanning(*graph, config.plan, *device);
-    if (!options) {
-      llvm::consumeError(options.takeError());
-      return failure();
-    }
-    {
-      // Its errors are the failed attempt's, already recorded.
-      ScopedDiagnosticHandler quiet(costed.getContext(),
-                                    [](Diagnostic &) { return success(); });
-      if (failed(loadGivenPlan(config.plan, *graph, *options,
-                               costed.getContext())))
-        return failure();
-    }
+    PlanActivationsOptions options = config.plan;
     if (budget)
-      options->budgetBytes = *budget;
-    llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, *options);
-    if (!plan) {
-      llvm::consumeError(plan.takeError());
+      options.budget = std::to_string(*budget);
+    // Its errors are the failed attempt's, already recorded.
+    ScopedDiagnosticHandler quiet(costed.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    FailureOr<PlannedStep> step =
+        planStep(*func, options, *device, [](const llvm::Twine &) {});
+    if (failed(step))
       return failure();
-    }
-    return std::move(*plan);
+    return std::move(step->plan);
   }
 
   /// The least budget the pipeline meets, from the least peak the planner
@@ -397,6 +371,17 @@ lethe::findLeastPipelineBudget(ModuleOp module,
   if (failed(least))
     return failure();
   return least->packed;
+}
+
+FailureOr<int64_t>
+lethe::findLeastFunctionBudget(ModuleOp module, func::FuncOp func,
+                               const LethePipelineConfig &config) {
+  OwningOpRef<ModuleOp> step = module.clone();
+  for (Operation &op : llvm::make_early_inc_range(*step->getBody()))
+    if (auto other = dyn_cast<func::FuncOp>(op);
+        other && other.getSymName() != func.getSymName())
+      op.erase();
+  return findLeastPipelineBudget(*step, config);
 }
 
 LogicalResult lethe::runLethePipeline(ModuleOp module,

@@ -12,8 +12,9 @@
 #ifndef LETHE_PIPELINES_PIPELINES_H
 #define LETHE_PIPELINES_PIPELINES_H
 
-#include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -28,9 +29,9 @@ namespace lethe {
 /// The pipeline's settings, as plain values.
 struct LethePipelineConfig {
   /// The planner's options as given (budget: bytes, a size with a unit, or
-  /// a percentage of the unplanned peak; empty for no limit).
-  PlanOptionText plan;
-  std::string device = "h200";
+  /// a percentage of the unplanned peak; empty for no limit). `plan.device`
+  /// is the device of every phase.
+  PlanActivationsOptions plan;
   std::string contention = "auto";
   /// Fill missing op times from the cost model first.
   bool annotateCosts = true;
@@ -153,6 +154,13 @@ mlir::LogicalResult runLethePipeline(mlir::ModuleOp module,
 /// `lethe plan` and the C API report it for a budget that is too small.
 mlir::FailureOr<int64_t>
 findLeastPipelineBudget(mlir::ModuleOp module,
+                        const LethePipelineConfig &config);
+
+/// findLeastPipelineBudget for `func` of `module` alone (the other
+/// functions left out): the least budget `lethe plan` and the C API state
+/// for an infeasible plan of `func`, the one compiling it meets.
+mlir::FailureOr<int64_t>
+findLeastFunctionBudget(mlir::ModuleOp module, mlir::func::FuncOp func,
                         const LethePipelineConfig &config);
 
 } // namespace lethe
