@@ -268,7 +268,8 @@ LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
       std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
   // A failing pass would attach the whole function to its error.
   impl->context->printOpOnDiagnostic(false);
-  impl->device = device ? device : "h200";
+  // NULL: the planner's default device.
+  impl->device = device ? device : lethe::PlanActivationsOptions().device;
   ErrorCollector errors(*impl->context);
   lethe::LoadOptions options;
   options.device = impl->device;

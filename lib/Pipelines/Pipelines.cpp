@@ -23,22 +23,32 @@
 using namespace mlir;
 using namespace lethe;
 
-LethePipelineConfig LethePipelineOptions::toConfig() const {
+llvm::Expected<LethePipelineConfig>
+lethe::parseLethePipelineOptions(StringRef text) {
+  LethePipelineOptions own;
+  std::string planText;
+  for (StringRef option : splitPassOptions(text)) {
+    StringRef key = option.split('=').first.trim();
+    if (key != own.contention.ArgStr && key != own.annotateCosts.ArgStr) {
+      (planText += option.str()) += " ";
+      continue;
+    }
+    std::string error;
+    llvm::raw_string_ostream errors(error);
+    if (failed(own.parseFromString(option, errors)))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "invalid option '" + option + "'" +
+              (error.empty() ? "" : ": " + StringRef(error).trim()));
+  }
+  llvm::Expected<PlanActivationsOptions> plan =
+      parsePlanActivationsOptions(planText);
+  if (!plan)
+    return plan.takeError();
   LethePipelineConfig config;
-  config.plan.budget = budget;
-  config.plan.policy = policy;
-  config.plan.everyN = everyN;
-  config.plan.keepOps.assign(keepOps.begin(), keepOps.end());
-  config.plan.offloadKept = offloadKept;
-  config.plan.minOffloadBytes = minOffloadBytes;
-  config.plan.hostBudget = hostBudget;
-  config.plan.solver = solver;
-  config.plan.replayRng = replayRng;
-  config.plan.device = device;
-  config.contention = contention;
-  config.plan.alignment = alignment;
-  config.plan.planFile = planFile;
-  config.annotateCosts = annotateCosts;
+  config.plan = std::move(*plan);
+  config.contention = own.contention;
+  config.annotateCosts = own.annotateCosts;
   return config;
 }
 
@@ -85,11 +95,6 @@ void lethe::buildLethePipeline(OpPassManager &pm,
   pm.addPass(createVerifyProgram());
 }
 
-void lethe::buildLethePipeline(OpPassManager &pm,
-                               const LethePipelineOptions &options) {
-  buildLethePipeline(pm, options.toConfig());
-}
-
 namespace {
 /// What `lethe-pipeline` runs: the phases as runLethePipeline runs them,
 /// planning again when packing leaves the arena above the budget,
@@ -125,14 +130,25 @@ private:
 } // namespace
 
 void lethe::registerLethePipelines() {
-  PassPipelineRegistration<LethePipelineOptions>(
+  registerPassPipeline(
       "lethe-pipeline",
       "Plan, materialize, schedule, allocate and verify a training step "
       "(lethe-annotate-costs, lethe-plan, lethe-materialize, lethe-schedule, "
       "lethe-assign-buffers, lethe-verify), planning again for a lower peak "
-      "when packing leaves the arena above the budget",
-      [](OpPassManager &pm, const LethePipelineOptions &options) {
-        pm.addPass(std::make_unique<ReplanningPipeline>(options.toConfig()));
+      "when packing leaves the arena above the budget; takes every "
+      "lethe-plan option and these",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        llvm::Expected<LethePipelineConfig> config =
+            parseLethePipelineOptions(text);
+        if (!config)
+          return errorHandler(llvm::toString(config.takeError()));
+        pm.addPass(std::make_unique<ReplanningPipeline>(std::move(*config)));
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> print) {
+        LethePipelineOptions options;
+        print(options);
       });
 }
 

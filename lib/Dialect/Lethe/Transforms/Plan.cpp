@@ -81,39 +81,13 @@ PlanActivationsOptions PlanActivationsPass::options() const {
   return result;
 }
 
-/// `text` split at the spaces that separate options (not those inside
-/// braces or quotes, as the pass's option parser reads them).
-static llvm::SmallVector<llvm::StringRef> splitOptions(llvm::StringRef text) {
-  llvm::SmallVector<llvm::StringRef> options;
-  size_t start = 0;
-  int depth = 0;
-  char quote = 0;
-  for (size_t i = 0, e = text.size(); i <= e; ++i) {
-    char c = i < e ? text[i] : ' ';
-    if (quote) {
-      quote = c == quote ? 0 : quote;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-    } else if (c == '{') {
-      ++depth;
-    } else if (c == '}') {
-      --depth;
-    } else if (c == ' ' && depth == 0) {
-      if (i > start)
-        options.push_back(text.slice(start, i));
-      start = i + 1;
-    }
-  }
-  return options;
-}
-
 llvm::Expected<PlanActivationsOptions>
 lethe::parsePlanActivationsOptions(llvm::StringRef text) {
   PlanActivationsPass pass;
   // One option at a time, so that an error names the option even when the
   // parser prints its reason instead of returning it (a value of the wrong
   // type).
-  for (llvm::StringRef option : splitOptions(text)) {
+  for (llvm::StringRef option : splitPassOptions(text)) {
     std::string error;
     if (failed(pass.initializeOptions(option, [&](const llvm::Twine &message) {
           error = message.str();

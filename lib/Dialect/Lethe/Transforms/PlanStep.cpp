@@ -22,6 +22,31 @@ static llvm::Error optionError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+llvm::SmallVector<llvm::StringRef>
+lethe::splitPassOptions(llvm::StringRef text) {
+  llvm::SmallVector<llvm::StringRef> options;
+  size_t start = 0;
+  int depth = 0;
+  char quote = 0;
+  for (size_t i = 0, e = text.size(); i <= e; ++i) {
+    char c = i < e ? text[i] : ' ';
+    if (quote) {
+      quote = c == quote ? 0 : quote;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == '{') {
+      ++depth;
+    } else if (c == '}') {
+      --depth;
+    } else if (c == ' ' && depth == 0) {
+      if (i > start)
+        options.push_back(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  return options;
+}
+
 llvm::Expected<PlanOptions>
 lethe::parsePlanOptions(const PlanActivationsOptions &given,
                         int64_t unplannedPeakBytes,

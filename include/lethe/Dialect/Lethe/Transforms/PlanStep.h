@@ -19,12 +19,17 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <string>
 
 namespace lethe {
+
+/// `text` split at the spaces that separate pass options (not those inside
+/// braces or quotes, as MLIR's pass option parser reads them).
+llvm::SmallVector<llvm::StringRef> splitPassOptions(llvm::StringRef text);
 
 /// The options in `text` as `--lethe-plan='...'` takes them ("budget=60%
 /// policy=every-n n=3 alignment=1"), parsed by the pass's own option parser
