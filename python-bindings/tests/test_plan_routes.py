@@ -5,6 +5,7 @@ the C API (its first options struct and its option text) and Python
 (lethe.plan), alignment included."""
 
 import ctypes
+import inspect
 import json
 import os
 import re
@@ -187,25 +188,41 @@ def test_alignment_changes_the_bytes_planned(tmp_path):
     assert aligned.baseline_peak_bytes % 256 == 0
 
 
-def test_driver_has_every_pass_option():
-    """Every lethe-plan option (Passes.td) is a flag of `lethe plan` (whose
-    defaults are the pass's: Driver.cpp initializes them from its options
-    struct)."""
-    # (keep-ops given: an empty list is not printed.)
+def pass_options():
+    """The lethe-plan options (Passes.td) with their defaults, as lethe-opt
+    prints the pass (keep-ops given: an empty list is not printed)."""
     pipeline = subprocess.run(
         [os.path.join(BIN, "lethe-opt"), "--lethe-plan=keep-ops=mm",
          "--dump-pass-pipeline", "-"], input="", check=True,
         capture_output=True, text=True).stderr
     body = re.search(r"lethe-plan\{(.*)\}", pipeline).group(1)
-    options = re.findall(r"([\w-]+)=(\{[^}]*\}|\S*)", body)
-    assert len(options) >= 13
+    options = dict(re.findall(r"([\w-]+)=(\{[^}]*\}|\S*)", body))
+    assert len(options) >= 13 and "alignment" in options
+    return options
+
+
+def test_driver_has_every_pass_option():
+    """Every lethe-plan option is a flag of `lethe plan` (whose defaults
+    are the pass's: Driver.cpp initializes them from its options
+    struct)."""
     usage = subprocess.run([os.path.join(BIN, "lethe"), "plan", "--help"],
                            check=True, capture_output=True,
                            text=True).stdout
-    for name, _ in options:
+    for name in pass_options():
         flag = FLAG.get(name, name)
         # (-n: LLVM lists a one-letter flag with one dash.)
         assert re.search(rf"(?m)^\s+--?{re.escape(flag)}[=\s]", usage), name
+
+
+def test_python_has_every_pass_option():
+    """Every lethe-plan option is a keyword of lethe.plan, None by default
+    (the pass's default, one place) but for `device`, the graph's."""
+    parameters = inspect.signature(lethe.plan).parameters
+    keywords = {option_name(k): p for k, p in parameters.items()}
+    for name in pass_options():
+        assert name in keywords, name
+        if name != "device":
+            assert keywords[name].default in (None, ()), name
 
 
 def test_option_text_errors():
