@@ -88,8 +88,11 @@ LETHE_CAPI_EXPORTED LetheStatus letheGraphWriteTrace(LetheGraph graph,
 /// before the graph.
 typedef struct LethePlanImpl *LethePlan;
 
-/// The planner's options as text, as `lethe plan` and the `lethe-plan` pass
-/// take them. NULL strings and zero numbers mean the defaults.
+/// Some of the planner's options, as text (the first version of this API;
+/// letheGraphPlanWithOptions takes every option). NULL strings and zero
+/// numbers mean the `lethe-plan` pass's defaults, as do the options this
+/// struct lacks (`alignment`: 256). Its layout is fixed: programs built
+/// against it keep working.
 typedef struct {
   /// Bytes ("1073741824"), a size ("40GiB", "800 MB") or a percentage of
   /// the unplanned peak ("50%"); NULL: no limit.
@@ -122,6 +125,18 @@ LETHE_CAPI_EXPORTED LetheStatus letheGraphPlan(LetheGraph graph,
                                                const LethePlanOptions *options,
                                                LethePlan *plan);
 
+/// Plans `graph` as letheGraphPlan does, with every option of the
+/// `lethe-plan` pass given as `lethe-opt --lethe-plan='...'` takes them:
+/// "budget=50% policy=every-n n=3 alignment=1" (space separated; a value
+/// with spaces in braces: "budget={800 MB}"; NULL or "": the defaults).
+/// Options not named keep the pass's defaults (docs/Generated/
+/// LethePasses.md), so the same graph and options plan as `lethe-opt`,
+/// `lethe plan` and `lethe compile` do. `device` is the graph's: naming
+/// another is an error.
+LETHE_CAPI_EXPORTED LetheStatus letheGraphPlanWithOptions(LetheGraph graph,
+                                                          const char *options,
+                                                          LethePlan *plan);
+
 LETHE_CAPI_EXPORTED void lethePlanDestroy(LethePlan plan);
 
 /// Whether the plan meets its budget.
@@ -151,6 +166,12 @@ LETHE_CAPI_EXPORTED LetheStatus lethePlanWriteTrace(LethePlan plan,
 LETHE_CAPI_EXPORTED LetheStatus letheGraphCompile(
     LetheGraph graph, const LethePlanOptions *options, LetheString *program,
     LetheString *json);
+
+/// letheGraphCompile with the options as letheGraphPlanWithOptions takes
+/// them.
+LETHE_CAPI_EXPORTED LetheStatus
+letheGraphCompileWithOptions(LetheGraph graph, const char *options,
+                             LetheString *program, LetheString *json);
 
 #ifdef __cplusplus
 }

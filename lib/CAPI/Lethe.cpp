@@ -9,13 +9,13 @@
 #include "lethe-c/Lethe.h"
 
 #include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Report.h"
 #include "lethe/Driver/Simulation.h"
 #include "lethe/Import/Diagnostics.h"
 #include "lethe/Pipelines/Pipelines.h"
-#include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Simulator/Timeline.h"
 #include "lethe/Support/Files.h"
@@ -41,10 +41,7 @@ struct LetheGraphImpl {
 
 struct LethePlanImpl {
   LetheGraphImpl *graph;
-  lethe::TrainingGraph trainingGraph;
-  lethe::DeviceProfile device;
-  lethe::PlanOptions options;
-  lethe::Plan plan;
+  lethe::PlannedStep step;
 };
 
 namespace {
@@ -109,9 +106,12 @@ private:
   ScopedDiagnosticHandler handler;
 };
 
-/// The planner's options as text, from the C struct (NULL: defaults).
-lethe::PlanOptionText planOptionText(const LethePlanOptions *options) {
-  lethe::PlanOptionText text;
+/// The planner's options from the C struct (NULL strings, zero numbers:
+/// the lethe-plan pass's defaults), on the graph's device.
+lethe::PlanActivationsOptions planOptions(const LetheGraphImpl &graph,
+                                          const LethePlanOptions *options) {
+  lethe::PlanActivationsOptions text;
+  text.device = graph.device;
   if (options) {
     if (options->budget)
       text.budget = options->budget;
@@ -138,6 +138,114 @@ lethe::PlanOptionText planOptionText(const LethePlanOptions *options) {
   return text;
 }
 
+/// The planner's options from the lethe-plan pass's option text (NULL: the
+/// defaults), on the graph's device.
+llvm::Expected<lethe::PlanActivationsOptions>
+planOptions(const LetheGraphImpl &graph, const char *text) {
+  llvm::Expected<lethe::PlanActivationsOptions> options =
+      lethe::parsePlanActivationsOptions(text ? text : "");
+  if (!options)
+    return options.takeError();
+  // The device is the graph's: its op times were filled in for it.
+  if (options->device != lethe::PlanActivationsOptions().device &&
+      options->device != graph.device)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "device '" + options->device + "' is not the graph's ('" +
+            graph.device +
+            "'): a graph is planned for the device it was "
+            "loaded for");
+  options->device = graph.device;
+  return options;
+}
+
+/// Plans `graph` under `options` (planStep, as every route plans).
+LetheStatus planGraph(LetheGraph graph,
+                      const lethe::PlanActivationsOptions &options,
+                      LethePlan *plan) {
+  if (!graph || !plan)
+    return errorStatus("lethe: null graph or output");
+  *plan = nullptr;
+  ErrorCollector errors(*graph->context);
+  func::FuncOp func = lethe::getTrainingFunction(*graph->module);
+  if (!func)
+    return errors.status("lethe: no training function");
+  llvm::Expected<lethe::DeviceProfile> device =
+      lethe::DeviceProfile::load(options.device);
+  if (!device)
+    return errorStatus(llvm::toString(device.takeError()));
+  std::string message;
+  FailureOr<lethe::PlannedStep> step =
+      lethe::planStep(func, options, *device,
+                      [&](const llvm::Twine &error) { message = error.str(); });
+  if (!message.empty())
+    return errorStatus(message);
+  if (failed(step))
+    return errors.status("lethe: the graph cannot be planned");
+  if (!step->plan.feasible) {
+    // The least budget stated is the one letheGraphCompile meets: the
+    // planner's least peak once packed.
+    lethe::LethePipelineConfig config;
+    config.plan = options;
+    config.annotateCosts = false;
+    FailureOr<int64_t> least =
+        lethe::findLeastFunctionBudget(*graph->module, func, config);
+    if (succeeded(least))
+      step->plan.leastFeasibleBudget = *least;
+  }
+  *plan = new LethePlanImpl{graph, std::move(*step)};
+  return okStatus();
+}
+
+/// Compiles `graph` under `options` with the whole pipeline.
+LetheStatus compileGraph(LetheGraph graph,
+                         const lethe::PlanActivationsOptions &options,
+                         LetheString *program, LetheString *json) {
+  ErrorCollector errors(*graph->context);
+  OwningOpRef<ModuleOp> module = graph->module->clone();
+  lethe::LethePipelineConfig config;
+  config.plan = options;
+  config.annotateCosts = false;
+  lethe::SimulationReport report;
+  if (failed(lethe::runLethePipeline(*module, config, &report.outcome)))
+    return errors.status("lethe: the graph cannot be compiled");
+  func::FuncOp func = lethe::getTrainingFunction(*module);
+  if (!func)
+    return errors.status("lethe: no training function");
+  llvm::Expected<lethe::DeviceProfile> device =
+      lethe::DeviceProfile::load(options.device);
+  if (!device)
+    return errorStatus(llvm::toString(device.takeError()));
+  FailureOr<lethe::ProgramSimulation> planned =
+      lethe::simulateProgram(func, *device);
+  if (failed(planned))
+    return errors.status("lethe: the program cannot be simulated");
+  report.planned = std::move(*planned);
+  report.device = device->name;
+  report.policy = config.plan.policy;
+  lethe::readCompiledFigures(*module, func, report);
+  if (program) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    *program = makeString(text);
+  }
+  if (json) {
+    llvm::json::Object document =
+        *lethe::simulationToJson(report).getAsObject();
+    document["values"] = lethe::compiledDecisionsToJson(report.outcome);
+    LetheStatus status = returnJson(
+        llvm::formatv("{0:2}", llvm::json::Value(std::move(document))).str(),
+        json);
+    if (!letheStatusIsSuccess(status) && program) {
+      letheStringDestroy(*program);
+      *program = {nullptr, 0};
+    }
+    return status;
+  }
+  return okStatus();
+}
+
 /// Writes through a temporary renamed into place on success.
 LetheStatus writeFile(const char *path,
                       llvm::function_ref<void(llvm::raw_ostream &)> write,
@@ -160,7 +268,8 @@ LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
       std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
   // A failing pass would attach the whole function to its error.
   impl->context->printOpOnDiagnostic(false);
-  impl->device = device ? device : "h200";
+  // NULL: the planner's default device.
+  impl->device = device ? device : lethe::PlanActivationsOptions().device;
   ErrorCollector errors(*impl->context);
   lethe::LoadOptions options;
   options.device = impl->device;
@@ -271,72 +380,46 @@ LetheStatus letheGraphPlan(LetheGraph graph, const LethePlanOptions *options,
                            LethePlan *plan) {
   if (!graph || !plan)
     return errorStatus("lethe: null graph or output");
-  *plan = nullptr;
-  ErrorCollector errors(*graph->context);
-  func::FuncOp func = lethe::getTrainingFunction(*graph->module);
-  if (!func)
-    return errors.status("lethe: no training function");
-  FailureOr<lethe::TrainingGraph> training =
-      lethe::TrainingGraph::fromFunction(func);
-  if (failed(training))
-    return errors.status("lethe: the graph cannot be planned");
-  llvm::Expected<lethe::DeviceProfile> device =
-      lethe::DeviceProfile::load(graph->device);
-  if (!device)
-    return errorStatus(llvm::toString(device.takeError()));
+  return planGraph(graph, planOptions(*graph, options), plan);
+}
 
-  lethe::PlanOptionText text = planOptionText(options);
-  llvm::Expected<lethe::PlanOptions> parsed =
-      lethe::preparePlanning(*training, text, *device);
+LetheStatus letheGraphPlanWithOptions(LetheGraph graph, const char *options,
+                                      LethePlan *plan) {
+  if (!graph || !plan)
+    return errorStatus("lethe: null graph or output");
+  *plan = nullptr;
+  llvm::Expected<lethe::PlanActivationsOptions> parsed =
+      planOptions(*graph, options);
   if (!parsed)
     return errorStatus(llvm::toString(parsed.takeError()));
-  llvm::Expected<lethe::Plan> result =
-      lethe::planTrainingStep(*training, *device, *parsed);
-  if (!result)
-    return errorStatus(llvm::toString(result.takeError()));
-  if (!result->feasible) {
-    // The least budget stated is the one letheGraphCompile meets: the
-    // planner's least peak once packed.
-    OwningOpRef<ModuleOp> step = graph->module->clone();
-    for (Operation &op : llvm::make_early_inc_range(*step->getBody()))
-      if (auto other = dyn_cast<func::FuncOp>(op);
-          other && other.getSymName() != func.getSymName())
-        op.erase();
-    lethe::LethePipelineConfig config;
-    config.plan = text;
-    config.device = graph->device;
-    config.annotateCosts = false;
-    FailureOr<int64_t> least = lethe::findLeastPipelineBudget(*step, config);
-    if (succeeded(least))
-      result->leastFeasibleBudget = *least;
-  }
-  *plan = new LethePlanImpl{graph, std::move(*training), std::move(*device),
-                            std::move(*parsed), std::move(*result)};
-  return okStatus();
+  return planGraph(graph, *parsed, plan);
 }
 
 void lethePlanDestroy(LethePlan plan) { delete plan; }
 
-int lethePlanIsFeasible(LethePlan plan) { return plan && plan->plan.feasible; }
+int lethePlanIsFeasible(LethePlan plan) {
+  return plan && plan->step.plan.feasible;
+}
 
 LetheStatus lethePlanJson(LethePlan plan, LetheString *json) {
   if (!plan || !json)
     return errorStatus("lethe: null plan or output");
   std::string text = llvm::formatv(
-      "{0:2}", lethe::planToJson(plan->plan, plan->trainingGraph));
+      "{0:2}", lethe::planToJson(plan->step.plan, plan->step.graph));
   return returnJson(text, json);
 }
 
 LetheStatus lethePlanWriteTrace(LethePlan plan, const char *path) {
   if (!plan || !path)
     return errorStatus("lethe: null plan or path");
+  const lethe::PlannedStep &step = plan->step;
   lethe::Schedule schedule;
   llvm::Expected<lethe::SimResult> sim = lethe::simulatePlan(
-      plan->trainingGraph, plan->device, plan->options, plan->plan, &schedule);
+      step.graph, step.device, step.options, step.plan, &schedule);
   if (!sim)
     return errorStatus(llvm::toString(sim.takeError()));
-  lethe::Timeline timeline = lethe::buildTimeline(plan->trainingGraph, schedule,
-                                                  *sim, plan->plan.budgetBytes);
+  lethe::Timeline timeline =
+      lethe::buildTimeline(step.graph, schedule, *sim, step.plan.budgetBytes);
   return writeFile(
       path,
       [&](llvm::raw_ostream &os) { lethe::writeChromeTrace(timeline, os); },
@@ -347,50 +430,19 @@ LetheStatus letheGraphCompile(LetheGraph graph, const LethePlanOptions *options,
                               LetheString *program, LetheString *json) {
   if (!graph)
     return errorStatus("lethe: null graph");
-  ErrorCollector errors(*graph->context);
-  OwningOpRef<ModuleOp> module = graph->module->clone();
-  lethe::LethePipelineConfig config;
-  config.plan = planOptionText(options);
-  config.device = graph->device;
-  config.annotateCosts = false;
-  lethe::SimulationReport report;
-  if (failed(lethe::runLethePipeline(*module, config, &report.outcome)))
-    return errors.status("lethe: the graph cannot be compiled");
-  func::FuncOp func = lethe::getTrainingFunction(*module);
-  if (!func)
-    return errors.status("lethe: no training function");
-  llvm::Expected<lethe::DeviceProfile> device =
-      lethe::DeviceProfile::load(graph->device);
-  if (!device)
-    return errorStatus(llvm::toString(device.takeError()));
-  FailureOr<lethe::ProgramSimulation> planned =
-      lethe::simulateProgram(func, *device);
-  if (failed(planned))
-    return errors.status("lethe: the program cannot be simulated");
-  report.planned = std::move(*planned);
-  report.device = device->name;
-  report.policy = config.plan.policy;
-  lethe::readCompiledFigures(*module, func, report);
-  if (program) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module->print(os);
-    *program = makeString(text);
-  }
-  if (json) {
-    llvm::json::Object document =
-        *lethe::simulationToJson(report).getAsObject();
-    document["values"] = lethe::compiledDecisionsToJson(report.outcome);
-    LetheStatus status = returnJson(
-        llvm::formatv("{0:2}", llvm::json::Value(std::move(document))).str(),
-        json);
-    if (!letheStatusIsSuccess(status) && program) {
-      letheStringDestroy(*program);
-      *program = {nullptr, 0};
-    }
-    return status;
-  }
-  return okStatus();
+  return compileGraph(graph, planOptions(*graph, options), program, json);
+}
+
+LetheStatus letheGraphCompileWithOptions(LetheGraph graph, const char *options,
+                                         LetheString *program,
+                                         LetheString *json) {
+  if (!graph)
+    return errorStatus("lethe: null graph");
+  llvm::Expected<lethe::PlanActivationsOptions> parsed =
+      planOptions(*graph, options);
+  if (!parsed)
+    return errorStatus(llvm::toString(parsed.takeError()));
+  return compileGraph(graph, *parsed, program, json);
 }
 
 } // extern "C"

@@ -20,6 +20,9 @@ namespace cl = llvm::cl;
 namespace {
 /// Options shared by the commands, registered once per subcommand.
 struct DriverCommandLine {
+  /// The planner's defaults: the lethe-plan pass's, declared in Passes.td
+  /// (first, so that the options below are initialized from it).
+  const PlanActivationsOptions defaults;
   cl::OptionCategory category{"Lethe options"};
   cl::SubCommand report{"report",
                         "Memory profile and predicted step time of the "
@@ -39,7 +42,7 @@ struct DriverCommandLine {
       cl::sub(compile), cl::cat(category)};
   cl::opt<std::string> device{
       "device",
-      cl::init("h200"),
+      cl::init(defaults.device),
       cl::desc("Device profile: h100, h200, a100, or a JSON file path"),
       cl::value_desc("name|file"),
       cl::sub(report),
@@ -71,7 +74,8 @@ struct DriverCommandLine {
       cl::sub(plan),
       cl::cat(category)};
 
-  // `lethe plan`: the options of the lethe-plan pass (docs/Planner.md).
+  // `lethe plan`: the options of the lethe-plan pass (docs/Planner.md),
+  // with its defaults; PlanStepTest checks that every one is here.
   cl::opt<std::string> budget{
       "budget",
       cl::Required,
@@ -85,7 +89,7 @@ struct DriverCommandLine {
       cl::cat(category)};
   cl::opt<std::string> policy{
       "policy",
-      cl::init("auto"),
+      cl::init(defaults.policy),
       cl::desc("none, full, every-n, selective-op, offload-all or auto"),
       cl::value_desc("P"),
       cl::sub(plan),
@@ -93,7 +97,7 @@ struct DriverCommandLine {
       cl::sub(compile),
       cl::cat(category)};
   cl::opt<int> everyN{"n",
-                      cl::init(2),
+                      cl::init(defaults.everyN),
                       cl::desc("every-n: checkpoint layers 0, n, 2n, ..."),
                       cl::sub(plan),
                       cl::sub(simulate),
@@ -109,6 +113,7 @@ struct DriverCommandLine {
       cl::sub(compile),
       cl::cat(category)};
   cl::opt<bool> offloadKept{"offload-kept",
+                            cl::init(defaults.offloadKept),
                             cl::desc("selective-op: send the kept outputs to "
                                      "host instead"),
                             cl::sub(plan),
@@ -117,7 +122,7 @@ struct DriverCommandLine {
                             cl::cat(category)};
   cl::opt<std::string> minOffloadBytes{
       "min-offload-bytes",
-      cl::init("1MiB"),
+      cl::init(defaults.minOffloadBytes),
       cl::desc("Never offload a storage smaller than this"),
       cl::sub(plan),
       cl::sub(simulate),
@@ -125,6 +130,7 @@ struct DriverCommandLine {
       cl::cat(category)};
   cl::opt<std::string> hostBudget{
       "host-budget",
+      cl::init(defaults.hostBudget),
       cl::desc("Pinned host bytes offloaded storages may occupy (default: "
                "the device profile's)"),
       cl::sub(plan),
@@ -132,7 +138,7 @@ struct DriverCommandLine {
       cl::sub(compile),
       cl::cat(category)};
   cl::opt<std::string> solver{"solver",
-                              cl::init("auto"),
+                              cl::init(defaults.solver),
                               cl::desc("auto policy: fast, exact or auto"),
                               cl::sub(plan),
                               cl::sub(simulate),
@@ -140,6 +146,7 @@ struct DriverCommandLine {
                               cl::cat(category)};
   cl::opt<bool> replayRng{
       "replay-rng",
+      cl::init(defaults.replayRng),
       cl::desc("Allow recomputing RNG ops (only sound when the runtime "
                "replays their RNG state)"),
       cl::sub(plan),
@@ -147,12 +154,23 @@ struct DriverCommandLine {
       cl::sub(compile),
       cl::cat(category)};
   cl::opt<bool> bound{
-      "bound",
+      "bound", cl::init(defaults.bound),
       cl::desc("Also compute a lower bound on the step-time overhead of "
                "any plan at the budget, and the plan's gap to it"),
       cl::sub(plan), cl::cat(category)};
+  cl::opt<int64_t> alignment{
+      "alignment",
+      cl::init(defaults.alignment),
+      cl::desc("Plan every allocated storage at its size rounded up to this "
+               "(a power of two): the device arena's alignment"),
+      cl::value_desc("bytes"),
+      cl::sub(plan),
+      cl::sub(simulate),
+      cl::sub(compile),
+      cl::cat(category)};
   cl::opt<std::string> planFile{
       "plan",
+      cl::init(defaults.planFile),
       cl::desc("Evaluate (and compile) the decisions in this JSON file "
                "instead of planning: {\"decisions\": [{\"node_id\": N or "
                "\"node\": NAME, \"output\": K, \"decision\": retain, "
@@ -191,7 +209,7 @@ struct DriverCommandLine {
   CommandOptions toOptions() const {
     CommandOptions options;
     options.graphPath = graph;
-    options.device = device;
+    options.plan.device = device;
     options.jsonPath = json;
     options.tracePath = trace;
     options.top = top;
@@ -205,6 +223,7 @@ struct DriverCommandLine {
     options.plan.solver = solver;
     options.plan.replayRng = replayRng;
     options.plan.bound = bound;
+    options.plan.alignment = alignment;
     options.plan.planFile = planFile;
     options.plotPath = plot;
     options.outputDir = output;

@@ -8,11 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
-#include "lethe/Import/PlanImporter.h"
 #include "lethe/Pipelines/Pipelines.h"
-#include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Simulator/Simulator.h"
@@ -48,7 +47,7 @@ void printPlan(const Plan &plan, const TrainingGraph &graph,
                const CommandOptions &options, llvm::raw_ostream &os) {
   auto percent = [](double x) { return llvm::formatv("{0:F1}%", 100.0 * x); };
   os << "plan:             policy " << stringifyPolicy(plan.policy) << " on "
-     << options.device << ", budget " << formatBytes(plan.budgetBytes);
+     << options.plan.device << ", budget " << formatBytes(plan.budgetBytes);
   if (plan.baselinePeakBytes > 0)
     os << " ("
        << percent(static_cast<double>(plan.budgetBytes) /
@@ -189,14 +188,15 @@ llvm::json::Value lethe::planToJson(const Plan &plan,
 
 LogicalResult lethe::runPlanCommand(const CommandOptions &options,
                                     MLIRContext &context) {
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load(options.device);
+  llvm::Expected<DeviceProfile> device =
+      DeviceProfile::load(options.plan.device);
   if (!device) {
     llvm::errs() << "error: cannot load device profile: "
                  << llvm::toString(device.takeError()) << "\n";
     return failure();
   }
   LoadOptions loadOptions;
-  loadOptions.device = options.device;
+  loadOptions.device = options.plan.device;
   OwningOpRef<ModuleOp> module =
       loadTrainingGraph(options.graphPath, context, loadOptions);
   if (!module)
@@ -204,33 +204,19 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   func::FuncOp func = getTrainingFunction(*module);
   if (!func)
     return failure();
-  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
-  if (failed(graph))
+  FailureOr<PlannedStep> step =
+      planStep(func, options.plan, *device, [](const llvm::Twine &message) {
+        llvm::errs() << "error: " << message << "\n";
+      });
+  if (failed(step))
     return failure();
-  llvm::Expected<PlanOptions> planOptions =
-      preparePlanning(*graph, options.plan, *device);
-  if (!planOptions) {
-    llvm::errs() << "error: " << llvm::toString(planOptions.takeError())
-                 << "\n";
-    return failure();
-  }
-  if (failed(loadGivenPlan(options.plan, *graph, *planOptions, &context)))
-    return failure();
-  llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, *planOptions);
-  if (!plan) {
-    llvm::errs() << "error: " << llvm::toString(plan.takeError()) << "\n";
-    return failure();
-  }
+  TrainingGraph *graph = &step->graph;
+  Plan *plan = &step->plan;
   if (!plan->feasible) {
     // The least budget stated is the one `lethe compile` meets: the
     // planner's least peak once packed.
-    OwningOpRef<ModuleOp> step = module->clone();
-    for (Operation &op : llvm::make_early_inc_range(*step->getBody()))
-      if (auto other = dyn_cast<func::FuncOp>(op);
-          other && other.getSymName() != func.getSymName())
-        op.erase();
     FailureOr<int64_t> least =
-        findLeastPipelineBudget(*step, pipelineConfig(options));
+        findLeastFunctionBudget(*module, func, pipelineConfig(options));
     if (succeeded(least))
       plan->leastFeasibleBudget = *least;
     llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";
@@ -258,7 +244,7 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   if (!options.tracePath.empty()) {
     Schedule schedule;
     llvm::Expected<SimResult> sim =
-        simulatePlan(*graph, *device, *planOptions, *plan, &schedule);
+        simulatePlan(*graph, step->device, step->options, *plan, &schedule);
     if (!sim) {
       // At the node when the error is about one.
       Operation *where = func;

@@ -29,7 +29,7 @@ LogicalResult lethe::commitOutputFiles(OutputFiles &outputs) {
 LogicalResult lethe::runReportCommand(const CommandOptions &options,
                                       MLIRContext &context) {
   LoadOptions loadOptions;
-  loadOptions.device = options.device;
+  loadOptions.device = options.plan.device;
   OwningOpRef<ModuleOp> module =
       loadTrainingGraph(options.graphPath, context, loadOptions);
   if (!module)
@@ -41,7 +41,7 @@ LogicalResult lethe::runReportCommand(const CommandOptions &options,
   if (!analysis.isValid())
     return failure();
   StepReport report =
-      buildStepReport(analysis, *module, options.device, options.top);
+      buildStepReport(analysis, *module, options.plan.device, options.top);
   OutputFiles outputs;
   if (!options.jsonPath.empty() &&
       failed(writeOutputFile(

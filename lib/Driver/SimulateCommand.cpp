@@ -24,7 +24,6 @@ struct CompiledStep {
 LethePipelineConfig lethe::pipelineConfig(const CommandOptions &options) {
   LethePipelineConfig config;
   config.plan = options.plan;
-  config.device = options.device;
   config.contention = options.contention;
   config.annotateCosts = false;
   return config;
@@ -35,14 +34,15 @@ static FailureOr<CompiledStep> compileStep(const CommandOptions &options,
                                            bool withUnplanned) {
   CompiledStep step;
   LoadOptions loadOptions;
-  loadOptions.device = options.device;
+  loadOptions.device = options.plan.device;
   step.module = loadTrainingGraph(options.graphPath, context, loadOptions);
   if (!step.module)
     return failure();
   func::FuncOp func = getTrainingFunction(*step.module);
   if (!func)
     return failure();
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load(options.device);
+  llvm::Expected<DeviceProfile> device =
+      DeviceProfile::load(options.plan.device);
   if (!device) {
     llvm::errs() << "error: " << toString(device.takeError()) << "\n";
     return failure();

@@ -31,12 +31,10 @@ struct NodeIndex {
 };
 } // namespace
 
-LogicalResult lethe::loadGivenPlan(const PlanOptionText &text,
-                                   const TrainingGraph &graph,
+LogicalResult lethe::loadGivenPlan(StringRef path, const TrainingGraph &graph,
                                    PlanOptions &options, MLIRContext *context) {
-  if (text.planFile.empty())
+  if (path.empty())
     return success();
-  StringRef path = text.planFile;
   Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       readInputFile(path);

@@ -6,7 +6,6 @@
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
-#include "lethe/Import/PlanImporter.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
@@ -24,22 +23,32 @@
 using namespace mlir;
 using namespace lethe;
 
-LethePipelineConfig LethePipelineOptions::toConfig() const {
+llvm::Expected<LethePipelineConfig>
+lethe::parseLethePipelineOptions(StringRef text) {
+  LethePipelineOptions own;
+  std::string planText;
+  for (StringRef option : splitPassOptions(text)) {
+    StringRef key = option.split('=').first.trim();
+    if (key != own.contention.ArgStr && key != own.annotateCosts.ArgStr) {
+      (planText += option.str()) += " ";
+      continue;
+    }
+    std::string error;
+    llvm::raw_string_ostream errors(error);
+    if (failed(own.parseFromString(option, errors)))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "invalid option '" + option + "'" +
+              (error.empty() ? "" : ": " + StringRef(error).trim()));
+  }
+  llvm::Expected<PlanActivationsOptions> plan =
+      parsePlanActivationsOptions(planText);
+  if (!plan)
+    return plan.takeError();
   LethePipelineConfig config;
-  config.plan.budget = budget;
-  config.plan.policy = policy;
-  config.plan.everyN = everyN;
-  config.plan.keepOps.assign(keepOps.begin(), keepOps.end());
-  config.plan.offloadKept = offloadKept;
-  config.plan.minOffloadBytes = minOffloadBytes;
-  config.plan.hostBudget = hostBudget;
-  config.plan.solver = solver;
-  config.plan.replayRng = replayRng;
-  config.device = device;
-  config.contention = contention;
-  config.plan.alignment = alignment;
-  config.plan.planFile = planFile;
-  config.annotateCosts = annotateCosts;
+  config.plan = std::move(*plan);
+  config.contention = own.contention;
+  config.annotateCosts = own.annotateCosts;
   return config;
 }
 
@@ -47,28 +56,16 @@ static void addCostPass(OpPassManager &pm, const LethePipelineConfig &config) {
   if (!config.annotateCosts)
     return;
   AnnotateCostsOptions costs;
-  costs.device = config.device;
+  costs.device = config.plan.device;
   pm.addPass(createAnnotateCosts(costs));
 }
 
 /// lethe-plan with the pipeline's options and `budget` for the budget.
 static void addPlanPass(OpPassManager &pm, const LethePipelineConfig &config,
                         StringRef budget) {
-  PlanActivationsOptions plan;
+  PlanActivationsOptions plan = config.plan;
   plan.budget = budget.str();
-  plan.policy = config.plan.policy;
-  plan.device = config.device;
-  plan.everyN = config.plan.everyN;
-  plan.keepOps.assign(config.plan.keepOps.begin(), config.plan.keepOps.end());
-  plan.offloadKept = config.plan.offloadKept;
-  plan.minOffloadBytes = config.plan.minOffloadBytes;
-  plan.hostBudget = config.plan.hostBudget;
-  plan.solver = config.plan.solver;
-  plan.replayRng = config.plan.replayRng;
-  // Plan the bytes the arena will hold, not the bare tensor sizes.
-  plan.alignment = config.plan.alignment;
-  plan.planFile = config.plan.planFile;
-  pm.addPass(createPlanActivations(plan));
+  pm.addPass(createPlanActivations(std::move(plan)));
 }
 
 void lethe::buildPlanPhase(OpPassManager &pm,
@@ -80,10 +77,10 @@ void lethe::buildPlanPhase(OpPassManager &pm,
 void lethe::buildProgramPhase(OpPassManager &pm,
                               const LethePipelineConfig &config) {
   MaterializeOptions materialize;
-  materialize.device = config.device;
+  materialize.device = config.plan.device;
   pm.addPass(createMaterialize(materialize));
   ScheduleProgramOptions schedule;
-  schedule.device = config.device;
+  schedule.device = config.plan.device;
   schedule.contention = config.contention;
   pm.addPass(createScheduleProgram(schedule));
   AssignBuffersOptions buffers;
@@ -96,11 +93,6 @@ void lethe::buildLethePipeline(OpPassManager &pm,
   buildPlanPhase(pm, config);
   buildProgramPhase(pm, config);
   pm.addPass(createVerifyProgram());
-}
-
-void lethe::buildLethePipeline(OpPassManager &pm,
-                               const LethePipelineOptions &options) {
-  buildLethePipeline(pm, options.toConfig());
 }
 
 namespace {
@@ -138,14 +130,25 @@ private:
 } // namespace
 
 void lethe::registerLethePipelines() {
-  PassPipelineRegistration<LethePipelineOptions>(
+  registerPassPipeline(
       "lethe-pipeline",
       "Plan, materialize, schedule, allocate and verify a training step "
       "(lethe-annotate-costs, lethe-plan, lethe-materialize, lethe-schedule, "
       "lethe-assign-buffers, lethe-verify), planning again for a lower peak "
-      "when packing leaves the arena above the budget",
-      [](OpPassManager &pm, const LethePipelineOptions &options) {
-        pm.addPass(std::make_unique<ReplanningPipeline>(options.toConfig()));
+      "when packing leaves the arena above the budget; takes every "
+      "lethe-plan option and these",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        llvm::Expected<LethePipelineConfig> config =
+            parseLethePipelineOptions(text);
+        if (!config)
+          return errorHandler(llvm::toString(config.takeError()));
+        pm.addPass(std::make_unique<ReplanningPipeline>(std::move(*config)));
+        return success();
+      },
+      [](function_ref<void(const mlir::detail::PassOptions &)> print) {
+        LethePipelineOptions options;
+        print(options);
       });
 }
 
@@ -297,36 +300,23 @@ public:
         llvm::find_if(funcs, [](func::FuncOp f) { return !f.isExternal(); });
     if (func == funcs.end())
       return failure();
-    FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(*func);
-    if (failed(graph))
-      return failure();
-    llvm::Expected<DeviceProfile> device = DeviceProfile::load(config.device);
+    llvm::Expected<DeviceProfile> device =
+        DeviceProfile::load(config.plan.device);
     if (!device) {
       llvm::consumeError(device.takeError());
       return failure();
     }
-    llvm::Expected<PlanOptions> options =
-        preparePlanning(*graph, config.plan, *device);
-    if (!options) {
-      llvm::consumeError(options.takeError());
-      return failure();
-    }
-    {
-      // Its errors are the failed attempt's, already recorded.
-      ScopedDiagnosticHandler quiet(costed.getContext(),
-                                    [](Diagnostic &) { return success(); });
-      if (failed(loadGivenPlan(config.plan, *graph, *options,
-                               costed.getContext())))
-        return failure();
-    }
+    PlanActivationsOptions options = config.plan;
     if (budget)
-      options->budgetBytes = *budget;
-    llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, *options);
-    if (!plan) {
-      llvm::consumeError(plan.takeError());
+      options.budget = std::to_string(*budget);
+    // Its errors are the failed attempt's, already recorded.
+    ScopedDiagnosticHandler quiet(costed.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    FailureOr<PlannedStep> step =
+        planStep(*func, options, *device, [](const llvm::Twine &) {});
+    if (failed(step))
       return failure();
-    }
-    return std::move(*plan);
+    return std::move(step->plan);
   }
 
   /// The least budget the pipeline meets, from the least peak the planner
@@ -397,6 +387,17 @@ lethe::findLeastPipelineBudget(ModuleOp module,
   if (failed(least))
     return failure();
   return least->packed;
+}
+
+FailureOr<int64_t>
+lethe::findLeastFunctionBudget(ModuleOp module, func::FuncOp func,
+                               const LethePipelineConfig &config) {
+  OwningOpRef<ModuleOp> step = module.clone();
+  for (Operation &op : llvm::make_early_inc_range(*step->getBody()))
+    if (auto other = dyn_cast<func::FuncOp>(op);
+        other && other.getSymName() != func.getSymName())
+      op.erase();
+  return findLeastPipelineBudget(*step, config);
 }
 
 LogicalResult lethe::runLethePipeline(ModuleOp module,

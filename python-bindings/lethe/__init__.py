@@ -138,32 +138,75 @@ def _option_text(name: str, value: Budget) -> Optional[str]:
     return str(value)
 
 
-def plan(graph: GraphSource, budget: Budget = None, policy: str = "auto",
-         device: str = "h200", *, every_n: int = 2,
-         keep_ops: Union[str, Iterable[str]] = (), offload_kept: bool = False,
-         min_offload_bytes: Budget = "1MiB", host_budget: Budget = None,
-         solver: str = "auto", replay_rng: bool = False,
-         bound: bool = False, allow_infeasible: bool = False) -> Plan:
+# Keywords of `plan` whose lethe-plan option (Passes.td) is not the keyword
+# with '-' for '_'.
+_PASS_OPTION_NAMES = {"every_n": "n"}
+
+
+def _pass_options(options: Dict[str, Any]) -> str:
+    """`options` (keyword: value; None: the pass's default) as the lethe-plan
+    pass's option text, "budget=50% n=3", which the C API parses with the
+    pass's own parser: the defaults are the pass's, in one place."""
+    parts = []
+    for key, value in options.items():
+        if value is None or value == "":
+            continue
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            text = ",".join(value)
+        else:
+            text = str(value)
+        if any(c in text for c in "{}'\""):
+            raise ValueError(f"{key} must not contain braces or quotes, got "
+                             f"{value!r}")
+        name = _PASS_OPTION_NAMES.get(key, key.replace("_", "-"))
+        # A value with spaces goes in braces, as the pass prints it.
+        parts.append(f"{name}={{{text}}}" if " " in text else f"{name}={text}")
+    return " ".join(parts)
+
+
+def plan(graph: GraphSource, budget: Budget = None,
+         policy: Optional[str] = None, device: str = "h200", *,
+         every_n: Optional[int] = None,
+         keep_ops: Union[str, Iterable[str]] = (),
+         offload_kept: Optional[bool] = None,
+         min_offload_bytes: Budget = None, host_budget: Budget = None,
+         solver: Optional[str] = None, replay_rng: Optional[bool] = None,
+         bound: Optional[bool] = None, alignment: Optional[int] = None,
+         plan_file: Optional[str] = None,
+         allow_infeasible: bool = False) -> Plan:
     """Plans `graph` (anything `load` takes) under `budget`: bytes, a size
     ("40GiB") or a share of the unplanned peak ("50%"); None: no limit.
-    `policy`: auto, none, full, every-n, selective-op, offload-all. When no
-    plan meets the budget, raises InfeasibleBudgetError (carrying the plan)
-    unless `allow_infeasible`. `bound`: also compute a lower bound on any
-    plan's overhead at the budget (Plan.lower_bound_overhead, Plan.gap)."""
-    if not isinstance(policy, str):
+    `policy`: auto, none, full, every-n, selective-op, offload-all. The
+    options are the `lethe-plan` pass's (docs/Generated/LethePasses.md;
+    `every_n` is its `n`), None meaning its default, so that the same graph
+    and options plan as `lethe plan`, `lethe compile` and `lethe-opt` do;
+    `alignment` (default 256, the arena's) rounds every storage up before
+    planning. When no plan meets the budget, raises InfeasibleBudgetError
+    (carrying the plan) unless `allow_infeasible`. `bound`: also compute a
+    lower bound on any plan's overhead at the budget
+    (Plan.lower_bound_overhead, Plan.gap)."""
+    if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, got {policy!r}")
-    if not isinstance(every_n, int) or isinstance(every_n, bool) \
-            or every_n < 1:
+    if every_n is not None and (not isinstance(every_n, int)
+                                or isinstance(every_n, bool) or every_n < 1):
         raise ValueError(f"every_n must be an integer >= 1, got {every_n!r}")
+    if alignment is not None and (not isinstance(alignment, int)
+                                  or isinstance(alignment, bool)):
+        raise TypeError(f"alignment must be an integer, got {alignment!r}")
     if isinstance(keep_ops, str):
         keep_ops = (keep_ops,)
-    native = load(graph, device)._native.plan(
-        _option_text("budget", budget), policy, every_n,
-        ",".join(keep_ops), bool(offload_kept),
-        _option_text("min_offload_bytes", min_offload_bytes),
-        _option_text("host_budget", host_budget), solver, bool(replay_rng),
-        bool(bound))
-    result = Plan(native)
+    options = _pass_options({
+        "budget": _option_text("budget", budget), "policy": policy,
+        "every_n": every_n, "keep_ops": tuple(keep_ops) or None,
+        "offload_kept": offload_kept,
+        "min_offload_bytes": _option_text("min_offload_bytes",
+                                          min_offload_bytes),
+        "host_budget": _option_text("host_budget", host_budget),
+        "solver": solver, "replay_rng": replay_rng, "bound": bound,
+        "alignment": alignment, "plan_file": plan_file})
+    result = Plan(load(graph, device)._native.plan(options))
     if not result.feasible and not allow_infeasible:
         least = result.least_feasible_budget_bytes
         raise InfeasibleBudgetError(

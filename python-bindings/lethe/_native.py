@@ -39,22 +39,6 @@ class _Status(ctypes.Structure):
     _fields_ = [("message", _String)]
 
 
-class _PlanOptions(ctypes.Structure):
-    """LethePlanOptions: NULL strings and zero numbers are the defaults."""
-    _fields_ = [
-        ("budget", ctypes.c_char_p),
-        ("policy", ctypes.c_char_p),
-        ("every_n", ctypes.c_int),
-        ("keep_ops", ctypes.c_char_p),
-        ("offload_kept", ctypes.c_int),
-        ("min_offload_bytes", ctypes.c_char_p),
-        ("host_budget", ctypes.c_char_p),
-        ("solver", ctypes.c_char_p),
-        ("replay_rng", ctypes.c_int),
-        ("bound", ctypes.c_int),
-    ]
-
-
 _Handle = ctypes.c_void_p
 _Path = ctypes.c_char_p
 
@@ -75,8 +59,8 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "letheGraphReport": (_Status, [_Handle, ctypes.c_uint,
                                    ctypes.POINTER(_String)]),
     "letheGraphWriteTrace": (_Status, [_Handle, _Path]),
-    "letheGraphPlan": (_Status, [_Handle, ctypes.POINTER(_PlanOptions),
-                                 ctypes.POINTER(_Handle)]),
+    "letheGraphPlanWithOptions": (_Status, [_Handle, ctypes.c_char_p,
+                                            ctypes.POINTER(_Handle)]),
     "lethePlanDestroy": (None, [_Handle]),
     "lethePlanIsFeasible": (ctypes.c_int, [_Handle]),
     "lethePlanJson": (_Status, [_Handle, ctypes.POINTER(_String)]),
@@ -237,18 +221,11 @@ class Graph:
         _check(library().letheGraphWriteTrace(self._handle,
                                               os.fsencode(path)))
 
-    def plan(self, budget: Optional[str], policy: str, every_n: int,
-             keep_ops: str, offload_kept: bool,
-             min_offload_bytes: Optional[str], host_budget: Optional[str],
-             solver: str, replay_rng: bool, bound: bool = False) -> Plan:
-        """Plans with the options as text (None or "": the default)."""
-        options = _PlanOptions(
-            budget=_encode(budget), policy=_encode(policy), every_n=every_n,
-            keep_ops=_encode(keep_ops), offload_kept=int(offload_kept),
-            min_offload_bytes=_encode(min_offload_bytes),
-            host_budget=_encode(host_budget), solver=_encode(solver),
-            replay_rng=int(replay_rng), bound=int(bound))
+    def plan(self, options: str) -> Plan:
+        """Plans with the lethe-plan pass's options as `lethe-opt
+        --lethe-plan='...'` takes them ("budget=50% n=3"; "": the
+        defaults)."""
         handle = _Handle()
-        _check(library().letheGraphPlan(self._handle, ctypes.byref(options),
-                                        ctypes.byref(handle)))
+        _check(library().letheGraphPlanWithOptions(
+            self._handle, _encode(options), ctypes.byref(handle)))
         return Plan(handle, self)

@@ -35,7 +35,7 @@ _OPTION_NAMES = {"n": "every_n"}
 
 
 def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],
-              policy: str = "auto", device: str = "h200",
+              policy: Optional[str] = None, device: str = "h200",
               **options: Any) -> Dict[str, Any]:
     """Lethe's plan (the `lethe plan --json` document) of `graph`, a graph
     dict in graphs/SCHEMA.md's layout, under `budget` (bytes, "40GiB",
@@ -43,7 +43,8 @@ def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],
     options (`host_budget`, `replay_rng`, `n` or `every_n`, `keep_ops`,
     `min_offload_bytes`, `solver`, ...); None means the default. A budget
     no plan meets is not an error: the document says `feasible: false` and
-    gives `least_feasible_budget_bytes`."""
+    gives `least_feasible_budget_bytes`. None: the lethe-plan pass's
+    default."""
     kwargs = {_OPTION_NAMES.get(k, k): v for k, v in options.items()
               if v is not None}
     budget = None if budget is None or budget == "" else str(budget)

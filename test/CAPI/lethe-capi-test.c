@@ -97,6 +97,26 @@ int main(int argc, char **argv) {
     printf("plan 1KiB feasible: %s\n", lethePlanIsFeasible(plan) ? "yes" : "no");
     lethePlanDestroy(plan);
   }
+  /* Every lethe-plan option, as the pass takes them. */
+  if (report(
+          "plan text 50% alignment=1",
+          letheGraphPlanWithOptions(graph, "budget=50% alignment=1", &plan))) {
+    printf("plan text feasible: %s\n",
+           lethePlanIsFeasible(plan) ? "yes" : "no");
+    lethePlanDestroy(plan);
+  }
+  if (report("compile text 50%", letheGraphCompileWithOptions(
+                                     graph, "budget=50%", NULL, &compiled))) {
+    printf("compile text json has arena_bytes: %s\n",
+           strstr(compiled.data, "\"arena_bytes\"") ? "yes" : "no");
+    letheStringDestroy(compiled);
+  }
+  report("bad option text",
+         letheGraphPlanWithOptions(graph, "budget=50% polcy=auto", &plan));
+  report("bad alignment",
+         letheGraphPlanWithOptions(graph, "alignment=24", &plan));
+  report("other device",
+         letheGraphPlanWithOptions(graph, "device=h100", &plan));
   options.budget = "50%";
   options.policy = "sometimes";
   report("bad policy", letheGraphPlan(graph, &options, &plan));

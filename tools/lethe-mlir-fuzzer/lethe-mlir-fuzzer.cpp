@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       op.erase();
   lethe::LethePipelineConfig config;
   config.plan.budget = "60%";
-  config.device = options.device;
+  config.plan.device = options.device;
   config.annotateCosts = false;
   (void)lethe::runLethePipeline(*module, config);
   return 0;

@@ -152,7 +152,7 @@ TEST_F(PipelineFeasibility, InterleavedPipelineStage) {
       pm)));
   ASSERT_TRUE(succeeded(pm.run(*module)));
   LethePipelineConfig config;
-  config.device = "h200-nvlink";
+  config.plan.device = "h200-nvlink";
   int replanned = checkMonotone(*module, config, {40, 100});
   EXPECT_GT(replanned, 0);
 }

@@ -10,7 +10,6 @@
 #define LETHE_DRIVER_COMMANDS_H
 
 #include "lethe/Planner/Plan.h"
-#include "lethe/Planner/PlanOptionsParser.h"
 #include "lethe/Support/Files.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -27,13 +26,13 @@ namespace lethe {
 
 struct CommandOptions {
   std::string graphPath;
-  std::string device = "h200";
   /// Output files; empty = not requested.
   std::string jsonPath;
   std::string tracePath;
   unsigned top = 10;
-  /// `lethe plan`: the planner's options as given.
-  PlanOptionText plan;
+  /// The planner's options as given (`lethe plan`, `simulate`, `compile`);
+  /// `plan.device` is every command's device profile.
+  PlanActivationsOptions plan;
   /// `lethe simulate`: the memory plot (SVG); `lethe compile`: the output
   /// directory; both: copies vs collectives (auto, on, off).
   std::string plotPath;

@@ -11,6 +11,8 @@
 #ifndef LETHE_DRIVER_GRAPHLOADER_H
 #define LETHE_DRIVER_GRAPHLOADER_H
 
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -22,8 +24,9 @@
 namespace lethe {
 
 struct LoadOptions {
-  /// Device profile used to cost nodes that carry no measured time.
-  std::string device = "h200";
+  /// Device profile used to cost nodes that carry no measured time
+  /// (lethe-annotate-costs's default).
+  std::string device = AnnotateCostsOptions().device;
 };
 
 /// Loads `path` (`-` for stdin): JSON if its text starts with `{`, else

@@ -17,21 +17,21 @@
 #ifndef LETHE_IMPORT_PLANIMPORTER_H
 #define LETHE_IMPORT_PLANIMPORTER_H
 
-#include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Planner/Plan.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/LogicalResult.h"
 
 namespace lethe {
 
-/// Reads `text.planFile` (nothing to do when empty) into
+/// Reads the plan file at `path` (nothing to do when empty) into
 /// `options.givenDecisions` for `graph`, whose activations are those of
 /// ActivationAnalysis(graph, options). Emits located errors through
 /// `context` for malformed JSON, an unknown node or decision, an output
 /// index out of range, a value that is not an activation, and a decision
 /// the value does not allow (recomputing an RNG op, offloading below
 /// min-offload-bytes).
-llvm::LogicalResult loadGivenPlan(const PlanOptionText &text,
+llvm::LogicalResult loadGivenPlan(llvm::StringRef path,
                                   const TrainingGraph &graph,
                                   PlanOptions &options,
                                   mlir::MLIRContext *context);

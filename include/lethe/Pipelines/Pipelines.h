@@ -12,8 +12,9 @@
 #ifndef LETHE_PIPELINES_PIPELINES_H
 #define LETHE_PIPELINES_PIPELINES_H
 
-#include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
@@ -28,76 +29,37 @@ namespace lethe {
 /// The pipeline's settings, as plain values.
 struct LethePipelineConfig {
   /// The planner's options as given (budget: bytes, a size with a unit, or
-  /// a percentage of the unplanned peak; empty for no limit).
-  PlanOptionText plan;
-  std::string device = "h200";
-  std::string contention = "auto";
+  /// a percentage of the unplanned peak; empty for no limit). `plan.device`
+  /// is the device of every phase.
+  PlanActivationsOptions plan;
+  /// lethe-schedule's, with its default.
+  std::string contention = ScheduleProgramOptions().contention;
   /// Fill missing op times from the cost model first.
   bool annotateCosts = true;
 };
 
-/// The same settings as pass-pipeline options (`lethe-pipeline{...}`).
+/// The pipeline's own options (`lethe-pipeline{...}` takes these and every
+/// lethe-plan option: parseLethePipelineOptions).
 struct LethePipelineOptions
     : public mlir::PassPipelineOptions<LethePipelineOptions> {
-  Option<std::string> budget{
-      *this, "budget",
-      llvm::cl::desc("device budget: bytes, a size with a unit (2GiB, 800MB) "
-                     "or a percentage of the unplanned peak (60%)"),
-      llvm::cl::init("")};
-  Option<std::string> policy{
-      *this, "policy",
-      llvm::cl::desc("none, full, every-n, selective-op, offload-all, auto"),
-      llvm::cl::init("auto")};
-  Option<std::string> device{
-      *this, "device", llvm::cl::desc("device profile name or JSON file path"),
-      llvm::cl::init("h200")};
-  Option<int> everyN{*this, "n", llvm::cl::desc("every-n: the n"),
-                     llvm::cl::init(2)};
-  Option<std::string> solver{*this, "solver",
-                             llvm::cl::desc("auto policy: auto, fast, exact"),
-                             llvm::cl::init("auto")};
-  Option<std::string> minOffloadBytes{
-      *this, "min-offload-bytes",
-      llvm::cl::desc("never offload a storage smaller than this"),
-      llvm::cl::init("1MiB")};
-  ListOption<std::string> keepOps{
-      *this, "keep-ops",
-      llvm::cl::desc("selective-op: op kinds whose outputs are kept")};
-  Option<bool> offloadKept{*this, "offload-kept",
-                           llvm::cl::desc("selective-op: offload the kept "
-                                          "outputs instead"),
-                           llvm::cl::init(false)};
-  Option<bool> replayRng{*this, "replay-rng",
-                         llvm::cl::desc("allow recomputing RNG ops"),
-                         llvm::cl::init(false)};
-  Option<std::string> hostBudget{
-      *this, "host-budget",
-      llvm::cl::desc("pinned host bytes; empty: the device profile's"),
-      llvm::cl::init("")};
   Option<std::string> contention{
       *this, "contention",
       llvm::cl::desc("how copies share time with collectives: auto, on "
                      "(separate), off (overlap), yield"),
-      llvm::cl::init("auto")};
-  Option<int64_t> alignment{*this, "alignment",
-                            llvm::cl::desc("arena alignment, bytes"),
-                            llvm::cl::init(256)};
-  Option<std::string> planFile{
-      *this, "plan-file",
-      llvm::cl::desc("evaluate the decisions in this JSON file instead of "
-                     "planning"),
-      llvm::cl::init("")};
+      llvm::cl::init(LethePipelineConfig().contention)};
   Option<bool> annotateCosts{
       *this, "annotate-costs",
       llvm::cl::desc("fill missing op times from the cost model"),
-      llvm::cl::init(true)};
-
-  LethePipelineConfig toConfig() const;
+      llvm::cl::init(LethePipelineConfig().annotateCosts)};
 };
 
+/// The configuration `text` gives, as `--lethe-pipeline='...'` takes it:
+/// the pipeline's own options (LethePipelineOptions) and lethe-plan's, each
+/// parsed by its own declaration; options not named keep their defaults.
+llvm::Expected<LethePipelineConfig>
+parseLethePipelineOptions(llvm::StringRef text);
+
 /// Adds the whole pipeline, one pass per phase, to a module pass manager.
-void buildLethePipeline(mlir::OpPassManager &pm,
-                        const LethePipelineOptions &options);
 void buildLethePipeline(mlir::OpPassManager &pm,
                         const LethePipelineConfig &config);
 
@@ -153,6 +115,13 @@ mlir::LogicalResult runLethePipeline(mlir::ModuleOp module,
 /// `lethe plan` and the C API report it for a budget that is too small.
 mlir::FailureOr<int64_t>
 findLeastPipelineBudget(mlir::ModuleOp module,
+                        const LethePipelineConfig &config);
+
+/// findLeastPipelineBudget for `func` of `module` alone (the other
+/// functions left out): the least budget `lethe plan` and the C API state
+/// for an infeasible plan of `func`, the one compiling it meets.
+mlir::FailureOr<int64_t>
+findLeastFunctionBudget(mlir::ModuleOp module, mlir::func::FuncOp func,
                         const LethePipelineConfig &config);
 
 } // namespace lethe

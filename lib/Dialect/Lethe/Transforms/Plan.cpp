@@ -1,17 +1,15 @@
 //===- Plan.cpp - Decide retain / recompute / offload under a budget ------===//
 //
-// The pass is a thin layer over lethe/Planner/Planner.h: it parses the
-// options, plans every function and writes the plan back as attributes and
-// optimization remarks.
+// The pass is a thin layer over planStep (PlanStep.h), the planning every
+// route shares: it plans every function and writes the plan back as
+// attributes and optimization remarks.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
-#include "lethe/Dialect/Lethe/Transforms/Passes.h"
-#include "lethe/Import/PlanImporter.h"
-#include "lethe/Planner/PlanOptionsParser.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Support/Bytes.h"
@@ -41,9 +39,11 @@ struct PlanActivationsPass
 
   void runOnOperation() override;
 
+  /// The pass's options as the struct every route plans with.
+  PlanActivationsOptions options() const;
+
 private:
   LogicalResult loadDevice(DeviceProfile &profile);
-  PlanOptionText optionText() const;
   LogicalResult planFunction(func::FuncOp func, const DeviceProfile &profile);
   void writeBack(func::FuncOp func, const TrainingGraph &graph,
                  const Plan &plan);
@@ -61,21 +61,46 @@ LogicalResult PlanActivationsPass::loadDevice(DeviceProfile &profile) {
   return success();
 }
 
-PlanOptionText PlanActivationsPass::optionText() const {
-  PlanOptionText text;
-  text.budget = budget;
-  text.policy = policy;
-  text.everyN = everyN;
-  text.keepOps.assign(keepOps.begin(), keepOps.end());
-  text.offloadKept = offloadKept;
-  text.minOffloadBytes = minOffloadBytes;
-  text.hostBudget = hostBudget;
-  text.solver = solver;
-  text.replayRng = replayRng;
-  text.bound = bound;
-  text.alignment = alignment;
-  text.planFile = planFile;
-  return text;
+// The generated base copies the struct into the options; this is the way
+// back (a field missing here is caught by PlanStepTest's round trip).
+PlanActivationsOptions PlanActivationsPass::options() const {
+  PlanActivationsOptions result;
+  result.budget = budget;
+  result.policy = policy;
+  result.device = device;
+  result.everyN = everyN;
+  result.keepOps.assign(keepOps.begin(), keepOps.end());
+  result.offloadKept = offloadKept;
+  result.minOffloadBytes = minOffloadBytes;
+  result.hostBudget = hostBudget;
+  result.solver = solver;
+  result.replayRng = replayRng;
+  result.bound = bound;
+  result.alignment = alignment;
+  result.planFile = planFile;
+  return result;
+}
+
+llvm::Expected<PlanActivationsOptions>
+lethe::parsePlanActivationsOptions(llvm::StringRef text) {
+  PlanActivationsPass pass;
+  // One option at a time, so that an error names the option even when the
+  // parser prints its reason instead of returning it (a value of the wrong
+  // type).
+  for (llvm::StringRef option : splitPassOptions(text)) {
+    std::string error;
+    if (failed(pass.initializeOptions(option, [&](const llvm::Twine &message) {
+          error = message.str();
+          return failure();
+        })))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "invalid option '" + option + "'" +
+              (llvm::StringRef(error).trim().empty()
+                   ? ""
+                   : ": " + llvm::StringRef(error).trim()));
+  }
+  return pass.options();
 }
 
 void PlanActivationsPass::runOnOperation() {
@@ -83,8 +108,7 @@ void PlanActivationsPass::runOnOperation() {
   if (failed(loadDevice(profile)))
     return signalPassFailure();
   // Bad options fail before any function is looked at.
-  llvm::Expected<PlanOptions> checked =
-      parsePlanOptions(optionText(), 0, profile);
+  llvm::Expected<PlanOptions> checked = parsePlanOptions(options(), 0, profile);
   if (!checked) {
     getOperation()->emitError()
         << "lethe-plan: " << llvm::toString(checked.takeError());
@@ -100,30 +124,19 @@ void PlanActivationsPass::runOnOperation() {
 
 LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
                                                 const DeviceProfile &device) {
-  // Ranks of one host share its copy bandwidth (the parallel passes say how
-  // many).
-  const DeviceProfile profile = deviceForFunction(device, func);
-  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
-  if (failed(graph))
+  FailureOr<PlannedStep> step =
+      planStep(func, options(), device, [&](const llvm::Twine &message) {
+        func.emitError() << "lethe-plan: " << message;
+      });
+  if (failed(step))
     return failure();
-  llvm::Expected<PlanOptions> options =
-      preparePlanning(*graph, optionText(), profile);
-  if (!options)
-    return func.emitError() << "lethe-plan: "
-                            << llvm::toString(options.takeError());
-  if (failed(loadGivenPlan(optionText(), *graph, *options, &getContext())))
-    return failure();
-  llvm::Expected<Plan> plan = planTrainingStep(*graph, profile, *options);
-  if (!plan)
-    return func.emitError() << "lethe-plan: "
-                            << llvm::toString(plan.takeError());
-  if (!plan->feasible)
-    return func.emitError() << "lethe-plan: " << infeasibleMessage(*plan);
-  writeBack(func, *graph, *plan);
+  if (!step->plan.feasible)
+    return func.emitError() << "lethe-plan: " << infeasibleMessage(step->plan);
+  writeBack(func, step->graph, step->plan);
   if (!budget.empty())
     getOperation()->setAttr(
         attrs::kBudgetBytes,
-        Builder(&getContext()).getI64IntegerAttr(options->budgetBytes));
+        Builder(&getContext()).getI64IntegerAttr(step->options.budgetBytes));
   return success();
 }
 

@@ -489,8 +489,9 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     arena, so that the planned peak is the allocated program's max-live and
     a plan that fills the budget to the byte still fits once allocated. The
     default is the arena's (256), as on every other route (`lethe plan`, the
-    C API, `lethe-pipeline`: `PlanOptionText::alignment`); 1 plans tensor
-    bytes as they are. A percentage budget is of the aligned unplanned peak.
+    C API, Python, `lethe-pipeline`: all plan through `planStep` with this
+    pass's options, PlanStep.h); 1 plans tensor bytes as they are. A
+    percentage budget is of the aligned unplanned peak.
 
     Results, on each op producing activations (one entry per result; `unit`
     for results that are not activations):

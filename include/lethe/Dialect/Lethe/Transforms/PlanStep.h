@@ -1,0 +1,73 @@
+//===- PlanStep.h - The one planning entry point ----------------*- C++ -*-===//
+//
+// Every route that plans a training step (the `lethe-plan` pass, hence
+// `lethe compile` / `simulate` and the pipeline; `lethe plan`; the C API,
+// hence Python) takes the planner's options as the `lethe-plan` pass
+// declares them in Passes.td (PlanActivationsOptions, generated: names and
+// defaults in one place) and plans through planStep, so that the same graph
+// and options give the same plan on every route, alignment included.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_DIALECT_LETHE_TRANSFORMS_PLANSTEP_H
+#define LETHE_DIALECT_LETHE_TRANSFORMS_PLANSTEP_H
+
+#include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Planner/Plan.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace lethe {
+
+/// `text` split at the spaces that separate pass options (not those inside
+/// braces or quotes, as MLIR's pass option parser reads them).
+llvm::SmallVector<llvm::StringRef> splitPassOptions(llvm::StringRef text);
+
+/// The options in `text` as `--lethe-plan='...'` takes them ("budget=60%
+/// policy=every-n n=3 alignment=1"), parsed by the pass's own option parser
+/// (Plan.cpp); options not named keep their Passes.td defaults. The C API
+/// and Python pass options this way, so an option added to Passes.td
+/// reaches them with no other change.
+llvm::Expected<PlanActivationsOptions>
+parsePlanActivationsOptions(llvm::StringRef text);
+
+/// Checks `options` and turns them into the planner's PlanOptions;
+/// `unplannedPeakBytes` resolves a percentage budget. Errors name the
+/// option. `options.device` is not read: `device` is that profile, loaded.
+llvm::Expected<PlanOptions>
+parsePlanOptions(const PlanActivationsOptions &options,
+                 int64_t unplannedPeakBytes, const DeviceProfile &device);
+
+/// A planned training function.
+struct PlannedStep {
+  /// The function's graph, its storages rounded up to the alignment.
+  TrainingGraph graph;
+  /// The profile as the function uses it (deviceForFunction).
+  DeviceProfile device;
+  PlanOptions options;
+  Plan plan;
+};
+
+/// Plans `func` under `options` on `device` (the profile `options.device`
+/// names, loaded once by the caller): builds its TrainingGraph, rounds the
+/// storages up to `options.alignment` (a percentage budget is of the
+/// aligned unplanned peak), reads `options.planFile` when given, and runs
+/// the planner. An infeasible budget is not an error here (the plan says
+/// so). Option and planner errors go to `reportError`; errors located in
+/// the graph or the plan file go to the context's diagnostics.
+mlir::FailureOr<PlannedStep>
+planStep(mlir::func::FuncOp func, const PlanActivationsOptions &options,
+         const DeviceProfile &device,
+         llvm::function_ref<void(const llvm::Twine &)> reportError);
+
+} // namespace lethe
+
+#endif // LETHE_DIALECT_LETHE_TRANSFORMS_PLANSTEP_H
