@@ -174,6 +174,10 @@ static double overlap(const TrainingGraph &graph, llvm::ArrayRef<NodeId> a,
 /// almost none (their sizes differ).
 constexpr double kSameBlockOverlap = 0.9;
 
+/// The median child of a stack of layers launches at least this many
+/// kernels.
+constexpr size_t kMinLayerKernels = 2;
+
 /// Whether a group of numbered siblings is a stack of layers under `tier`.
 static bool isLayerGroup(const TrainingGraph &graph, const Group &group,
                          Tier tier, Reachability &reach) {
@@ -191,8 +195,12 @@ static bool isLayerGroup(const TrainingGraph &graph, const Group &group,
     serial = reach.reaches(*children[k], *children[k + 1]);
   std::map<uint64_t, int> signatures;
   bool repeated = false, composite = false;
+  std::vector<size_t> kernels; // per child, nodes that launch a kernel
   for (const std::vector<NodeId> *nodes : children) {
     composite |= nodes->size() > 1;
+    kernels.push_back(llvm::count_if(*nodes, [&](NodeId id) {
+      return !graph.getNode(id).hasFlag(NodeFlagView);
+    }));
     llvm::hash_code hash = llvm::hash_value(nodes->size());
     for (NodeId id : *nodes)
       hash = llvm::hash_combine(hash, nodeSignature(graph, id));
@@ -201,6 +209,13 @@ static bool isLayerGroup(const TrainingGraph &graph, const Group &group,
   for (size_t k = 0; k + 1 < children.size() && !repeated; ++k)
     repeated = overlap(graph, *children[k], *children[k + 1]) >=
                kSameBlockOverlap;
+  // Children of one kernel each (a Sequential of conv, norm, activation:
+  // U-Net's double-conv) are one block's body, not a stack of blocks: a
+  // layer must at least be a kernel and what follows it.
+  std::nth_element(kernels.begin(), kernels.begin() + kernels.size() / 2,
+                   kernels.end());
+  if (kernels[kernels.size() / 2] < kMinLayerKernels)
+    return false;
   if (tier == Tier::Strict)
     return serial && repeated;
   return (serial || repeated) && composite;
