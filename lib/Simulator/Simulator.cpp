@@ -182,6 +182,24 @@ static void shareHostBandwidth(const DeviceProfile &device, bool d2hBusy,
     h2dRate = h2d / device.h2dBytesPerSec;
 }
 
+PlannedCopyCosts lethe::plannedCopyCosts(const DeviceProfile &device) {
+  PlannedCopyCosts costs;
+  if (!(device.d2hBytesPerSec > 0 && device.h2dBytesPerSec > 0))
+    return costs;
+  double d2hAlone = 1.0, unused = 0.0;
+  shareHostBandwidth(device, /*d2hBusy=*/true, /*h2dBusy=*/false, d2hAlone,
+                     unused);
+  const double duplex = device.duplexFactor > 0 ? device.duplexFactor : 1.0;
+  double d2hBeside = duplex, h2dBeside = duplex;
+  shareHostBandwidth(device, /*d2hBusy=*/true, /*h2dBusy=*/true, d2hBeside,
+                     h2dBeside);
+  costs.d2hBytesPerSec = d2hAlone * device.d2hBytesPerSec;
+  costs.h2dBytesPerSec = h2dBeside * device.h2dBytesPerSec;
+  costs.d2hFixedUs = std::max(0.0, device.d2hFixedUs);
+  costs.h2dFixedUs = std::max(0.0, device.h2dFixedUs);
+  return costs;
+}
+
 bool lethe::copiesContendWithCollectives(const DeviceProfile &device,
                                          double threshold) {
   return device.collectiveSlowdownWithCopies > threshold ||
