@@ -195,8 +195,9 @@ PlannedCopyCosts lethe::plannedCopyCosts(const DeviceProfile &device) {
                      h2dBeside);
   costs.d2hBytesPerSec = d2hAlone * device.d2hBytesPerSec;
   costs.h2dBytesPerSec = h2dBeside * device.h2dBytesPerSec;
-  costs.d2hFixedUs = std::max(0.0, device.d2hFixedUs);
-  costs.h2dFixedUs = std::max(0.0, device.h2dFixedUs);
+  // The fixed cost is part of the copy's work and slows down with it.
+  costs.d2hFixedUs = std::max(0.0, device.d2hFixedUs) / d2hAlone;
+  costs.h2dFixedUs = std::max(0.0, device.h2dFixedUs) / h2dBeside;
   return costs;
 }
 
