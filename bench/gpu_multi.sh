@@ -18,7 +18,8 @@
 #       as two processes over NCCL (GPU 0 and 1; eager steps); starts no
 #       program after $LETHE_MULTI_DEADLINE_S (240) seconds. Writes 5 files
 #       to $OUT: multi-json.tar.gz (the lethe-run reports), calibrated.json,
-#       calibrate.md, device.txt, log.txt.
+#       calibrate.md, device.txt, log.txt. Rehearsal without GPUs:
+#       LETHE_MULTI_DRY=1 LETHE_MULTI_BIN=build/bin (dry runs, tools built).
 #   bench/gpu_multi.sh report DIR RESULTS [OUT.md]   here: the tables
 #       (bench/multi_bench.py report; RESULTS: the folder $OUT came back to;
 #       OUT.md default bench/results/gpu-multi.md).
@@ -93,15 +94,19 @@ device() {
     xargs -P 8 -I{} c++ -std=c++17 -O0 -shared -fPIC -Iinclude {}.cpp -o {}.so \
       > "$out/programs-build.log" 2>&1 &
   local programs=$!
-  if ! scripts/build-runtime.sh lethe-run lethe-calibrate > "$json/build.log" 2>&1; then
+  # LETHE_MULTI_BIN: runtime tools already built (a rehearsal here).
+  local bin=${LETHE_MULTI_BIN:-$LETHE_RUNTIME_BUILD_DIR/bin}
+  if [[ -z ${LETHE_MULTI_BIN:-} ]] &&
+     ! scripts/build-runtime.sh lethe-run lethe-calibrate > "$json/build.log" 2>&1; then
     tail -30 "$json/build.log" | tee -a "$log"; save; exit 1
   fi
   wait $programs
   cat "$out/programs-build.log" >> "$log"
   rm -f "$out/programs-build.log"
   echo "runtime and programs built at $(elapsed) s" | tee -a "$log"
-  local bin=$LETHE_RUNTIME_BUILD_DIR/bin
-  local card base=()
+  local card base=() dry=()
+  # LETHE_MULTI_DRY=1: a rehearsal without GPUs (every run a dry run).
+  [[ ${LETHE_MULTI_DRY:-0} == 1 ]] && dry=(--mode=dry-run)
   card=$(head -1 "$out/device.txt" | tr 'A-Z' 'a-z' | grep -oE 'h100|h200|a100' | head -1 || true)
   [[ -n $card && -f devices/$card.json ]] && base=(--base "devices/$card.json" --name "$card")
   timeout 90 "$bin/lethe-calibrate" "${base[@]}" --gpus 2 --out "$out/calibrated.json" \
@@ -120,7 +125,7 @@ device() {
       LETHE_RT_TIMEOUT_S=60 timeout 90 "$bin/lethe-run" "$gpu/programs/${cpp%.cpp}.so" \
         --world=2 --rank=$r --device=$r --nccl-id-file="$id" \
         --steps="${LETHE_MULTI_STEPS:-10}" --warmup=3 --no-graph \
-        --json="$json/$name.r$r.json" > /dev/null 2> "$json/$name.r$r.err" &
+        --json="$json/$name.r$r.json" "${dry[@]}" > /dev/null 2> "$json/$name.r$r.err" &
       pids+=($!)
       r=$((r + 1))
     done
