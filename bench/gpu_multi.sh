@@ -16,7 +16,7 @@
 #       and the programs, measures both GPUs with lethe-calibrate (copies of
 #       both GPUs at once give the host figures), then runs every program
 #       as two processes over NCCL (GPU 0 and 1; eager steps); starts no
-#       program after $LETHE_MULTI_DEADLINE_S (240) seconds. Writes 5 files
+#       program after $LETHE_MULTI_DEADLINE_S (300) seconds. Writes 5 files
 #       to $OUT: multi-json.tar.gz (the lethe-run reports), calibrated.json,
 #       calibrate.md, device.txt, log.txt. Rehearsal without GPUs:
 #       LETHE_MULTI_DRY=1 LETHE_MULTI_BIN=build/bin (dry runs, tools built).
@@ -76,7 +76,7 @@ device() {
   export NCCL_NVLS_ENABLE=0 PATH=$PATH:/usr/local/cuda/bin
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1}
   local out=${OUT:-$gpu/out} start=$(date +%s)
-  local deadline=${LETHE_MULTI_DEADLINE_S:-240}
+  local deadline=${LETHE_MULTI_DEADLINE_S:-300}
   local json=$gpu/json
   mkdir -p "$out" "$json"
   local log=$out/log.txt
@@ -88,10 +88,13 @@ device() {
     date -u +%Y-%m-%dT%H:%MZ
   } > "$out/device.txt" 2>&1
   export LETHE_RUNTIME_BUILD_DIR=${LETHE_RUNTIME_BUILD_DIR:-build-runtime}
-  # The programs build while the runtime does (-O0: a step is a list of
-  # runtime calls; optimizing it only costs time).
-  for cpp in "$gpu"/programs/*.cpp; do echo "${cpp%.cpp}"; done |
-    xargs -P 8 -I{} c++ -std=c++17 -O0 -shared -fPIC -Iinclude {}.cpp -o {}.so \
+  # The programs build while the runtime does, largest first (-O0: a step
+  # is a list of runtime calls; optimizing it only costs time). clang++
+  # where there is one: g++ takes minutes on a first pipeline stage's
+  # 40,000-line step (clang++ -O0: seconds).
+  local cxx=${CXX:-$(command -v clang++ || echo c++)}
+  ls -S "$gpu"/programs/*.cpp | sed 's/\.cpp$//' |
+    xargs -P 8 -I{} "$cxx" -std=c++17 -O0 -shared -fPIC -Iinclude {}.cpp -o {}.so \
       > "$out/programs-build.log" 2>&1 &
   local programs=$!
   # LETHE_MULTI_BIN: runtime tools already built (a rehearsal here).
@@ -103,7 +106,7 @@ device() {
   wait $programs
   cat "$out/programs-build.log" >> "$log"
   rm -f "$out/programs-build.log"
-  echo "runtime and programs built at $(elapsed) s" | tee -a "$log"
+  echo "runtime and programs built at $(elapsed) s ($cxx)" | tee -a "$log"
   local card base=() dry=()
   # LETHE_MULTI_DRY=1: a rehearsal without GPUs (every run a dry run).
   [[ ${LETHE_MULTI_DRY:-0} == 1 ]] && dry=(--mode=dry-run)
