@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lethe/Analysis/Program.h"
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
@@ -565,7 +566,8 @@ programTransferOf(mlir::Operation *op) {
 }
 
 void runPrograms(mlir::MLIRContext &context) {
-  DeviceProfile device = loadDevice(pipelineDevice);
+  const DeviceProfile loaded = loadDevice(pipelineDevice);
+  DeviceProfile device = loaded;
   llvm::SmallVector<llvm::StringRef> paths;
   llvm::StringRef(programFiles).split(paths, ',', -1, false);
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> modules;
@@ -581,6 +583,12 @@ void runPrograms(mlir::MLIRContext &context) {
     });
     if (!step)
       fail(path + " has no function");
+    // The stages share the host as their functions say
+    // (lethe.ranks_per_host, recorded by lethe-expand-pipeline-schedule).
+    DeviceProfile stageDevice = deviceForFunction(loaded, step);
+    if (modules.size() > 1 && stageDevice.ranksPerHost != device.ranksPerHost)
+      fail(path + " has another lethe.ranks_per_host than the first stage");
+    device = stageDevice;
     mlir::FailureOr<ProgramSchedule> program = buildProgramSchedule(step);
     if (mlir::failed(program))
       fail("cannot simulate " + path);

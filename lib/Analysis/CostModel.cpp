@@ -279,7 +279,12 @@ OpCost CostModel::model(CollectiveOp op) const {
                          ? profile.nvlinkBytesPerSec
                          : std::min(profile.d2hBytesPerSec,
                                     profile.h2dBytesPerSec);
-  cost.timeUs = transferUs(cost.bytes, bandwidth) + profile.launchOverheadUs;
+  // One NCCL call costs the fitted fixed part of the measured collective
+  // (lethe-calibrate: launch, the ring's setup and its latency; 13.2 us on
+  // an H200 pair, three kernel launches), else a kernel launch.
+  double fixedUs = profile.collectiveFixedUs > 0 ? profile.collectiveFixedUs
+                                                 : profile.launchOverheadUs;
+  cost.timeUs = transferUs(cost.bytes, bandwidth) + fixedUs;
   return cost;
 }
 

@@ -460,8 +460,7 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
            op <= static_cast<size_t>(pos.nodeOp[prefetch]);
   };
   const std::vector<double> &nodeEnd = placement.nodeEndUs;
-  double h2dRate = device.h2dBytesPerSec *
-                   (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
   // Offloads whose copies cannot hide around `op` can still free it by
   // releasing before it (waiting for the D2H copy) and prefetching after it
   // (waiting for the H2D copy): judged too, a few per call.
@@ -507,16 +506,14 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
     const ActivationInfo &act = acts[a];
     NodeId restore = restoreOf[a];
     // Optimistic bounds first: an empty queue on both links.
-    double d2hEnd = nodeEnd[act.contentReadyAfter] +
-                    static_cast<double>(act.bytes) / device.d2hBytesPerSec *
-                        1e6;
+    double d2hEnd = nodeEnd[act.contentReadyAfter] + copy.d2hUs(act.bytes);
     auto releaseIt =
         std::lower_bound(nodeEnd.begin() + act.lastForwardUse,
                          nodeEnd.begin() + restore, d2hEnd - 1e-9);
     NodeId earliestRelease = std::min<NodeId>(
         restore - 1, static_cast<NodeId>(releaseIt - nodeEnd.begin()));
-    double latestStart = placement.chainStartUs[restore] -
-                         static_cast<double>(act.bytes) / h2dRate * 1e6;
+    double latestStart =
+        placement.chainStartUs[restore] - copy.h2dUs(act.bytes);
     auto issueIt = std::upper_bound(nodeEnd.begin() + earliestRelease,
                                     nodeEnd.begin() + restore,
                                     latestStart + 1e-9);
@@ -848,11 +845,10 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
         act.recomputable
             ? "recompute would cost " + humanUs(act.recomputeUs)
             : "cannot be recomputed: " + act.notRecomputableReason;
-    double copyUs = static_cast<double>(act.bytes) / device.d2hBytesPerSec *
-                    1e6;
+    const PlannedCopyCosts copy = plannedCopyCosts(device);
+    double copyUs = copy.d2hUs(act.bytes);
     const Placement &p = eval.placement;
-    double h2dUs = static_cast<double>(act.bytes) / device.h2dBytesPerSec *
-                   1e6;
+    double h2dUs = copy.h2dUs(act.bytes);
     double late =
         std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
         std::max(0.0, p.h2dStartUs[a] + h2dUs -

@@ -14,9 +14,7 @@ CopyModel::CopyModel(const ActivationAnalysis &analysis,
                      const DeviceProfile &device, const Placement &placement,
                      llvm::ArrayRef<CopyHint> hints)
     : analysis(analysis), placement(placement) {
-  d2hRate = device.d2hBytesPerSec;
-  h2dRate = device.h2dBytesPerSec *
-            (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
+  copy = plannedCopyCosts(device);
   for (auto [a, d] : llvm::enumerate(placement.decisions))
     if (d.decision == Decision::Offload)
       entries.push_back(makeEntry(static_cast<int32_t>(a), d.firstBackwardUse,
@@ -79,7 +77,7 @@ double CopyModel::run(std::vector<CopyEntry> &list,
     CopyEntry &e = list[i];
     const ActivationInfo &info = acts[e.act];
     double start = std::max(nodeEnd[info.contentReadyAfter], free);
-    e.d2hEnd = start + static_cast<double>(e.bytes) / d2hRate * 1e6;
+    e.d2hEnd = start + copy.d2hUs(e.bytes);
     free = e.d2hEnd;
     e.release = firstEndingAfter(e.d2hEnd, info.lastForwardUse, e.restore - 1);
     if (e.hint.releaseBy >= 0)
@@ -93,7 +91,7 @@ double CopyModel::run(std::vector<CopyEntry> &list,
   for (size_t k = h2dSeq.size(); k-- > 0;) {
     CopyEntry &e = list[h2dSeq[k]];
     double end = std::min(placement.chainStartUs[e.restore], next);
-    double start = end - static_cast<double>(e.bytes) / h2dRate * 1e6;
+    double start = end - copy.h2dUs(e.bytes);
     e.prefetch = lastEndingBefore(start, e.release, e.restore - 1);
     if (e.hint.prefetchNotBefore >= 0)
       e.prefetch = std::min(e.restore - 1,
@@ -108,7 +106,7 @@ double CopyModel::run(std::vector<CopyEntry> &list,
   for (uint32_t i : h2dSeq) {
     const CopyEntry &e = list[i];
     double start = std::max({nodeEnd[e.prefetch], e.d2hEnd, h2dFree});
-    h2dFree = start + static_cast<double>(e.bytes) / h2dRate * 1e6;
+    h2dFree = start + copy.h2dUs(e.bytes);
     double late = h2dFree - placement.chainStartUs[e.restore];
     if (late > worst) {
       wait += late - worst;

@@ -15,6 +15,7 @@
 #define LETHE_LIB_PLANNER_COPYMODEL_H
 
 #include "lethe/Planner/Placement.h"
+#include "lethe/Simulator/Simulator.h"
 
 #include <utility>
 #include <vector>
@@ -81,7 +82,7 @@ private:
 
   const ActivationAnalysis &analysis;
   const Placement &placement;
-  double d2hRate, h2dRate;
+  PlannedCopyCosts copy;
   std::vector<CopyEntry> entries;
   /// Entry indices in D2H (issue) and H2D (deadline) order.
   std::vector<uint32_t> d2hOrder, h2dOrder;

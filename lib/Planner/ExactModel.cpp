@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Planner/ExactModel.h"
+#include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -42,10 +43,8 @@ void ExactModel::analyse(const DeviceProfile &device) {
   forwardEnd = f < numNodes ? nominalStart[f] : clock;
 
   // Activations, with copy times and chain dependencies.
-  const double d2hRate = device.d2hBytesPerSec;
-  const double h2dRate =
-      device.h2dBytesPerSec *
-      (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
+  // Copy times as the placement (and the simulator) charge them.
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
   llvm::ArrayRef<ActivationInfo> infos = analysis.getActivations();
   for (const ActivationInfo &info : infos) {
     Activation &act = acts.emplace_back();
@@ -65,10 +64,10 @@ void ExactModel::analyse(const DeviceProfile &device) {
     act.contentReadyAfter = info.contentReadyAfter;
     act.checkpoint = info.checkpoint;
     act.canRecompute = info.recomputable;
-    act.canOffload = info.offloadable && d2hRate > 0 && h2dRate > 0;
+    act.canOffload = info.offloadable && copy.canCopy();
     if (act.canOffload) {
-      act.d2hUs = static_cast<double>(act.bytes) / d2hRate * 1e6;
-      act.h2dUs = static_cast<double>(act.bytes) / h2dRate * 1e6;
+      act.d2hUs = copy.d2hUs(act.bytes);
+      act.h2dUs = copy.h2dUs(act.bytes);
     }
     act.recomputeNodes = info.recomputeNodes;
     act.rederiveNodes = info.rederiveNodes;

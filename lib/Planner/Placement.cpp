@@ -2,6 +2,8 @@
 
 #include "lethe/Planner/Placement.h"
 
+#include "lethe/Simulator/Simulator.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -51,7 +53,10 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
                                           acts[a].notOffloadableReason));
     anyOffload |= decision == Decision::Offload;
   }
-  if (anyOffload && !(device.d2hBytesPerSec > 0 && device.h2dBytesPerSec > 0))
+  // Copies take what the simulator will charge them: the rank's share of
+  // the host link and each copy's fixed cost.
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  if (anyOffload && !copy.canCopy())
     return placementError(llvm::formatv(
         "device profile '{0}' has no host copy bandwidth; cannot offload",
         device.name));
@@ -168,8 +173,7 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   for (int32_t a : offloaded) {
     const ActivationInfo &act = acts[a];
     double start = std::max(result.nodeEndUs[act.contentReadyAfter], d2hFree);
-    double end =
-        start + static_cast<double>(act.bytes) / device.d2hBytesPerSec * 1e6;
+    double end = start + copy.d2hUs(act.bytes);
     d2hFree = end;
     result.d2hEndUs[a] = end;
     NodeId release = firstEndingAfter(end, act.lastForwardUse, restore[a] - 1);
@@ -184,15 +188,13 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     return std::make_pair(restore[x], acts[x].storage) >
            std::make_pair(restore[y], acts[y].storage);
   });
-  double h2dRate = device.h2dBytesPerSec *
-                   (device.duplexFactor > 0 ? device.duplexFactor : 1.0);
   double nextStart = std::numeric_limits<double>::infinity();
   for (int32_t a : offloaded) {
     const ActivationInfo &act = acts[a];
     ActivationDecision &d = result.decisions[a];
     double deadline = result.chainStartUs[restore[a]];
     double end = std::min(deadline, nextStart);
-    double start = end - static_cast<double>(act.bytes) / h2dRate * 1e6;
+    double start = end - copy.h2dUs(act.bytes);
     NodeId issue = lastEndingBefore(start, d.releaseAfter, restore[a] - 1);
     if (hintOf(a).prefetchNotBefore >= 0)
       issue = std::min(restore[a] - 1,

@@ -330,4 +330,40 @@ TEST(SimulatorTest, ReportsDeadlocksAndBadSchedules) {
             std::string::npos);
 }
 
+// The planner's copy costs are the simulator's rates for the same
+// situation: a lone offload and a prefetch beside an offload, each rank
+// getting its share of the host, plus the fixed costs.
+TEST(SimulatorTest, PlannedCopyCostsMatchTheSimulatedCopies) {
+  DeviceProfile device = copyDevice();
+  device.duplexFactor = 0.8;
+  device.d2hFixedUs = 2.0;
+  device.h2dFixedUs = 3.0;
+  device.hostD2HBytesPerSec = 1.5e9;
+  device.hostH2DBytesPerSec = 2e9;
+  device.hostBothBytesPerSec = 1.2e9;
+  // One rank: D2H alone at 1000 B/us; H2D beside D2H at 0.8 of its rate,
+  // both directions (1600 B/us) capped at the host's 1200: 600 each, 0.6
+  // of its rate, which slows its fixed cost too (3 / 0.6).
+  PlannedCopyCosts one = plannedCopyCosts(device);
+  EXPECT_DOUBLE_EQ(one.d2hUs(10000), 12.0);
+  EXPECT_DOUBLE_EQ(one.h2dUs(6000), 15.0);
+  // Two ranks: D2H alone capped at 1500 / 2 = 750 B/us, its fixed cost
+  // slowed with it (2 / 0.75); beside D2H, 750 + 800 scaled to the host's
+  // 1200 / 2 = 600 together: H2D at 309.7 B/us, 0.387 of its rate.
+  device.ranksPerHost = 2;
+  PlannedCopyCosts two = plannedCopyCosts(device);
+  EXPECT_DOUBLE_EQ(two.d2hUs(7500), 10.0 + 2.0 / 0.75);
+  EXPECT_DOUBLE_EQ(two.h2dUs(6000), (6.0 + 3.0) / (0.8 * 600.0 / 1550.0));
+  // The simulator charges a lone offload the same.
+  Schedule s;
+  s.ops = {copyOp(ScheduleOpKind::Offload, 7500)};
+  llvm::Expected<SimResult> r = simulate(s, device);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->stepUs, two.d2hUs(7500));
+  // No host figures: the lone rates.
+  PlannedCopyCosts plain = plannedCopyCosts(copyDevice());
+  EXPECT_DOUBLE_EQ(plain.d2hUs(1000), 1.0);
+  EXPECT_DOUBLE_EQ(plain.h2dUs(1000), 2.0);
+}
+
 } // namespace

@@ -54,8 +54,8 @@ public:
     /// A checkpoint (ActivationInfo::checkpoint): the backward does not read
     /// it, only the recompute chains that run through it do.
     bool checkpoint = false;
-    /// Copy times: D2H at the profile's D2H rate, H2D at its H2D rate
-    /// times duplexFactor (as the planner's placement assumes).
+    /// Copy times as the planner's placement charges them
+    /// (lethe::plannedCopyCosts).
     double d2hUs = 0.0;
     double h2dUs = 0.0;
     /// Recompute chain and the activations it reads; the view nodes re-run

@@ -127,6 +127,32 @@ struct SimResult {
 bool copiesContendWithCollectives(const DeviceProfile &device,
                                   double threshold = 1.05);
 
+/// What one host copy costs where the planner places copies (placement,
+/// copy model, exact model, lethe-schedule's prefetch placement): the rates
+/// lethe::simulate gives the same situation, so that a plan's copies are
+/// placed by the time they will take. An offload runs alone on the host
+/// link (the forward's D2H copies); a prefetch runs beside an offload (the
+/// duplex figure: the backward's H2D copies meet the last D2H ones); each
+/// is capped at this rank's share of what the host reaches
+/// (DeviceProfile::ranksPerHost and the host_* figures) and pays its
+/// direction's fixed cost.
+struct PlannedCopyCosts {
+  double d2hBytesPerSec = 0.0;
+  double h2dBytesPerSec = 0.0;
+  double d2hFixedUs = 0.0;
+  double h2dFixedUs = 0.0;
+  /// Whether both directions have a positive rate (offload is possible).
+  bool canCopy() const { return d2hBytesPerSec > 0 && h2dBytesPerSec > 0; }
+  /// Microseconds one copy of `bytes` takes.
+  double d2hUs(int64_t bytes) const {
+    return static_cast<double>(bytes) / d2hBytesPerSec * 1e6 + d2hFixedUs;
+  }
+  double h2dUs(int64_t bytes) const {
+    return static_cast<double>(bytes) / h2dBytesPerSec * 1e6 + h2dFixedUs;
+  }
+};
+PlannedCopyCosts plannedCopyCosts(const DeviceProfile &device);
+
 /// How host copies share time with collectives in a scheduled program.
 enum class CopyContention { Overlap, Yield, Separate };
 llvm::StringRef stringifyCopyContention(CopyContention mode);

@@ -12,6 +12,7 @@
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
+#include "lethe/Simulator/Simulator.h"
 
 #include <algorithm>
 #include <limits>
@@ -50,7 +51,10 @@ PrefetchPlacementStats
 lethe::placePrefetches(func::FuncOp func, const DeviceProfile &device,
                        std::optional<int64_t> budgetBytes) {
   PrefetchPlacementStats stats;
-  if (!(device.h2dBytesPerSec > 0.0))
+  // Copies take what the planner placed them by (and the simulator
+  // charges): the rank's share of the host link, the fixed cost.
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  if (!copy.canCopy())
     return stats;
   // The waits of the prefetches are re-made for their new places by
   // lethe-schedule; those made for a prefetch alone go with it.
@@ -136,7 +140,7 @@ lethe::placePrefetches(func::FuncOp func, const DeviceProfile &device,
     for (Operation *user : prefetch.getResult().getUsers())
       c.reader = std::min(c.reader, slotOfUser(user));
     c.bytes = getTypeBytes(prefetch.getResult().getType());
-    c.copyUs = static_cast<double>(c.bytes) / device.h2dBytesPerSec * 1e6;
+    c.copyUs = copy.h2dUs(c.bytes);
     c.deadlineUs = startUs[c.reader];
     // Not before the device buffer it restores is released (or, if it is
     // not, before its host copy is issued).

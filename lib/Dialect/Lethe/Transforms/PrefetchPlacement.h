@@ -27,13 +27,13 @@ struct PrefetchPlacementStats {
 };
 
 /// Places the prefetches of `func` (a materialized program, before stream
-/// synchronisation is added): copies queue FIFO on the H2D stream at the
-/// device's H2D bandwidth; walking deadlines backwards, each copy ends before
-/// its first reader and before the next copy starts, and is issued after the
-/// last compute op predicted to end by its start, but never before the
-/// release of the device buffer it restores, nor where the bytes live would
-/// exceed `budgetBytes`. A prefetch's own `await` is dropped (lethe-schedule
-/// adds the waits the new position needs).
+/// synchronisation is added): copies queue FIFO on the H2D stream, each
+/// taking lethe::plannedCopyCosts' H2D time; walking deadlines backwards, each
+/// copy ends before its first reader and before the next copy starts, and is
+/// issued after the last compute op predicted to end by its start, but never
+/// before the release of the device buffer it restores, nor where the bytes
+/// live would exceed `budgetBytes`. A prefetch's own `await` is dropped
+/// (lethe-schedule adds the waits the new position needs).
 PrefetchPlacementStats placePrefetches(mlir::func::FuncOp func,
                                        const DeviceProfile &device,
                                        std::optional<int64_t> budgetBytes);

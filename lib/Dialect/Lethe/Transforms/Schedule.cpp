@@ -213,8 +213,8 @@ struct ScheduleProgramPass
         std::optional<int64_t> budget;
         if (auto attr = module->getAttrOfType<IntegerAttr>(attrs::kBudgetBytes))
           budget = attr.getInt();
-        PrefetchPlacementStats placed =
-            lethe::placePrefetches(func, *profile, budget);
+        PrefetchPlacementStats placed = lethe::placePrefetches(
+            func, deviceForFunction(*profile, func), budget);
         numPrefetchesMoved += placed.moved;
       }
       ProgramTraits traits = getTraits(func);

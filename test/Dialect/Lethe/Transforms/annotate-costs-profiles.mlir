@@ -1,6 +1,7 @@
 // RUN: lethe-opt %s --lethe-annotate-costs='device=%S/Inputs/toy-profile.json' | FileCheck %s --check-prefix=TOY
 // RUN: lethe-opt %s --lethe-annotate-costs='device=h100' | FileCheck %s --check-prefix=H100
 // RUN: lethe-opt %s --lethe-annotate-costs='device=h200-pcie' | FileCheck %s --check-prefix=PCIE
+// RUN: lethe-opt %s --lethe-annotate-costs='device=%S/Inputs/toy-collective-fixed.json' | FileCheck %s --check-prefix=FIXED
 
 // A user's profile (Inputs/toy-profile.json: bf16 100 TFLOP/s, f32 1,
 // HBM 1 TB/s, launch 5 us, views free) and two built-in ones.
@@ -20,6 +21,12 @@ func.func @step(%a: tensor<1024x1024xbf16>, %b: tensor<1024x1024xf32>) {
   // An all-reduce over 4 ranks moves 2*(4-1)/4 of its 2 MiB buffer:
   // 3,145,728 B over the PCIe path at 25.2 GB/s = 124.830 us + 3.2.
   // PCIE: lethe.collective all_reduce {{.*}} time_us = 1.280160e+02 : f64
+  // Without a peer link the toy device moves it at 10 GB/s: 314.573 us,
+  // + 5 us launch; with a fixed cost per collective
+  // (Inputs/toy-collective-fixed.json: collective_fixed_us 20, what
+  // lethe-calibrate fits to the all-gather) that cost replaces the launch.
+  // TOY: lethe.collective all_reduce {{.*}} time_us = 3.195730e+02 : f64
+  // FIXED: lethe.collective all_reduce {{.*}} time_us = 3.345730e+02 : f64
   %3 = lethe.collective all_reduce %a group [0, 1, 2, 3] bwd : tensor<1024x1024xbf16> -> tensor<1024x1024xbf16>
   return
 }
