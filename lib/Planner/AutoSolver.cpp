@@ -210,7 +210,7 @@ struct Member {
 /// (swapCostly); bounded because each try is a greedy run.
 constexpr size_t kRestartSwaps = 32;
 /// How many levels below probeBelow looks.
-constexpr unsigned kProbeLevels = 6;
+constexpr unsigned kProbeLevels = 3;
 /// Ladder levels built below the first one that fits the budget.
 constexpr unsigned kLookBelow = 3;
 
