@@ -203,10 +203,16 @@ struct Member {
   std::vector<CopyHint> hints;
   int64_t peak = 0;
   double step = 0.0;
-  /// Running maximum of `step` along the ladder.
-  double key = 0.0;
   unsigned level = 0;
 };
+
+/// Recomputes tried back as retained after the ladder restarts from a seed
+/// (swapCostly); bounded because each try is a greedy run.
+constexpr size_t kRestartSwaps = 32;
+/// How many levels below probeBelow looks.
+constexpr unsigned kProbeLevels = 3;
+/// Ladder levels built below the first one that fits the budget.
+constexpr unsigned kLookBelow = 3;
 
 class Solver {
 public:
@@ -256,10 +262,44 @@ private:
                      const Placement &placement) const;
   /// Greedy until the peak is <= level. False when stuck.
   llvm::Expected<bool> reduceTo(int64_t level);
-  llvm::Error polish(int64_t level);
+  /// Undoes decisions the level no longer needs; true if the step got
+  /// faster.
+  llvm::Expected<bool> polish(int64_t level);
+  /// Polishes until the step stops improving (a plan far from the level,
+  /// such as a seed the ladder restarts from, needs several rounds).
+  llvm::Error polishFully(int64_t level);
+  /// A seed the ladder restarts from recomputes far more than the level
+  /// needs, and polishing only undoes what nothing replaces: polish, then
+  /// try the costly recomputes against free offloads too, until the step
+  /// stops improving.
+  llvm::Error improveRestart(int64_t level);
+  /// What the ladder's next levels would do, brought back to this one: the
+  /// greedy down to each of the kProbeLevels levels below, then polished
+  /// at this level (which undoes trades and recomputes the lower picks make
+  /// unnecessary); the fastest result that holds the level is kept.
+  llvm::Error probeBelow(int64_t level);
+  /// Replaces copy-time trades by decisions that hide their copies where
+  /// that holds the level and is faster.
+  llvm::Error replaceTrades(int64_t level);
+  /// Snapshot of the current plan.
+  struct State {
+    std::vector<Decision> decisions;
+    std::vector<CopyHint> hints;
+    Evaluation eval;
+    int64_t offloaded = 0;
+  };
+  State save() const {
+    return {current, currentHints, currentEval, offloadedBytes};
+  }
+  void restore(State state) {
+    current = std::move(state.decisions);
+    currentHints = std::move(state.hints);
+    currentEval = std::move(state.eval);
+    offloadedBytes = state.offloaded;
+  }
   /// Swaps the costliest recomputes for free decisions where that holds the
   /// level (small graphs only: it costs a few evaluations per level).
-  llvm::Error swapCostly(int64_t level);
+  llvm::Error swapCostly(int64_t level, size_t tries = 3);
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
   std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
                       const Evaluation &eval);
@@ -292,6 +332,10 @@ private:
   int64_t offloadedBytes = 0;
   /// While set, candidatesAt offers only candidates that cost no time.
   bool freeOnly = false;
+  /// While set, candidatesAt offers no copy-time trades.
+  bool noTrades = false;
+  /// Spacing of the ladder's levels in bytes.
+  int64_t stepBytes = 1;
 };
 
 } // namespace
@@ -370,6 +414,24 @@ void Solver::computeRecompute(Candidate &c, const Placement &placement,
           r != act.storage)
         c.chainExtra += analysis.getStorages()[s].bytes;
     }
+  }
+  // The chain reads its inputs at c.restore: an offloaded input restored
+  // later must now be back by then, and its H2D copy (placed to end just
+  // before its own restore point) is exposed where it cannot end in time.
+  // Unpriced, such a recompute looks free of copy cost and the next level's
+  // polish, finding it undone faster, makes a smaller budget faster.
+  double h2dRate = device.h2dBytesPerSec;
+  for (ValueId input : act.recomputeInputs) {
+    int32_t b = analysis.activationIndex(input);
+    if (b < 0 || placement.decisions[b].decision != Decision::Offload ||
+        placement.decisions[b].firstBackwardUse <= c.restore)
+      continue;
+    double h2dUs = static_cast<double>(acts[b].bytes) / h2dRate * 1e6;
+    double earliestEnd =
+        std::max(placement.d2hEndUs[b],
+                 placement.nodeEndUs[placement.decisions[b].releaseAfter]) +
+        h2dUs;
+    c.costUs += std::max(0.0, earliestEnd - placement.chainStartUs[c.restore]);
   }
 }
 
@@ -536,7 +598,7 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
       cannotHide.push_back(a);
   }
   // Trading copy time for memory only where nothing else frees `op`.
-  if (result.empty() && batch.offloadScratch.empty()) {
+  if (result.empty() && batch.offloadScratch.empty() && !noTrades) {
     for (int32_t a : cannotHide) {
       if (trades >= tradeLimit)
         break;
@@ -693,7 +755,8 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
   return currentEval.peakBytes <= level;
 }
 
-llvm::Error Solver::polish(int64_t level) {
+llvm::Expected<bool> Solver::polish(int64_t level) {
+  const double before = currentEval.stepUs;
   // Copy-time trades no longer needed: hide the copies again where the
   // level still holds (all at once, else the first half).
   std::vector<int32_t> trades;
@@ -739,7 +802,7 @@ llvm::Error Solver::polish(int64_t level) {
       order.push_back({-saving, static_cast<int32_t>(a)});
   }
   if (order.empty())
-    return llvm::Error::success();
+    return currentEval.stepUs < before;
   llvm::sort(order);
   Positions pos = index(currentEval);
   MaxTree tree;
@@ -773,11 +836,102 @@ llvm::Error Solver::polish(int64_t level) {
       break;
     }
   }
+  return currentEval.stepUs < before;
+}
+
+llvm::Error Solver::polishFully(int64_t level) {
+  // Each round reverts at most one batch; a few rounds reach a plan the
+  // level holds tight (rarely more than three).
+  const unsigned maxRounds = 8;
+  for (unsigned round = 0; round < maxRounds; ++round) {
+    llvm::Expected<bool> improved = polish(level);
+    if (!improved)
+      return improved.takeError();
+    if (!*improved)
+      break;
+  }
   return llvm::Error::success();
 }
 
-llvm::Error Solver::swapCostly(int64_t level) {
-  const size_t maxActivations = 256, tries = 3;
+llvm::Error Solver::improveRestart(int64_t level) {
+  const unsigned maxRounds = 4;
+  for (unsigned round = 0; round < maxRounds; ++round) {
+    double before = currentEval.stepUs;
+    if (llvm::Error err = polishFully(level))
+      return err;
+    if (llvm::Error err = swapCostly(level, kRestartSwaps))
+      return err;
+    if (!(currentEval.stepUs < before))
+      break;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Solver::probeBelow(int64_t level) {
+  const State start = save();
+  // The descent goes on level by level as the ladder would; each level's
+  // plan is polished back at this level on a copy.
+  State descent = start;
+  std::optional<State> best;
+  for (unsigned below = 1; below <= kProbeLevels; ++below) {
+    restore(std::move(descent));
+    llvm::Expected<bool> reached =
+        reduceTo(level - static_cast<int64_t>(below) * stepBytes);
+    if (!reached)
+      return reached.takeError();
+    descent = save();
+    if (llvm::Error err = polishFully(level))
+      return err;
+    if (currentEval.peakBytes <= level &&
+        currentEval.stepUs < (best ? best->eval.stepUs : start.eval.stepUs))
+      best = save();
+    if (!*reached)
+      break;
+  }
+  restore(best ? std::move(*best) : start);
+  return llvm::Error::success();
+}
+
+llvm::Error Solver::replaceTrades(int64_t level) {
+  bool anyTrade = false;
+  for (size_t a = 0; a < acts.size() && !anyTrade; ++a)
+    anyTrade =
+        current[a] == Decision::Offload && !(currentHints[a] == CopyHint());
+  if (!anyTrade)
+    // Copies the copy model took for hidden and the simulation exposes:
+    // the levels below often hide them again.
+    return currentEval.exposedCopyUs > 0.0 ? probeBelow(level)
+                                           : llvm::Error::success();
+  // A trade is taken where nothing else frees its op at the time; picks made
+  // later at other ops often free it too, and then hiding its copies again
+  // is faster. Without this, the next level's polish finds that plan and a
+  // smaller budget gets a faster plan than this one.
+  State saved = save();
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (current[a] == Decision::Offload)
+      currentHints[a] = CopyHint();
+  llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+  if (!eval)
+    return eval.takeError();
+  currentEval = std::move(*eval);
+  noTrades = true;
+  llvm::Expected<bool> reached = reduceTo(level);
+  noTrades = false;
+  if (!reached)
+    return reached.takeError();
+  if (*reached) {
+    if (llvm::Error err = polishFully(level))
+      return err;
+    if (currentEval.stepUs < saved.eval.stepUs)
+      return llvm::Error::success();
+  }
+  restore(std::move(saved));
+  // Else the picks of the levels below may free the trades' ops.
+  return probeBelow(level);
+}
+
+llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
+  const size_t maxActivations = 256;
   if (acts.size() > maxActivations)
     return llvm::Error::success();
   const Placement &placement = currentEval.placement;
@@ -884,12 +1038,11 @@ llvm::Expected<AutoSolution> Solver::solve() {
     m.hints = currentHints;
     m.peak = currentEval.peakBytes;
     m.step = currentEval.stepUs;
-    m.key = ladder.empty() ? m.step : std::max(ladder.back().key, m.step);
     m.level = level;
     ladder.push_back(std::move(m));
   };
   record(0);
-  const int64_t stepBytes = std::max<int64_t>(
+  stepBytes = std::max<int64_t>(
       1, static_cast<int64_t>(std::llround(solverOptions.levelStep *
                                            static_cast<double>(baselinePeak))));
   // Seeds first: the ladder falls back on them where the greedy is stuck.
@@ -900,7 +1053,15 @@ llvm::Expected<AutoSolution> Solver::solve() {
       return eval.takeError();
     seedEvals.push_back(std::move(*eval));
   }
-  for (unsigned j = 1; ladder.back().peak > budget; ++j) {
+  // The family's member i is the fastest of ladder plans i to i +
+  // kLookBelow (all fit level i): the greedy is path-dependent, and a plan a
+  // few levels down is at times faster than the one found at the level. So
+  // the ladder is built kLookBelow plans past the first that fits.
+  std::optional<size_t> firstFit;
+  if (ladder.back().peak <= budget)
+    firstFit = 0;
+  for (unsigned j = 1; !firstFit || ladder.size() <= *firstFit + kLookBelow;
+       ++j) {
     int64_t level = baselinePeak - static_cast<int64_t>(j) * stepBytes;
     if (level < 0)
       break;
@@ -910,30 +1071,48 @@ llvm::Expected<AutoSolution> Solver::solve() {
     if (!reached)
       return reached.takeError();
     if (!*reached) {
-      // Stuck: carry on from the fastest seed that fits this level (the
-      // greedy only adds decisions and cannot reshape a plan the way a
-      // layer policy does).
+      // Stuck: carry on from the seed that fits this level and is fastest
+      // once improved at it (the greedy only adds decisions and cannot
+      // reshape a plan the way a layer policy does). Judged by its raw
+      // step time, a seed far below the level (full) lost to one that
+      // improves less, and a few levels down the ladder found the faster
+      // plan: a smaller budget was faster.
       std::optional<size_t> pick;
-      for (size_t i = 0; i < seeds.size(); ++i)
-        if (seedEvals[i].peakBytes <= level &&
-            seedEvals[i].hostPeakBytes <= options.hostBudgetBytes &&
-            (!pick || seedEvals[i].stepUs < seedEvals[*pick].stepUs))
+      std::optional<State> picked;
+      for (size_t i = 0; i < seeds.size(); ++i) {
+        if (seedEvals[i].peakBytes > level ||
+            seedEvals[i].hostPeakBytes > options.hostBudgetBytes)
+          continue;
+        current = seeds[i].decisions;
+        currentHints.assign(acts.size(), CopyHint());
+        currentEval = seedEvals[i];
+        offloadedBytes = 0;
+        for (size_t a = 0; a < acts.size(); ++a)
+          if (current[a] == Decision::Offload)
+            offloadedBytes += acts[a].bytes;
+        if (llvm::Error err = improveRestart(level))
+          return std::move(err);
+        if (!picked || currentEval.stepUs < picked->eval.stepUs) {
           pick = i;
+          picked = save();
+        }
+      }
       if (!pick)
         break;
-      current = seeds[*pick].decisions;
-      currentHints.assign(acts.size(), CopyHint());
-      currentEval = seedEvals[*pick];
-      offloadedBytes = 0;
-      for (size_t a = 0; a < acts.size(); ++a)
-        if (current[a] == Decision::Offload)
-          offloadedBytes += acts[a].bytes;
+      restore(std::move(*picked));
+      if (llvm::Error err = probeBelow(level))
+        return std::move(err);
     }
-    if (llvm::Error err = polish(level))
+    llvm::Expected<bool> polished = polish(level);
+    if (!polished)
+      return polished.takeError();
+    if (llvm::Error err = replaceTrades(level))
       return std::move(err);
     if (llvm::Error err = swapCostly(level))
       return std::move(err);
     record(j);
+    if (!firstFit && ladder.back().peak <= budget)
+      firstFit = ladder.size() - 1;
   }
   solution.levels = static_cast<unsigned>(ladder.size());
 
@@ -956,7 +1135,9 @@ llvm::Expected<AutoSolution> Solver::solve() {
   solution.leastPeakBytes = least;
 
   // The fastest member that fits: the first ladder member that fits (keys
-  // only grow along the ladder) against every fitting seed.
+  // only grow along the ladder) against every fitting seed. A member's key
+  // is the running maximum of the members' step times, so that the choice
+  // is that of a fixed family whatever the budget (docs/Planner.md).
   std::optional<Scored> best;
   auto consider = [&](Scored s) {
     if (!best || s.key < best->key ||
@@ -964,11 +1145,18 @@ llvm::Expected<AutoSolution> Solver::solve() {
          std::make_pair(s.rank, s.index) < std::make_pair(best->rank, best->index)))
       best = s;
   };
-  for (size_t j = 0; j < ladder.size(); ++j)
-    if (ladder[j].peak <= budget) {
-      consider({ladder[j].key, 0, j});
+  double key = 0.0;
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    size_t fastest = i;
+    for (size_t k = i + 1; k < ladder.size() && k <= i + kLookBelow; ++k)
+      if (ladder[k].step < ladder[fastest].step)
+        fastest = k;
+    key = std::max(key, ladder[fastest].step);
+    if (ladder[fastest].peak <= budget) {
+      consider({key, 0, fastest});
       break;
     }
+  }
   for (size_t i = 0; i < seeds.size(); ++i)
     if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
       consider({seedEvals[i].stepUs, 1, i});

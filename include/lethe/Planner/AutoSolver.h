@@ -11,7 +11,9 @@
 //   cheapest freed-bytes candidate: offload when its copies hide in the
 //   D2H/H2D windows, else the recompute with the least marginal chain time,
 //   shared sub-chains counted once), then undoes decisions no longer needed
-//   for L_j; every level's plan is a member;
+//   for L_j (and probes the levels below where copies are exposed or the
+//   greedy was stuck); a member is the fastest of four consecutive level
+//   plans;
 // - seeds: plans of the fixed policies, evaluated the same way.
 // Because neither the ladder nor the seeds depend on the budget, the peak of
 // the chosen plan can only fall as the budget falls, and `auto` is never
