@@ -213,6 +213,49 @@ def run_graph(build, graph, budgets):
     return row
 
 
+def largest_working_set(graph):
+    """The op that needs the most step-allocated bytes at once: the distinct
+    storages it reads and writes (views and in-place results share their
+    input's; graph inputs are resident, outside the budget). No plan can
+    peak below it (bytes unaligned: a lower bound on Lethe's aligned
+    figure). Returns (bytes, op name)."""
+    with open(graph) as f:
+        nodes = json.load(f)["nodes"]
+    by_id = {n["id"]: n for n in nodes}
+    root = {}  # (node, output) -> (storage key, bytes); None for inputs
+
+    def storage(ref):
+        ref = tuple(ref)
+        if ref not in root:
+            node = by_id[ref[0]]
+            if node.get("kind") != "op":
+                root[ref] = None
+            else:
+                out = node["outputs"][ref[1]]
+                alias = out.get("alias")
+                root[ref] = (storage(node["inputs"][alias])
+                             if alias is not None else (ref, out["bytes"]))
+        return root[ref]
+
+    best = (0, None)
+    for n in nodes:
+        if n.get("kind") != "op":
+            continue
+        held = {}
+        for ref in n["inputs"]:
+            s = storage(ref)
+            if s:
+                held[s[0]] = s[1]
+        for k in range(len(n["outputs"])):
+            s = storage((n["id"], k))
+            if s:
+                held[s[0]] = s[1]
+        total = sum(held.values())
+        if total > best[0]:
+            best = (total, n["name"])
+    return best
+
+
 def fmt_bytes(b):
     return f"{b / 2**30:.2f}" if b is not None else "-"
 
@@ -266,11 +309,26 @@ def main():
                    help="which failed properties make the exit status 1: "
                    "all, or only plan/compile agreement and peaks within "
                    "budget (compile)")
+    p.add_argument("--least-vs-working-set", action="store_true",
+                   help="only compare each graph's least budget with its "
+                   "largest single-op working set (issue 16's target)")
     args = p.parse_args()
     budgets = args.budgets.split(",")
     graphs = sorted({g for pattern in args.graphs for g in glob.glob(pattern)})
     if not graphs:
         p.error(f"no graph matches {args.graphs}")
+    if args.least_vs_working_set:
+        lines = ["| graph | least GiB | largest op working set GiB (op) "
+                 "| least / working set |", "|---|---:|---|---:|"]
+        for g in graphs:
+            least = least_budget(args.build, g)
+            ws, op = largest_working_set(g)
+            lines.append(
+                f"| {os.path.basename(g)[len('graph_'):-len('.json')]} | "
+                f"{fmt_bytes(least)} | {fmt_bytes(ws)} ({op}) | "
+                + (f"{least / ws:.2f}" if least and ws else "-") + " |")
+        print("\n".join(lines))
+        return 0
     start = time.perf_counter()
     rows = [run_graph(args.build, g, budgets) for g in graphs]
     text = table(rows, budgets)
