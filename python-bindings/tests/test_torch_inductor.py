@@ -557,6 +557,8 @@ class _FakePartitioner:
         self.compiles, self.records = 0, []
         self.peak_correction, self.time_scale = 0, 1.0
         self.allow_provisional = False
+        self.offload = False
+        self.offloads = []  # what a plan offloads while offload is on
 
     def set_peak_correction(self, c):
         self.peak_correction = c
@@ -573,15 +575,19 @@ class _FakePartitioner:
             c, provisional = self.least - 1000, True
         plan = SimpleNamespace(peak_bytes=self.plan_peak(c),
                                step_us=10000.0, budget_bytes=1000)
-        self.records.append(SimpleNamespace(plan=plan, provisional=provisional,
-                                            measured={"library_us": 0.0}))
+        self.records.append(SimpleNamespace(
+            plan=plan, provisional=provisional, measured={"library_us": 0.0},
+            offloaded=list(self.offloads) if self.offload else []))
         self.compiles += 1
 
 
-def _calibrator(monkeypatch, plan_peak, least=None, provisional=False):
+def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
+                offloads=()):
     from types import SimpleNamespace
     from lethe import _calibrate
     p = _FakePartitioner(plan_peak, least)
+    if offloads:
+        p.offload, p.offloads = "auto", list(offloads)
     p.allow_provisional = provisional
     backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
                               calibrated_plan=None)
@@ -635,6 +641,28 @@ def test_calibration_near_the_least_runs_the_least_instead_of_failing(
         warnings.simplefilter("error")
         assert not cal.on_step(Measurement(1150, 10.0))
     assert report["reverted"] and "unmet" not in report
+
+
+def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The plan offloads and runs 13 ms against 10 predicted (copies cost
+    # more under inductor than modelled): the re-plan is recompute-only,
+    # kernels unscaled; it runs 11 ms and is kept. Were it slower, the
+    # offloading plan would come back.
+    for recompute_ms, kept in ((11.0, "plan 2"), (14.0, "first plan")):
+        cal, p, report, compiled = _calibrator(
+            monkeypatch, lambda c: 1000 + c, offloads=["h"])
+        assert p.records[0].offloaded == ["h"]
+        assert cal.on_step(Measurement(1000, 13.0))
+        assert p.offload is False and p.time_scale == 1.0
+        assert report["offload_compared"]
+        p.compile()
+        assert p.records[-1].offloaded == []
+        assert not cal.on_step(Measurement(990, recompute_ms))
+        assert compiled.dynamo_ctx == kept
+        assert (p.offload == "auto") == (kept == "first plan")
+        assert bool(report.get("offload_kept")) == (kept == "first plan")
 
 
 def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
