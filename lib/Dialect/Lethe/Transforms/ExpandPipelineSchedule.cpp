@@ -10,7 +10,6 @@
 
 #include "lethe/Analysis/PipelinePartition.h"
 #include "lethe/Analysis/Program.h"
-#include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 
@@ -19,15 +18,10 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 
-#include <limits>
 #include <map>
 #include <numeric>
-#include <set>
-#include <tuple>
 
 namespace lethe {
 #define GEN_PASS_DEF_EXPANDPIPELINESCHEDULE
