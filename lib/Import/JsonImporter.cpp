@@ -13,6 +13,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Import/Diagnostics.h"
 #include "lethe/Import/ImportCommon.h"
+#include "lethe/Import/JsonLocations.h"
 #include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,7 +27,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <cmath>
@@ -39,192 +39,14 @@ static llvm::StringMap<Type> buildElementTypes(MLIRContext *context);
 
 namespace {
 
-/// Deeper JSON is refused before parsing: llvm::json parses recursively, and
-/// real graphs nest about 6 levels.
-constexpr unsigned kMaxNesting = kMaxJsonNesting;
-
-/// The offset of the first bracket nested deeper than kMaxNesting, if any.
-/// Brackets inside strings do not count. On invalid JSON the count may be
-/// off after the first error, but never on the prefix the parser accepts,
-/// which is what bounds the parser's recursion.
-std::optional<size_t> findExcessiveNesting(StringRef text) {
-  unsigned depth = 0;
-  bool inString = false;
-  for (size_t i = 0, e = text.size(); i < e; ++i) {
-    char c = text[i];
-    if (inString) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxNesting)
-        return i;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return std::nullopt;
-}
-
 /// Where the elements of the top-level "nodes" and "saved" arrays start.
 struct ElementOffsets {
   std::vector<size_t> nodes, saved;
 };
 
-/// Finds where each element of the top-level "nodes" and "saved" arrays
-/// starts, so that every node and saved entry gets a file:line:col location.
-/// Runs on text that has already parsed, so it only needs to skip values,
-/// not to validate them.
-class NodeOffsetScanner {
-public:
-  explicit NodeOffsetScanner(StringRef text) : text(text) {}
-
-  ElementOffsets scan() {
-    ElementOffsets result;
-    scan([&](StringRef key) -> std::vector<size_t> * {
-      return key == "nodes"   ? &result.nodes
-             : key == "saved" ? &result.saved
-                              : nullptr;
-    });
-    return result;
-  }
-
-  /// Fills the vector `select` returns for each top-level key (none: the
-  /// field is skipped) with where that array field's elements start.
-  void scan(llvm::function_ref<std::vector<size_t> *(StringRef)> select) {
-    skipSpace();
-    if (!consume('{'))
-      return;
-    while (pos < text.size()) {
-      skipSpace();
-      if (consume('}'))
-        break;
-      consume(',');
-      skipSpace();
-      size_t keyStart = pos + 1;
-      skipString();
-      StringRef key = text.slice(keyStart, pos - 1);
-      skipSpace();
-      consume(':');
-      skipSpace();
-      // A repeated key: llvm::json keeps the last one.
-      std::vector<size_t> *offsets = select(key);
-      if (offsets && peek() == '[') {
-        offsets->clear();
-        ++pos;
-        while (pos < text.size()) {
-          skipSpace();
-          if (consume(']'))
-            break;
-          consume(',');
-          skipSpace();
-          offsets->push_back(pos);
-          skipValue();
-        }
-        continue;
-      }
-      skipValue();
-    }
-  }
-
-private:
-  char peek() const { return pos < text.size() ? text[pos] : '\0'; }
-  bool consume(char c) {
-    if (peek() != c)
-      return false;
-    ++pos;
-    return true;
-  }
-  void skipSpace() {
-    while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\n' ||
-                                 text[pos] == '\t' || text[pos] == '\r'))
-      ++pos;
-  }
-  void skipString() {
-    ++pos; // the opening quote
-    while (pos < text.size() && text[pos] != '"')
-      pos += text[pos] == '\\' ? 2 : 1;
-    ++pos;
-  }
-  /// Skips one value; nesting is tracked with a counter, not recursion.
-  void skipValue() {
-    unsigned depth = 0;
-    do {
-      skipSpace();
-      char c = peek();
-      if (c == '"') {
-        skipString();
-      } else if (c == '[' || c == '{') {
-        ++depth;
-        ++pos;
-      } else if (c == ']' || c == '}') {
-        if (depth == 0)
-          return;
-        --depth;
-        ++pos;
-      } else if (c == ',' || c == ':') {
-        if (depth == 0)
-          return;
-        ++pos;
-      } else if (c == '\0') {
-        return;
-      } else {
-        while (pos < text.size() &&
-               !StringRef(",:]} \n\t\r").contains(text[pos]))
-          ++pos;
-      }
-    } while (depth > 0 && pos < text.size());
-  }
-
-  StringRef text;
-  size_t pos = 0;
-};
-
 enum class Role { Placeholder, Op, Output };
 
 } // namespace
-
-std::optional<size_t> lethe::findExcessiveJsonNesting(StringRef text) {
-  return findExcessiveNesting(text);
-}
-
-std::vector<size_t> lethe::findTopLevelArrayElements(StringRef text,
-                                                     StringRef key) {
-  std::vector<size_t> offsets;
-  NodeOffsetScanner(text).scan(
-      [&](StringRef field) { return field == key ? &offsets : nullptr; });
-  return offsets;
-}
-
-Location lethe::locationInText(MLIRContext *context, StringRef fileName,
-                               StringRef text, size_t offset) {
-  offset = std::min(offset, text.size());
-  StringRef before = text.take_front(offset);
-  unsigned line = 1 + before.count('\n');
-  size_t lineStart = before.rfind('\n');
-  unsigned column = static_cast<unsigned>(
-      offset - (lineStart == StringRef::npos ? 0 : lineStart + 1) + 1);
-  return FileLineColLoc::get(context, fileName, line, column);
-}
-
-Location lethe::jsonParseErrorLocation(MLIRContext *context, StringRef fileName,
-                                       std::string &message) {
-  // ParseError prints "[line:col, byte=N]: message".
-  SmallVector<StringRef, 4> groups;
-  llvm::Regex pattern("^\\[([0-9]+):([0-9]+), byte=[0-9]+\\]: (.*)$");
-  if (!pattern.match(message, &groups))
-    return FileLineColLoc::get(context, fileName, 0, 0);
-  unsigned line = 0, column = 0;
-  groups[1].getAsInteger(10, line);
-  groups[2].getAsInteger(10, column);
-  message = groups[3].str();
-  return FileLineColLoc::get(context, fileName, line, column);
-}
 
 namespace {
 
@@ -270,12 +92,13 @@ public:
   GraphJsonImporter(StringRef text, StringRef fileName, MLIRContext *context)
       : text(text), context(context),
         fileName(StringAttr::get(context, fileName)),
+        locator(this->fileName, text),
         elementTypes(buildElementTypes(context)) {}
 
   OwningOpRef<ModuleOp> import();
 
 private:
-  Location locationAt(size_t offset);
+  Location locationAt(size_t offset) { return locator.at(offset); }
   InFlightDiagnostic nodeError(const NodeRecord &node) {
     InFlightDiagnostic diag = emitError(node.loc) << "node " << node.id;
     if (!node.name.empty())
@@ -302,10 +125,9 @@ private:
   StringRef text;
   MLIRContext *context;
   StringAttr fileName;
+  TextLocator locator;
   llvm::StringMap<Type> elementTypes;
   ElementOffsets offsets;
-  /// Line starts, computed on first use.
-  std::vector<size_t> lineStarts;
   std::vector<NodeRecord> nodes;
   DenseMap<int64_t, unsigned> positionOfId;
   /// Saved output indices per node position.
@@ -313,20 +135,6 @@ private:
 };
 
 } // namespace
-
-Location GraphJsonImporter::locationAt(size_t offset) {
-  if (lineStarts.empty()) {
-    lineStarts.push_back(0);
-    for (size_t i = 0, e = text.size(); i < e; ++i)
-      if (text[i] == '\n')
-        lineStarts.push_back(i + 1);
-  }
-  auto it = std::upper_bound(lineStarts.begin(), lineStarts.end(), offset);
-  size_t line = static_cast<size_t>(it - lineStarts.begin());
-  size_t column = offset - *(it - 1) + 1;
-  return FileLineColLoc::get(fileName, static_cast<unsigned>(line),
-                             static_cast<unsigned>(column));
-}
 
 /// The element types of JSON dtypes (PyTorch names, with or without the
 /// `torch.` prefix).
@@ -835,16 +643,16 @@ void GraphJsonImporter::nameGradients(
       continue;
     const NodeRecord &param = nodes[it->second];
     if (param.role == Role::Placeholder && param.inputKind == "param")
-      gradientOf.push_back({firstResult + static_cast<unsigned>(*input),
-                            StringRef(param.name)});
+      gradientOf.push_back(
+          {firstResult + static_cast<unsigned>(*input), StringRef(param.name)});
   }
 }
 
 OwningOpRef<ModuleOp> GraphJsonImporter::import() {
   context->loadDialect<LetheDialect, func::FuncDialect>();
-  if (std::optional<size_t> at = findExcessiveNesting(text)) {
-    emitError(locationAt(*at))
-        << "malformed JSON: nested deeper than " << kMaxNesting << " levels";
+  if (std::optional<size_t> at = findExcessiveJsonNesting(text)) {
+    emitError(locationAt(*at)) << "malformed JSON: nested deeper than "
+                               << kMaxJsonNesting << " levels";
     return nullptr;
   }
   llvm::Expected<json::Value> parsed = json::parse(text);
@@ -870,7 +678,11 @@ OwningOpRef<ModuleOp> GraphJsonImporter::import() {
                                 "least one node";
     return nullptr;
   }
-  offsets = NodeOffsetScanner(text).scan();
+  StringRef arrays[] = {"nodes", "saved"};
+  SmallVector<std::vector<size_t>, 2> found =
+      findTopLevelArrayElements(text, arrays);
+  offsets.nodes = std::move(found[0]);
+  offsets.saved = std::move(found[1]);
   if (offsets.nodes.size() != nodeList->size())
     offsets.nodes.clear();
 

@@ -2,7 +2,7 @@
 
 #include "lethe/Import/PlanImporter.h"
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
-#include "lethe/Import/ImportCommon.h"
+#include "lethe/Import/JsonLocations.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Support/Files.h"
 

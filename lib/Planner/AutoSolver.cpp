@@ -13,9 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lethe/Planner/AutoSolver.h"
-
-#include "CopyModel.h"
+#include "AutoSolverImpl.h"
 #include "PlannerUtils.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -29,130 +27,11 @@
 #include <optional>
 
 using namespace lethe;
+using namespace lethe::autosolver;
 using planner::humanBytes;
 using planner::humanUs;
 
 namespace {
-
-/// Range add, range max with the leftmost argmax.
-class MaxTree {
-public:
-  void build(llvm::ArrayRef<int64_t> values) {
-    size = std::max<size_t>(1, values.size());
-    maxv.assign(4 * size, std::numeric_limits<int64_t>::min());
-    lazy.assign(4 * size, 0);
-    arg.assign(4 * size, 0);
-    if (!values.empty())
-      buildNode(1, 0, size - 1, values);
-  }
-  void add(size_t lo, size_t hi, int64_t delta) {
-    if (lo > hi || hi >= size)
-      return;
-    addNode(1, 0, size - 1, lo, hi, delta);
-  }
-  int64_t max() const { return maxv[1]; }
-  size_t argmax() const { return arg[1]; }
-  int64_t maxIn(size_t lo, size_t hi) {
-    if (lo > hi || hi >= size)
-      return std::numeric_limits<int64_t>::min();
-    return queryNode(1, 0, size - 1, lo, hi);
-  }
-
-private:
-  void pull(size_t node) {
-    size_t l = 2 * node, r = 2 * node + 1;
-    if (maxv[l] >= maxv[r]) {
-      maxv[node] = maxv[l];
-      arg[node] = arg[l];
-    } else {
-      maxv[node] = maxv[r];
-      arg[node] = arg[r];
-    }
-    maxv[node] += lazy[node];
-  }
-  void buildNode(size_t node, size_t lo, size_t hi,
-                 llvm::ArrayRef<int64_t> values) {
-    if (lo == hi) {
-      maxv[node] = values[lo];
-      arg[node] = lo;
-      return;
-    }
-    size_t mid = (lo + hi) / 2;
-    buildNode(2 * node, lo, mid, values);
-    buildNode(2 * node + 1, mid + 1, hi, values);
-    pull(node);
-  }
-  void addNode(size_t node, size_t lo, size_t hi, size_t ql, size_t qh,
-               int64_t delta) {
-    if (qh < lo || hi < ql)
-      return;
-    if (ql <= lo && hi <= qh) {
-      maxv[node] += delta;
-      lazy[node] += delta;
-      return;
-    }
-    size_t mid = (lo + hi) / 2;
-    addNode(2 * node, lo, mid, ql, qh, delta);
-    addNode(2 * node + 1, mid + 1, hi, ql, qh, delta);
-    pull(node);
-  }
-  int64_t queryNode(size_t node, size_t lo, size_t hi, size_t ql, size_t qh) {
-    if (qh < lo || hi < ql)
-      return std::numeric_limits<int64_t>::min();
-    if (ql <= lo && hi <= qh)
-      return maxv[node];
-    size_t mid = (lo + hi) / 2;
-    int64_t best = std::max(queryNode(2 * node, lo, mid, ql, qh),
-                            queryNode(2 * node + 1, mid + 1, hi, ql, qh));
-    return best + lazy[node];
-  }
-
-  size_t size = 1;
-  std::vector<int64_t> maxv, lazy;
-  std::vector<size_t> arg;
-};
-
-/// Where things are in the current schedule.
-struct Positions {
-  std::vector<OpIndex> nodeOp;
-  /// First op of the recompute chain run before node i (nodeOp[i] if none).
-  std::vector<OpIndex> regionStart;
-  /// The node whose region an op belongs to (after-ops of node i belong to
-  /// node i + 1).
-  std::vector<NodeId> opNode;
-  /// Per activation: op that frees its produced buffer (last op if never).
-  std::vector<OpIndex> producedFree;
-  /// Per retained activation: the node before which it is needed again
-  /// after its forward life (its restore point if it were dropped).
-  std::vector<NodeId> needNode;
-  /// Per offloaded activation: its release and prefetch ops.
-  std::vector<OpIndex> releaseOp, prefetchOp;
-};
-
-struct Candidate {
-  int32_t act = -1;
-  Decision decision = Decision::Retain;
-  double costUs = 0.0;
-  int64_t bytes = 0;
-  /// Bytes freed at the op considered (the activation's bytes, less what
-  /// other offloads stop freeing there because of this one).
-  int64_t benefit = 0;
-  /// Tie-break for equal cost per byte: how hard the alternative is
-  /// (recompute time per byte for an offload; infinity if it cannot be
-  /// recomputed).
-  double difficulty = 0.0;
-  size_t gapBegin = 0, gapEnd = 0;
-  size_t chainPos = 0;
-  int64_t chainExtra = 0;
-  NodeId restore = -1;
-  /// Offload: the copy placement it needs (default: hidden copies).
-  CopyHint hint;
-  llvm::SmallVector<NodeId, 4> newChainNodes;
-
-  double score() const {
-    return costUs / static_cast<double>(std::max<int64_t>(1, benefit));
-  }
-};
 
 /// Candidate order: least time per freed byte, then recompute before
 /// offload (it uses no copy bandwidth), then hardest alternative first, then
@@ -170,34 +49,6 @@ bool betterCandidate(const Candidate &x, const Candidate &y) {
   return x.act < y.act;
 }
 
-/// State of one greedy batch: positions are those of the schedule the
-/// batch started from.
-struct Batch {
-  /// Per activation: restore point if dropped (-1: not a candidate).
-  std::vector<NodeId> restore;
-  /// Per activation: its recompute candidate (act = -1 if none).
-  std::vector<Candidate> recompute;
-  std::vector<uint8_t> picked;
-  /// (restore, activation), sorted.
-  std::vector<std::pair<NodeId, int32_t>> byRestore;
-  /// Chain nodes added by the batch: (restore << 32) | node.
-  llvm::DenseSet<uint64_t> chain;
-  /// Per activation: what offloading it would do to the copy queues as they
-  /// stand (cleared when the queues change).
-  std::vector<std::optional<planner::CopyWhatIf>> whatIf;
-  /// The same for the copy-time trade at a peak node (the node, the what-if).
-  std::vector<std::optional<std::pair<NodeId, planner::CopyWhatIf>>>
-      tradeWhatIf;
-  /// The activations that may be dropped, with the ops their produced
-  /// buffer is live between, as flat arrays (scanned at every pick).
-  std::vector<int32_t> liveAct;
-  std::vector<OpIndex> liveBegin, liveEnd;
-  /// Scratch of candidatesAt: offload candidates judged in the last call,
-  /// and marks of the activations that may be offloaded at its op.
-  std::vector<Candidate> offloadScratch;
-  std::vector<uint8_t> offloadMark;
-};
-
 struct Member {
   std::vector<Decision> decisions;
   std::vector<CopyHint> hints;
@@ -206,137 +57,8 @@ struct Member {
   unsigned level = 0;
 };
 
-/// Recomputes tried back as retained after the ladder restarts from a seed
-/// (swapCostly); bounded because each try is a greedy run.
-constexpr size_t kRestartSwaps = 32;
-/// How many levels below probeBelow looks.
-constexpr unsigned kProbeLevels = 3;
 /// Ladder levels built below the first one that fits the budget.
 constexpr unsigned kLookBelow = 3;
-
-class Solver {
-public:
-  Solver(const Evaluator &evaluator, const PlanOptions &options,
-         llvm::ArrayRef<AutoSeed> seeds, const AutoSolverOptions &solver)
-      : evaluator(evaluator), analysis(evaluator.getAnalysis()),
-        graph(analysis.getGraph()), device(evaluator.getDevice()),
-        acts(analysis.getActivations()), options(options), seeds(seeds),
-        solverOptions(solver) {
-    auto difficulty = [&](int32_t a) {
-      return acts[a].recomputable
-                 ? acts[a].recomputeUs / static_cast<double>(acts[a].bytes)
-                 : std::numeric_limits<double>::infinity();
-    };
-    for (size_t a = 0; a < acts.size(); ++a)
-      if (acts[a].offloadable)
-        offloadOrder.push_back(static_cast<int32_t>(a));
-    llvm::sort(offloadOrder, [&](int32_t x, int32_t y) {
-      double dx = difficulty(x), dy = difficulty(y);
-      if (dx != dy)
-        return dx > dy;
-      if (acts[x].bytes != acts[y].bytes)
-        return acts[x].bytes > acts[y].bytes;
-      return x < y;
-    });
-  }
-
-  llvm::Expected<AutoSolution> solve();
-
-private:
-  Positions index(const Evaluation &eval) const;
-  /// Candidates that free bytes at schedule op `op`. Offloads are judged
-  /// with the copy model, at most `offloadLimit` of them, hardest to
-  /// recompute first.
-  std::vector<const Candidate *>
-  candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
-               Batch &batch, const planner::CopyModel &copies,
-               size_t offloadLimit);
-  /// Recompute candidates of every retained activation, for one batch.
-  Batch prepareBatch(const Positions &pos, const Evaluation &eval,
-                     llvm::ArrayRef<Decision> decisions) const;
-  void computeRecompute(Candidate &c, const Placement &placement,
-                        const Batch &batch) const;
-  /// Records a picked recompute: its chain nodes are now shared at its
-  /// restore point, so the candidates restored there cost less.
-  void pickRecompute(Batch &batch, const Candidate &picked,
-                     const Placement &placement) const;
-  /// Greedy until the peak is <= level. False when stuck.
-  llvm::Expected<bool> reduceTo(int64_t level);
-  /// Undoes decisions the level no longer needs; true if the step got
-  /// faster.
-  llvm::Expected<bool> polish(int64_t level);
-  /// Polishes until the step stops improving (a plan far from the level,
-  /// such as a seed the ladder restarts from, needs several rounds).
-  llvm::Error polishFully(int64_t level);
-  /// A seed the ladder restarts from recomputes far more than the level
-  /// needs, and polishing only undoes what nothing replaces: polish, then
-  /// try the costly recomputes against free offloads too, until the step
-  /// stops improving.
-  llvm::Error improveRestart(int64_t level);
-  /// What the ladder's next levels would do, brought back to this one: the
-  /// greedy down to each of the kProbeLevels levels below, then polished
-  /// at this level (which undoes trades and recomputes the lower picks make
-  /// unnecessary); the fastest result that holds the level is kept.
-  llvm::Error probeBelow(int64_t level);
-  /// Replaces copy-time trades by decisions that hide their copies where
-  /// that holds the level and is faster.
-  llvm::Error replaceTrades(int64_t level);
-  /// Snapshot of the current plan.
-  struct State {
-    std::vector<Decision> decisions;
-    std::vector<CopyHint> hints;
-    Evaluation eval;
-    int64_t offloaded = 0;
-  };
-  State save() const {
-    return {current, currentHints, currentEval, offloadedBytes};
-  }
-  void restore(State state) {
-    current = std::move(state.decisions);
-    currentHints = std::move(state.hints);
-    currentEval = std::move(state.eval);
-    offloadedBytes = state.offloaded;
-  }
-  /// Swaps the costliest recomputes for free decisions where that holds the
-  /// level (small graphs only: it costs a few evaluations per level).
-  llvm::Error swapCostly(int64_t level, size_t tries = 3);
-  llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
-  std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
-                      const Evaluation &eval);
-
-  static bool improves(const Evaluation &next, const Evaluation &prev) {
-    if (next.peakBytes != prev.peakBytes)
-      return next.peakBytes < prev.peakBytes;
-    auto atPeak = [](const Evaluation &e) {
-      return llvm::count(e.memory.deviceAtOp, e.peakBytes);
-    };
-    return atPeak(next) < atPeak(prev);
-  }
-
-  const Evaluator &evaluator;
-  const ActivationAnalysis &analysis;
-  const TrainingGraph &graph;
-  const DeviceProfile &device;
-  llvm::ArrayRef<ActivationInfo> acts;
-  const PlanOptions &options;
-  llvm::ArrayRef<AutoSeed> seeds;
-  AutoSolverOptions solverOptions;
-
-  std::vector<Decision> current;
-  /// Copy placements the current offloads need (one per activation).
-  std::vector<CopyHint> currentHints;
-  Evaluation currentEval;
-  /// Activations in the order offload candidates are judged: hardest to
-  /// recompute (per byte) first, then largest, then lowest id.
-  std::vector<int32_t> offloadOrder;
-  int64_t offloadedBytes = 0;
-  /// While set, candidatesAt offers only candidates that cost no time.
-  bool freeOnly = false;
-  /// While set, candidatesAt offers no copy-time trades.
-  bool noTrades = false;
-  /// Spacing of the ladder's levels in bytes.
-  int64_t stepBytes = 1;
-};
 
 } // namespace
 
@@ -410,8 +132,7 @@ void Solver::computeRecompute(Candidate &c, const Placement &placement,
       c.costUs += std::max(0.0, n.timeUs);
     for (ValueId r : n.results) {
       int32_t s = analysis.storageIndex(r);
-      if (s >= 0 && analysis.getStorages()[s].storage == r &&
-          r != act.storage)
+      if (s >= 0 && analysis.getStorages()[s].storage == r && r != act.storage)
         c.chainExtra += analysis.getStorages()[s].bytes;
     }
   }
@@ -448,8 +169,8 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     if (decisions[a] != Decision::Retain)
       continue;
     const ActivationInfo &act = acts[a];
-    NodeId restore = pos.needNode[a] >= 0 ? pos.needNode[a]
-                                          : act.firstBackwardUse;
+    NodeId restore =
+        pos.needNode[a] >= 0 ? pos.needNode[a] : act.firstBackwardUse;
     if (restore <= act.lastForwardUse)
       continue;
     batch.restore[a] = restore;
@@ -569,16 +290,15 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
     NodeId restore = restoreOf[a];
     // Optimistic bounds first: an empty queue on both links.
     double d2hEnd = nodeEnd[act.contentReadyAfter] + copy.d2hUs(act.bytes);
-    auto releaseIt =
-        std::lower_bound(nodeEnd.begin() + act.lastForwardUse,
-                         nodeEnd.begin() + restore, d2hEnd - 1e-9);
+    auto releaseIt = std::lower_bound(nodeEnd.begin() + act.lastForwardUse,
+                                      nodeEnd.begin() + restore, d2hEnd - 1e-9);
     NodeId earliestRelease = std::min<NodeId>(
         restore - 1, static_cast<NodeId>(releaseIt - nodeEnd.begin()));
     double latestStart =
         placement.chainStartUs[restore] - copy.h2dUs(act.bytes);
-    auto issueIt = std::upper_bound(nodeEnd.begin() + earliestRelease,
-                                    nodeEnd.begin() + restore,
-                                    latestStart + 1e-9);
+    auto issueIt =
+        std::upper_bound(nodeEnd.begin() + earliestRelease,
+                         nodeEnd.begin() + restore, latestStart + 1e-9);
     NodeId latestIssue = std::max<NodeId>(
         earliestRelease, static_cast<NodeId>(issueIt - nodeEnd.begin()) - 1);
     if (static_cast<size_t>(pos.nodeOp[earliestRelease]) + 1 > op ||
@@ -690,10 +410,11 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
       if (cands.empty())
         break;
       // A copy: the candidate lists are rebuilt as picks change them.
-      Candidate best = **std::min_element(
-          cands.begin(), cands.end(), [](const Candidate *x, const Candidate *y) {
-            return betterCandidate(*x, *y);
-          });
+      Candidate best =
+          **std::min_element(cands.begin(), cands.end(),
+                             [](const Candidate *x, const Candidate *y) {
+                               return betterCandidate(*x, *y);
+                             });
       batch.picked[best.act] = 1;
       next[best.act] = best.decision;
       nextHints[best.act] = best.hint;
@@ -755,222 +476,6 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
   return currentEval.peakBytes <= level;
 }
 
-llvm::Expected<bool> Solver::polish(int64_t level) {
-  const double before = currentEval.stepUs;
-  // Copy-time trades no longer needed: hide the copies again where the
-  // level still holds (all at once, else the first half).
-  std::vector<int32_t> trades;
-  for (size_t a = 0; a < acts.size(); ++a)
-    if (current[a] == Decision::Offload && !(currentHints[a] == CopyHint()))
-      trades.push_back(static_cast<int32_t>(a));
-  for (size_t count = trades.size(), attempt = 0; count > 0 && attempt < 2;
-       count /= 2, ++attempt) {
-    std::vector<CopyHint> trialHints = currentHints;
-    for (size_t i = 0; i < count; ++i)
-      trialHints[trades[i]] = CopyHint();
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
-    if (!eval)
-      return eval.takeError();
-    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
-      currentHints = std::move(trialHints);
-      currentEval = std::move(*eval);
-      break;
-    }
-  }
-
-  // Undo recomputes no longer needed for this level, most exclusive chain
-  // time first.
-  const Placement &placement = currentEval.placement;
-  llvm::DenseMap<uint64_t, int32_t> users;
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (current[a] == Decision::Retain)
-      continue;
-    const ActivationDecision &d = placement.decisions[a];
-    for (NodeId node : d.recomputeNodes)
-      ++users[(uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)];
-  }
-  std::vector<std::pair<double, int32_t>> order;
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (current[a] != Decision::Recompute)
-      continue;
-    const ActivationDecision &d = placement.decisions[a];
-    double saving = 0.0;
-    for (NodeId node : d.recomputeNodes)
-      if (users[(uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)] == 1)
-        saving += std::max(0.0, graph.getNode(node).timeUs);
-    if (saving > 0.0)
-      order.push_back({-saving, static_cast<int32_t>(a)});
-  }
-  if (order.empty())
-    return currentEval.stepUs < before;
-  llvm::sort(order);
-  Positions pos = index(currentEval);
-  MaxTree tree;
-  tree.build(currentEval.memory.deviceAtOp);
-  std::vector<int32_t> reverted;
-  for (auto [negSaving, a] : order) {
-    const ActivationInfo &act = acts[a];
-    size_t begin = pos.nodeOp[act.lastForwardUse] + 1;
-    size_t end =
-        pos.regionStart[placement.decisions[a].firstBackwardUse] - 1;
-    if (begin > end)
-      continue;
-    if (tree.maxIn(begin, end) + act.bytes <= level) {
-      tree.add(begin, end, act.bytes);
-      reverted.push_back(a);
-    }
-  }
-  // The memory estimate ignores how restore points move; when the whole
-  // batch does not hold, its most valuable half may.
-  for (size_t count = reverted.size(), attempt = 0; count > 0 && attempt < 2;
-       count /= 2, ++attempt) {
-    std::vector<Decision> trial = current;
-    for (size_t i = 0; i < count; ++i)
-      trial[reverted[i]] = Decision::Retain;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, currentHints);
-    if (!eval)
-      return eval.takeError();
-    if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
-      current = std::move(trial);
-      currentEval = std::move(*eval);
-      break;
-    }
-  }
-  return currentEval.stepUs < before;
-}
-
-llvm::Error Solver::polishFully(int64_t level) {
-  // Each round reverts at most one batch; a few rounds reach a plan the
-  // level holds tight (rarely more than three).
-  const unsigned maxRounds = 8;
-  for (unsigned round = 0; round < maxRounds; ++round) {
-    llvm::Expected<bool> improved = polish(level);
-    if (!improved)
-      return improved.takeError();
-    if (!*improved)
-      break;
-  }
-  return llvm::Error::success();
-}
-
-llvm::Error Solver::improveRestart(int64_t level) {
-  const unsigned maxRounds = 4;
-  for (unsigned round = 0; round < maxRounds; ++round) {
-    double before = currentEval.stepUs;
-    if (llvm::Error err = polishFully(level))
-      return err;
-    if (llvm::Error err = swapCostly(level, kRestartSwaps))
-      return err;
-    if (!(currentEval.stepUs < before))
-      break;
-  }
-  return llvm::Error::success();
-}
-
-llvm::Error Solver::probeBelow(int64_t level) {
-  const State start = save();
-  // The descent goes on level by level as the ladder would; each level's
-  // plan is polished back at this level on a copy.
-  State descent = start;
-  std::optional<State> best;
-  for (unsigned below = 1; below <= kProbeLevels; ++below) {
-    restore(std::move(descent));
-    llvm::Expected<bool> reached =
-        reduceTo(level - static_cast<int64_t>(below) * stepBytes);
-    if (!reached)
-      return reached.takeError();
-    descent = save();
-    if (llvm::Error err = polishFully(level))
-      return err;
-    if (currentEval.peakBytes <= level &&
-        currentEval.stepUs < (best ? best->eval.stepUs : start.eval.stepUs))
-      best = save();
-    if (!*reached)
-      break;
-  }
-  restore(best ? std::move(*best) : start);
-  return llvm::Error::success();
-}
-
-llvm::Error Solver::replaceTrades(int64_t level) {
-  bool anyTrade = false;
-  for (size_t a = 0; a < acts.size() && !anyTrade; ++a)
-    anyTrade =
-        current[a] == Decision::Offload && !(currentHints[a] == CopyHint());
-  if (!anyTrade)
-    // Copies the copy model took for hidden and the simulation exposes:
-    // the levels below often hide them again.
-    return currentEval.exposedCopyUs > 0.0 ? probeBelow(level)
-                                           : llvm::Error::success();
-  // A trade is taken where nothing else frees its op at the time; picks made
-  // later at other ops often free it too, and then hiding its copies again
-  // is faster. Without this, the next level's polish finds that plan and a
-  // smaller budget gets a faster plan than this one.
-  State saved = save();
-  for (size_t a = 0; a < acts.size(); ++a)
-    if (current[a] == Decision::Offload)
-      currentHints[a] = CopyHint();
-  llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
-  if (!eval)
-    return eval.takeError();
-  currentEval = std::move(*eval);
-  noTrades = true;
-  llvm::Expected<bool> reached = reduceTo(level);
-  noTrades = false;
-  if (!reached)
-    return reached.takeError();
-  if (*reached) {
-    if (llvm::Error err = polishFully(level))
-      return err;
-    if (currentEval.stepUs < saved.eval.stepUs)
-      return llvm::Error::success();
-  }
-  restore(std::move(saved));
-  // Else the picks of the levels below may free the trades' ops.
-  return probeBelow(level);
-}
-
-llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
-  const size_t maxActivations = 256;
-  if (acts.size() > maxActivations)
-    return llvm::Error::success();
-  const Placement &placement = currentEval.placement;
-  std::vector<std::pair<double, int32_t>> order;
-  for (size_t a = 0; a < acts.size(); ++a)
-    if (current[a] == Decision::Recompute)
-      order.push_back(
-          {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
-               acts[a].recomputeUs,
-           static_cast<int32_t>(a)});
-  llvm::sort(order);
-  for (size_t i = 0; i < order.size() && i < tries; ++i) {
-    int32_t x = order[i].second;
-    if (current[x] != Decision::Recompute)
-      continue;
-    std::vector<Decision> savedDecisions = current;
-    std::vector<CopyHint> savedHints = currentHints;
-    Evaluation savedEval = currentEval;
-    int64_t savedOffloaded = offloadedBytes;
-    current[x] = Decision::Retain;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
-    if (!eval)
-      return eval.takeError();
-    currentEval = std::move(*eval);
-    freeOnly = true;
-    llvm::Expected<bool> reached = reduceTo(level);
-    freeOnly = false;
-    if (!reached)
-      return reached.takeError();
-    if (*reached && currentEval.stepUs < savedEval.stepUs)
-      continue;
-    current = std::move(savedDecisions);
-    currentHints = std::move(savedHints);
-    currentEval = std::move(savedEval);
-    offloadedBytes = savedOffloaded;
-  }
-  return llvm::Error::success();
-}
-
 std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
                             const Evaluation &eval) {
   const ActivationInfo &act = acts[a];
@@ -980,8 +485,7 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
     if (!act.recomputable && !act.offloadable)
       return llvm::formatv("retained: cannot be recomputed ({0}) or "
                            "offloaded ({1})",
-                           act.notRecomputableReason,
-                           act.notOffloadableReason);
+                           act.notRecomputableReason, act.notOffloadableReason);
     return "retained: the budget holds without dropping it";
   case Decision::Recompute: {
     std::string alternative =
@@ -996,25 +500,22 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
   }
   case Decision::Offload: {
     std::string alternative =
-        act.recomputable
-            ? "recompute would cost " + humanUs(act.recomputeUs)
-            : "cannot be recomputed: " + act.notRecomputableReason;
+        act.recomputable ? "recompute would cost " + humanUs(act.recomputeUs)
+                         : "cannot be recomputed: " + act.notRecomputableReason;
     const PlannedCopyCosts copy = plannedCopyCosts(device);
     double copyUs = copy.d2hUs(act.bytes);
     const Placement &p = eval.placement;
     double h2dUs = copy.h2dUs(act.bytes);
-    double late =
-        std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
-        std::max(0.0, p.h2dStartUs[a] + h2dUs -
-                          p.chainStartUs[d.firstBackwardUse]);
-    std::string hidden =
-        late > 0.0 ? "about " + humanUs(late) + " of it exposed"
-                   : "hidden behind compute";
+    double late = std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
+                  std::max(0.0, p.h2dStartUs[a] + h2dUs -
+                                    p.chainStartUs[d.firstBackwardUse]);
+    std::string hidden = late > 0.0
+                             ? "about " + humanUs(late) + " of it exposed"
+                             : "hidden behind compute";
     return llvm::formatv("offloaded: frees {0} from node {1} to node {2}; "
                          "{3} copy each way, {4}; {5}",
-                         humanBytes(act.bytes), d.releaseAfter,
-                         d.prefetchAfter, humanUs(copyUs), hidden,
-                         alternative);
+                         humanBytes(act.bytes), d.releaseAfter, d.prefetchAfter,
+                         humanUs(copyUs), hidden, alternative);
   }
   }
   return "";
@@ -1141,8 +642,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
   std::optional<Scored> best;
   auto consider = [&](Scored s) {
     if (!best || s.key < best->key ||
-        (s.key == best->key &&
-         std::make_pair(s.rank, s.index) < std::make_pair(best->rank, best->index)))
+        (s.key == best->key && std::make_pair(s.rank, s.index) <
+                                   std::make_pair(best->rank, best->index)))
       best = s;
   };
   double key = 0.0;

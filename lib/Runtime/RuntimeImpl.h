@@ -177,6 +177,7 @@ LetheRtStatus launchReplayOrHash(LetheRt *rt, const std::string &at,
                                  uint32_t numOutputs);
 
 // Defined in Gemm.cpp and Collectives.cpp.
+LetheRtStatus initGemmState(LetheRt *rt);
 void destroyGemmState(LetheRt *rt);
 void destroyCommState(LetheRt *rt);
 

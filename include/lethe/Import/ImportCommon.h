@@ -16,8 +16,6 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <optional>
-#include <string>
-#include <vector>
 
 namespace lethe {
 
@@ -31,31 +29,6 @@ constexpr llvm::StringLiteral kSavedAttr = "lethe.saved";
 constexpr llvm::StringLiteral kGradOfAttr = "lethe.grad_of";
 /// Named (keyword) arguments and other source attributes of a node.
 constexpr llvm::StringLiteral kNodeAttrsAttr = "lethe.attrs";
-
-/// JSON nested deeper than this is refused before parsing (llvm::json
-/// parses recursively; real graphs nest about 6 levels).
-constexpr unsigned kMaxJsonNesting = 256;
-
-/// The offset of the first bracket of `text` nested deeper than
-/// kMaxJsonNesting, if any (brackets inside strings do not count).
-std::optional<size_t> findExcessiveJsonNesting(llvm::StringRef text);
-
-/// Where each element of the array field `key` of the top-level JSON object
-/// in `text` starts (byte offsets; empty when there is none). `text` must
-/// have parsed: values are skipped, not validated.
-std::vector<size_t> findTopLevelArrayElements(llvm::StringRef text,
-                                              llvm::StringRef key);
-
-/// The file:line:col of byte `offset` of `text`, the contents of `fileName`.
-mlir::Location locationInText(mlir::MLIRContext *context,
-                              llvm::StringRef fileName, llvm::StringRef text,
-                              size_t offset);
-
-/// Where llvm::json's parse error `message` ("[line:col, byte=N]: what")
-/// points in `fileName`; `message` becomes the "what".
-mlir::Location jsonParseErrorLocation(mlir::MLIRContext *context,
-                                      llvm::StringRef fileName,
-                                      std::string &message);
 
 /// Drops the TorchDynamo local-variable prefix of an `nn.Module` path:
 /// `L['model'].transformer.h.0` -> `transformer.h.0`, `L['model']` -> ``.

@@ -2,30 +2,17 @@
 //
 // One sweep over the allocated program in issue order emits one runtime call
 // per op, copy, record, wait and release (docs/Lowering.md). Every tensor
-// gets a named slot constant: planned buffers at their lethe-assign-buffers
-// offsets, resident inputs (the function's arguments) after the planned
-// device arena, host buffers in the pinned arena.
+// gets a named slot constant (SlotLayout.cpp); NCCL groups of
+// point-to-point transfers are issued together (P2PGroups.cpp).
 //
 //===----------------------------------------------------------------------===//
 
-#include "GemmMatcher.h"
+#include "Lowering.h"
 
-#include "lethe/Analysis/Program.h"
 #include "lethe/Conversion/Passes.h"
-#include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 
-#include "mlir/Dialect/EmitC/IR/EmitC.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/AsmState.h"
-#include "mlir/IR/Builders.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/MathExtras.h"
-
-#include <array>
 
 namespace lethe {
 #define GEN_PASS_DEF_LOWERTORUNTIME
@@ -34,55 +21,12 @@ namespace lethe {
 
 using namespace mlir;
 using namespace lethe;
+using namespace lethe::lowering;
 
 namespace {
 
 /// kMaxKernelBuffers of lib/Runtime/Kernels.h: buffers one replay takes.
 constexpr unsigned kMaxReplayBuffers = 64;
-
-/// A tensor's place in an arena, and the C++ constant that names it.
-struct Slot {
-  std::string name;
-  int64_t offset = 0;
-  int64_t bytes = 0;
-  bool host = false;
-  /// A function argument: resident before the step, after the planned
-  /// arena.
-  bool resident = false;
-};
-
-/// Names the generated code defines or includes besides the slots.
-bool isReservedName(StringRef name) {
-  static const llvm::StringSet<> reserved = {
-      // C++ keywords a node could be named after.
-      "and", "asm", "auto", "bool", "break", "case", "catch", "char", "class",
-      "const", "continue", "default", "delete", "do", "double", "else", "enum",
-      "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
-      "if", "inline", "int", "long", "mutable", "namespace", "new", "not",
-      "operator", "or", "private", "protected", "public", "register", "return",
-      "short", "signed", "sizeof", "static", "struct", "switch", "template",
-      "this", "throw", "true", "try", "typedef", "typename", "union",
-      "unsigned", "using", "virtual", "void", "volatile", "while", "xor",
-      // The generated program's own names.
-      "rt", "init", "step", "checksum", "program", "letheProgram"};
-  // The C++ emitter names its locals v1, v2, ...: a node named so would
-  // be shadowed by them.
-  bool emitterLocal = name.size() > 1 && name.front() == 'v' &&
-                      llvm::all_of(name.drop_front(), llvm::isDigit);
-  return reserved.contains(name) || emitterLocal ||
-         name.starts_with("lethe") || name.starts_with("LETHE") ||
-         name.starts_with("__");
-}
-
-/// A C identifier for `hint`: other characters become '_'.
-std::string sanitize(StringRef hint) {
-  std::string name;
-  for (char c : hint)
-    name.push_back(llvm::isAlnum(c) ? c : '_');
-  if (name.empty() || llvm::isDigit(name.front()))
-    name = "t_" + name;
-  return name;
-}
 
 /// A C string literal.
 std::string quote(const Twine &twine) {
@@ -144,86 +88,7 @@ StringRef fillDType(Type type) {
   return "LETHE_DTYPE_RAW";
 }
 
-class Lowering {
-public:
-  Lowering(ModuleOp module, func::FuncOp func, const ExplicitProgram &program,
-           bool replayViews)
-      : module(module), func(func), program(program), asmState(func),
-        builder(module.getContext()), replayViews(replayViews) {}
-
-  LogicalResult run(StringRef name);
-
-  unsigned numGemms = 0, numReplays = 0, numFallbacks = 0, numCopies = 0;
-  uint32_t numEvents = 0;
-
-private:
-  // Slots.
-  LogicalResult assignSlots();
-  std::string uniqueName(StringRef hint);
-  std::string bufferHint(Value value) const;
-  const Slot *slotOf(Value value) const;
-  LogicalResult requireSlot(Operation *op, Value value, const Slot *&slot);
-
-  // Emission helpers.
-  Attribute opaque(const Twine &text) {
-    return emitc::OpaqueAttr::get(builder.getContext(), text.str());
-  }
-  void comment(const Twine &text);
-  void blankLine();
-  void call(Location loc, StringRef callee, ArrayRef<Attribute> args);
-  void emitWaits(Location loc, Stream stream, ValueRange timepoints);
-  void emitRecord(Location loc, Stream stream, Value timepoint);
-  std::string bufExpr(const Slot &slot, int64_t bytes) const;
-  std::string ssa(Value value);
-  std::string describe(Operation *op);
-  emitc::FuncOp beginFunction(StringRef name);
-  void endFunction();
-
-  // Ops.
-  LogicalResult lowerOp(Operation *op);
-  LogicalResult lowerNode(NodeOp node);
-  LogicalResult lowerGemm(NodeOp node, const GemmMatch &gemm);
-  LogicalResult lowerReplay(NodeOp node, double timeUs);
-  LogicalResult lowerCopy(Operation *op, bool toHost);
-  LogicalResult lowerRelease(ReleaseOp release);
-  LogicalResult lowerCollective(CollectiveOp collective);
-  LogicalResult lowerPointToPoint(CollectiveOp collective);
-  /// Collectives and transfers run on the comm stream of one communicator
-  /// (`what` names them in the error); records its size in worldSize.
-  LogicalResult checkOnCommStream(CollectiveOp collective, StringRef what);
-  /// The runtime buffer expression of `value`, which `collective` sends or
-  /// receives.
-  FailureOr<std::string> commBuffer(CollectiveOp collective, Value value);
-  LogicalResult emitP2PGroup(ArrayRef<Operation *> ops, size_t first,
-                             size_t last, int64_t group);
-
-  void emitSlots();
-  void emitInit();
-  LogicalResult emitStep();
-  void emitChecksum();
-  void emitProgram(StringRef name);
-
-  ModuleOp module;
-  func::FuncOp func;
-  const ExplicitProgram &program;
-  AsmState asmState;
-  OpBuilder builder;
-  bool replayViews;
-
-  std::vector<Slot> slots;
-  llvm::DenseMap<Value, unsigned> slotIndex;
-  llvm::StringSet<> usedNames;
-  int64_t plannedArenaBytes = 0, deviceArenaBytes = 0, hostArenaBytes = 0;
-  int64_t residentBytes = 0;
-  int32_t worldSize = 0;
-  double computeUs = 0;
-  llvm::DenseMap<Value, SmallVector<uint32_t, 2>> eventsOf;
-  /// Per stream, the events it is known to be ordered after.
-  std::array<llvm::DenseSet<uint32_t>, 4> ordered;
-  /// The `rt` literal of the function being emitted.
-  Value rt;
-  Type rtType;
-};
+} // namespace
 
 std::string Lowering::ssa(Value value) {
   std::string text;
@@ -263,146 +128,6 @@ std::string Lowering::describe(Operation *op) {
   return text;
 }
 
-//===----------------------------------------------------------------------===//
-// Slots
-//===----------------------------------------------------------------------===//
-
-std::string Lowering::uniqueName(StringRef hint) {
-  std::string base = sanitize(hint);
-  if (isReservedName(base))
-    base += "_";
-  std::string name = base;
-  for (unsigned n = 2; usedNames.contains(name); ++n)
-    name = base + "_v" + std::to_string(n);
-  usedNames.insert(name);
-  return name;
-}
-
-/// The node's name (with a result suffix for multi-result nodes), the
-/// offloaded tensor's name for host copies and prefetches.
-std::string Lowering::bufferHint(Value value) const {
-  Operation *op = value.getDefiningOp();
-  unsigned index = cast<OpResult>(value).getResultNumber();
-  std::string suffix =
-      op->getNumResults() > 1 && !isa<OffloadOp, PrefetchOp>(op)
-          ? "_r" + std::to_string(index)
-          : "";
-  if (op->getParentOfType<RecomputeOp>())
-    suffix += "_re";
-  if (auto node = dyn_cast<NodeOp>(op))
-    if (std::optional<StringRef> name = node.getName())
-      return (*name + suffix).str();
-  if (auto collective = dyn_cast<CollectiveOp>(op))
-    if (std::optional<StringRef> name = collective.getName())
-      return (*name + suffix).str();
-  if (auto offload = dyn_cast<OffloadOp>(op)) {
-    Value source = program.getStorage(offload.getSource());
-    if (const Slot *slot = slotOf(source))
-      return slot->name + "_host";
-  }
-  if (auto prefetch = dyn_cast<PrefetchOp>(op)) {
-    Value host = program.getStorage(prefetch.getSource());
-    if (const Slot *slot = slotOf(host)) {
-      StringRef name = slot->name;
-      name.consume_back("_host");
-      return (name + "_back").str();
-    }
-  }
-  return "buf" + std::to_string(program.getBufferIndex(value));
-}
-
-const Slot *Lowering::slotOf(Value value) const {
-  auto it = slotIndex.find(program.getStorage(value));
-  return it == slotIndex.end() ? nullptr : &slots[it->second];
-}
-
-LogicalResult Lowering::requireSlot(Operation *op, Value value,
-                                    const Slot *&slot) {
-  slot = slotOf(value);
-  if (!slot)
-    return op->emitError("lethe-lower-to-runtime: ")
-           << ssa(value) << " has no storage in an arena";
-  return success();
-}
-
-LogicalResult Lowering::assignSlots() {
-  auto i64Attr = [&](StringRef name) -> std::optional<int64_t> {
-    if (auto attr = module->getAttrOfType<IntegerAttr>(name))
-      return attr.getInt();
-    return std::nullopt;
-  };
-  std::optional<int64_t> deviceArena = i64Attr(attrs::kDeviceArenaBytes);
-  if (!deviceArena)
-    return module.emitError("lethe-lower-to-runtime: the module has no ")
-           << attrs::kDeviceArenaBytes
-           << ": lower an allocated program (run lethe-assign-buffers)";
-  plannedArenaBytes = *deviceArena;
-  hostArenaBytes = i64Attr(attrs::kHostArenaBytes).value_or(0);
-  int64_t alignment = i64Attr(attrs::kArenaAlignment).value_or(256);
-  if (alignment < 16 || !llvm::isPowerOf2_64(alignment))
-    return module.emitError("lethe-lower-to-runtime: ")
-           << attrs::kArenaAlignment
-           << " must be a power of two of at least 16 (the runtime's kernels "
-              "move 16 bytes per access), got "
-           << alignment;
-
-  // Planned buffers at their offsets; names in issue order, so that a
-  // prefetch is named after the offload it reverses.
-  for (const ProgramBuffer &buffer : program.getBuffers()) {
-    Operation *op = buffer.getDefiningOp();
-    unsigned index = cast<OpResult>(buffer.value).getResultNumber();
-    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets);
-    if (!offsets || (int64_t)index >= offsets.size() || offsets[index] < 0)
-      return op->emitError("lethe-lower-to-runtime: result #")
-             << index << " (" << ssa(buffer.value)
-             << ") has no arena offset: run lethe-assign-buffers";
-    int64_t limit = buffer.host ? hostArenaBytes : plannedArenaBytes;
-    if (offsets[index] + buffer.bytes > limit)
-      return op->emitError("lethe-lower-to-runtime: result #")
-             << index << " (" << ssa(buffer.value) << ") at [" << offsets[index]
-             << ", " << offsets[index] + buffer.bytes << ") lies outside the "
-             << (buffer.host ? "host" : "device") << " arena of " << limit
-             << " bytes";
-    Slot slot;
-    slot.name = uniqueName(bufferHint(buffer.value));
-    slot.offset = offsets[index];
-    slot.bytes = buffer.bytes;
-    slot.host = buffer.host;
-    slotIndex[buffer.value] = slots.size();
-    slots.push_back(std::move(slot));
-  }
-
-  // Resident inputs after the planned arena.
-  int64_t next = llvm::alignTo(plannedArenaBytes, alignment);
-  for (BlockArgument arg : func.getArguments()) {
-    if (isa<HostTensorType>(arg.getType()))
-      return func.emitError("lethe-lower-to-runtime: argument ")
-             << ssa(arg) << " is a host tensor; inputs are device tensors";
-    if (!isa<RankedTensorType>(arg.getType()))
-      continue;
-    int64_t bytes = getTypeBytes(arg.getType());
-    if (bytes < 0)
-      return func.emitError("lethe-lower-to-runtime: argument ")
-             << ssa(arg) << " has no static size";
-    auto name =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lethe.name");
-    Slot slot;
-    slot.name = uniqueName(
-        name ? name.getValue()
-             : StringRef("arg" + std::to_string(arg.getArgNumber())));
-    slot.offset = next;
-    slot.bytes = bytes;
-    slot.resident = true;
-    slotIndex[arg] = slots.size();
-    slots.push_back(std::move(slot));
-    next = llvm::alignTo(next + bytes, alignment);
-  }
-  deviceArenaBytes = next;
-  residentBytes = next - llvm::alignTo(plannedArenaBytes, alignment);
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
 // Emission helpers
 //===----------------------------------------------------------------------===//
 
@@ -803,8 +528,7 @@ LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
   if (failed(checkOnCommStream(collective, "point-to-point transfers")))
     return failure();
   int64_t peer = *collective.getPeer();
-  if (auto pipeline =
-          func->getAttrOfType<DictionaryAttr>("lethe.pipeline"))
+  if (auto pipeline = func->getAttrOfType<DictionaryAttr>("lethe.pipeline"))
     if (auto stage = pipeline.getAs<IntegerAttr>("stage");
         stage && stage.getInt() == peer)
       return collective.emitError("lethe-lower-to-runtime: ")
@@ -824,96 +548,6 @@ LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
   return success();
 }
 
-/// The NCCL group of a point-to-point op, if it has one.
-static std::optional<int64_t> p2pGroupOf(Operation *op) {
-  auto collective = dyn_cast<CollectiveOp>(op);
-  if (!collective || !collective.isPointToPoint())
-    return std::nullopt;
-  if (auto group = op->getAttrOfType<IntegerAttr>(attrs::kP2PGroup))
-    return group.getInt();
-  return std::nullopt;
-}
-
-/// Issues the transfers of one NCCL group, ops[first] .. ops[last] (its
-/// first and last member), between letheRtGroupStart and letheRtGroupEnd.
-/// NCCL launches the group's work only at the end, so whatever in the span
-/// waits for a member (the comm barriers after it, a release after the
-/// transfer, a read of a received tensor) is issued after
-/// letheRtGroupEnd, in program order; the rest (waits the transfers need,
-/// work on other streams) before it. A member that needs something that
-/// needs the group cannot be issued this way: an error.
-LogicalResult Lowering::emitP2PGroup(ArrayRef<Operation *> ops, size_t first,
-                                     size_t last, int64_t group) {
-  DenseSet<Value> late;
-  DenseSet<unsigned> lateStreams;
-  SmallVector<Operation *> after;
-  // A comm wait that must follow the group: the transfers after it would
-  // not wait for what it waits for.
-  Operation *lateCommWait = nullptr;
-  auto needsLate = [&](Operation *op) {
-    bool needs = false;
-    op->walk([&](Operation *nested) {
-      for (Value operand : nested->getOperands())
-        needs |= late.contains(operand);
-    });
-    return needs;
-  };
-  comment("NCCL group " + std::to_string(group) + " (point-to-point)");
-  call(ops[first]->getLoc(), "letheRtGroupStart", {});
-  for (size_t index = first; index <= last; ++index) {
-    Operation *op = ops[index];
-    std::optional<int64_t> member = p2pGroupOf(op);
-    if (member && *member == group) {
-      if (needsLate(op) || lateCommWait)
-        return op->emitError("lethe-lower-to-runtime: ")
-               << describe(op) << " cannot be issued in NCCL group " << group
-               << ": it needs an op that waits for an earlier transfer of "
-                  "the group ("
-               << (lateCommWait ? describe(lateCommWait) : "its operand")
-               << ")";
-      if (failed(lowerOp(op)))
-        return failure();
-      for (Value result : op->getResults())
-        late.insert(result);
-      continue;
-    }
-    if (member || isa<CollectiveOp>(op))
-      return op->emitError("lethe-lower-to-runtime: ")
-             << describe(op) << " lies inside NCCL group " << group
-             << " (between its transfers), where no other collective can be "
-                "issued";
-    unsigned stream = static_cast<unsigned>(getOpStream(op));
-    bool isComm = getOpStream(op) == Stream::Comm && !isa<JoinOp>(op);
-    // A comm wait may run before the group's transfers (it only orders them
-    // later); any other comm op follows the group's transfers.
-    bool isCommWait = isComm && isa<AwaitOp>(op);
-    bool isLate = needsLate(op) || (isComm && !isCommWait) ||
-                  (!isa<JoinOp>(op) && !isCommWait &&
-                   lateStreams.contains(stream));
-    if (auto yield = dyn_cast<YieldOp>(op); yield && isLate)
-      for (Value result : yield->getParentOp()->getResults())
-        late.insert(result);
-    if (!isLate) {
-      if (failed(lowerOp(op)))
-        return failure();
-      continue;
-    }
-    for (Value result : op->getResults())
-      late.insert(result);
-    if (!isa<JoinOp>(op))
-      lateStreams.insert(stream);
-    if (isCommWait && !lateCommWait)
-      lateCommWait = op;
-    after.push_back(op);
-  }
-  call(ops[last]->getLoc(), "letheRtGroupEnd", {});
-  for (Operation *op : after)
-    if (failed(lowerOp(op)))
-      return failure();
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
 // The program
 //===----------------------------------------------------------------------===//
 
@@ -972,21 +606,15 @@ LogicalResult Lowering::emitStep() {
          {opaque(std::to_string(chunk.getInt()))});
   }
   ArrayRef<Operation *> ops = program.getOps();
-  // The issue span of every NCCL group of two or more transfers.
-  llvm::DenseMap<int64_t, std::pair<size_t, size_t>> spans;
-  llvm::DenseMap<int64_t, unsigned> members;
-  for (auto [index, op] : llvm::enumerate(ops))
-    if (std::optional<int64_t> group = p2pGroupOf(op)) {
-      auto [it, inserted] = spans.try_emplace(*group, index, index);
-      it->second.second = index;
-      ++members[*group];
-    }
+  llvm::DenseMap<int64_t, std::pair<size_t, size_t>> spans =
+      findP2PGroupSpans(ops);
   for (size_t index = 0; index < ops.size(); ++index) {
     std::optional<int64_t> group = p2pGroupOf(ops[index]);
-    if (group && members[*group] > 1 && spans[*group].first == index) {
-      if (failed(emitP2PGroup(ops, index, spans[*group].second, *group)))
+    auto span = group ? spans.find(*group) : spans.end();
+    if (span != spans.end() && span->second.first == index) {
+      if (failed(emitP2PGroup(ops, index, span->second.second, *group)))
         return failure();
-      index = spans[*group].second;
+      index = span->second.second;
       continue;
     }
     if (failed(lowerOp(ops[index])))
@@ -1085,6 +713,8 @@ LogicalResult Lowering::run(StringRef name) {
   emitProgram(name);
   return success();
 }
+
+namespace {
 
 struct LowerToRuntimePass
     : public lethe::impl::LowerToRuntimeBase<LowerToRuntimePass> {

@@ -8,9 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lethe/Analysis/PipelineSchedule.h"
+#include "lethe/Analysis/PipelinePartition.h"
 #include "lethe/Analysis/Program.h"
-#include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 
@@ -19,15 +18,10 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 
-#include <limits>
 #include <map>
 #include <numeric>
-#include <set>
-#include <tuple>
 
 namespace lethe {
 #define GEN_PASS_DEF_EXPANDPIPELINESCHEDULE
@@ -44,67 +38,10 @@ constexpr StringLiteral kMicrobatchAttr = "lethe.mb";
 constexpr StringLiteral kChunkAttr = "lethe.chunk";
 constexpr StringLiteral kKindAttr = "lethe.kind";
 constexpr StringLiteral kNameAttr = "lethe.name";
-
-struct OpInfo {
-  Operation *op = nullptr;
-  Phase phase = Phase::Fwd;
-  /// Layer (block) ordinal from the scope, or -1.
-  int block = -1;
-  /// The chunk (virtual stage) that runs the op.
-  int chunk = 0;
-  /// A forward op that depends on no layer's output and draws no random
-  /// numbers (masks, position ids): re-run on every stage that needs it
-  /// rather than sent.
-  bool replicable = false;
-  /// Depends on a layer's forward / backward output (program order).
-  bool afterFwdBlocks = false;
-  bool afterBwdBlocks = false;
-  /// A sum of gradients from two stages that the step returns (tied
-  /// weights): each stage sums its part over the micro-batches, and the
-  /// sum of the parts is taken once, after the last micro-batch.
-  bool deferred = false;
-  double weight = 0.0;
-};
-
-/// A partial gradient sent once after the last micro-batch.
-struct DeferredTransfer {
-  Value value;
-  int from, to;
-};
-
-/// The values one step (phase, chunk) sends to one stage, per micro-batch.
-struct MessageTemplate {
-  Phase phase;
-  int chunk;
-  int destination;
-  SmallVector<Value> values;
-  /// The (phase, chunk) steps of the destination that read one of them.
-  SmallVector<std::pair<Phase, int>> readers;
-};
-
-/// Where a stage's point-to-point ops go: before unit u, receive; after
-/// unit u, send. Entries are (template index, micro-batch).
-struct StagePlan {
-  std::vector<PipelineStep> steps;
-  std::vector<SmallVector<std::pair<int, int>>> receivesBefore;
-  std::vector<SmallVector<std::pair<int, int>>> sendsAfter;
-};
-
-/// The layer a scope belongs to: the prefix up to its first all-digit
-/// component (`transformer.h.3.attn` -> `transformer.h.3`), or empty.
-StringRef layerKey(StringRef scope) {
-  size_t start = 0;
-  for (int index = 0; start <= scope.size(); ++index) {
-    size_t end = scope.find('.', start);
-    if (end == StringRef::npos)
-      end = scope.size();
-    StringRef part = scope.slice(start, end);
-    if (index > 0 && !part.empty() && llvm::all_of(part, llvm::isDigit))
-      return scope.take_front(end);
-    start = end + 1;
-  }
-  return {};
-}
+using OpInfo = PipelinePartition::OpInfo;
+using MessageTemplate = PipelinePartition::MessageTemplate;
+using DeferredTransfer = PipelinePartition::DeferredTransfer;
+using StagePlan = PipelinePartition::StagePlan;
 
 struct ExpandPipelineSchedulePass
     : public lethe::impl::ExpandPipelineScheduleBase<
@@ -114,13 +51,6 @@ struct ExpandPipelineSchedulePass
   void runOnOperation() override;
 
 private:
-  LogicalResult classify(func::FuncOp func);
-  LogicalResult partition(func::FuncOp func);
-  void assignChunks();
-  void deferCrossStageSums(func::ReturnOp ret);
-  void collectMessages(func::ReturnOp ret);
-  void planSends(StagePlan &plan, int stage);
-  void planReceives(StagePlan &plan, int stage, ArrayRef<StagePlan> senders);
   LogicalResult emit(func::FuncOp func, func::ReturnOp ret,
                      const StagePlan &plan);
   FailureOr<Value> lookup(Value value, int microbatch, int chunk);
@@ -128,18 +58,8 @@ private:
   BlockArgument argumentFor(BlockArgument original, int microbatch);
   void remarkPartition(func::FuncOp func);
 
-  int stageOf(int chunk) const { return chunk % stages; }
-  int numChunks() const { return stages * vpp; }
-
-  PipelineOptions options;
-  SmallVector<OpInfo> ops;
-  DenseMap<Operation *, unsigned> infoIndex;
-  SmallVector<std::string> blockNames;
-  /// First block of each chunk, and one past the last chunk's last block.
-  SmallVector<int> chunkStart;
-  std::map<std::pair<int, int>, SmallVector<unsigned>> opsOfStep;
-  SmallVector<MessageTemplate> messages;
-  SmallVector<DeferredTransfer> deferredTransfers;
+  /// The step split into chunks (lethe/Analysis/PipelinePartition.h).
+  PipelinePartition partition;
 
   // Emission state.
   OpBuilder *builder = nullptr;
@@ -153,13 +73,6 @@ private:
 void ExpandPipelineSchedulePass::runOnOperation() {
   func::FuncOp func = getOperation();
   function = func;
-  ops.clear();
-  infoIndex.clear();
-  blockNames.clear();
-  chunkStart.clear();
-  opsOfStep.clear();
-  messages.clear();
-  deferredTransfers.clear();
   maps.clear();
   newArgs.clear();
   newArgAttrs.clear();
@@ -174,7 +87,7 @@ void ExpandPipelineSchedulePass::runOnOperation() {
         << "' (expected 1f1b or interleaved)";
     return signalPassFailure();
   }
-  options =
+  PipelineOptions options =
       PipelineOptions{static_cast<int>(stages), static_cast<int>(microbatches),
                       *kind, static_cast<int>(vpp)};
   if (llvm::Error error = verifyPipelineOptions(options)) {
@@ -213,352 +126,19 @@ void ExpandPipelineSchedulePass::runOnOperation() {
     emitError(func.getLoc()) << "step body must end in func.return";
     return signalPassFailure();
   }
-  if (failed(classify(func)) || failed(partition(func)))
+  FailureOr<PipelinePartition> built = PipelinePartition::build(func, options);
+  if (failed(built))
     return signalPassFailure();
-  assignChunks();
-  deferCrossStageSums(ret);
-  collectMessages(ret);
-
-  // Every stage's program must agree with every other's on the order of
-  // their transfers; check them all, then emit ours.
-  std::vector<PipelineCommGroups> comm(stages);
-  SmallVector<StagePlan> plans(stages);
-  for (int s = 0; s < stages; ++s)
-    planSends(plans[s], s);
-  for (int s = 0; s < stages; ++s)
-    planReceives(plans[s], s, plans);
-  auto id = [&](std::pair<int, int> entry) {
-    return static_cast<int64_t>(entry.first) * microbatches + entry.second;
-  };
-  for (int s = 0; s < stages; ++s) {
-    const StagePlan &plan = plans[s];
-    for (size_t unit = 0; unit <= plan.receivesBefore.size(); ++unit) {
-      std::vector<PipelineCommOp> group;
-      if (unit > 0)
-        for (auto entry : plan.sendsAfter[unit - 1])
-          group.push_back({true, messages[entry.first].destination, id(entry)});
-      if (unit < plan.receivesBefore.size())
-        for (auto entry : plan.receivesBefore[unit])
-          group.push_back(
-              {false, stageOf(messages[entry.first].chunk), id(entry)});
-      if (unit == plan.receivesBefore.size())
-        for (auto [index, transfer] : llvm::enumerate(deferredTransfers)) {
-          int64_t message =
-              static_cast<int64_t>(messages.size() + index) * microbatches;
-          if (transfer.from == s)
-            group.push_back({true, transfer.to, message});
-          if (transfer.to == s)
-            group.push_back({false, transfer.from, message});
-        }
-      comm[s].push_back(std::move(group));
-    }
-  }
-  StagePlan &ours = plans[stage];
-  std::string problem = checkPipelineCommunication(comm);
-  if (!problem.empty()) {
-    emitError(func.getLoc())
-        << "the transfers between pipeline stages of this step "
-           "cannot be ordered consistently: "
-        << problem;
+  partition = std::move(*built);
+  // Every stage's transfers are checked against every other's; then ours
+  // are emitted.
+  FailureOr<SmallVector<StagePlan>> plans = partition.planTransfers(func);
+  if (failed(plans))
     return signalPassFailure();
-  }
   remarkPartition(func);
-  if (failed(emit(func, ret, ours)))
+  if (failed(emit(func, ret, (*plans)[stage])))
     return signalPassFailure();
 }
-
-LogicalResult ExpandPipelineSchedulePass::classify(func::FuncOp func) {
-  llvm::StringMap<int> blockIndex;
-  bool timed = false;
-  for (Operation &op : func.getBody().front().without_terminator()) {
-    OpInfo info;
-    info.op = &op;
-    StringRef scope, kind;
-    double time = 0.0;
-    if (auto node = dyn_cast<NodeOp>(op)) {
-      info.phase = node.getPhase();
-      scope = node.getScope().value_or("");
-      kind = node.getKind();
-      if (FloatAttr t = node.getTimeUsAttr())
-        time = t.getValueAsDouble();
-    } else if (auto coll = dyn_cast<CollectiveOp>(op)) {
-      info.phase = coll.getPhase();
-      scope = coll.getScope().value_or("");
-      kind = "lethe.collective";
-      if (FloatAttr t = coll.getTimeUsAttr())
-        time = t.getValueAsDouble();
-    } else {
-      return op.emitError()
-             << "lethe-expand-pipeline-schedule expects the canonical graph "
-                "form ('lethe.node' and 'lethe.collective' ops), got '"
-             << op.getName() << "'";
-    }
-    if (info.phase == Phase::Opt)
-      return op.emitError()
-             << "optimizer ops are not supported: a pipeline runs the "
-                "optimizer once after all micro-batches; expand a step "
-                "without its optimizer phase";
-    timed |= time > 0.0;
-    info.weight = time;
-    StringRef key = layerKey(scope);
-    if (!key.empty()) {
-      auto it = blockIndex.find(key);
-      if (it != blockIndex.end()) {
-        info.block = it->second;
-      } else if (info.phase == Phase::Fwd) {
-        info.block = blockNames.size();
-        blockIndex[key] = info.block;
-        blockNames.push_back(key.str());
-      }
-    }
-    uint32_t flags = TrainingGraph::classifyKind(kind);
-    bool plain =
-        isa<NodeOp>(op) &&
-        !(flags & (NodeFlagRandom | NodeFlagCollective | NodeFlagMutates));
-    info.replicable = info.phase == Phase::Fwd && info.block < 0 && plain;
-    for (Value operand : op.getOperands()) {
-      Operation *producer = operand.getDefiningOp();
-      if (!producer)
-        continue;
-      const OpInfo &source = ops[infoIndex.lookup(producer)];
-      info.afterFwdBlocks |= source.phase == Phase::Fwd &&
-                             (source.block >= 0 || source.afterFwdBlocks);
-      info.afterBwdBlocks |= source.phase == Phase::Bwd &&
-                             (source.block >= 0 || source.afterBwdBlocks);
-      info.replicable &= source.replicable;
-    }
-    info.replicable &= !info.afterFwdBlocks;
-    infoIndex[&op] = ops.size();
-    ops.push_back(info);
-  }
-  if (!timed)
-    for (OpInfo &info : ops)
-      info.weight = 1.0;
-  return success();
-}
-
-LogicalResult ExpandPipelineSchedulePass::partition(func::FuncOp func) {
-  int layers = blockNames.size(), chunks = numChunks();
-  if (layers < chunks)
-    return emitError(func.getLoc())
-           << "cannot split " << layers
-           << " layers (scopes with a numeric index, e.g. 'transformer.h.3') "
-              "into "
-           << chunks << " pipeline chunks (stages=" << options.stages
-           << " x vpp=" << options.vpp << ")";
-  // Work of each layer; the embedding (forward before the first layer,
-  // backward after the last) goes with the first chunk and the head and
-  // loss with the last.
-  SmallVector<double> work(layers, 0.0);
-  double head = 0.0, tail = 0.0;
-  for (const OpInfo &info : ops) {
-    if (info.block >= 0)
-      work[info.block] += info.weight;
-    else if (info.phase == Phase::Fwd ? !info.afterFwdBlocks
-                                      : info.afterBwdBlocks)
-      head += info.weight;
-    else
-      tail += info.weight;
-  }
-  work.front() += head;
-  work.back() += tail;
-  // Contiguous split minimizing the largest chunk: best[c][l] is the least
-  // maximum over splits of layers [0, l) into c chunks.
-  SmallVector<double> prefix(layers + 1, 0.0);
-  for (int l = 0; l < layers; ++l)
-    prefix[l + 1] = prefix[l] + work[l];
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(chunks + 1,
-                                        std::vector<double>(layers + 1, inf));
-  std::vector<std::vector<int>> cut(chunks + 1,
-                                    std::vector<int>(layers + 1, 0));
-  best[0][0] = 0.0;
-  for (int c = 1; c <= chunks; ++c)
-    for (int l = c; l <= layers - (chunks - c); ++l)
-      for (int k = c - 1; k < l; ++k) {
-        double value = std::max(best[c - 1][k], prefix[l] - prefix[k]);
-        // Ties keep the earliest cut: deterministic.
-        if (value < best[c][l]) {
-          best[c][l] = value;
-          cut[c][l] = k;
-        }
-      }
-  chunkStart.assign(chunks + 1, layers);
-  for (int c = chunks, l = layers; c > 0; --c) {
-    chunkStart[c] = l;
-    l = cut[c][l];
-    chunkStart[c - 1] = l;
-  }
-  return success();
-}
-
-void ExpandPipelineSchedulePass::assignChunks() {
-  int chunks = numChunks();
-  auto chunkOfBlock = [&](int block) {
-    return static_cast<int>(
-        llvm::upper_bound(ArrayRef(chunkStart).drop_front(), block) -
-        chunkStart.begin() - 1);
-  };
-  // Replicable ops float: they run wherever they are read. The others are
-  // placed by their layer, else by the chunks of the values they read.
-  for (OpInfo &info : ops) {
-    info.chunk = -1;
-    if (info.replicable)
-      continue;
-    if (info.block >= 0) {
-      info.chunk = chunkOfBlock(info.block);
-      continue;
-    }
-    int earliestBwd = chunks, latestFwd = -1;
-    for (Value operand : info.op->getOperands())
-      if (Operation *producer = operand.getDefiningOp()) {
-        const OpInfo &source = ops[infoIndex.lookup(producer)];
-        if (source.chunk < 0)
-          continue;
-        if (source.phase == Phase::Bwd)
-          earliestBwd = std::min(earliestBwd, source.chunk);
-        else
-          latestFwd = std::max(latestFwd, source.chunk);
-      }
-    if (info.phase == Phase::Fwd)
-      // Before the layers: the first chunk; after them: with the latest
-      // chunk whose output it reads.
-      info.chunk = std::max(latestFwd, 0);
-    else if (earliestBwd < chunks)
-      // Gradients flow from the last chunk to the first: with the earliest
-      // chunk of the backward values it reads.
-      info.chunk = earliestBwd;
-    else if (latestFwd >= 0)
-      info.chunk = latestFwd;
-  }
-  // A backward op that reads only inputs and floating values (the seed,
-  // a view of a parameter) runs with its earliest reader, else last.
-  for (OpInfo &info : llvm::reverse(ops)) {
-    if (info.replicable || info.chunk >= 0)
-      continue;
-    info.chunk = chunks;
-    for (Operation *user : info.op->getUsers()) {
-      auto it = infoIndex.find(user);
-      if (it != infoIndex.end() && ops[it->second].chunk >= 0)
-        info.chunk = std::min(info.chunk, ops[it->second].chunk);
-    }
-    if (info.chunk == chunks)
-      info.chunk = chunks - 1;
-  }
-}
-
-void ExpandPipelineSchedulePass::deferCrossStageSums(func::ReturnOp ret) {
-  for (OpInfo &info : ops) {
-    auto node = dyn_cast<NodeOp>(info.op);
-    if (node && node.getKind() == "aten.add.Tensor" &&
-        info.phase == Phase::Bwd && node.getNumOperands() == 2 &&
-        node.getNumResults() == 1 &&
-        llvm::all_of(node->getUsers(),
-                     [&](Operation *user) { return user == ret; }) &&
-        llvm::all_of(node->getOperands(), [&](Value operand) {
-          Operation *producer = operand.getDefiningOp();
-          if (!producer || operand.getType() != node.getType(0))
-            return false;
-          const OpInfo &source = ops[infoIndex.lookup(producer)];
-          return source.phase == Phase::Bwd && !source.replicable;
-        })) {
-      for (Value operand : node->getOperands()) {
-        int from =
-            stageOf(ops[infoIndex.lookup(operand.getDefiningOp())].chunk);
-        if (from != stageOf(info.chunk)) {
-          info.deferred = true;
-          break;
-        }
-      }
-      if (info.deferred)
-        for (Value operand : node->getOperands()) {
-          int from =
-              stageOf(ops[infoIndex.lookup(operand.getDefiningOp())].chunk);
-          if (from != stageOf(info.chunk))
-            deferredTransfers.push_back({operand, from, stageOf(info.chunk)});
-        }
-    }
-    if (!info.replicable && !info.deferred)
-      opsOfStep[{static_cast<int>(info.phase), info.chunk}].push_back(
-          infoIndex.lookup(info.op));
-  }
-}
-
-void ExpandPipelineSchedulePass::collectMessages(func::ReturnOp ret) {
-  std::map<std::tuple<int, int, int>, unsigned> index;
-  for (const OpInfo &info : ops) {
-    if (info.replicable)
-      continue;
-    for (Value result : info.op->getResults()) {
-      // Destination stages in order, each once.
-      SmallVector<int> destinations;
-      for (Operation *user : result.getUsers()) {
-        if (user == ret.getOperation() || ops[infoIndex.lookup(user)].deferred)
-          continue;
-        const OpInfo &reader = ops[infoIndex.lookup(user)];
-        int destination = stageOf(reader.chunk);
-        if (destination == stageOf(info.chunk))
-          continue;
-        auto key = std::make_tuple(static_cast<int>(info.phase), info.chunk,
-                                   destination);
-        auto [it, inserted] = index.try_emplace(key, messages.size());
-        if (inserted)
-          messages.push_back({info.phase, info.chunk, destination, {}, {}});
-        MessageTemplate &message = messages[it->second];
-        if (!llvm::is_contained(message.values, result))
-          message.values.push_back(result);
-        std::pair<Phase, int> step{reader.phase, reader.chunk};
-        if (!llvm::is_contained(message.readers, step))
-          message.readers.push_back(step);
-      }
-    }
-  }
-}
-
-void ExpandPipelineSchedulePass::planSends(StagePlan &plan, int s) {
-  plan.steps = pipelineSchedule(options, s);
-  int units = plan.steps.empty() ? 0 : plan.steps.back().unit + 1;
-  plan.receivesBefore.assign(units, {});
-  plan.sendsAfter.assign(units, {});
-  for (const PipelineStep &step : plan.steps)
-    for (auto [index, message] : llvm::enumerate(messages))
-      if (message.phase == step.phase && message.chunk == step.chunk)
-        plan.sendsAfter[step.unit].push_back(
-            {static_cast<int>(index), step.microbatch});
-}
-
-void ExpandPipelineSchedulePass::planReceives(StagePlan &plan, int s,
-                                              ArrayRef<StagePlan> senders) {
-  // NCCL matches a pair's sends and receives in order: a message is
-  // received when first needed, together with every message its sender
-  // sent before it on the pair (received early, held until needed).
-  std::map<int, SmallVector<std::pair<int, int>>> pending; // by sender
-  for (int sender = 0; sender < stages; ++sender)
-    for (const auto &unit : senders[sender].sendsAfter)
-      for (auto entry : unit)
-        if (messages[entry.first].destination == s)
-          pending[sender].push_back(entry);
-  std::map<int, size_t> next; // per sender: first message not received
-  std::set<std::pair<int, int>> received;
-  for (const PipelineStep &step : plan.steps) {
-    for (auto [index, message] : llvm::enumerate(messages)) {
-      std::pair<int, int> entry{static_cast<int>(index), step.microbatch};
-      if (message.destination != s || received.count(entry) ||
-          !llvm::is_contained(message.readers,
-                              std::make_pair(step.phase, step.chunk)))
-        continue;
-      int sender = stageOf(message.chunk);
-      auto &queue = pending[sender];
-      size_t &at = next[sender];
-      while (at < queue.size() && !received.count(entry)) {
-        received.insert(queue[at]);
-        plan.receivesBefore[step.unit].push_back(queue[at]);
-        ++at;
-      }
-    }
-  }
-}
-
 BlockArgument ExpandPipelineSchedulePass::argumentFor(BlockArgument original,
                                                       int microbatch) {
   unsigned index = original.getArgNumber();
@@ -596,7 +176,8 @@ FailureOr<Value> ExpandPipelineSchedulePass::lookup(Value value, int microbatch,
     map.map(value, mapped);
     return Value(mapped);
   }
-  OpInfo &producer = ops[infoIndex.lookup(value.getDefiningOp())];
+  OpInfo &producer =
+      partition.ops[partition.infoIndex.lookup(value.getDefiningOp())];
   if (!producer.replicable)
     return failure();
   if (failed(cloneOp(producer, microbatch, chunk)))
@@ -642,7 +223,7 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
   DenseSet<Value> accumulate;
   for (Value operand : ret.getOperands())
     accumulate.insert(operand);
-  for (const OpInfo &info : ops)
+  for (const OpInfo &info : partition.ops)
     if (info.deferred)
       for (Value operand : info.op->getOperands())
         accumulate.insert(operand);
@@ -655,7 +236,7 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
   // checked them.
   auto transfer = [&](std::pair<int, int> entry, bool send,
                       int64_t p2pGroup) -> LogicalResult {
-    const MessageTemplate &message = messages[entry.first];
+    const MessageTemplate &message = partition.messages[entry.first];
     int microbatch = entry.second;
     for (Value value : message.values) {
       Location loc = value.getLoc();
@@ -664,7 +245,7 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
                           stringifyPhase(message.phase) + ".c" +
                           Twine(message.chunk) + ".mb" + Twine(microbatch));
       auto type = cast<RankedTensorType>(value.getType());
-      int peer = send ? message.destination : stageOf(message.chunk);
+      int peer = send ? message.destination : partition.stageOf(message.chunk);
       CollectiveOp op;
       if (send) {
         Value mapped = maps[microbatch].lookupOrNull(value);
@@ -705,8 +286,8 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
       const PipelineStep &step = plan.steps[next];
       int microbatch = step.microbatch;
       for (unsigned index :
-           opsOfStep[{static_cast<int>(step.phase), step.chunk}]) {
-        OpInfo &info = ops[index];
+           partition.opsOfStep[{static_cast<int>(step.phase), step.chunk}]) {
+        OpInfo &info = partition.ops[index];
         FailureOr<Operation *> clone = cloneOp(info, microbatch, step.chunk);
         if (failed(clone))
           return failure();
@@ -745,7 +326,7 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
         return failure();
   // Partial gradients of cross-stage sums, once, then the sums.
   DenseMap<Value, Value> partials;
-  for (const DeferredTransfer &transfer : deferredTransfers) {
+  for (const DeferredTransfer &transfer : partition.deferredTransfers) {
     Location loc = transfer.value.getLoc();
     if (transfer.from == stage) {
       auto send = CollectiveOp::create(b, loc, Type(), CollectiveKind::Send,
@@ -757,18 +338,18 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
       ++numSends;
     }
     if (transfer.to == stage) {
-      auto recv = CollectiveOp::create(
-          b, loc, transfer.value.getType(), CollectiveKind::Recv, Value(),
-          group, Phase::Bwd, nullptr, nullptr,
-          b.getStringAttr("pp.recv.partial_grad"),
-          b.getI64IntegerAttr(transfer.from));
+      auto recv = CollectiveOp::create(b, loc, transfer.value.getType(),
+                                       CollectiveKind::Recv, Value(), group,
+                                       Phase::Bwd, nullptr, nullptr,
+                                       b.getStringAttr("pp.recv.partial_grad"),
+                                       b.getI64IntegerAttr(transfer.from));
       recv->setAttr(attrs::kP2PGroup, b.getI64IntegerAttr(lastGroup));
       partials[transfer.value] = recv.getResult();
       ++numRecvs;
     }
   }
-  for (const OpInfo &info : ops) {
-    if (!info.deferred || stageOf(info.chunk) != stage)
+  for (const OpInfo &info : partition.ops) {
+    if (!info.deferred || partition.stageOf(info.chunk) != stage)
       continue;
     IRMapping mapping;
     for (Value operand : info.op->getOperands())
@@ -787,9 +368,9 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
     Operation *producer = operand.getDefiningOp();
     if (!producer)
       continue;
-    const OpInfo &info = ops[infoIndex.lookup(producer)];
+    const OpInfo &info = partition.ops[partition.infoIndex.lookup(producer)];
     // A floating forward result is returned by the first stage.
-    if (stageOf(std::max(info.chunk, 0)) != stage)
+    if (partition.stageOf(std::max(info.chunk, 0)) != stage)
       continue;
     DictionaryAttr attrs = func.getResultAttrDict(index);
     if (info.phase == Phase::Bwd) {
@@ -831,22 +412,22 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
 }
 
 void ExpandPipelineSchedulePass::remarkPartition(func::FuncOp func) {
-  SmallVector<double> work(numChunks(), 0.0);
-  for (const OpInfo &info : ops)
+  SmallVector<double> work(partition.numChunks(), 0.0);
+  for (const OpInfo &info : partition.ops)
     work[std::max(info.chunk, 0)] += info.weight;
   InFlightDiagnostic remark = emitRemark(func.getLoc());
   remark << "pipeline stage " << static_cast<int64_t>(stage) << " of "
          << static_cast<int64_t>(stages) << " ("
-         << stringifyPipelineScheduleKind(options.kind) << ", "
+         << stringifyPipelineScheduleKind(partition.options.kind) << ", "
          << static_cast<int64_t>(microbatches) << " micro-batches):";
-  for (int chunk = static_cast<int>(stage); chunk < numChunks();
+  for (int chunk = static_cast<int>(stage); chunk < partition.numChunks();
        chunk += stages) {
     remark << " chunk " << chunk << " = layers "
-           << blockNames[chunkStart[chunk]] << " .. "
-           << blockNames[chunkStart[chunk + 1] - 1];
+           << partition.blockNames[partition.chunkStart[chunk]] << " .. "
+           << partition.blockNames[partition.chunkStart[chunk + 1] - 1];
     if (chunk == 0)
       remark << " + embedding";
-    if (chunk == numChunks() - 1)
+    if (chunk == partition.numChunks() - 1)
       remark << " + head";
     std::string share;
     llvm::raw_string_ostream(share)
@@ -855,7 +436,8 @@ void ExpandPipelineSchedulePass::remarkPartition(func::FuncOp func) {
     remark << " (" << share << " per micro-batch)";
   }
   remark << "; order: "
-         << formatPipelineSteps(pipelineSchedule(options, stage), options);
+         << formatPipelineSteps(pipelineSchedule(partition.options, stage),
+                                partition.options);
 }
 
 } // namespace

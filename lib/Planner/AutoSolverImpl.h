@@ -1,0 +1,308 @@
+//===- AutoSolverImpl.h - The state of the fast `auto` solver ---*- C++ -*-===//
+//
+// The Solver of AutoSolver.cpp and what it works on, shared by
+// AutoSolver.cpp (the ladder and the greedy that reaches each level) and
+// AutoSolverSearch.cpp (the improvement searches at a level: polish,
+// restarts, probing below, replacing copy-time trades).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_LIB_PLANNER_AUTOSOLVERIMPL_H
+#define LETHE_LIB_PLANNER_AUTOSOLVERIMPL_H
+
+#include "lethe/Planner/AutoSolver.h"
+
+#include "CopyModel.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lethe::autosolver {
+
+/// Range add, range max with the leftmost argmax.
+class MaxTree {
+public:
+  void build(llvm::ArrayRef<int64_t> values) {
+    size = std::max<size_t>(1, values.size());
+    maxv.assign(4 * size, std::numeric_limits<int64_t>::min());
+    lazy.assign(4 * size, 0);
+    arg.assign(4 * size, 0);
+    if (!values.empty())
+      buildNode(1, 0, size - 1, values);
+  }
+  void add(size_t lo, size_t hi, int64_t delta) {
+    if (lo > hi || hi >= size)
+      return;
+    addNode(1, 0, size - 1, lo, hi, delta);
+  }
+  int64_t max() const { return maxv[1]; }
+  size_t argmax() const { return arg[1]; }
+  int64_t maxIn(size_t lo, size_t hi) {
+    if (lo > hi || hi >= size)
+      return std::numeric_limits<int64_t>::min();
+    return queryNode(1, 0, size - 1, lo, hi);
+  }
+
+private:
+  void pull(size_t node) {
+    size_t l = 2 * node, r = 2 * node + 1;
+    if (maxv[l] >= maxv[r]) {
+      maxv[node] = maxv[l];
+      arg[node] = arg[l];
+    } else {
+      maxv[node] = maxv[r];
+      arg[node] = arg[r];
+    }
+    maxv[node] += lazy[node];
+  }
+  void buildNode(size_t node, size_t lo, size_t hi,
+                 llvm::ArrayRef<int64_t> values) {
+    if (lo == hi) {
+      maxv[node] = values[lo];
+      arg[node] = lo;
+      return;
+    }
+    size_t mid = (lo + hi) / 2;
+    buildNode(2 * node, lo, mid, values);
+    buildNode(2 * node + 1, mid + 1, hi, values);
+    pull(node);
+  }
+  void addNode(size_t node, size_t lo, size_t hi, size_t ql, size_t qh,
+               int64_t delta) {
+    if (qh < lo || hi < ql)
+      return;
+    if (ql <= lo && hi <= qh) {
+      maxv[node] += delta;
+      lazy[node] += delta;
+      return;
+    }
+    size_t mid = (lo + hi) / 2;
+    addNode(2 * node, lo, mid, ql, qh, delta);
+    addNode(2 * node + 1, mid + 1, hi, ql, qh, delta);
+    pull(node);
+  }
+  int64_t queryNode(size_t node, size_t lo, size_t hi, size_t ql, size_t qh) {
+    if (qh < lo || hi < ql)
+      return std::numeric_limits<int64_t>::min();
+    if (ql <= lo && hi <= qh)
+      return maxv[node];
+    size_t mid = (lo + hi) / 2;
+    int64_t best = std::max(queryNode(2 * node, lo, mid, ql, qh),
+                            queryNode(2 * node + 1, mid + 1, hi, ql, qh));
+    return best + lazy[node];
+  }
+
+  size_t size = 1;
+  std::vector<int64_t> maxv, lazy;
+  std::vector<size_t> arg;
+};
+
+/// Where things are in the current schedule.
+struct Positions {
+  std::vector<OpIndex> nodeOp;
+  /// First op of the recompute chain run before node i (nodeOp[i] if none).
+  std::vector<OpIndex> regionStart;
+  /// The node whose region an op belongs to (after-ops of node i belong to
+  /// node i + 1).
+  std::vector<NodeId> opNode;
+  /// Per activation: op that frees its produced buffer (last op if never).
+  std::vector<OpIndex> producedFree;
+  /// Per retained activation: the node before which it is needed again
+  /// after its forward life (its restore point if it were dropped).
+  std::vector<NodeId> needNode;
+  /// Per offloaded activation: its release and prefetch ops.
+  std::vector<OpIndex> releaseOp, prefetchOp;
+};
+
+struct Candidate {
+  int32_t act = -1;
+  Decision decision = Decision::Retain;
+  double costUs = 0.0;
+  int64_t bytes = 0;
+  /// Bytes freed at the op considered (the activation's bytes, less what
+  /// other offloads stop freeing there because of this one).
+  int64_t benefit = 0;
+  /// Tie-break for equal cost per byte: how hard the alternative is
+  /// (recompute time per byte for an offload; infinity if it cannot be
+  /// recomputed).
+  double difficulty = 0.0;
+  size_t gapBegin = 0, gapEnd = 0;
+  size_t chainPos = 0;
+  int64_t chainExtra = 0;
+  NodeId restore = -1;
+  /// Offload: the copy placement it needs (default: hidden copies).
+  CopyHint hint;
+  llvm::SmallVector<NodeId, 4> newChainNodes;
+
+  double score() const {
+    return costUs / static_cast<double>(std::max<int64_t>(1, benefit));
+  }
+};
+
+/// State of one greedy batch: positions are those of the schedule the
+/// batch started from.
+struct Batch {
+  /// Per activation: restore point if dropped (-1: not a candidate).
+  std::vector<NodeId> restore;
+  /// Per activation: its recompute candidate (act = -1 if none).
+  std::vector<Candidate> recompute;
+  std::vector<uint8_t> picked;
+  /// (restore, activation), sorted.
+  std::vector<std::pair<NodeId, int32_t>> byRestore;
+  /// Chain nodes added by the batch: (restore << 32) | node.
+  llvm::DenseSet<uint64_t> chain;
+  /// Per activation: what offloading it would do to the copy queues as they
+  /// stand (cleared when the queues change).
+  std::vector<std::optional<planner::CopyWhatIf>> whatIf;
+  /// The same for the copy-time trade at a peak node (the node, the what-if).
+  std::vector<std::optional<std::pair<NodeId, planner::CopyWhatIf>>>
+      tradeWhatIf;
+  /// The activations that may be dropped, with the ops their produced
+  /// buffer is live between, as flat arrays (scanned at every pick).
+  std::vector<int32_t> liveAct;
+  std::vector<OpIndex> liveBegin, liveEnd;
+  /// Scratch of candidatesAt: offload candidates judged in the last call,
+  /// and marks of the activations that may be offloaded at its op.
+  std::vector<Candidate> offloadScratch;
+  std::vector<uint8_t> offloadMark;
+};
+
+class Solver {
+public:
+  Solver(const Evaluator &evaluator, const PlanOptions &options,
+         llvm::ArrayRef<AutoSeed> seeds, const AutoSolverOptions &solver)
+      : evaluator(evaluator), analysis(evaluator.getAnalysis()),
+        graph(analysis.getGraph()), device(evaluator.getDevice()),
+        acts(analysis.getActivations()), options(options), seeds(seeds),
+        solverOptions(solver) {
+    auto difficulty = [&](int32_t a) {
+      return acts[a].recomputable
+                 ? acts[a].recomputeUs / static_cast<double>(acts[a].bytes)
+                 : std::numeric_limits<double>::infinity();
+    };
+    for (size_t a = 0; a < acts.size(); ++a)
+      if (acts[a].offloadable)
+        offloadOrder.push_back(static_cast<int32_t>(a));
+    llvm::sort(offloadOrder, [&](int32_t x, int32_t y) {
+      double dx = difficulty(x), dy = difficulty(y);
+      if (dx != dy)
+        return dx > dy;
+      if (acts[x].bytes != acts[y].bytes)
+        return acts[x].bytes > acts[y].bytes;
+      return x < y;
+    });
+  }
+
+  llvm::Expected<AutoSolution> solve();
+
+private:
+  Positions index(const Evaluation &eval) const;
+  /// Candidates that free bytes at schedule op `op`. Offloads are judged
+  /// with the copy model, at most `offloadLimit` of them, hardest to
+  /// recompute first.
+  std::vector<const Candidate *> candidatesAt(size_t op, const Positions &pos,
+                                              const Evaluation &eval,
+                                              Batch &batch,
+                                              const planner::CopyModel &copies,
+                                              size_t offloadLimit);
+  /// Recompute candidates of every retained activation, for one batch.
+  Batch prepareBatch(const Positions &pos, const Evaluation &eval,
+                     llvm::ArrayRef<Decision> decisions) const;
+  void computeRecompute(Candidate &c, const Placement &placement,
+                        const Batch &batch) const;
+  /// Records a picked recompute: its chain nodes are now shared at its
+  /// restore point, so the candidates restored there cost less.
+  void pickRecompute(Batch &batch, const Candidate &picked,
+                     const Placement &placement) const;
+  /// Greedy until the peak is <= level. False when stuck.
+  llvm::Expected<bool> reduceTo(int64_t level);
+  /// Undoes decisions the level no longer needs; true if the step got
+  /// faster.
+  llvm::Expected<bool> polish(int64_t level);
+  /// Polishes until the step stops improving (a plan far from the level,
+  /// such as a seed the ladder restarts from, needs several rounds).
+  llvm::Error polishFully(int64_t level);
+  /// A seed the ladder restarts from recomputes far more than the level
+  /// needs, and polishing only undoes what nothing replaces: polish, then
+  /// try the costly recomputes against free offloads too, until the step
+  /// stops improving.
+  llvm::Error improveRestart(int64_t level);
+  /// What the ladder's next levels would do, brought back to this one: the
+  /// greedy down to each of the kProbeLevels levels below, then polished
+  /// at this level (which undoes trades and recomputes the lower picks make
+  /// unnecessary); the fastest result that holds the level is kept.
+  llvm::Error probeBelow(int64_t level);
+  /// Replaces copy-time trades by decisions that hide their copies where
+  /// that holds the level and is faster.
+  llvm::Error replaceTrades(int64_t level);
+  /// Snapshot of the current plan.
+  struct State {
+    std::vector<Decision> decisions;
+    std::vector<CopyHint> hints;
+    Evaluation eval;
+    int64_t offloaded = 0;
+  };
+  State save() const {
+    return {current, currentHints, currentEval, offloadedBytes};
+  }
+  void restore(State state) {
+    current = std::move(state.decisions);
+    currentHints = std::move(state.hints);
+    currentEval = std::move(state.eval);
+    offloadedBytes = state.offloaded;
+  }
+  /// Swaps the costliest recomputes for free decisions where that holds the
+  /// level (small graphs only: it costs a few evaluations per level).
+  llvm::Error swapCostly(int64_t level, size_t tries = 3);
+  llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
+  std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
+                      const Evaluation &eval);
+
+  static bool improves(const Evaluation &next, const Evaluation &prev) {
+    if (next.peakBytes != prev.peakBytes)
+      return next.peakBytes < prev.peakBytes;
+    auto atPeak = [](const Evaluation &e) {
+      return llvm::count(e.memory.deviceAtOp, e.peakBytes);
+    };
+    return atPeak(next) < atPeak(prev);
+  }
+
+  const Evaluator &evaluator;
+  const ActivationAnalysis &analysis;
+  const TrainingGraph &graph;
+  const DeviceProfile &device;
+  llvm::ArrayRef<ActivationInfo> acts;
+  const PlanOptions &options;
+  llvm::ArrayRef<AutoSeed> seeds;
+  AutoSolverOptions solverOptions;
+
+  std::vector<Decision> current;
+  /// Copy placements the current offloads need (one per activation).
+  std::vector<CopyHint> currentHints;
+  Evaluation currentEval;
+  /// Activations in the order offload candidates are judged: hardest to
+  /// recompute (per byte) first, then largest, then lowest id.
+  std::vector<int32_t> offloadOrder;
+  int64_t offloadedBytes = 0;
+  /// While set, candidatesAt offers only candidates that cost no time.
+  bool freeOnly = false;
+  /// While set, candidatesAt offers no copy-time trades.
+  bool noTrades = false;
+  /// Spacing of the ladder's levels in bytes.
+  int64_t stepBytes = 1;
+};
+
+} // namespace lethe::autosolver
+
+#endif // LETHE_LIB_PLANNER_AUTOSOLVERIMPL_H

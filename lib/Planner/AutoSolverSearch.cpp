@@ -1,0 +1,237 @@
+//===- AutoSolverSearch.cpp - Improving a plan at one level ---------------===//
+//
+// Once the greedy holds a level, these searches look for a faster plan that
+// still holds it: undoing decisions the level no longer needs (polish),
+// trading costly recomputes for free decisions (swapCostly), descending a
+// few levels and polishing back (probeBelow), and hiding traded copies
+// again (replaceTrades).
+//
+//===----------------------------------------------------------------------===//
+
+#include "AutoSolverImpl.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+using namespace lethe;
+using namespace lethe::autosolver;
+
+/// Recomputes tried back as retained after the ladder restarts from a seed
+/// (swapCostly); bounded because each try is a greedy run.
+constexpr size_t kRestartSwaps = 32;
+/// How many levels below probeBelow looks.
+constexpr unsigned kProbeLevels = 3;
+
+llvm::Expected<bool> Solver::polish(int64_t level) {
+  const double before = currentEval.stepUs;
+  // Copy-time trades no longer needed: hide the copies again where the
+  // level still holds (all at once, else the first half).
+  std::vector<int32_t> trades;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (current[a] == Decision::Offload && !(currentHints[a] == CopyHint()))
+      trades.push_back(static_cast<int32_t>(a));
+  for (size_t count = trades.size(), attempt = 0; count > 0 && attempt < 2;
+       count /= 2, ++attempt) {
+    std::vector<CopyHint> trialHints = currentHints;
+    for (size_t i = 0; i < count; ++i)
+      trialHints[trades[i]] = CopyHint();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      break;
+    }
+  }
+
+  // Undo recomputes no longer needed for this level, most exclusive chain
+  // time first.
+  const Placement &placement = currentEval.placement;
+  llvm::DenseMap<uint64_t, int32_t> users;
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (current[a] == Decision::Retain)
+      continue;
+    const ActivationDecision &d = placement.decisions[a];
+    for (NodeId node : d.recomputeNodes)
+      ++users[(uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)];
+  }
+  std::vector<std::pair<double, int32_t>> order;
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (current[a] != Decision::Recompute)
+      continue;
+    const ActivationDecision &d = placement.decisions[a];
+    double saving = 0.0;
+    for (NodeId node : d.recomputeNodes)
+      if (users[(uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)] == 1)
+        saving += std::max(0.0, graph.getNode(node).timeUs);
+    if (saving > 0.0)
+      order.push_back({-saving, static_cast<int32_t>(a)});
+  }
+  if (order.empty())
+    return currentEval.stepUs < before;
+  llvm::sort(order);
+  Positions pos = index(currentEval);
+  MaxTree tree;
+  tree.build(currentEval.memory.deviceAtOp);
+  std::vector<int32_t> reverted;
+  for (auto [negSaving, a] : order) {
+    const ActivationInfo &act = acts[a];
+    size_t begin = pos.nodeOp[act.lastForwardUse] + 1;
+    size_t end = pos.regionStart[placement.decisions[a].firstBackwardUse] - 1;
+    if (begin > end)
+      continue;
+    if (tree.maxIn(begin, end) + act.bytes <= level) {
+      tree.add(begin, end, act.bytes);
+      reverted.push_back(a);
+    }
+  }
+  // The memory estimate ignores how restore points move; when the whole
+  // batch does not hold, its most valuable half may.
+  for (size_t count = reverted.size(), attempt = 0; count > 0 && attempt < 2;
+       count /= 2, ++attempt) {
+    std::vector<Decision> trial = current;
+    for (size_t i = 0; i < count; ++i)
+      trial[reverted[i]] = Decision::Retain;
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, currentHints);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
+      current = std::move(trial);
+      currentEval = std::move(*eval);
+      break;
+    }
+  }
+  return currentEval.stepUs < before;
+}
+
+llvm::Error Solver::polishFully(int64_t level) {
+  // Each round reverts at most one batch; a few rounds reach a plan the
+  // level holds tight (rarely more than three).
+  const unsigned maxRounds = 8;
+  for (unsigned round = 0; round < maxRounds; ++round) {
+    llvm::Expected<bool> improved = polish(level);
+    if (!improved)
+      return improved.takeError();
+    if (!*improved)
+      break;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Solver::improveRestart(int64_t level) {
+  const unsigned maxRounds = 4;
+  for (unsigned round = 0; round < maxRounds; ++round) {
+    double before = currentEval.stepUs;
+    if (llvm::Error err = polishFully(level))
+      return err;
+    if (llvm::Error err = swapCostly(level, kRestartSwaps))
+      return err;
+    if (!(currentEval.stepUs < before))
+      break;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Solver::probeBelow(int64_t level) {
+  const State start = save();
+  // The descent goes on level by level as the ladder would; each level's
+  // plan is polished back at this level on a copy.
+  State descent = start;
+  std::optional<State> best;
+  for (unsigned below = 1; below <= kProbeLevels; ++below) {
+    restore(std::move(descent));
+    llvm::Expected<bool> reached =
+        reduceTo(level - static_cast<int64_t>(below) * stepBytes);
+    if (!reached)
+      return reached.takeError();
+    descent = save();
+    if (llvm::Error err = polishFully(level))
+      return err;
+    if (currentEval.peakBytes <= level &&
+        currentEval.stepUs < (best ? best->eval.stepUs : start.eval.stepUs))
+      best = save();
+    if (!*reached)
+      break;
+  }
+  restore(best ? std::move(*best) : start);
+  return llvm::Error::success();
+}
+
+llvm::Error Solver::replaceTrades(int64_t level) {
+  bool anyTrade = false;
+  for (size_t a = 0; a < acts.size() && !anyTrade; ++a)
+    anyTrade =
+        current[a] == Decision::Offload && !(currentHints[a] == CopyHint());
+  if (!anyTrade)
+    // Copies the copy model took for hidden and the simulation exposes:
+    // the levels below often hide them again.
+    return currentEval.exposedCopyUs > 0.0 ? probeBelow(level)
+                                           : llvm::Error::success();
+  // A trade is taken where nothing else frees its op at the time; picks made
+  // later at other ops often free it too, and then hiding its copies again
+  // is faster. Without this, the next level's polish finds that plan and a
+  // smaller budget gets a faster plan than this one.
+  State saved = save();
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (current[a] == Decision::Offload)
+      currentHints[a] = CopyHint();
+  llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+  if (!eval)
+    return eval.takeError();
+  currentEval = std::move(*eval);
+  noTrades = true;
+  llvm::Expected<bool> reached = reduceTo(level);
+  noTrades = false;
+  if (!reached)
+    return reached.takeError();
+  if (*reached) {
+    if (llvm::Error err = polishFully(level))
+      return err;
+    if (currentEval.stepUs < saved.eval.stepUs)
+      return llvm::Error::success();
+  }
+  restore(std::move(saved));
+  // Else the picks of the levels below may free the trades' ops.
+  return probeBelow(level);
+}
+
+llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
+  const size_t maxActivations = 256;
+  if (acts.size() > maxActivations)
+    return llvm::Error::success();
+  const Placement &placement = currentEval.placement;
+  std::vector<std::pair<double, int32_t>> order;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (current[a] == Decision::Recompute)
+      order.push_back(
+          {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
+               acts[a].recomputeUs,
+           static_cast<int32_t>(a)});
+  llvm::sort(order);
+  for (size_t i = 0; i < order.size() && i < tries; ++i) {
+    int32_t x = order[i].second;
+    if (current[x] != Decision::Recompute)
+      continue;
+    std::vector<Decision> savedDecisions = current;
+    std::vector<CopyHint> savedHints = currentHints;
+    Evaluation savedEval = currentEval;
+    int64_t savedOffloaded = offloadedBytes;
+    current[x] = Decision::Retain;
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+    if (!eval)
+      return eval.takeError();
+    currentEval = std::move(*eval);
+    freeOnly = true;
+    llvm::Expected<bool> reached = reduceTo(level);
+    freeOnly = false;
+    if (!reached)
+      return reached.takeError();
+    if (*reached && currentEval.stepUs < savedEval.stepUs)
+      continue;
+    current = std::move(savedDecisions);
+    currentHints = std::move(savedHints);
+    currentEval = std::move(savedEval);
+    offloadedBytes = savedOffloaded;
+  }
+  return llvm::Error::success();
+}
