@@ -30,6 +30,7 @@ and recompiles (`Backend.calibration` says what it measured and did).
 
 from __future__ import annotations
 
+import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -219,8 +220,7 @@ class Calibrator:
         # an H200: 63.6 ms for an offloading plan predicted at 54.9, where
         # the recompute-only plan at the same budget ran 44.3). One
         # measurement cannot split that between copies and kernels, so the
-        # re-plan is recompute-only, with the kernels' scale unchanged, and
-        # the faster of the two plans that fit is kept.
+        # re-plan is recompute-only and the faster plan that fits is kept.
         compare = bool(getattr(r, "offloaded", None)) \
             and self.p.offload is not False \
             and measured.step_ms > (1 + TOLERANCE) * r.plan.step_us / 1e3
@@ -282,7 +282,6 @@ class Calibrator:
         if budget is None or measured.peak_bytes is None \
                 or measured.peak_bytes <= budget:
             return False
-        first = self.first
         if r.provisional:
             # The re-plan was the model's least and peaks over the budget.
             if first["fits"] or first["peak_bytes"] <= measured.peak_bytes:
@@ -481,11 +480,9 @@ def _median(window: List[Measurement]) -> Measurement:
     """Several steps of one plan as one: the median time (a host stall in
     one step is not the plan's) and the highest peak (the budget holds for
     every step). `steps_ms` keeps each step's time for the report."""
-    times = sorted(m.step_ms for m in window)
-    n = len(times)
-    mid = times[n // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
     peaks = [m.peak_bytes for m in window if m.peak_bytes is not None]
-    return Measurement(max(peaks) if peaks else None, mid,
+    return Measurement(max(peaks) if peaks else None,
+                       statistics.median(m.step_ms for m in window),
                        [m.step_ms for m in window])
 
 
