@@ -371,10 +371,9 @@ def run(args):
     named = [b.split("+")[0][3:] for b in args.lethe_budgets
              if b.startswith("at:")]
     first = list(dict.fromkeys(
-        ["compile", "compile-0.5", "compile-0.1"] + named)) + \
-        [f"lethe:{b}" for b in args.lethe_budgets] + \
-        ["compile-0.3", "compile-0.8"]
-    first = list(dict.fromkeys(first))
+        ["compile", "compile-0.5", "compile-0.1"] + named
+        + [f"lethe:{b}" for b in args.lethe_budgets]
+        + ["compile-0.3", "compile-0.8"]))
     order = [m for m in first if m in methods or m.startswith("lethe")] + \
         [m for m in methods if m not in first]
     for method in order:
