@@ -33,14 +33,17 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import torch
 import torch.fx as fx
 
+from lethe import LetheError
+
 from lethe._joint_graph import (_dtype_name, _schema_aliases, add_provenance,
                                 op_name)
 
 __all__ = ["FusedGraph", "build_fused_graph", "PlanGraphError"]
 
 
-class PlanGraphError(ValueError):
-    """The joint graph cannot be described to Lethe (dynamic shapes, ...)."""
+class PlanGraphError(LetheError):
+    """The joint graph cannot be described to Lethe (dynamic shapes, ...).
+    A LetheError (and so a ValueError, as before)."""
 
 
 @dataclass

@@ -20,8 +20,9 @@ __all__ = ["InfeasibleBudgetError", "LethePlan", "PlanError", "available",
            "parse_plan", "plan_json"]
 
 
-class PlanError(RuntimeError):
-    """Lethe could not plan the graph (bad input, library missing)."""
+class PlanError(LetheError, RuntimeError):
+    """Lethe could not plan the graph (bad input, library missing). A
+    LetheError, as every error Lethe raises (a RuntimeError as before)."""
 
 
 def available() -> bool:

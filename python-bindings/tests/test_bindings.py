@@ -339,6 +339,9 @@ def test_plan_json_routes_through_the_library():
     assert doc["feasible"] is False and doc["least_feasible_budget_bytes"]
     # `n` is every-n's period; an integer budget is bytes.
     assert plan_json(graph, 64 << 20, "every-n", n=3)["feasible"]
+    # One hierarchy: every error Lethe raises is a LetheError.
+    assert issubclass(PlanError, lethe.LetheError)
+    assert issubclass(PlanError, RuntimeError)  # what callers caught before
     with pytest.raises(PlanError, match="sometimes"):
         plan_json(graph, "50%", "sometimes")
 

@@ -296,8 +296,13 @@ def test_dynamic_shapes_are_refused_with_a_clear_message():
     torch._dynamo.reset()
     run = torch.compile(model, dynamic=True,
                         options={"custom_partitioner_fn": p})
-    with pytest.raises(Exception, match="dynamic shape.*dynamic=False"):
+    with pytest.raises(Exception, match="dynamic shape.*dynamic=False") as e:
         run(torch.randn(8, 32, 64)).sum().backward()
+    # Dynamo wraps it; the cause is Lethe's, in Lethe's one hierarchy.
+    cause = e.value
+    while cause is not None and not isinstance(cause, lt.PlanGraphError):
+        cause = cause.__cause__ or cause.__context__
+    assert isinstance(cause, lethe.LetheError)
 
 
 def test_user_checkpointing_is_replanned_with_a_warning():
