@@ -90,11 +90,7 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
     });
     if (firstLater == info.uses.end())
       continue;
-    info.activation = static_cast<int32_t>(activations.size());
-    ActivationInfo &act = activations.emplace_back();
-    act.storage = info.storage;
-    act.bytes = info.bytes;
-    act.producer = info.producer;
+    ActivationInfo &act = addActivation(info);
     act.firstBackwardUse = *firstLater;
     act.lastForwardUse = info.producer;
     for (NodeId use : info.uses)
@@ -109,6 +105,15 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
   for (ActivationInfo &act : activations)
     computeChains(act, options, mutatedInForward);
   keepReadCheckpoints();
+}
+
+ActivationInfo &ActivationAnalysis::addActivation(StorageInfo &info) {
+  info.activation = static_cast<int32_t>(activations.size());
+  ActivationInfo &act = activations.emplace_back();
+  act.storage = info.storage;
+  act.bytes = info.bytes;
+  act.producer = info.producer;
+  return act;
 }
 
 void ActivationAnalysis::addCheckpoints(
@@ -128,11 +133,7 @@ void ActivationAnalysis::addCheckpoints(
       }
     if (enters < 0)
       continue;
-    info.activation = static_cast<int32_t>(activations.size());
-    ActivationInfo &act = activations.emplace_back();
-    act.storage = info.storage;
-    act.bytes = info.bytes;
-    act.producer = info.producer;
+    ActivationInfo &act = addActivation(info);
     act.lastForwardUse = act.lastUse = info.lastUse;
     // A placeholder until the chains that read it are known: no alias is
     // read after it, so it has nothing to re-derive.

@@ -259,6 +259,14 @@ void writeProgram(JsonWriter &json, const Program &prog) {
   json.field("program_world_size", prog.p->worldSize);
 }
 
+void writeRankRun(JsonWriter &json, const Options &o, const Program &prog,
+                  const char *mode) {
+  writeProgram(json, prog);
+  json.field("mode", mode);
+  json.field("world", o.world > 0 ? o.world : prog.p->worldSize);
+  json.field("rank", o.rank);
+}
+
 void writeDevice(JsonWriter &json, LetheRt *rt) {
   json.key("device").beginObject();
   json.field("name", rt->deviceName);
@@ -327,10 +335,7 @@ namespace {
 int runDry(const Options &o, const Program &prog) {
   JsonWriter json;
   json.beginObject();
-  writeProgram(json, prog);
-  json.field("mode", "dry-run");
-  json.field("world", o.world > 0 ? o.world : prog.p->worldSize);
-  json.field("rank", o.rank);
+  writeRankRun(json, o, prog, "dry-run");
   LetheRt *rt = nullptr;
   RunError e = setUp(prog, o, LETHE_MODE_DRY_RUN, &rt);
   letheRtResetStats(rt); // count the step, not init

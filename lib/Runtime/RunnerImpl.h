@@ -53,6 +53,9 @@ void writeError(JsonWriter &json, const RunError &e);
 /// Prints the report (and writes it to --json); returns `code`.
 int finish(const Options &o, JsonWriter &json, int code);
 void writeProgram(JsonWriter &json, const Program &prog);
+/// The program, then the mode, world and rank of a run on one rank.
+void writeRankRun(JsonWriter &json, const Options &o, const Program &prog,
+                  const char *mode);
 void writeDevice(JsonWriter &json, LetheRt *rt);
 void writeCounts(JsonWriter &json, const LetheRtStats &s);
 /// The step's sends and receives in issue order, so that the reports of

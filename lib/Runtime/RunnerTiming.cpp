@@ -196,10 +196,7 @@ RunError graphSteps(LetheRt *rt, const Options &o, const Program &prog,
 int runTiming(const Options &o, const Program &prog) {
   JsonWriter json;
   json.beginObject();
-  writeProgram(json, prog);
-  json.field("mode", "timing");
-  json.field("world", o.world > 0 ? o.world : prog.p->worldSize);
-  json.field("rank", o.rank);
+  writeRankRun(json, o, prog, "timing");
   LetheRt *rt = nullptr;
   RunError err = setUp(prog, o, LETHE_MODE_TIMING, &rt);
   if (err) {

@@ -1,11 +1,14 @@
 //===- SimulatorTest.cpp - The discrete-event simulator
 //--------------------===//
 
+#include "ScheduleOps.h"
+
 #include "lethe/Simulator/Simulator.h"
 
 #include <gtest/gtest.h>
 
 using namespace lethe;
+using lethe::testing::copyOp;
 
 namespace {
 
@@ -27,16 +30,6 @@ ScheduleOp computeOp(double us, std::vector<OpIndex> deps = {}) {
   op.kind = ScheduleOpKind::Node;
   op.stream = Stream::Compute;
   op.durationUs = us;
-  op.deps.assign(deps.begin(), deps.end());
-  return op;
-}
-
-ScheduleOp copyOp(ScheduleOpKind kind, int64_t bytes,
-                  std::vector<OpIndex> deps = {}) {
-  ScheduleOp op;
-  op.kind = kind;
-  op.stream = kind == ScheduleOpKind::Offload ? Stream::D2H : Stream::H2D;
-  op.copyBytes = bytes;
   op.deps.assign(deps.begin(), deps.end());
   return op;
 }

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Planner/GraphFile.h"
+#include "ScheduleOps.h"
 
 #include "lethe/Planner/Planner.h"
 #include "lethe/Simulator/Simulator.h"
@@ -22,6 +23,7 @@
 #include <random>
 
 using namespace lethe;
+using lethe::testing::copyOp;
 
 namespace {
 
@@ -41,16 +43,6 @@ ScheduleOp kernelOp(double us, KernelClass kernel,
   op.stream = Stream::Compute;
   op.durationUs = us;
   op.kernel = kernel;
-  op.deps.assign(deps.begin(), deps.end());
-  return op;
-}
-
-ScheduleOp copyOp(ScheduleOpKind kind, int64_t bytes,
-                  std::vector<OpIndex> deps = {}) {
-  ScheduleOp op;
-  op.kind = kind;
-  op.stream = kind == ScheduleOpKind::Offload ? Stream::D2H : Stream::H2D;
-  op.copyBytes = bytes;
   op.deps.assign(deps.begin(), deps.end());
   return op;
 }

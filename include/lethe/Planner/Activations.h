@@ -144,6 +144,8 @@ public:
   }
 
 private:
+  /// A new activation of `info`'s storage (which records its index).
+  ActivationInfo &addActivation(StorageInfo &info);
   /// Adds the checkpoint candidates to the activations and keeps those some
   /// chain reads.
   void addCheckpoints(const std::vector<uint8_t> &mutatedInForward);
