@@ -256,6 +256,46 @@ def largest_working_set(graph):
     return best
 
 
+def step_floor(graph):
+    """A floor under any retain/recompute/offload plan of the graph in its
+    op order: at each op, its working set (largest_working_set) plus the
+    step's outputs (parameter gradients) already produced, which stay on
+    the device to the end of the step whatever is decided for the
+    activations. Returns (bytes, op name)."""
+    with open(graph) as f:
+        nodes = json.load(f)["nodes"]
+    by_id = {n["id"]: n for n in nodes}
+
+    def root(ref):
+        while True:
+            node = by_id[ref[0]]
+            if node.get("kind") != "op":
+                return None
+            alias = node["outputs"][ref[1]].get("alias")
+            if alias is None:
+                return (ref[0], ref[1])
+            ref = tuple(node["inputs"][alias])
+
+    def size(key):
+        return by_id[key[0]]["outputs"][key[1]]["bytes"]
+
+    outputs = {root(tuple(r)) for n in nodes if n.get("kind") == "output"
+               for r in n["inputs"]} - {None}
+    produced = set()  # step outputs whose producer has run
+    best = (0, None)
+    for n in nodes:
+        if n.get("kind") != "op":
+            continue
+        held = {root(tuple(r)) for r in n["inputs"]}
+        held |= {root((n["id"], k)) for k in range(len(n["outputs"]))}
+        held.discard(None)
+        produced |= {k for k in held if k in outputs and k[0] == n["id"]}
+        total = sum(size(k) for k in held | produced)
+        if total > best[0]:
+            best = (total, n["name"])
+    return best
+
+
 def fmt_bytes(b):
     return f"{b / 2**30:.2f}" if b is not None else "-"
 
@@ -312,11 +352,21 @@ def main():
     p.add_argument("--least-vs-working-set", action="store_true",
                    help="only compare each graph's least budget with its "
                    "largest single-op working set (issue 16's target)")
+    p.add_argument("--floor", action="store_true",
+                   help="only print each graph's step floor (step_floor): "
+                   "the least peak any plan of its ops in their order "
+                   "can have")
     args = p.parse_args()
     budgets = args.budgets.split(",")
     graphs = sorted({g for pattern in args.graphs for g in glob.glob(pattern)})
     if not graphs:
         p.error(f"no graph matches {args.graphs}")
+    if args.floor:
+        print("| graph | floor GB | at op |\n|---|---:|---|")
+        for g in graphs:
+            floor, op = step_floor(g)
+            print(f"| {g} | {floor / 1e9:.3f} | {op} |")
+        return 0
     if args.least_vs_working_set:
         lines = ["| graph | least GiB | largest op working set GiB (op) "
                  "| least / working set |", "|---|---:|---|---:|"]

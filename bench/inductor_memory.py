@@ -66,6 +66,8 @@ def main():
                     help="Lethe's budget (bytes, N%%)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--offload", choices=["auto", "off"], default="off",
+                    help="Lethe may offload (auto: on CUDA) or not")
     args = ap.parse_args()
     import lethe.torch as lt
     os.makedirs(args.out, exist_ok=True)
@@ -74,6 +76,7 @@ def main():
                                 torch.bfloat16)
     params = list(model.parameters())
     backend = lt.backend(budget=args.budget, calibrate=False,
+                         offload={"auto": "auto", "off": False}[args.offload],
                          dump_dir=os.path.join(args.out, "dump"))
     run = backend(model)
 

@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -238,7 +239,8 @@ def run_method(name, method, args, device, budgets):
                              calibrate=calibrate,
                              costs=args.lethe_costs,
                              offload={"auto": "auto", "off": False}[
-                                 args.lethe_offload])
+                                 args.lethe_offload],
+                             dump_dir=_dump_dir(args, method))
         run = backend(model)  # torch.compile(..., dynamic=False), calibrating
 
     def step():
@@ -300,6 +302,14 @@ def run_method(name, method, args, device, budgets):
     return result
 
 
+def _dump_dir(args, method):
+    """Where a Lethe run writes each graph it planned (--dump-graphs)."""
+    if not args.dump_graphs:
+        return None
+    return os.path.join(args.dump_graphs,
+                        re.sub(r"[^A-Za-z0-9._-]", "_", method))
+
+
 def least_budget(name, args, device):
     """Lethe's least budget on this model (bytes), 2% over it for packing
     slack. Calibrating (CUDA): the plan at the model's least is run and its
@@ -316,7 +326,8 @@ def least_budget(name, args, device):
         # (provisional) and the calibration reports its measured peak.
         backend = lt.backend(budget=str(1 << 20), device=args.profile,
                              calibrate=True, costs=args.lethe_costs,
-                             offload=offload)
+                             offload=offload,
+                             dump_dir=_dump_dir(args, "least-search"))
         run = backend(model)
         params = list(model.parameters())
         for _ in range(12):
@@ -631,6 +642,10 @@ def main():
                         "none (off)")
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--steps", type=int, default=5)
+    r.add_argument("--dump-graphs", default=None, metavar="DIR",
+                   help="write every graph Lethe plans, its plan and a "
+                   "summary under DIR/<method>/ (see corpus_bench.py "
+                   "--floor)")
     r.add_argument("--deadline", type=float, default=None,
                    help="seconds after which remaining methods are skipped")
     p = sub.add_parser("report", help="tables and plot from run outputs")

@@ -142,6 +142,9 @@ class Calibrator:
         self.before = self.p.compiles
         self.first: Optional[Dict[str, Any]] = None
         self.retried = False
+        # The offloading plan that fitted, while the recompute-only plan
+        # it is compared with is calibrated (see _check).
+        self.fallback: Optional[Dict[str, Any]] = None
         # Peaks are measured on CUDA only.
         self.p.allow_provisional = torch.cuda.is_available()
 
@@ -212,8 +215,10 @@ class Calibrator:
                 and measured.peak_bytes is not None \
                 and measured.peak_bytes > budget:
             # The plan at the model's least already peaks over the budget:
-            # no plan of this graph meets it. Keep training on the least.
-            self._unmet(budget, measured.peak_bytes)
+            # no plan of this graph meets it. Keep training on the least
+            # (or on the offloading plan that fitted, if one did).
+            if not self._fall_back():
+                self._unmet(budget, measured.peak_bytes)
             return False
         # An offloading plan slower than predicted: under inductor the
         # copies and their waits cost more than the model says (measured on
@@ -269,21 +274,30 @@ class Calibrator:
     def _check(self, measured: Measurement, r: Any) -> bool:
         budget = self._byte_budget()
         first = self.first
-        if first["compare"] and first["fits"] \
-                and first["step_ms"] < measured.step_ms:
-            # The offloading plan was faster after all: back to it.
+        fits = budget is None or measured.peak_bytes is None \
+            or measured.peak_bytes <= budget
+        if first["compare"] and first["fits"] and (
+                first["step_ms"] < measured.step_ms
+                or (r.provisional and not fits)):
+            # The offloading plan was faster after all, or it fits where
+            # recompute alone cannot (its plan was already the model's
+            # least): back to it.
             self._revert()
             self.report["offload_kept"] = True
             return False
         if first["compare"]:
-            # Recompute-only was faster: calibrate it from its own step.
+            # Recompute-only was faster: calibrate it from its own step,
+            # keeping the offloading plan in case no recompute-only plan
+            # ends up fitting.
+            self.fallback = first if first["fits"] else None
             self.first = None
             return self._first(r, measured, self.report["after"])
-        if budget is None or measured.peak_bytes is None \
-                or measured.peak_bytes <= budget:
+        if fits:
             return False
         if r.provisional:
             # The re-plan was the model's least and peaks over the budget.
+            if self._fall_back():
+                return False
             if first["fits"] or first["peak_bytes"] <= measured.peak_bytes:
                 self._revert()
             lowest = min(first["peak_bytes"], measured.peak_bytes)
@@ -292,15 +306,21 @@ class Calibrator:
             return False
         if first["fits"] and not self.retried \
                 and measured.peak_bytes > first["peak_bytes"]:
-            # Between the first plan (under the budget) and this one
-            # (over): the correction where the measured peak, linear
-            # between the two, meets the budget, 10% toward the first.
             c0, c1 = first["peak_correction"], self.p.peak_correction
-            share = (budget - first["peak_bytes"]) / (
-                measured.peak_bytes - first["peak_bytes"])
+            if c0 != c1:
+                # Between the first plan (under the budget) and this one
+                # (over): the correction where the measured peak, linear
+                # between the two, meets the budget, 10% toward the first.
+                share = (budget - first["peak_bytes"]) / (
+                    measured.peak_bytes - first["peak_bytes"])
+                retry = int(c0 + 0.9 * share * (c1 - c0))
+            else:
+                # The re-plan changed only the time scale (measured on an
+                # H200: a MoE re-plan 17 MB over, retried with the same
+                # correction, made the same plan): correct by its error.
+                retry = c1 + r.plan.peak_bytes - measured.peak_bytes
             self.retried = True
-            if self._replan(int(c0 + 0.9 * share * (c1 - c0)),
-                            self.p.time_scale):
+            if self._replan(retry, self.p.time_scale):
                 self.report["retried"] = True
                 return True
         if first["fits"] and self._revert():
@@ -316,11 +336,24 @@ class Calibrator:
                             self.p.time_scale):
                 self.report["retried"] = True
                 return True
+        if self._fall_back():
+            return False
         warnings.warn(
             f"Lethe: after calibration the measured peak "
             f"{measured.peak_bytes} B is still over the budget {budget} B; "
             "pass a lower budget")
         return False
+
+    def _fall_back(self) -> bool:
+        """Back to the offloading plan that fitted, when the recompute-only
+        plan it was compared with could not be made to fit."""
+        if self.fallback is None:
+            return False
+        self.first, self.fallback = self.fallback, None
+        if not self._revert():
+            return False
+        self.report["offload_kept"] = True
+        return True
 
     def _revert(self) -> bool:
         """Back to the first plan, which dynamo still holds compiled."""

@@ -673,6 +673,67 @@ def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
         assert bool(report.get("offload_kept")) == (kept == "first plan")
 
 
+def test_an_offloading_plan_that_fits_is_kept_when_recompute_alone_cannot(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The offloading plan fits (990 of 1000) but runs 13 ms against 10
+    # predicted. Measured on an H200 (GPT-2-medium at its least): the
+    # recompute-only re-plan, faster, was the model's least and peaked
+    # 1.2 GB over the budget, and the calibration kept it. The faster plan
+    # that *fits* is kept: the offloading one.
+    cal, p, report, compiled = _calibrator(
+        monkeypatch, lambda c: 1000 + c, least=900, offloads=["h"])
+    assert cal.on_step(Measurement(990, 13.0))
+    p.least = 1400  # without offload the least is higher
+    p.compile()
+    assert p.records[-1].provisional and p.records[-1].offloaded == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not cal.on_step(Measurement(1400, 10.2))
+    assert compiled.dynamo_ctx == "first plan" and p.offload == "auto"
+    assert report["offload_kept"] and "unmet" not in report
+    # Not the model's least: the recompute-only plan is calibrated first
+    # (twice), and only when it still peaks over does the offloading plan
+    # come back.
+    cal, p, report, compiled = _calibrator(
+        monkeypatch, lambda c: 1000 + c, offloads=["h"])
+    cal.on_step(Measurement(990, 13.0))
+    p.compile()
+    assert cal.on_step(Measurement(1100, 10.2))  # over: corrected
+    assert p.peak_correction == -100 and not report.get("offload_kept")
+    p.compile()
+    assert cal.on_step(Measurement(1050, 10.2))  # over again: once more
+    p.compile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not cal.on_step(Measurement(1020, 10.2))
+    assert compiled.dynamo_ctx == "first plan" and report["offload_kept"]
+    assert cal.backend.calibrated_plan is p.records[0]
+
+
+def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The first plan fits and runs at half its predicted time: re-planned
+    # with the time scale alone (no peak correction), the new plan peaks
+    # over. Measured on an H200 (MoE): the retry interpolated between two
+    # equal corrections and made the same plan again. It is corrected by
+    # the re-plan's own error instead.
+    box = []
+    cal, p, report, compiled = _calibrator(
+        monkeypatch,
+        lambda c: (990 if not box or box[0].time_scale == 1.0 else 1030) + c)
+    box.append(p)
+    assert cal.on_step(Measurement(960, 5.0))
+    assert p.peak_correction == 0 and p.time_scale == 0.5
+    p.compile()
+    assert cal.on_step(Measurement(1040, 5.0))
+    assert report["retried"] and p.peak_correction == -10
+    p.compile()
+    assert not cal.on_step(Measurement(995, 5.0))
+    assert compiled.dynamo_ctx == "plan 3"
+
+
 def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
     from lethe._calibrate import Measurement
     # The model is low by 100 B on the first plan and by 150 B on the
