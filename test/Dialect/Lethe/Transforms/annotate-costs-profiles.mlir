@@ -8,10 +8,10 @@
 
 func.func @step(%a: tensor<1024x1024xbf16>, %b: tensor<1024x1024xf32>) {
   // 2*1024^3 = 2.147e9 FLOP; bf16: 21.475 us on the toy device (bytes
-  // 6.3 MB = 6.291 us) + 5 = 26.475; h100 at 798.3 TFLOP/s: 2.690 us, but
-  // 6.3 MB at 3.0 TB/s = 2.097 us, so 2.690 + 3.3 = 5.990 us.
+  // 6.3 MB = 6.291 us) + 5 = 26.475; h100 at 798.8 TFLOP/s: 2.688 us, but
+  // 6.3 MB at 2.985 TB/s = 2.108 us, so 2.688 + 3.1 launch = 5.788 us.
   // TOY: lethe.node "aten.mm.default" {{.*}} time_us = 2.647500e+01 : f64
-  // H100: lethe.node "aten.mm.default" {{.*}} time_us = 5.990000e+00 : f64
+  // H100: lethe.node "aten.mm.default" {{.*}} time_us = 5.788000e+00 : f64
   %0 = lethe.node "aten.mm.default" fwd (%a, %a) : (tensor<1024x1024xbf16>, tensor<1024x1024xbf16>) -> tensor<1024x1024xbf16>
   // The same in f32 runs at the f32 rate: 2147.484 us + 5 = 2152.484.
   // TOY: lethe.node "aten.mm.default" {{.*}} time_us = 2152.48{{[0-9]*}} : f64
