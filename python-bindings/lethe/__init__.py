@@ -68,46 +68,93 @@ class Graph:
 
 
 class Plan:
-    """A retain / recompute / offload plan of a step under a budget.
+    """A retain / recompute / offload plan of a step under a budget: the
+    one plan class of the Python API, whichever route made it.
 
     Numbers (bytes, microseconds) are the simulator's predictions on the
     graph's device; `decisions` has one dict per activation (id, name,
-    bytes, decision, reason, restore point, recomputed ops / copies)."""
+    bytes, decision, reason, restore point, recomputed ops / copies), as
+    `lethe plan --json` lists them under "values". `owners` is filled by
+    the framework routes (`lethe.torch`): the same decisions keyed by the
+    exported graph's (node id, output index), as `lethe._partition.Decision`
+    objects, which is how a partitioner applies them."""
 
-    def __init__(self, native: _native.Plan) -> None:
+    def __init__(self, native: Optional[_native.Plan] = None, *,
+                 document: Optional[Dict[str, Any]] = None) -> None:
+        if (native is None) == (document is None):
+            raise TypeError("Plan takes a native plan or a document")
         self._native = native
-        self._doc: Dict[str, Any] = json.loads(native.json())
-        doc = self._doc
-        self.feasible: bool = doc["feasible"]
-        self.policy: str = doc["policy"]
-        self.budget_bytes: int = doc["budget_bytes"]
-        self.peak_bytes: int = doc["peak_bytes"]
-        self.step_us: float = doc["step_us"]
-        self.baseline_peak_bytes: int = doc["baseline_peak_bytes"]
-        self.baseline_step_us: float = doc["baseline_step_us"]
-        self.overhead: float = doc["overhead"]
-        self.least_feasible_budget_bytes: Optional[int] = doc.get(
-            "least_feasible_budget_bytes")
+        doc = json.loads(native.json()) if native is not None else document
+        self._doc: Dict[str, Any] = doc
+        get = doc.get
+        self.feasible: bool = bool(get("feasible", True))
+        self.policy: Optional[str] = get("policy")
+        self.budget_bytes: Optional[int] = get("budget_bytes")
+        self.peak_bytes: Optional[int] = get("peak_bytes")
+        self.step_us: Optional[float] = get("step_us")
+        self.baseline_peak_bytes: Optional[int] = get("baseline_peak_bytes")
+        self.baseline_step_us: Optional[float] = get("baseline_step_us")
+        self.overhead: Optional[float] = get("overhead")
+        # A planner passed to the torch backend (`planner=`) may say
+        # "least_feasible_budget".
+        self.least_feasible_budget_bytes: Optional[int] = get(
+            "least_feasible_budget_bytes", get("least_feasible_budget"))
         # With `bound`: no plan's overhead at this budget is lower, and this
         # plan's overhead minus it (None without `bound`, or when no plan
         # fits).
-        self.lower_bound_overhead: Optional[float] = doc.get(
+        self.lower_bound_overhead: Optional[float] = get(
             "lower_bound_overhead")
-        self.gap: Optional[float] = doc.get("gap")
-        self.counts: Dict[str, int] = doc["counts"]
-        self.decisions: List[Dict[str, Any]] = doc["values"]
+        self.gap: Optional[float] = get("gap")
+        self.decisions: List[Dict[str, Any]] = get(
+            "values", get("decisions", []))
+        self.owners: Dict[Any, Any] = {}
+        counts = get("counts")
+        if counts is None:
+            counts = {"retain": 0, "recompute": 0, "offload": 0}
+            for d in self.decisions:
+                if d.get("decision") in counts:
+                    counts[d["decision"]] += 1
+        self.counts: Dict[str, int] = counts
+
+    @classmethod
+    def from_document(cls, document: Dict[str, Any]) -> "Plan":
+        """A plan from its JSON document (`lethe plan --json`, or what a
+        custom planner returned); `to_json` gives it back, `trace` needs a
+        plan made by the native library."""
+        return cls(document=document)
+
+    @property
+    def document(self) -> Dict[str, Any]:
+        """The plan's JSON document, as a dict (do not modify)."""
+        return self._doc
+
+    def figures(self) -> Dict[str, Any]:
+        """The plan's numbers, as the torch backends' records summarize
+        them."""
+        return {"policy": self.policy, "feasible": self.feasible,
+                "budget_bytes": self.budget_bytes,
+                "peak_bytes": self.peak_bytes, "step_us": self.step_us,
+                "baseline_peak_bytes": self.baseline_peak_bytes,
+                "baseline_step_us": self.baseline_step_us,
+                "decisions": dict(self.counts)}
 
     def __repr__(self) -> str:
+        step = f"{self.step_us:.1f}" if self.step_us is not None else "?"
         return (f"<lethe.Plan {self.policy} budget={self.budget_bytes} "
-                f"peak={self.peak_bytes} step_us={self.step_us:.1f} "
+                f"peak={self.peak_bytes} step_us={step} "
                 f"feasible={self.feasible}>")
 
     def to_json(self) -> str:
         """The same JSON text as `lethe plan --json`."""
+        if self._native is None:
+            return json.dumps(self._doc, indent=2)
         return self._native.json()
 
     def trace(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the planned step's simulated Chrome-trace timeline."""
+        if self._native is None:
+            raise LetheError("this plan was read from a document: only a "
+                             "plan made by lethe.plan can write its trace")
         self._native.write_trace(os.fspath(path))
 
 

@@ -258,11 +258,11 @@ class Backend:
         offload_ok = (self.offload is True or
                       (self.offload == "auto" and device.type == "cuda"))
         plan = self._plan(graph, offload_ok)
-        decisions = dict(plan.decisions)
+        decisions = dict(plan.owners)
         if not offload_ok:  # documented: offload -> retain without CUDA
             decisions = {k: Decision(RETAIN) if d.kind == OFFLOAD else d
                          for k, d in decisions.items()}
-        if self.prefetch == "layer":  # copies: plan.decisions stays as planned
+        if self.prefetch == "layer":  # copies: plan.owners stays as planned
             decisions = {k: Decision(d.kind, d.release_after, None,
                                      d.restore_before)
                          for k, d in decisions.items()}
@@ -312,7 +312,7 @@ class Backend:
                             **options)
         plan = parse_plan(raw, graph)
         if not plan.feasible:
-            least = plan.least_feasible_budget
+            least = plan.least_feasible_budget_bytes
             given = f" ({plan.budget_bytes} B)" if plan.budget_bytes else ""
             raise InfeasibleBudgetError(
                 f"Lethe: budget {self.budget}{given} is below the least "

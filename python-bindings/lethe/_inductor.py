@@ -35,12 +35,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx as fx
 
-from lethe import InfeasibleBudgetError
+from lethe import InfeasibleBudgetError, Plan
 from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
 from lethe._measure import (CostTable, device_key, measured_profile,
                             runs_as_library_kernel, scaled_profile)
 from lethe._partition import OFFLOAD, RETAIN
-from lethe._planclient import LethePlan, PlanRecord, parse_plan, plan_json
+from lethe._planclient import PlanRecord, parse_plan, plan_json
 
 __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
            "normalize_budget", "default_device_profile"]
@@ -127,7 +127,7 @@ def default_device_profile() -> str:
 class PartitionRecord(PlanRecord):
     """What the partitioner decided for one compiled graph."""
 
-    def __init__(self, plan: LethePlan, graph: Optional[Dict[str, Any]],
+    def __init__(self, plan: Plan, graph: Optional[Dict[str, Any]],
                  saved: List[str], mismatches: List[Dict[str, Any]],
                  offloaded: List[str], notes: List[str], plan_s: float,
                  measured: Optional[Dict[str, Any]] = None,
@@ -207,6 +207,9 @@ class LethePartitioner(_partitioner_base()):
         # least may be planned at that least once, to be measured.
         self.allow_provisional = False
         self.provisional = False  # the newest plan is such a plan
+        # Dynamo frames planned (a graph break makes a second one): a byte
+        # budget applies to each graph, so several frames are said once.
+        self._frames: List[str] = []
 
     def set_peak_correction(self, correction: int) -> None:
         """Calibration: Lethe's model of the compiled step's memory is off
@@ -298,6 +301,7 @@ class LethePartitioner(_partitioner_base()):
         offload_ok = self.offload is True or (
             self.offload == "auto" and device.type == "cuda")
         compile_id = _compile_id()
+        self._note_frame(compile_id)
         plan = self._plan(fused.doc, offload_ok, profile, compile_id)
 
         # A plan that keeps every value says the budget does not bind: then
@@ -307,7 +311,7 @@ class LethePartitioner(_partitioner_base()):
         # cost more (measured: tagging every kept value MUST_SAVE ran 1.7%
         # (Llama-8l) and 4.2% (GPT-2-medium) slower than plain compile on
         # an H200, bench/results/torch-inductor-h200.md).
-        keeps_all = all(d.kind == RETAIN for d in plan.decisions.values())
+        keeps_all = all(d.kind == RETAIN for d in plan.owners.values())
         offloaded = [] if keeps_all else self._tag(gm, fused, plan, info)
         if keeps_all:
             notes.append("the plan keeps every value: min-cut's own "
@@ -406,7 +410,7 @@ class LethePartitioner(_partitioner_base()):
 
     def _plan(self, doc: Dict[str, Any], offload_ok: bool,
               profile: Optional[str] = None,
-              compile_id: Optional[str] = None) -> LethePlan:
+              compile_id: Optional[str] = None) -> Plan:
         options = dict(self.plan_options)
         if not offload_ok:
             options["host_budget"] = 0
@@ -423,7 +427,7 @@ class LethePartitioner(_partitioner_base()):
         plan = plan_at(self._planning_budget() if self.planner is None
                        else self.budget)
         self.provisional = False
-        least = plan.least_feasible_budget
+        least = plan.least_feasible_budget_bytes
         if not plan.feasible and self.allow_provisional and least \
                 and self.budget is not None and self.budget.isdigit():
             # The model's least is above the budget, but the model's peak
@@ -438,7 +442,7 @@ class LethePartitioner(_partitioner_base()):
             plan = plan_at(str(least))
             self.provisional = True
         if not plan.feasible:
-            least = plan.least_feasible_budget
+            least = plan.least_feasible_budget_bytes
             graph = _graph_name(doc, compile_id)
             given = "" if str(plan.budget_bytes) == self.budget \
                 else f" ({plan.budget_bytes} B)"
@@ -456,6 +460,25 @@ class LethePartitioner(_partitioner_base()):
                 f"'{self.policy}' can meet on {graph}{advice}", least)
         return plan
 
+    def _note_frame(self, compile_id: Optional[str]) -> None:
+        """Warns once when graphs of a second dynamo frame are planned
+        under a byte budget: each graph is planned to the whole budget
+        while the earlier graph's saved activations are still live, so
+        the step can peak above it."""
+        frame = compile_id.lstrip("!").split("/")[0] if compile_id else None
+        if frame is None or frame in self._frames:
+            return
+        self._frames.append(frame)
+        if len(self._frames) == 2 and self.budget is not None \
+                and not self.budget.endswith("%"):
+            warnings.warn(
+                f"Lethe: the byte budget {self.budget} applies to each "
+                f"compiled graph, and this partitioner now plans graphs of "
+                f"{len(self._frames)} dynamo frames (a graph break): the "
+                "graphs' activations add up, so the step may peak above the "
+                "budget. Remove the break (torch._dynamo.explain(model)(...) "
+                "lists them) or give each graph a share of the budget")
+
     def _planning_budget(self) -> Optional[str]:
         if not self.peak_correction:
             return self.budget
@@ -469,7 +492,7 @@ class LethePartitioner(_partitioner_base()):
         op_types = get_default_op_list()
         kept: Dict[fx.Node, str] = {}
         offloaded: List[Tuple[fx.Node, int]] = []
-        for (nid, index), d in plan.decisions.items():
+        for (nid, index), d in plan.owners.items():
             n = fused.fx_of.get(nid)
             if n is None or n.op != "call_function":
                 continue
@@ -571,7 +594,7 @@ def _mismatches(gm, fused, plan, saved):
     op_types = get_default_op_list()
     by_name = {n.name: n for n in gm.graph.nodes}
     planned: Dict[str, Tuple[str, int]] = {}
-    for (nid, index), d in plan.decisions.items():
+    for (nid, index), d in plan.owners.items():
         n = fused.fx_of.get(nid)
         if n is None:
             continue
@@ -633,7 +656,7 @@ def _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
     joint_order = {e["name"]: e["id"] for e in fused.doc["nodes"]}
     moved = []
     for n, index in offloaded:
-        decision = plan.decisions.get((fused.root_of[n], index))
+        decision = plan.owners.get((fused.root_of[n], index))
         for name in _value_names(n, index):
             x = fw_by_name.get(name)
             p = bw_by_name.get(name)

@@ -2,8 +2,8 @@
 
 `plan_json` plans a graph dict in process, through the native library
 (`lethe.plan`), and returns the `lethe plan --json` document, infeasible
-plans included. `parse_plan` turns it into the decisions the partitioner
-follows.
+plans included. `parse_plan` makes it a `lethe.Plan` whose `owners` are the
+decisions the partitioner follows.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 import lethe
-from lethe import InfeasibleBudgetError, LetheError
-from lethe._partition import OFFLOAD, RECOMPUTE, RETAIN, Decision
+from lethe import InfeasibleBudgetError, LetheError, Plan
+from lethe._partition import Decision
 
-__all__ = ["InfeasibleBudgetError", "LethePlan", "PlanError", "available",
-           "parse_plan", "plan_json"]
+__all__ = ["InfeasibleBudgetError", "PlanError", "available", "parse_plan",
+           "plan_json"]
 
 
 class PlanError(LetheError, RuntimeError):
@@ -74,46 +74,11 @@ def _node_id(ref: Any, graph: Dict[str, Any],
     return None
 
 
-class LethePlan:
-    """A plan's figures and its decisions keyed by storage owner
-    (JSON node id, output index)."""
-
-    def __init__(self, raw: Dict[str, Any],
-                 decisions: Dict[Tuple[int, int], Decision]) -> None:
-        self.raw = raw
-        self.decisions = decisions
-        get = raw.get
-        self.policy = get("policy")
-        self.feasible = bool(get("feasible", True))
-        self.budget_bytes = get("budget_bytes")
-        self.peak_bytes = get("peak_bytes")
-        self.step_us = get("step_us")
-        self.baseline_peak_bytes = get("baseline_peak_bytes")
-        self.baseline_step_us = get("baseline_step_us")
-        self.least_feasible_budget = get("least_feasible_budget_bytes",
-                                         get("least_feasible_budget"))
-
-    def counts(self) -> Dict[str, int]:
-        counts = {RETAIN: 0, RECOMPUTE: 0, OFFLOAD: 0}
-        for d in self.decisions.values():
-            counts[d.kind] += 1
-        return counts
-
-    def figures(self) -> Dict[str, Any]:
-        """The plan's numbers, as the backends' records summarize them."""
-        return {"policy": self.policy, "feasible": self.feasible,
-                "budget_bytes": self.budget_bytes,
-                "peak_bytes": self.peak_bytes, "step_us": self.step_us,
-                "baseline_peak_bytes": self.baseline_peak_bytes,
-                "baseline_step_us": self.baseline_step_us,
-                "decisions": self.counts()}
-
-
 class PlanRecord:
     """What a backend planned for one compiled graph: the plan and the time
     planning took; the routes add what their partition did."""
 
-    def __init__(self, plan: LethePlan, plan_s: float) -> None:
+    def __init__(self, plan: Plan, plan_s: float) -> None:
         self.plan = plan
         self.plan_s = plan_s
 
@@ -133,14 +98,15 @@ class PlanRecord:
         k = sum(1 for f in os.listdir(directory)
                 if f.startswith("graph") and f.endswith(".json"))
         for name, doc in ((f"graph{k}.json", graph),
-                          (f"plan{k}.json", self.plan.raw),
+                          (f"plan{k}.json", self.plan.document),
                           (f"summary{k}.json", summary)):
             with open(os.path.join(directory, name), "w") as f:
                 json.dump(doc, f, indent=1, default=str)
 
 
-def parse_plan(raw: Dict[str, Any], graph: Dict[str, Any]) -> LethePlan:
-    """Decisions of `raw` (a plan document) for the graph it was made of."""
+def parse_plan(raw: Dict[str, Any], graph: Dict[str, Any]) -> Plan:
+    """The plan `raw` (a plan document) with its decisions keyed by the
+    graph it was made of (`Plan.owners`)."""
     nodes = graph["nodes"]
     ids = {}
     for e in nodes:
@@ -187,4 +153,6 @@ def parse_plan(raw: Dict[str, Any], graph: Dict[str, Any]) -> LethePlan:
                                                   placement.get(
                                                       "first_backward_use")),
                                     graph, op_ids))
-    return LethePlan(raw, decisions)
+    plan = Plan.from_document(raw)
+    plan.owners = decisions
+    return plan

@@ -346,6 +346,35 @@ def test_plan_json_routes_through_the_library():
         plan_json(graph, "50%", "sometimes")
 
 
+def test_one_plan_class_for_every_route(tmp_path):
+    pytest.importorskip("torch")
+    from lethe._planclient import parse_plan
+    graph = chain_graph()
+    made = lethe.plan(graph, budget="64MiB", policy="every-n", device="h100")
+    # The torch routes read the same document into the same class, with
+    # the decisions keyed by (JSON node id, output) beside the list.
+    read = parse_plan(json.loads(made.to_json()), graph)
+    assert type(read) is lethe.Plan
+    assert read.figures() == made.figures()
+    assert read.decisions == made.decisions and read.counts == made.counts
+    assert len(read.owners) == len(made.decisions)
+    ids = {n["id"] for n in graph["nodes"]}
+    assert all(nid in ids for nid, _ in read.owners)
+    assert {d.kind for d in read.owners.values()} == {
+        d["decision"] for d in made.decisions}
+    assert json.loads(read.to_json()) == json.loads(made.to_json())
+    with pytest.raises(lethe.LetheError, match="only a plan made by"):
+        read.trace(tmp_path / "t.json")
+    # A custom planner's document may lack counts and use older names.
+    doc = {"feasible": False, "least_feasible_budget": 4096,
+           "decisions": [{"decision": "retain"}, {"decision": "offload"}]}
+    plan = lethe.Plan.from_document(doc)
+    assert plan.least_feasible_budget_bytes == 4096 and not plan.feasible
+    assert plan.counts == {"retain": 1, "recompute": 0, "offload": 1}
+    with pytest.raises(TypeError):
+        lethe.Plan()
+
+
 def _run_python(code, **env):
     return subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=dict(os.environ, **env))
