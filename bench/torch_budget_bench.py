@@ -242,7 +242,7 @@ def to_portable(raw, graph):
     keys = node_keys(graph)
     parsed = parse_plan(raw, graph)
     decisions = []
-    for (nid, index), d in sorted(parsed.decisions.items()):
+    for (nid, index), d in sorted(parsed.owners.items()):
         decisions.append({
             "key": keys.get(nid), "result": index, "decision": d.kind,
             "bytes": _result_bytes(graph, nid, index),
