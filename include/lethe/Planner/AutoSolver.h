@@ -57,6 +57,10 @@ struct AutoSolverOptions {
   /// Spacing of the ladder's memory levels, as a fraction of the unplanned
   /// peak.
   double levelStep = 0.01;
+  /// Classes of activations whose decisions the ladder ties
+  /// (lethe/Planner/RepeatedLayers.h): a pick of one member is applied to
+  /// every member that frees memory at the same op. Empty: no ties.
+  std::vector<std::vector<int32_t>> tiedClasses;
 };
 
 llvm::Expected<AutoSolution> solveAuto(const Evaluator &evaluator,
