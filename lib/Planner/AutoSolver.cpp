@@ -417,12 +417,14 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
                              });
       llvm::SmallVector<Candidate, 1> picks = {best};
       if (tying)
-        appendTiedPicks(op, pos, batch, picks);
+        appendTiedPicks(op, pos, batch, copies, picks);
+      // Offloads move the other copies too: their freed ranges are compared
+      // once for all the picks (a tied pick adds many copies).
+      std::vector<std::pair<size_t, size_t>> before;
+      const size_t entriesBefore = copies.getEntries().size();
+      bool offloaded = false;
+      std::vector<std::pair<int32_t, NodeId>> hidden;
       for (const Candidate &pick : picks) {
-        // A tied offload only where its copies hide as the queues stand.
-        if (pick.act != best.act && pick.decision == Decision::Offload &&
-            copies.whatIf(pick.act, pick.restore).extraUs > 0.0)
-          continue;
         batch.picked[pick.act] = 1;
         next[pick.act] = pick.decision;
         nextHints[pick.act] = pick.hint;
@@ -434,30 +436,38 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
           pickRecompute(batch, pick, currentEval.placement);
           continue;
         }
-        // Offload: the other copies move too; follow their freed ranges.
+        if (!offloaded)
+          for (const planner::CopyEntry &e : copies.getEntries())
+            before.push_back(freedRange(e));
+        offloaded = true;
         offloadedBytes += pick.bytes;
-        std::vector<std::pair<size_t, size_t>> before;
-        for (const planner::CopyEntry &e : copies.getEntries())
-          before.push_back(freedRange(e));
-        copies.add(pick.act, pick.restore, pick.hint);
-        copies.update();
-        for (std::optional<planner::CopyWhatIf> &w : batch.whatIf)
-          w.reset();
-        for (auto &w : batch.tradeWhatIf)
-          w.reset();
-        llvm::ArrayRef<planner::CopyEntry> entries = copies.getEntries();
-        for (size_t i = 0; i < before.size(); ++i) {
-          std::pair<size_t, size_t> now = freedRange(entries[i]);
-          if (now == before[i])
-            continue;
-          if (before[i].first <= before[i].second)
-            tree.add(before[i].first, before[i].second, entries[i].bytes);
-          if (now.first <= now.second)
-            tree.add(now.first, now.second, -entries[i].bytes);
-        }
-        std::pair<size_t, size_t> mine = freedRange(entries.back());
+        if (pick.hint == CopyHint())
+          hidden.push_back({pick.act, pick.restore});
+        else
+          copies.add(pick.act, pick.restore, pick.hint);
+      }
+      if (!offloaded)
+        continue;
+      copies.addAll(hidden);
+      copies.update();
+      for (std::optional<planner::CopyWhatIf> &w : batch.whatIf)
+        w.reset();
+      for (auto &w : batch.tradeWhatIf)
+        w.reset();
+      llvm::ArrayRef<planner::CopyEntry> entries = copies.getEntries();
+      for (size_t i = 0; i < entriesBefore; ++i) {
+        std::pair<size_t, size_t> now = freedRange(entries[i]);
+        if (now == before[i])
+          continue;
+        if (before[i].first <= before[i].second)
+          tree.add(before[i].first, before[i].second, entries[i].bytes);
+        if (now.first <= now.second)
+          tree.add(now.first, now.second, -entries[i].bytes);
+      }
+      for (size_t i = entriesBefore; i < entries.size(); ++i) {
+        std::pair<size_t, size_t> mine = freedRange(entries[i]);
         if (mine.first <= mine.second)
-          tree.add(mine.first, mine.second, -pick.bytes);
+          tree.add(mine.first, mine.second, -entries[i].bytes);
       }
     }
     if (any) {

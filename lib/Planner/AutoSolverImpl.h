@@ -230,9 +230,11 @@ private:
   /// restore point, so the candidates restored there cost less.
   void pickRecompute(Batch &batch, const Candidate &picked,
                      const Placement &placement) const;
-  /// The picks that tie `picked` (made at schedule op `op`) to the other
-  /// members of its class that free memory there (RepeatedLayers.cpp).
+  /// The picks that tie `picks.front()` (made at schedule op `op`) to the
+  /// other members of its class that free memory there; offloads only as
+  /// far as their copies hide in `copies` (RepeatedLayers.cpp).
   void appendTiedPicks(size_t op, const Positions &pos, const Batch &batch,
+                       const planner::CopyModel &copies,
                        llvm::SmallVectorImpl<Candidate> &picks) const;
   /// Greedy until the peak is <= level. False when stuck.
   llvm::Expected<bool> reduceTo(int64_t level);

@@ -154,6 +154,7 @@ bool lethe::shouldTieRepeatedLayers(const ActivationAnalysis &analysis,
 
 void Solver::appendTiedPicks(size_t op, const Positions &pos,
                              const Batch &batch,
+                             const planner::CopyModel &copies,
                              llvm::SmallVectorImpl<Candidate> &picks) const {
   const Candidate picked = picks.front();
   int32_t cls = tieClass[picked.act];
@@ -161,16 +162,22 @@ void Solver::appendTiedPicks(size_t op, const Positions &pos,
   // shares it.
   if (cls < 0 || !(picked.hint == CopyHint()))
     return;
-  int64_t hostBytes = offloadedBytes + picked.bytes;
-  for (int32_t m : solverOptions.tiedClasses[cls]) {
-    if (m == picked.act || batch.picked[m] || batch.restore[m] < 0)
-      continue;
-    if (picked.decision == Decision::Recompute) {
+  if (picked.decision == Decision::Recompute) {
+    for (int32_t m : solverOptions.tiedClasses[cls]) {
+      if (m == picked.act || batch.picked[m] || batch.restore[m] < 0)
+        continue;
       const Candidate &c = batch.recompute[m];
       if (c.act >= 0 && c.gapBegin <= op && op <= c.gapEnd)
         picks.push_back(c);
-      continue;
     }
+    return;
+  }
+  // Offloads: the members that could free `op`, in program order.
+  int64_t hostBytes = offloadedBytes + picked.bytes;
+  std::vector<std::pair<int32_t, NodeId>> members;
+  for (int32_t m : solverOptions.tiedClasses[cls]) {
+    if (m == picked.act || batch.picked[m] || batch.restore[m] < 0)
+      continue;
     const ActivationInfo &act = acts[m];
     NodeId restore = batch.restore[m];
     if (!act.offloadable || hostBytes + act.bytes > options.hostBudgetBytes ||
@@ -178,10 +185,36 @@ void Solver::appendTiedPicks(size_t op, const Positions &pos,
         op >= static_cast<size_t>(pos.regionStart[restore]))
       continue;
     hostBytes += act.bytes;
+    members.push_back({m, restore});
+  }
+  if (members.empty())
+    return;
+  // The longest prefix whose copies all hide: more copies only delay the
+  // others (the queues are FIFO), so the predicted wait grows with the
+  // prefix and a bisection finds it with a few runs of the queues.
+  planner::CopyModel withPicked = copies;
+  withPicked.add(picked.act, picked.restore);
+  withPicked.update();
+  const double wait = withPicked.exposureUs();
+  auto hides = [&](size_t count) {
+    planner::CopyModel trial = withPicked;
+    trial.addAll(llvm::ArrayRef(members).take_front(count));
+    trial.update();
+    return trial.exposureUs() <= wait;
+  };
+  size_t lo = 0, hi = members.size();
+  while (lo < hi) {
+    size_t mid = (lo + hi + 1) / 2;
+    if (hides(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  for (auto [m, restore] : llvm::ArrayRef(members).take_front(lo)) {
     Candidate c;
     c.act = m;
     c.decision = Decision::Offload;
-    c.bytes = c.benefit = act.bytes;
+    c.bytes = c.benefit = acts[m].bytes;
     c.restore = restore;
     picks.push_back(std::move(c));
   }
