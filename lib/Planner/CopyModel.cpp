@@ -54,8 +54,7 @@ void CopyModel::add(int32_t act, NodeId restore, CopyHint hint) {
                       [&](uint32_t i) { return entries[i].h2dKey; });
 }
 
-void CopyModel::addAll(
-    llvm::ArrayRef<std::pair<int32_t, NodeId>> offloads) {
+void CopyModel::addAll(llvm::ArrayRef<std::pair<int32_t, NodeId>> offloads) {
   std::vector<uint32_t> added;
   for (auto [act, restore] : offloads) {
     added.push_back(static_cast<uint32_t>(entries.size()));
