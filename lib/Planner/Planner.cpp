@@ -245,8 +245,7 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
     // identical layers' activations at once (docs/Planner.md).
     AutoSolverOptions solverOptions;
     RepeatedLayers repeated = findRepeatedLayers(analysis);
-    bool tie = shouldTieRepeatedLayers(analysis, repeated);
-    if (tie)
+    if (shouldTieRepeatedLayers(analysis, repeated))
       solverOptions.tiedClasses = std::move(repeated.classes);
     llvm::Expected<AutoSolution> solution =
         solveAuto(evaluator, options, seeds, solverOptions);

@@ -1,10 +1,11 @@
 //===- RepeatedLayers.h - Activations of identical layers -------*- C++ -*-===//
 //
-// A training step repeats one block tens or thousands of times (the layers
-// of a transformer, the micro-batches of a pipeline stage). Layers
-// (lethe/Planner/Layers.h) that compute the same thing — the same ops in
-// the same order, the same sizes and times, wired alike inside the layer —
-// hold the same activations: the k-th result of the layer's n-th op. Such a
+// A training step repeats one block tens to thousands of times (the layers
+// of a transformer). Layers (lethe/Planner/Layers.h) that compute the same
+// thing — the same ops in the same order, the same sizes, wired alike
+// inside the layer, node times within 10% (measured times differ a little
+// between copies) — hold the same activations: the k-th result of the
+// layer's n-th op. Such a
 // set of activations is a *class*; `auto` on a large step decides a class
 // at once (one decision applied to every copy that frees memory where it is
 // picked), so its greedy makes one pick where it made one per layer, and
