@@ -415,30 +415,47 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
                              [](const Candidate *x, const Candidate *y) {
                                return betterCandidate(*x, *y);
                              });
-      batch.picked[best.act] = 1;
-      next[best.act] = best.decision;
-      nextHints[best.act] = best.hint;
-      any = true;
-      if (best.decision == Decision::Recompute) {
-        tree.add(best.gapBegin, best.gapEnd, -best.bytes);
-        if (best.chainExtra > 0)
-          tree.add(best.chainPos, best.chainPos, best.chainExtra);
-        pickRecompute(batch, best, currentEval.placement);
-        continue;
-      }
-      // Offload: the other copies move too; follow their freed ranges.
-      offloadedBytes += best.bytes;
+      llvm::SmallVector<Candidate, 1> picks = {best};
+      if (tying)
+        appendTiedPicks(op, pos, batch, copies, picks);
+      // Offloads move the other copies too: their freed ranges are compared
+      // once for all the picks (a tied pick adds many copies).
       std::vector<std::pair<size_t, size_t>> before;
-      for (const planner::CopyEntry &e : copies.getEntries())
-        before.push_back(freedRange(e));
-      copies.add(best.act, best.restore, best.hint);
+      const size_t entriesBefore = copies.getEntries().size();
+      bool offloaded = false;
+      std::vector<std::pair<int32_t, NodeId>> hidden;
+      for (const Candidate &pick : picks) {
+        batch.picked[pick.act] = 1;
+        next[pick.act] = pick.decision;
+        nextHints[pick.act] = pick.hint;
+        any = true;
+        if (pick.decision == Decision::Recompute) {
+          tree.add(pick.gapBegin, pick.gapEnd, -pick.bytes);
+          if (pick.chainExtra > 0)
+            tree.add(pick.chainPos, pick.chainPos, pick.chainExtra);
+          pickRecompute(batch, pick, currentEval.placement);
+          continue;
+        }
+        if (!offloaded)
+          for (const planner::CopyEntry &e : copies.getEntries())
+            before.push_back(freedRange(e));
+        offloaded = true;
+        offloadedBytes += pick.bytes;
+        if (pick.hint == CopyHint())
+          hidden.push_back({pick.act, pick.restore});
+        else
+          copies.add(pick.act, pick.restore, pick.hint);
+      }
+      if (!offloaded)
+        continue;
+      copies.addAll(hidden);
       copies.update();
       for (std::optional<planner::CopyWhatIf> &w : batch.whatIf)
         w.reset();
       for (auto &w : batch.tradeWhatIf)
         w.reset();
       llvm::ArrayRef<planner::CopyEntry> entries = copies.getEntries();
-      for (size_t i = 0; i < before.size(); ++i) {
+      for (size_t i = 0; i < entriesBefore; ++i) {
         std::pair<size_t, size_t> now = freedRange(entries[i]);
         if (now == before[i])
           continue;
@@ -447,9 +464,11 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
         if (now.first <= now.second)
           tree.add(now.first, now.second, -entries[i].bytes);
       }
-      std::pair<size_t, size_t> mine = freedRange(entries.back());
-      if (mine.first <= mine.second)
-        tree.add(mine.first, mine.second, -best.bytes);
+      for (size_t i = entriesBefore; i < entries.size(); ++i) {
+        std::pair<size_t, size_t> mine = freedRange(entries[i]);
+        if (mine.first <= mine.second)
+          tree.add(mine.first, mine.second, -entries[i].bytes);
+      }
     }
     if (any) {
       llvm::Expected<Evaluation> eval = evaluator.evaluate(next, nextHints);
@@ -571,6 +590,13 @@ llvm::Expected<AutoSolution> Solver::solve() {
     llvm::Expected<bool> reached = reduceTo(level);
     if (!reached)
       return reached.takeError();
+    if (!*reached && tying) {
+      // The tied greedy is stuck: the ladder goes on untied from here.
+      tying = false;
+      reached = reduceTo(level);
+      if (!reached)
+        return reached.takeError();
+    }
     if (!*reached) {
       // Stuck: carry on from the seed that fits this level and is fastest
       // once improved at it (the greedy only adds decisions and cannot
@@ -604,16 +630,42 @@ llvm::Expected<AutoSolution> Solver::solve() {
       if (llvm::Error err = probeBelow(level))
         return std::move(err);
     }
-    llvm::Expected<bool> polished = polish(level);
-    if (!polished)
-      return polished.takeError();
-    if (llvm::Error err = replaceTrades(level))
-      return std::move(err);
-    if (llvm::Error err = swapCostly(level))
-      return std::move(err);
+    // While tied, a level's plan is the greedy's: the searches below act on
+    // single activations, and would untie the plan one level at a time.
+    if (!tying) {
+      llvm::Expected<bool> polished = polish(level);
+      if (!polished)
+        return polished.takeError();
+      if (llvm::Error err = replaceTrades(level))
+        return std::move(err);
+      if (llvm::Error err = swapCostly(level))
+        return std::move(err);
+    }
     record(j);
-    if (!firstFit && ladder.back().peak <= budget)
+    if (!firstFit && ladder.back().peak <= budget) {
       firstFit = ladder.size() - 1;
+      // Tied picks free a class at a time and overshoot the level: the
+      // ladder goes on untied from the last tied plan above the budget, so
+      // that the plan returned is refined at the budget's own levels.
+      if (tying && *firstFit > 0) {
+        const Member &above = ladder[*firstFit - 1];
+        j = above.level;
+        current = above.decisions;
+        currentHints = above.hints;
+        llvm::Expected<Evaluation> eval =
+            evaluator.evaluate(current, currentHints);
+        if (!eval)
+          return eval.takeError();
+        currentEval = std::move(*eval);
+        offloadedBytes = 0;
+        for (size_t a = 0; a < acts.size(); ++a)
+          if (current[a] == Decision::Offload)
+            offloadedBytes += acts[a].bytes;
+        ladder.resize(*firstFit);
+        firstFit.reset();
+        tying = false;
+      }
+    }
   }
   solution.levels = static_cast<unsigned>(ladder.size());
 

@@ -186,6 +186,11 @@ public:
         graph(analysis.getGraph()), device(evaluator.getDevice()),
         acts(analysis.getActivations()), options(options), seeds(seeds),
         solverOptions(solver) {
+    tieClass.assign(acts.size(), -1);
+    for (auto [c, members] : llvm::enumerate(solverOptions.tiedClasses))
+      for (int32_t a : members)
+        tieClass[a] = static_cast<int32_t>(c);
+    tying = !solverOptions.tiedClasses.empty();
     auto difficulty = [&](int32_t a) {
       return acts[a].recomputable
                  ? acts[a].recomputeUs / static_cast<double>(acts[a].bytes)
@@ -225,6 +230,12 @@ private:
   /// restore point, so the candidates restored there cost less.
   void pickRecompute(Batch &batch, const Candidate &picked,
                      const Placement &placement) const;
+  /// The picks that tie `picks.front()` (made at schedule op `op`) to the
+  /// other members of its class that free memory there; offloads only as
+  /// far as their copies hide in `copies` (RepeatedLayers.cpp).
+  void appendTiedPicks(size_t op, const Positions &pos, const Batch &batch,
+                       const planner::CopyModel &copies,
+                       llvm::SmallVectorImpl<Candidate> &picks) const;
   /// Greedy until the peak is <= level. False when stuck.
   llvm::Expected<bool> reduceTo(int64_t level);
   /// Undoes decisions the level no longer needs; true if the step got
@@ -299,6 +310,10 @@ private:
   bool freeOnly = false;
   /// While set, candidatesAt offers no copy-time trades.
   bool noTrades = false;
+  /// Per activation: its tied class, or -1 (AutoSolverOptions::tiedClasses).
+  std::vector<int32_t> tieClass;
+  /// While set, reduceTo ties its picks across their classes.
+  bool tying = false;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
 };

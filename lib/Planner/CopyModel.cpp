@@ -5,6 +5,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 using namespace lethe;
@@ -51,6 +52,29 @@ void CopyModel::add(int32_t act, NodeId restore, CopyHint hint) {
                       [&](uint32_t i) { return entries[i].d2hKey; });
   h2dOrder = inserted(h2dOrder, index,
                       [&](uint32_t i) { return entries[i].h2dKey; });
+}
+
+void CopyModel::addAll(llvm::ArrayRef<std::pair<int32_t, NodeId>> offloads) {
+  std::vector<uint32_t> added;
+  for (auto [act, restore] : offloads) {
+    added.push_back(static_cast<uint32_t>(entries.size()));
+    entries.push_back(makeEntry(act, restore, CopyHint()));
+  }
+  // Keys are unique (they end with the storage): the merge orders as
+  // inserting one at a time would.
+  auto mergeBy = [&](std::vector<uint32_t> &order, auto keyOf) {
+    std::vector<uint32_t> sorted = added;
+    llvm::sort(sorted,
+               [&](uint32_t x, uint32_t y) { return keyOf(x) < keyOf(y); });
+    std::vector<uint32_t> merged;
+    merged.reserve(order.size() + sorted.size());
+    std::merge(order.begin(), order.end(), sorted.begin(), sorted.end(),
+               std::back_inserter(merged),
+               [&](uint32_t x, uint32_t y) { return keyOf(x) < keyOf(y); });
+    order = std::move(merged);
+  };
+  mergeBy(d2hOrder, [&](uint32_t i) { return entries[i].d2hKey; });
+  mergeBy(h2dOrder, [&](uint32_t i) { return entries[i].h2dKey; });
 }
 
 void CopyModel::update() { exposure = run(entries, d2hOrder, h2dOrder); }

@@ -60,6 +60,9 @@ public:
 
   /// Adds an offloaded activation restored before `restore`.
   void add(int32_t act, NodeId restore, CopyHint hint = {});
+  /// Adds offloaded activations (activation, restore point) with hidden
+  /// copies at once: one merge instead of one insertion each.
+  void addAll(llvm::ArrayRef<std::pair<int32_t, NodeId>> offloads);
   /// Recomputes both queues; call after add().
   void update();
 

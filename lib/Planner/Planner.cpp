@@ -7,6 +7,7 @@
 #include "lethe/Planner/ExactSolver.h"
 #include "lethe/Planner/Layers.h"
 #include "lethe/Planner/Policies.h"
+#include "lethe/Planner/RepeatedLayers.h"
 
 #include "PlannerUtils.h"
 
@@ -240,8 +241,14 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
       if (seed.decisions.size() == analysis.getActivations().size())
         seeds.push_back(std::move(seed));
     }
+    // A large step of repeated layers: the ladder decides each class of
+    // identical layers' activations at once (docs/Planner.md).
+    AutoSolverOptions solverOptions;
+    RepeatedLayers repeated = findRepeatedLayers(analysis);
+    if (shouldTieRepeatedLayers(analysis, repeated))
+      solverOptions.tiedClasses = std::move(repeated.classes);
     llvm::Expected<AutoSolution> solution =
-        solveAuto(evaluator, options, seeds);
+        solveAuto(evaluator, options, seeds, solverOptions);
     if (!solution)
       return solution.takeError();
     if (options.solver == SolverKind::Exact)

@@ -15,6 +15,9 @@
 //   greedy was stuck); a member is the fastest of four consecutive level
 //   plans;
 // - seeds: plans of the fixed policies, evaluated the same way.
+// On a large step of repeated layers the ladder's greedy ties its picks
+// across identical layers (AutoSolverOptions::tiedClasses) down to the
+// budget, then goes on untied from the last tied plan above it.
 // Because neither the ladder nor the seeds depend on the budget, the peak of
 // the chosen plan can only fall as the budget falls, and `auto` is never
 // slower than a fixed policy whose plan fits (docs/Planner.md has the
@@ -57,6 +60,10 @@ struct AutoSolverOptions {
   /// Spacing of the ladder's memory levels, as a fraction of the unplanned
   /// peak.
   double levelStep = 0.01;
+  /// Classes of activations whose decisions the ladder ties
+  /// (lethe/Planner/RepeatedLayers.h): a pick of one member is applied to
+  /// every member that frees memory at the same op. Empty: no ties.
+  std::vector<std::vector<int32_t>> tiedClasses;
 };
 
 llvm::Expected<AutoSolution> solveAuto(const Evaluator &evaluator,
