@@ -44,6 +44,12 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     }
   }
 
+  // Offloads whose copies the step waits for, no longer needed for this
+  // level (a trade taken before later picks freed its nodes): retained
+  // again one at a time, the costliest first.
+  if (llvm::Error err = unexposeOffloads(level))
+    return std::move(err);
+
   // Undo recomputes no longer needed for this level, most exclusive chain
   // time first.
   const Placement &placement = currentEval.placement;
@@ -102,6 +108,43 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     }
   }
   return currentEval.stepUs < before;
+}
+
+double Solver::exposedCopyUs(size_t a) const {
+  const Placement &p = currentEval.placement;
+  const ActivationDecision &d = p.decisions[a];
+  if (current[a] != Decision::Offload || d.releaseAfter < 0 ||
+      d.firstBackwardUse < 0)
+    return 0.0;
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  return std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
+         std::max(0.0, p.h2dStartUs[a] + copy.h2dUs(acts[a].bytes) -
+                           p.chainStartUs[d.firstBackwardUse]);
+}
+
+llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
+  std::vector<std::pair<double, int32_t>> order;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (double late = exposedCopyUs(a); late > 0.0)
+      order.push_back({-late, static_cast<int32_t>(a)});
+  llvm::sort(order);
+  for (size_t i = 0; i < order.size() && i < tries; ++i) {
+    int32_t a = order[i].second;
+    std::vector<Decision> trial = current;
+    std::vector<CopyHint> trialHints = currentHints;
+    trial[a] = Decision::Retain;
+    trialHints[a] = CopyHint();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
+      current = std::move(trial);
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      offloadedBytes -= acts[a].bytes;
+    }
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error Solver::polishFully(int64_t level) {
