@@ -291,8 +291,12 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
 }
 
 llvm::Expected<bool> Solver::exchange(int64_t level, bool lowerPeak) {
-  const size_t maxActivations = 256, numDropped = 4, numKept = 6;
-  if (acts.size() > maxActivations)
+  // Up to 48 exact evaluations per call, and the stuck greedy calls it
+  // after every failed batch: small graphs only (on BERT, 242 activations
+  // and 2,600 nodes, it made the least-budget solve 30 times slower).
+  const size_t maxActivations = 256, maxNodes = 1024, numDropped = 4,
+               numKept = 6;
+  if (acts.size() > maxActivations || graph.numNodes() > maxNodes)
     return false;
   const Placement &placement = currentEval.placement;
   std::vector<std::pair<double, int32_t>> dropped;
