@@ -476,7 +476,7 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
   }
   // A dropped activation whose gap holds the peak, retained again for one
   // that frees more there.
-  return exchange(level, /*lowerPeak=*/true);
+  return exchange();
 }
 
 llvm::Expected<bool> Solver::reduceTo(int64_t level) {
@@ -725,8 +725,6 @@ llvm::Expected<AutoSolution> Solver::solve() {
       return std::move(err);
     if (llvm::Error err = swapCostly(level))
       return std::move(err);
-    if (llvm::Expected<bool> exchanged = exchange(level); !exchanged)
-      return exchanged.takeError();
     record(j);
     if (!firstFit && ladder.back().peak <= budget)
       firstFit = ladder.size() - 1;

@@ -1,10 +1,12 @@
 //===- AutoSolverSearch.cpp - Improving a plan at one level ---------------===//
 //
 // Once the greedy holds a level, these searches look for a faster plan that
-// still holds it: undoing decisions the level no longer needs (polish),
-// trading costly recomputes for free decisions (swapCostly), descending a
-// few levels and polishing back (probeBelow), and hiding traded copies
-// again (replaceTrades).
+// still holds it: undoing decisions the level no longer needs (polish,
+// unexposeOffloads), trading costly recomputes and exposed offloads for
+// free decisions (swapCostly), descending a few levels and polishing back
+// (probeBelow), and hiding traded copies again (replaceTrades); and, for
+// the stuck greedy, exchanging a dropped activation for a retained one
+// (exchange).
 //
 //===----------------------------------------------------------------------===//
 
@@ -290,7 +292,7 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
   return llvm::Error::success();
 }
 
-llvm::Expected<bool> Solver::exchange(int64_t level, bool lowerPeak) {
+llvm::Expected<bool> Solver::exchange() {
   // Up to 48 exact evaluations per call, and the stuck greedy calls it
   // after every failed batch: small graphs only (on BERT, 242 activations
   // and 2,600 nodes, it made the least-budget solve 30 times slower).
@@ -333,7 +335,6 @@ llvm::Expected<bool> Solver::exchange(int64_t level, bool lowerPeak) {
     llvm::sort(kept);
     if (kept.size() > numKept)
       kept.resize(numKept);
-    bool done = false;
     for (auto [negOverlap, y] : kept) {
       for (Decision decision : {Decision::Recompute, Decision::Offload}) {
         if ((decision == Decision::Recompute && !acts[y].recomputable) ||
@@ -351,25 +352,18 @@ llvm::Expected<bool> Solver::exchange(int64_t level, bool lowerPeak) {
         llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
         if (!eval)
           return eval.takeError();
-        if (lowerPeak ? improves(*eval, currentEval)
-                      : eval->peakBytes <= level &&
-                            eval->stepUs < currentEval.stepUs) {
-          if (current[x] == Decision::Offload)
-            offloadedBytes -= acts[x].bytes;
-          if (decision == Decision::Offload)
-            offloadedBytes += acts[y].bytes;
-          current = std::move(trial);
-          currentHints = std::move(trialHints);
-          currentEval = std::move(*eval);
-          done = true;
-          break;
-        }
+        if (!improves(*eval, currentEval))
+          continue;
+        if (current[x] == Decision::Offload)
+          offloadedBytes -= acts[x].bytes;
+        if (decision == Decision::Offload)
+          offloadedBytes += acts[y].bytes;
+        current = std::move(trial);
+        currentHints = std::move(trialHints);
+        currentEval = std::move(*eval);
+        return true;
       }
-      if (done)
-        break;
     }
-    if (done && lowerPeak)
-      return true;
   }
   return false;
 }
