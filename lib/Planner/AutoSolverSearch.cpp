@@ -1,10 +1,12 @@
 //===- AutoSolverSearch.cpp - Improving a plan at one level ---------------===//
 //
 // Once the greedy holds a level, these searches look for a faster plan that
-// still holds it: undoing decisions the level no longer needs (polish),
-// trading costly recomputes for free decisions (swapCostly), descending a
-// few levels and polishing back (probeBelow), and hiding traded copies
-// again (replaceTrades).
+// still holds it: undoing decisions the level no longer needs (polish,
+// unexposeOffloads), trading costly recomputes and exposed offloads for
+// free decisions (swapCostly), descending a few levels and polishing back
+// (probeBelow), and hiding traded copies again (replaceTrades); and, for
+// the stuck greedy, exchanging a dropped activation for a retained one
+// (exchange).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +45,12 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
       break;
     }
   }
+
+  // Offloads whose copies the step waits for, no longer needed for this
+  // level (a trade taken before later picks freed its nodes): retained
+  // again one at a time, the costliest first.
+  if (llvm::Error err = unexposeOffloads(level))
+    return std::move(err);
 
   // Undo recomputes no longer needed for this level, most exclusive chain
   // time first.
@@ -102,6 +110,43 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     }
   }
   return currentEval.stepUs < before;
+}
+
+double Solver::exposedCopyUs(size_t a) const {
+  const Placement &p = currentEval.placement;
+  const ActivationDecision &d = p.decisions[a];
+  if (current[a] != Decision::Offload || d.releaseAfter < 0 ||
+      d.firstBackwardUse < 0)
+    return 0.0;
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  return std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
+         std::max(0.0, p.h2dStartUs[a] + copy.h2dUs(acts[a].bytes) -
+                           p.chainStartUs[d.firstBackwardUse]);
+}
+
+llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
+  std::vector<std::pair<double, int32_t>> order;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (double late = exposedCopyUs(a); late > 0.0)
+      order.push_back({-late, static_cast<int32_t>(a)});
+  llvm::sort(order);
+  for (size_t i = 0; i < order.size() && i < tries; ++i) {
+    int32_t a = order[i].second;
+    std::vector<Decision> trial = current;
+    std::vector<CopyHint> trialHints = currentHints;
+    trial[a] = Decision::Retain;
+    trialHints[a] = CopyHint();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
+      current = std::move(trial);
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      offloadedBytes -= acts[a].bytes;
+    }
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error Solver::polishFully(int64_t level) {
@@ -199,39 +244,126 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
   const size_t maxActivations = 256;
   if (acts.size() > maxActivations)
     return llvm::Error::success();
+  // The costliest decisions: recomputes by chain time, offloads by the
+  // time the step waits for their copies.
   const Placement &placement = currentEval.placement;
   std::vector<std::pair<double, int32_t>> order;
-  for (size_t a = 0; a < acts.size(); ++a)
+  for (size_t a = 0; a < acts.size(); ++a) {
     if (current[a] == Decision::Recompute)
       order.push_back(
           {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
                acts[a].recomputeUs,
            static_cast<int32_t>(a)});
+    else if (double late = exposedCopyUs(a); late > 0.0)
+      order.push_back({-late, static_cast<int32_t>(a)});
+  }
   llvm::sort(order);
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
     int32_t x = order[i].second;
-    if (current[x] != Decision::Recompute)
+    if (current[x] == Decision::Retain)
       continue;
-    std::vector<Decision> savedDecisions = current;
-    std::vector<CopyHint> savedHints = currentHints;
-    Evaluation savedEval = currentEval;
-    int64_t savedOffloaded = offloadedBytes;
-    current[x] = Decision::Retain;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
-    if (!eval)
-      return eval.takeError();
-    currentEval = std::move(*eval);
-    freeOnly = true;
-    llvm::Expected<bool> reached = reduceTo(level);
-    freeOnly = false;
-    if (!reached)
-      return reached.takeError();
-    if (*reached && currentEval.stepUs < savedEval.stepUs)
-      continue;
-    current = std::move(savedDecisions);
-    currentHints = std::move(savedHints);
-    currentEval = std::move(savedEval);
-    offloadedBytes = savedOffloaded;
+    // Retained again, the level is reached by decisions that cost nothing
+    // or, failing that, by the greedy's cheapest ones.
+    const State saved = save();
+    for (bool onlyFree : {true}) {
+      restore(saved);
+      if (current[x] == Decision::Offload)
+        offloadedBytes -= acts[x].bytes;
+      current[x] = Decision::Retain;
+      currentHints[x] = CopyHint();
+      llvm::Expected<Evaluation> eval =
+          evaluator.evaluate(current, currentHints);
+      if (!eval)
+        return eval.takeError();
+      currentEval = std::move(*eval);
+      freeOnly = onlyFree;
+      llvm::Expected<bool> reached = reduceTo(level);
+      freeOnly = false;
+      if (!reached)
+        return reached.takeError();
+      if (*reached && !onlyFree)
+        if (llvm::Error err = polishFully(level))
+          return err;
+      if (*reached && currentEval.stepUs < saved.eval.stepUs)
+        break;
+      restore(saved);
+    }
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<bool> Solver::exchange() {
+  // Up to 48 exact evaluations per call, and the stuck greedy calls it
+  // after every failed batch: small graphs only (on BERT, 242 activations
+  // and 2,600 nodes, it made the least-budget solve 30 times slower).
+  const size_t maxActivations = 256, maxNodes = 1024, numDropped = 4,
+               numKept = 6;
+  if (acts.size() > maxActivations || graph.numNodes() > maxNodes)
+    return false;
+  const Placement &placement = currentEval.placement;
+  std::vector<std::pair<double, int32_t>> dropped;
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (current[a] == Decision::Recompute)
+      dropped.push_back(
+          {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
+               acts[a].recomputeUs,
+           static_cast<int32_t>(a)});
+    else if (current[a] == Decision::Offload)
+      dropped.push_back({-exposedCopyUs(a), static_cast<int32_t>(a)});
+  }
+  llvm::sort(dropped);
+  if (dropped.size() > numDropped)
+    dropped.resize(numDropped);
+  // Gap of an activation: after its last forward use, before it is needed.
+  auto overlap = [&](int32_t x, int32_t y) {
+    NodeId xEnd = acts[x].firstBackwardUse, yEnd = acts[y].firstBackwardUse;
+    return std::min(xEnd, yEnd) -
+           std::max(acts[x].lastForwardUse, acts[y].lastForwardUse);
+  };
+  for (auto [cost, x] : dropped) {
+    if (current[x] == Decision::Retain)
+      continue;
+    // Retained activations whose gap shares most nodes with x's: dropping
+    // one frees what retaining x adds.
+    std::vector<std::pair<NodeId, int32_t>> kept;
+    for (size_t y = 0; y < acts.size(); ++y)
+      if (current[y] == Decision::Retain &&
+          (acts[y].recomputable || acts[y].offloadable) &&
+          overlap(x, static_cast<int32_t>(y)) > 0)
+        kept.push_back({-overlap(x, static_cast<int32_t>(y)),
+                        static_cast<int32_t>(y)});
+    llvm::sort(kept);
+    if (kept.size() > numKept)
+      kept.resize(numKept);
+    for (auto [negOverlap, y] : kept) {
+      for (Decision decision : {Decision::Recompute, Decision::Offload}) {
+        if ((decision == Decision::Recompute && !acts[y].recomputable) ||
+            (decision == Decision::Offload &&
+             (!acts[y].offloadable ||
+              offloadedBytes + acts[y].bytes -
+                      (current[x] == Decision::Offload ? acts[x].bytes : 0) >
+                  options.hostBudgetBytes)))
+          continue;
+        std::vector<Decision> trial = current;
+        std::vector<CopyHint> trialHints = currentHints;
+        trial[x] = Decision::Retain;
+        trialHints[x] = CopyHint();
+        trial[y] = decision;
+        llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+        if (!eval)
+          return eval.takeError();
+        if (!improves(*eval, currentEval))
+          continue;
+        if (current[x] == Decision::Offload)
+          offloadedBytes -= acts[x].bytes;
+        if (decision == Decision::Offload)
+          offloadedBytes += acts[y].bytes;
+        current = std::move(trial);
+        currentHints = std::move(trialHints);
+        currentEval = std::move(*eval);
+        return true;
+      }
+    }
+  }
+  return false;
 }
