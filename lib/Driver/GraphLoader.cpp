@@ -1,6 +1,7 @@
 //===- GraphLoader.cpp - Read any supported graph into canonical form -----===//
 
 #include "lethe/Driver/GraphLoader.h"
+#include "lethe/Import/Diagnostics.h"
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
@@ -85,18 +86,6 @@ OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
   // By content, not by name: an export may be called anything.
   bool json = looksLikeJson((*buffer)->getBuffer());
   return loadTrainingGraph(std::move(*buffer), json, context, options);
-}
-
-/// A module the parser made up around top-level ops is located at line 0:
-/// errors about it (no training function, several) point at its first op.
-static void locateImplicitModule(ModuleOp module) {
-  auto loc = dyn_cast<FileLineColLoc>(module.getLoc());
-  if (!loc || loc.getLine() != 0)
-    return;
-  Block *body = module.getBody();
-  module->setLoc(body->empty()
-                     ? Location(FileLineColLoc::get(loc.getFilename(), 1, 1))
-                     : body->front().getLoc());
 }
 
 OwningOpRef<ModuleOp>

@@ -88,6 +88,29 @@ FileLineColLoc lethe::firstFilePosition(Location loc) {
   return position;
 }
 
+/// The name of the first NameLoc in `loc`, null when it has none.
+static StringAttr firstName(Location loc) {
+  StringAttr name;
+  loc->walk([&](Location inner) {
+    if (auto named = dyn_cast<NameLoc>(inner)) {
+      name = named.getName();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return name;
+}
+
+void lethe::locateImplicitModule(ModuleOp module) {
+  auto loc = dyn_cast<FileLineColLoc>(module.getLoc());
+  if (!loc || loc.getLine() != 0)
+    return;
+  Block *body = module.getBody();
+  module->setLoc(body->empty()
+                     ? Location(FileLineColLoc::get(loc.getFilename(), 1, 1))
+                     : body->front().getLoc());
+}
+
 void lethe::printFilePosition(raw_ostream &os, FileLineColLoc position) {
   if (position)
     os << position.getFilename().getValue() << ":" << position.getLine() << ":"
@@ -112,6 +135,11 @@ void CompactDiagnosticHandler::print(Diagnostic &diag, size_t maxBytes,
     os << "remark: ";
     break;
   }
+  // Exports may locate a node by its name alone (`loc("mm")`): without a
+  // file position, the name says where.
+  if (!position)
+    if (StringAttr name = firstName(diag.getLocation()))
+      os << "node '" << truncateText(name.getValue(), kMaxNameBytes) << "': ";
   os << truncateText(diag.str(), maxBytes) << "\n";
   if (!quoteLine || !position || position.getLine() == 0)
     return;

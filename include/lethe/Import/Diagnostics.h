@@ -14,6 +14,7 @@
 #define LETHE_IMPORT_DIAGNOSTICS_H
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Location.h"
 #include "llvm/ADT/StringMap.h"
@@ -34,6 +35,8 @@ constexpr size_t kMaxMessageBytes = 400;
 /// quoted); the rest are counted.
 constexpr unsigned kMaxNotes = 1;
 constexpr size_t kMaxNoteBytes = 150;
+/// Longest node name printed for a diagnostic located by name only.
+constexpr size_t kMaxNameBytes = 100;
 
 /// `text` cut to at most `maxBytes` bytes (on a UTF-8 character boundary),
 /// ending in "..." when cut.
@@ -42,6 +45,11 @@ std::string truncateText(llvm::StringRef text, size_t maxBytes);
 /// The first file position in `loc` (a node's NameLoc wraps one), null
 /// when it has none.
 mlir::FileLineColLoc firstFilePosition(mlir::Location loc);
+
+/// A module the parser made up around top-level ops is located at line 0
+/// (printed `file:0:0`): errors about it point at its first op instead (line
+/// 1 of an empty file).
+void locateImplicitModule(mlir::ModuleOp module);
 
 /// Prints "file:line:col: " of `position`; nothing when it is null.
 void printFilePosition(llvm::raw_ostream &os, mlir::FileLineColLoc position);
