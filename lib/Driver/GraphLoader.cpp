@@ -1,10 +1,10 @@
 //===- GraphLoader.cpp - Read any supported graph into canonical form -----===//
 
 #include "lethe/Driver/GraphLoader.h"
-#include "lethe/Import/Diagnostics.h"
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Import/Diagnostics.h"
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/InitAll.h"
 #include "lethe/Support/DeviceProfile.h"
