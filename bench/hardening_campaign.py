@@ -28,7 +28,7 @@ Deterministic for a seed (the mutants and the order of the table; runs go
 in parallel). Prints a table; --failures FILE writes every failing case.
 
   python3 bench/hardening_campaign.py [--build build] [--seed 1]
-      [--json-mutants 2000] [--mlir-mutants 1600] [--jobs N]
+      [--json-mutants 500] [--mlir-mutants 400] [--jobs N]
 """
 
 import argparse
@@ -1098,6 +1098,10 @@ def check_python(case, returncode, stdout, stderr, timed_out):
     left = files_under(os.path.join(case.work, "out"))
     if left:
         problems.append(("partial", ", ".join(left)[:200]))
+    # In the table, a call that raised counts as exit 1.
+    if returncode == 0 and line is not None:
+        returncode = int(json.loads(line[len("@@RESULT "):])["outcome"]
+                         == "raised")
     case.returncode = returncode
     case.problems = problems
     return case
@@ -1114,8 +1118,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default=os.path.join(REPO, "build"))
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json-mutants", type=int, default=2000)
-    parser.add_argument("--mlir-mutants", type=int, default=1600)
+    # The issue's campaign had 2,093 and 1,664; a quarter of that takes some
+    # 6 minutes on a shared 2-core machine.
+    parser.add_argument("--json-mutants", type=int, default=500)
+    parser.add_argument("--mlir-mutants", type=int, default=400)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--timeout", type=float, default=120)
     parser.add_argument("--failures", help="write every failing case here")

@@ -107,12 +107,11 @@ lethe::loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
     // Generic-form exports name ops of dialects we do not register.
     bool allowed = context.allowsUnregisteredDialects();
     context.allowUnregisteredDialects(true);
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    module = parseLocatedModule(sourceMgr, &context);
     context.allowUnregisteredDialects(allowed);
   }
   if (!module)
     return {};
-  locateImplicitModule(*module);
   // Generic-form and upstream-dialect graphs go through the importer first:
   // it also inlines private callees, which leaves the one step function.
   bool foreign = llvm::any_of(module->getOps<func::FuncOp>(), needsImport);

@@ -7,7 +7,6 @@
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
@@ -56,11 +55,9 @@ void lethe::registerLetheToCppTranslation() {
         context->printOpOnDiagnostic(false);
         auto restore = llvm::make_scope_exit(
             [&] { context->printOpOnDiagnostic(printOp); });
-        OwningOpRef<ModuleOp> module =
-            parseSourceFile<ModuleOp>(*sourceMgr, context);
+        OwningOpRef<ModuleOp> module = parseLocatedModule(*sourceMgr, context);
         if (!module)
           return failure();
-        locateImplicitModule(*module);
         LowerToRuntimeOptions options;
         options.programName = programName;
         return translateProgramToCpp(*module, os, options);
