@@ -4,6 +4,7 @@
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Import/Diagnostics.h"
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/InitAll.h"
 #include "lethe/Support/DeviceProfile.h"
@@ -87,18 +88,6 @@ OwningOpRef<ModuleOp> lethe::loadTrainingGraph(StringRef path,
   return loadTrainingGraph(std::move(*buffer), json, context, options);
 }
 
-/// A module the parser made up around top-level ops is located at line 0:
-/// errors about it (no training function, several) point at its first op.
-static void locateImplicitModule(ModuleOp module) {
-  auto loc = dyn_cast<FileLineColLoc>(module.getLoc());
-  if (!loc || loc.getLine() != 0)
-    return;
-  Block *body = module.getBody();
-  module->setLoc(body->empty()
-                     ? Location(FileLineColLoc::get(loc.getFilename(), 1, 1))
-                     : body->front().getLoc());
-}
-
 OwningOpRef<ModuleOp>
 lethe::loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
                          MLIRContext &context, const LoadOptions &options) {
@@ -118,12 +107,11 @@ lethe::loadTrainingGraph(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
     // Generic-form exports name ops of dialects we do not register.
     bool allowed = context.allowsUnregisteredDialects();
     context.allowUnregisteredDialects(true);
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    module = parseLocatedModule(sourceMgr, &context);
     context.allowUnregisteredDialects(allowed);
   }
   if (!module)
     return {};
-  locateImplicitModule(*module);
   // Generic-form and upstream-dialect graphs go through the importer first:
   // it also inlines private callees, which leaves the one step function.
   bool foreign = llvm::any_of(module->getOps<func::FuncOp>(), needsImport);

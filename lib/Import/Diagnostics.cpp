@@ -3,8 +3,12 @@
 #include "lethe/Import/Diagnostics.h"
 #include "lethe/Support/Files.h"
 
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/AsmParser/AsmParserState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Location.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 
 using namespace mlir;
 using namespace lethe;
@@ -50,6 +54,11 @@ CompactDiagnosticHandler::CompactDiagnosticHandler(MLIRContext *context,
                                                    llvm::SourceMgr *sourceMgr)
     : ScopedDiagnosticHandler(context), os(os), sourceMgr(sourceMgr) {
   setHandler([this](Diagnostic &diag) {
+    // A parser reports every use of an undefined value: one deleted line
+    // can make hundreds of errors.
+    if (diag.getSeverity() == DiagnosticSeverity::Error &&
+        ++errors > kMaxErrors)
+      return success();
     print(diag, kMaxMessageBytes, /*quoteLine=*/true);
     unsigned notes = 0;
     for (Diagnostic &note : diag.getNotes())
@@ -59,6 +68,11 @@ CompactDiagnosticHandler::CompactDiagnosticHandler(MLIRContext *context,
       this->os << "note: " << notes - kMaxNotes << " more notes\n";
     return success();
   });
+}
+
+CompactDiagnosticHandler::~CompactDiagnosticHandler() {
+  if (errors > kMaxErrors)
+    os << "error: " << errors - kMaxErrors << " more errors not shown\n";
 }
 
 StringRef CompactDiagnosticHandler::getSource(StringRef file) {
@@ -86,6 +100,54 @@ FileLineColLoc lethe::firstFilePosition(Location loc) {
     return WalkResult::advance();
   });
   return position;
+}
+
+/// A module the parser made up around top-level ops is located at line 0:
+/// errors about it (no training function, several) point at its first op.
+static void locateImplicitModule(ModuleOp module) {
+  auto loc = dyn_cast<FileLineColLoc>(module.getLoc());
+  if (!loc || loc.getLine() != 0)
+    return;
+  Block *body = module.getBody();
+  module->setLoc(body->empty()
+                     ? Location(FileLineColLoc::get(loc.getFilename(), 1, 1))
+                     : body->front().getLoc());
+}
+
+OwningOpRef<ModuleOp> lethe::parseLocatedModule(llvm::SourceMgr &sourceMgr,
+                                                MLIRContext *context) {
+  // Verified below, once every op has its position.
+  ParserConfig config(context, /*verifyAfterParse=*/false);
+  AsmParserState state;
+  Block block;
+  if (failed(parseAsmSourceFile(sourceMgr, &block, config, &state)))
+    return {};
+  StringAttr file = StringAttr::get(
+      context, sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                   ->getBufferIdentifier());
+  for (const AsmParserState::OperationDefinition &definition :
+       state.getOpDefs()) {
+    Operation *op = definition.op;
+    if (firstFilePosition(op->getLoc()))
+      continue;
+    auto [line, column] = sourceMgr.getLineAndColumn(definition.loc.Start);
+    Location position = FileLineColLoc::get(file, line, column);
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+      op->setLoc(NameLoc::get(name.getName(), position));
+    else if (isa<UnknownLoc>(op->getLoc()))
+      op->setLoc(position);
+    else
+      op->setLoc(FusedLoc::get(context, {op->getLoc(), position}));
+  }
+  OwningOpRef<ModuleOp> module =
+      detail::constructContainerOpForParserIfNecessary<ModuleOp>(
+          &block, context, FileLineColLoc::get(file, 0, 0));
+  if (!module)
+    return {};
+  locateImplicitModule(*module);
+  if (failed(verify(*module)))
+    return {};
+  return module;
 }
 
 void lethe::printFilePosition(raw_ostream &os, FileLineColLoc position) {

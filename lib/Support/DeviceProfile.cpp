@@ -1,6 +1,7 @@
 //===- DeviceProfile.cpp - Device profiles from JSON ----------------------===//
 
 #include "lethe/Support/DeviceProfile.h"
+#include "lethe/Support/Files.h"
 #include "lethe/Support/Limits.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -27,6 +28,10 @@ const BuiltinProfile builtinProfiles[] = {
 #include "DeviceProfiles.inc"
 };
 #undef LETHE_DEVICE_PROFILE
+
+/// The largest device profile read (profiles are a few KB; a calibrated one
+/// with its collective tables some tens of KB).
+constexpr uint64_t kMaxProfileBytes = uint64_t(16) << 20;
 
 enum class Range { Positive, NonNegative, Fraction, AtLeastOne };
 
@@ -409,11 +414,12 @@ Expected<DeviceProfile> DeviceProfile::load(StringRef nameOrPath) {
     return withBuiltinNames("unknown device '" + nameOrPath +
                             "': give a built-in profile name or the path of "
                             "a JSON profile");
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFile(nameOrPath, /*IsText=*/true);
+  // Bounded like every input: `--device /dev/zero` would otherwise be read
+  // until memory runs out.
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readInputFile(nameOrPath, kMaxProfileBytes);
   if (!buffer)
-    return withBuiltinNames("cannot read device profile '" + nameOrPath +
-                            "': " + buffer.getError().message());
+    return withBuiltinNames("device profile " + toString(buffer.takeError()));
   Expected<DeviceProfile> profile = parse((*buffer)->getBuffer(), nameOrPath);
   if (!profile)
     return withBuiltinNames(toString(profile.takeError()));

@@ -148,9 +148,22 @@ Error OutputFiles::add(StringRef path, function_ref<void(raw_ostream &)> write,
                        bool json) {
   Pending file;
   file.path = path.str();
-  if (path != "-" && sys::fs::is_directory(path))
-    return fileError(path, "cannot write: is a directory");
-  if (path == "-" || json) {
+  // Renaming onto a destination replaces it: a link would become a file,
+  // and `--json /dev/null` would replace the device. So a link is written
+  // through (its target is replaced), and what is not a regular file (a
+  // device, a FIFO) is written to, at commit, as it is.
+  file.direct = path == "-";
+  sys::fs::file_status status;
+  if (!file.direct && !sys::fs::status(path, status)) {
+    if (status.type() == sys::fs::file_type::directory_file)
+      return fileError(path, "cannot write: is a directory");
+    file.direct = status.type() != sys::fs::file_type::regular_file;
+    SmallString<256> target;
+    if (!file.direct && sys::fs::is_symlink_file(path) &&
+        !sys::fs::real_path(path, target))
+      file.target = std::string(target);
+  }
+  if (file.direct || json) {
     raw_string_ostream os(file.text);
     write(os);
   }
@@ -159,13 +172,14 @@ Error OutputFiles::add(StringRef path, function_ref<void(raw_ostream &)> write,
       return fileError(path, "internal error: the output is not valid JSON (" +
                                  toString(parsed.takeError()) +
                                  "); nothing was written");
-  if (path == "-") {
+  if (file.direct) {
     pending.push_back(std::move(file));
     return Error::success();
   }
   // Beside the destination, so that the rename stays on one file system.
+  StringRef destination = file.target.empty() ? path : StringRef(file.target);
   Expected<sys::fs::TempFile> temp =
-      sys::fs::TempFile::create(path + ".tmp-%%%%%%");
+      sys::fs::TempFile::create(destination + ".tmp-%%%%%%");
   if (!temp)
     return fileError(path, "cannot write: " + toString(temp.takeError()));
   file.temp = std::make_unique<sys::fs::TempFile>(std::move(*temp));
@@ -189,14 +203,13 @@ Error OutputFiles::add(StringRef path, function_ref<void(raw_ostream &)> write,
 Error OutputFiles::commit() {
   std::vector<std::string> placed;
   std::optional<std::string> failure;
+  // The renames first: they can fail, and are undone if one does.
   for (Pending &file : pending) {
-    if (!file.temp) {
-      outs() << file.text;
-      outs().flush();
+    if (file.direct)
       continue;
-    }
     std::string tempName = file.temp->TmpName;
-    Error kept = file.temp->keep(file.path);
+    std::string destination = file.target.empty() ? file.path : file.target;
+    Error kept = file.temp->keep(destination);
     file.temp.reset();
     if (kept) {
       // A failed rename leaves the temporary behind.
@@ -205,7 +218,29 @@ Error OutputFiles::commit() {
           "'" + file.path + "': cannot write: " + toString(std::move(kept));
       break;
     }
-    placed.push_back(file.path);
+    placed.push_back(destination);
+  }
+  // Then stdout, devices and FIFOs, which cannot be taken back.
+  for (Pending &file : pending) {
+    if (failure)
+      break;
+    if (!file.direct)
+      continue;
+    if (file.path == "-") {
+      outs() << file.text;
+      outs().flush();
+      continue;
+    }
+    std::error_code error;
+    raw_fd_ostream os(file.path, error, sys::fs::OF_None);
+    if (!error) {
+      os << file.text;
+      os.close();
+      error = os.error();
+      os.clear_error();
+    }
+    if (error)
+      failure = "'" + file.path + "': cannot write: " + error.message();
   }
   // The temporaries after a failed rename are discarded by the destructor.
   if (!failure)

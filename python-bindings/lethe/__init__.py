@@ -182,6 +182,11 @@ def _option_text(name: str, value: Budget) -> Optional[str]:
                         f"'40GiB' or '50%', got {value!r}")
     if isinstance(value, int) and value < 0:
         raise ValueError(f"{name} must be >= 0 bytes, got {value}")
+    # An empty budget would mean no limit (None says so); `lethe plan
+    # --budget=` refuses it too.
+    if name == "budget" and isinstance(value, str) and not value.strip():
+        raise ValueError("budget must be bytes, a size such as '40GiB' or a "
+                         "share such as '50%', got an empty string")
     return str(value)
 
 

@@ -145,9 +145,17 @@ def test_hostile_inputs(tmp_path):
     slow.write_text(json.dumps(profile))
     with pytest.raises(lethe.LetheError, match="field 'd2h_gb_per_s'"):
         lethe.load(_tiny_graph(), device=os.fspath(slow))
+    # A device profile is bounded like a graph.
+    with pytest.raises(lethe.LetheError, match="device profile '/dev/zero': "
+                       "is a device, not a regular file"):
+        lethe.load(_tiny_graph(), device="/dev/zero")
     # Nothing to plan.
     with pytest.raises(lethe.LetheError, match="'nodes' is empty"):
         lethe.load({"nodes": []})
+    # An empty budget is refused, not read as no limit (as `lethe plan
+    # --budget=` is; found by bench/hardening_campaign.py).
+    with pytest.raises(ValueError, match="budget .* got an empty string"):
+        lethe.plan(_tiny_graph(), budget=" ")
     # A value of dynamic shape has no size: refused when loading, not by
     # the first analysis that meets it (the MLIR fuzzer found the loader
     # accepting it, issue 18).

@@ -58,7 +58,9 @@ bool looksLikeJson(llvm::StringRef text);
 /// The output files of one command. `add` writes each to a temporary file
 /// beside its destination; `commit` renames them all into place. Without a
 /// successful commit (an error, an early return) the temporaries are
-/// removed and no destination is touched. `-` is stdout, written at commit.
+/// removed and no destination is touched. `-` is stdout, written at commit,
+/// as are destinations that are not regular files (`/dev/null`, a FIFO); a
+/// link is written through, not replaced.
 class OutputFiles {
 public:
   OutputFiles() = default;
@@ -79,7 +81,11 @@ public:
 private:
   struct Pending {
     std::string path;
-    /// The temporary (unused for stdout).
+    /// The file `path` links to, when it is a link: what is replaced.
+    std::string target;
+    /// Written to at commit, from `text`: stdout, a device, a FIFO.
+    bool direct = false;
+    /// The temporary of the others.
     std::unique_ptr<llvm::sys::fs::TempFile> temp;
     /// The content of stdout.
     std::string text;

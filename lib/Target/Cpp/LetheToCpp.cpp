@@ -3,12 +3,14 @@
 #include "lethe/Target/Cpp/LetheToCpp.h"
 
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
+#include "lethe/Import/Diagnostics.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 
 using namespace mlir;
@@ -35,18 +37,29 @@ void lethe::registerLetheToCppTranslation() {
       llvm::cl::desc("--lethe-to-cpp: the program's name (default: the "
                      "module's lethe.model, else the function's name)"),
       llvm::cl::init(""));
-  TranslateFromMLIRRegistration registration(
+  // Parsed here rather than by TranslateFromMLIRRegistration, so that the
+  // parser's errors print as `lethe` prints them too: mlir-translate's
+  // handler quotes whole lines (an exported program's signature is
+  // kilobytes long) and the whole module with an error about it.
+  TranslateRegistration registration(
       "lethe-to-cpp",
       "lower an allocated lethe program to C++ calling the CUDA runtime",
-      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
-        auto module = dyn_cast<ModuleOp>(op);
+      [](const std::shared_ptr<llvm::SourceMgr> &sourceMgr,
+         llvm::raw_ostream &os, MLIRContext *context) -> LogicalResult {
+        DialectRegistry registry;
+        registry.insert<LetheDialect, emitc::EmitCDialect, func::FuncDialect>();
+        context->appendDialectRegistry(registry);
+        CompactDiagnosticHandler compact(context, llvm::errs(),
+                                         sourceMgr.get());
+        bool printOp = context->shouldPrintOpOnDiagnostic();
+        context->printOpOnDiagnostic(false);
+        auto restore = llvm::make_scope_exit(
+            [&] { context->printOpOnDiagnostic(printOp); });
+        OwningOpRef<ModuleOp> module = parseLocatedModule(*sourceMgr, context);
         if (!module)
-          return op->emitError("--lethe-to-cpp translates a module");
+          return failure();
         LowerToRuntimeOptions options;
         options.programName = programName;
-        return translateProgramToCpp(module, os, options);
-      },
-      [](DialectRegistry &registry) {
-        registry.insert<LetheDialect, emitc::EmitCDialect, func::FuncDialect>();
+        return translateProgramToCpp(*module, os, options);
       });
 }

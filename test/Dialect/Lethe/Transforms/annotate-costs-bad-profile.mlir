@@ -12,4 +12,4 @@ module {
   }
 }
 
-// MISSING: error: cannot load device profile: cannot read device profile '{{.*}}missing.json': No such file or directory (built-in profiles: a100, h100, h200, h200-nvlink, h200-pcie)
+// MISSING: error: cannot load device profile: device profile '{{.*}}missing.json': cannot open: No such file or directory (built-in profiles: a100, h100, h200, h200-nvlink, h200-pcie)
