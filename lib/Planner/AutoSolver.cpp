@@ -474,9 +474,7 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
       return true;
     }
   }
-  // A dropped activation whose gap holds the peak, retained again for one
-  // that frees more there.
-  return exchange();
+  return false;
 }
 
 llvm::Expected<bool> Solver::reduceTo(int64_t level) {

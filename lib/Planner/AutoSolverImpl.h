@@ -293,11 +293,6 @@ private:
   /// Swaps the costliest recomputes for free decisions where that holds the
   /// level (small graphs only: it costs a few evaluations per level).
   llvm::Error swapCostly(int64_t level, size_t tries = 3);
-  /// For the stuck greedy: exchanges one of the costliest dropped
-  /// activations for a retained one whose gap overlaps its own (recomputed
-  /// or offloaded instead) where that lowers the peak; returns whether it
-  /// made one. Small graphs only.
-  llvm::Expected<bool> exchange();
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
   std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
                       const Evaluation &eval);

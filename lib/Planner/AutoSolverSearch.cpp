@@ -4,9 +4,7 @@
 // still holds it: undoing decisions the level no longer needs (polish,
 // unexposeOffloads), trading costly recomputes and exposed offloads for
 // free decisions (swapCostly), descending a few levels and polishing back
-// (probeBelow), and hiding traded copies again (replaceTrades); and, for
-// the stuck greedy, exchanging a dropped activation for a retained one
-// (exchange).
+// (probeBelow), and hiding traded copies again (replaceTrades).
 //
 //===----------------------------------------------------------------------===//
 
@@ -290,80 +288,4 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
     }
   }
   return llvm::Error::success();
-}
-
-llvm::Expected<bool> Solver::exchange() {
-  // Up to 48 exact evaluations per call, and the stuck greedy calls it
-  // after every failed batch: small graphs only (on BERT, 242 activations
-  // and 2,600 nodes, it made the least-budget solve 30 times slower).
-  const size_t maxActivations = 256, maxNodes = 1024, numDropped = 4,
-               numKept = 6;
-  if (acts.size() > maxActivations || graph.numNodes() > maxNodes)
-    return false;
-  const Placement &placement = currentEval.placement;
-  std::vector<std::pair<double, int32_t>> dropped;
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (current[a] == Decision::Recompute)
-      dropped.push_back(
-          {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
-               acts[a].recomputeUs,
-           static_cast<int32_t>(a)});
-    else if (current[a] == Decision::Offload)
-      dropped.push_back({-exposedCopyUs(a), static_cast<int32_t>(a)});
-  }
-  llvm::sort(dropped);
-  if (dropped.size() > numDropped)
-    dropped.resize(numDropped);
-  // Gap of an activation: after its last forward use, before it is needed.
-  auto overlap = [&](int32_t x, int32_t y) {
-    NodeId xEnd = acts[x].firstBackwardUse, yEnd = acts[y].firstBackwardUse;
-    return std::min(xEnd, yEnd) -
-           std::max(acts[x].lastForwardUse, acts[y].lastForwardUse);
-  };
-  for (auto [cost, x] : dropped) {
-    if (current[x] == Decision::Retain)
-      continue;
-    // Retained activations whose gap shares most nodes with x's: dropping
-    // one frees what retaining x adds.
-    std::vector<std::pair<NodeId, int32_t>> kept;
-    for (size_t y = 0; y < acts.size(); ++y)
-      if (current[y] == Decision::Retain &&
-          (acts[y].recomputable || acts[y].offloadable) &&
-          overlap(x, static_cast<int32_t>(y)) > 0)
-        kept.push_back({-overlap(x, static_cast<int32_t>(y)),
-                        static_cast<int32_t>(y)});
-    llvm::sort(kept);
-    if (kept.size() > numKept)
-      kept.resize(numKept);
-    for (auto [negOverlap, y] : kept) {
-      for (Decision decision : {Decision::Recompute, Decision::Offload}) {
-        if ((decision == Decision::Recompute && !acts[y].recomputable) ||
-            (decision == Decision::Offload &&
-             (!acts[y].offloadable ||
-              offloadedBytes + acts[y].bytes -
-                      (current[x] == Decision::Offload ? acts[x].bytes : 0) >
-                  options.hostBudgetBytes)))
-          continue;
-        std::vector<Decision> trial = current;
-        std::vector<CopyHint> trialHints = currentHints;
-        trial[x] = Decision::Retain;
-        trialHints[x] = CopyHint();
-        trial[y] = decision;
-        llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
-        if (!eval)
-          return eval.takeError();
-        if (!improves(*eval, currentEval))
-          continue;
-        if (current[x] == Decision::Offload)
-          offloadedBytes -= acts[x].bytes;
-        if (decision == Decision::Offload)
-          offloadedBytes += acts[y].bytes;
-        current = std::move(trial);
-        currentHints = std::move(trialHints);
-        currentEval = std::move(*eval);
-        return true;
-      }
-    }
-  }
-  return false;
 }
