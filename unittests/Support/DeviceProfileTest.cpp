@@ -269,10 +269,18 @@ TEST(DeviceProfileTest, LoadsAUserFileAndRejectsUnknownNames) {
   std::string missing = errorOf(DeviceProfile::load("/nonexistent/x.json"));
   EXPECT_NE(missing.find("(built-in profiles: a100, h100"), std::string::npos)
       << missing;
-  EXPECT_EQ(missing.rfind("cannot read device profile '/nonexistent/x.json'",
+  EXPECT_EQ(missing.rfind("device profile '/nonexistent/x.json': cannot open",
                           0),
             0u)
       << missing;
+  // Read as a bounded input: an endless one is refused, not read until
+  // memory runs out.
+  std::string endless = errorOf(DeviceProfile::load("/dev/zero"));
+  EXPECT_EQ(endless.rfind("device profile '/dev/zero': is a device, not a "
+                          "regular file",
+                          0),
+            0u)
+      << endless;
 }
 
 } // namespace

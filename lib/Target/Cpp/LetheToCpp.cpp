@@ -13,6 +13,8 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 
+#include <optional>
+
 using namespace mlir;
 
 LogicalResult
@@ -49,8 +51,12 @@ void lethe::registerLetheToCppTranslation() {
         DialectRegistry registry;
         registry.insert<LetheDialect, emitc::EmitCDialect, func::FuncDialect>();
         context->appendDialectRegistry(registry);
-        CompactDiagnosticHandler compact(context, llvm::errs(),
-                                         sourceMgr.get());
+        // Not under -verify-diagnostics, whose handler must see them all.
+        std::optional<CompactDiagnosticHandler> compact;
+        llvm::cl::Option *verify =
+            llvm::cl::getRegisteredOptions().lookup("verify-diagnostics");
+        if (!verify || !verify->getNumOccurrences())
+          compact.emplace(context, llvm::errs(), sourceMgr.get());
         bool printOp = context->shouldPrintOpOnDiagnostic();
         context->printOpOnDiagnostic(false);
         auto restore = llvm::make_scope_exit(
