@@ -238,7 +238,8 @@ OpCost CostModel::model(NodeOp node) const {
 /// The source recorded on an op that carries a time: an earlier run of the
 /// cost model leaves `lethe.cost_source`; anything else was measured.
 static CostSource recordedSource(Operation *op) {
-  if (auto attr = op->getAttrOfType<StringAttr>(kCostSourceAttr))
+  if (auto attr =
+          LetheDialect::CostSourceAttrHelper(op->getContext()).getAttr(op))
     if (std::optional<CostSource> source =
             symbolizeCostSource(attr.getValue()))
       return *source;

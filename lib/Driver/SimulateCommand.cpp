@@ -1,5 +1,6 @@
 //===- SimulateCommand.cpp - `lethe simulate` and `lethe compile` ---------===//
 
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Simulation.h"
@@ -113,7 +114,8 @@ LogicalResult lethe::runSimulateCommand(const CommandOptions &options,
 static llvm::json::Value compiledPlanJson(const CompiledStep &step) {
   const SimulationReport &report = step.report;
   llvm::json::Object json = *simulationToJson(report).getAsObject();
-  if (auto plan = step.func->getAttrOfType<DictionaryAttr>("lethe.plan"))
+  if (auto plan = LetheDialect::PlanAttrHelper(step.func->getContext())
+                      .getAttr(step.func))
     for (NamedAttribute entry : plan) {
       Attribute value = entry.getValue();
       std::string key = "plan_" + entry.getName().str();

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Simulator/ProgramSchedule.h"
 #include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
@@ -71,7 +72,8 @@ struct TestSimulateProgramPass
         os << llvm::format("  busy_us.%s %.3f\n",
                            stringifyStream(static_cast<Stream>(s)).data(),
                            result->busyUs[s]);
-      auto plan = func->getAttrOfType<DictionaryAttr>("lethe.plan");
+      auto plan =
+          LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func);
       if (!plan)
         continue;
       auto step = plan.getAs<FloatAttr>("step_us");

@@ -83,8 +83,10 @@ void writePlan(func::FuncOp func, const TrainingGraph &graph,
     placements[value.resultIndex] = builder.getDictionaryAttr(fields);
   }
   for (Operation *op : order) {
-    op->setAttr("lethe.decisions", builder.getArrayAttr(byOp[op].first));
-    op->setAttr("lethe.placement", builder.getArrayAttr(byOp[op].second));
+    LetheDialect::DecisionsAttrHelper(op->getContext())
+        .setAttr(op, builder.getArrayAttr(byOp[op].first));
+    LetheDialect::PlacementAttrHelper(op->getContext())
+        .setAttr(op, builder.getArrayAttr(byOp[op].second));
   }
 }
 
@@ -220,7 +222,7 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
           module = ModuleOp::create(UnknownLoc::get(&context));
           func::FuncOp func = emitGraph(graph, *module);
           writePlan(func, graph, *planned);
-          (*module)->setAttr(attrs::kBudgetBytes,
+          (*module)->setAttr(LetheDialect::BudgetBytesAttrHelper::getNameStr(),
                              Builder(&context).getI64IntegerAttr(budget));
           std::string errors =
               run(*module, "lethe-materialize,lethe-verify{allocated=false},"
@@ -229,7 +231,8 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
           ASSERT_EQ(errors, "");
           int64_t arena =
               (*module)
-                  ->getAttrOfType<IntegerAttr>(attrs::kDeviceArenaBytes)
+                  ->getAttrOfType<IntegerAttr>(
+                      LetheDialect::DeviceArenaBytesAttrHelper::getNameStr())
                   .getInt();
           if (arena <= budget) {
             plan = std::move(*planned);

@@ -47,10 +47,6 @@ enum class CostSource : uint8_t {
 llvm::StringRef stringifyCostSource(CostSource source);
 std::optional<CostSource> symbolizeCostSource(llvm::StringRef text);
 
-/// The discardable attribute recording a node's cost source
-/// ("measured" | "analytic" | "bandwidth").
-constexpr llvm::StringLiteral kCostSourceAttr = "lethe.cost_source";
-
 struct OpCost {
   double timeUs = 0.0;
   CostSource source = CostSource::Bandwidth;

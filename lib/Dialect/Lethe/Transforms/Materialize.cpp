@@ -39,10 +39,6 @@ namespace lethe {
 using namespace mlir;
 using namespace lethe;
 
-/// The plan attributes lethe-plan writes (docs/Pipeline.md §3).
-static constexpr StringLiteral kDecisions = "lethe.decisions";
-static constexpr StringLiteral kPlacement = "lethe.placement";
-
 /// One decision per activation, from the attributes on the producing ops.
 /// `complete` is false when some recomputed or offloaded value lacks its
 /// placement.
@@ -57,22 +53,26 @@ readDecisions(const TrainingGraph &graph, const ActivationAnalysis &analysis,
   numPlanned = 0;
   for (const GraphNode &node : graph.getNodes()) {
     Operation *op = node.irOp;
-    auto decisionsAttr = op->getAttrOfType<ArrayAttr>(kDecisions);
+    auto decisionsAttr =
+        LetheDialect::DecisionsAttrHelper(op->getContext()).getAttr(op);
     if (!decisionsAttr)
       continue;
-    auto placementAttr = op->getAttrOfType<ArrayAttr>(kPlacement);
+    auto placementAttr =
+        LetheDialect::PlacementAttrHelper(op->getContext()).getAttr(op);
     if (decisionsAttr.size() != node.results.size() ||
         (placementAttr && placementAttr.size() != node.results.size()))
       return op->emitOpError("has ")
-             << decisionsAttr.size() << " entries in '" << kDecisions
-             << "' for " << node.results.size() << " results";
+             << decisionsAttr.size() << " entries in '"
+             << LetheDialect::DecisionsAttrHelper::getNameStr() << "' for "
+             << node.results.size() << " results";
     for (auto [resultIndex, entry] : llvm::enumerate(decisionsAttr)) {
       if (isa<UnitAttr>(entry))
         continue;
       auto decision = dyn_cast<DecisionAttr>(entry);
       if (!decision)
         return op->emitOpError("'")
-               << kDecisions << "' entry " << resultIndex
+               << LetheDialect::DecisionsAttrHelper::getNameStr() << "' entry "
+               << resultIndex
                << " is not a #lethe<decision ...> or unit: " << entry;
       ValueId value = node.results[resultIndex];
       int32_t a = analysis.activationIndex(value);
@@ -137,7 +137,8 @@ private:
   void release(BufferId buffer, OpIndex byOp);
   void emitChain(OpIndex first, OpIndex last);
   void setStream(Operation *op, Stream stream) {
-    op->setAttr(attrs::kStream, StreamAttr::get(op->getContext(), stream));
+    LetheDialect::StreamAttrHelper(op->getContext())
+        .setAttr(op, StreamAttr::get(op->getContext(), stream));
   }
   Location loc() const { return currentLoc; }
 
@@ -254,8 +255,8 @@ Operation *Materializer::cloneNode(NodeId node, OpIndex index) {
        llvm::zip(info.irOp->getOperands(), info.operands))
     mapping.map(operand, current[value]);
   Operation *clone = builder.clone(*info.irOp, mapping);
-  clone->removeAttr(kDecisions);
-  clone->removeAttr(kPlacement);
+  clone->removeAttr(LetheDialect::DecisionsAttrHelper::getNameStr());
+  clone->removeAttr(LetheDialect::PlacementAttrHelper::getNameStr());
   const ScheduleOp &op = schedule.ops[index];
   for (BufferId buffer : op.allocs) {
     ValueId storage = schedule.buffers[buffer].storage;

@@ -134,9 +134,10 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
     return func.emitError() << "lethe-plan: " << infeasibleMessage(step->plan);
   writeBack(func, step->graph, step->plan);
   if (!budget.empty())
-    getOperation()->setAttr(
-        attrs::kBudgetBytes,
-        Builder(&getContext()).getI64IntegerAttr(step->options.budgetBytes));
+    LetheDialect::BudgetBytesAttrHelper(getOperation()->getContext())
+        .setAttr(getOperation(),
+                 Builder(&getContext())
+                     .getI64IntegerAttr(step->options.budgetBytes));
   return success();
 }
 
@@ -200,10 +201,12 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
   }
   for (auto &[id, entries] : byNode) {
     Operation *op = graph.getNode(id).irOp;
-    op->setAttr("lethe.decisions", builder.getArrayAttr(entries.decisions));
+    LetheDialect::DecisionsAttrHelper(op->getContext())
+        .setAttr(op, builder.getArrayAttr(entries.decisions));
     if (llvm::any_of(entries.placements,
                      [](Attribute a) { return !isa<UnitAttr>(a); }))
-      op->setAttr("lethe.placement", builder.getArrayAttr(entries.placements));
+      LetheDialect::PlacementAttrHelper(op->getContext())
+          .setAttr(op, builder.getArrayAttr(entries.placements));
   }
 
   auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };
@@ -240,7 +243,8 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
         lowerBoundOverheadPpm,
         static_cast<uint64_t>(std::max(0.0, std::floor(bound->overhead * 1e6))));
   }
-  func->setAttr("lethe.plan", builder.getDictionaryAttr(summary));
+  LetheDialect::PlanAttrHelper(func->getContext())
+      .setAttr(func, builder.getDictionaryAttr(summary));
   peakBytes = std::max<uint64_t>(peakBytes, plan.peakBytes);
   baselinePeakBytes =
       std::max<uint64_t>(baselinePeakBytes, plan.baselinePeakBytes);

@@ -137,7 +137,7 @@ def Materialize : Pass<"lethe-materialize", "mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numRecomputeRegions", "num-recompute-regions",
-              "lethe.recompute regions created">,
+              "Recompute regions (lethe.recompute) created">,
     Statistic<"numRerunNodes", "num-rerun-nodes", "Nodes re-run in them">,
     Statistic<"numOffloads", "num-offloads", "Offloads created">,
     Statistic<"numReleases", "num-releases", "Releases created">,
@@ -335,8 +335,8 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
     Option<"latencyUs", "latency-us", "double", /*default=*/"0.0",
            "fixed time added to every timed collective, microseconds">,
     Option<"ranksPerHost", "ranks-per-host", "int64_t", /*default=*/"0",
-           "ranks that share one host's copy bandwidth (recorded as "
-           "lethe.ranks_per_host for the planner and simulator; 0: all "
+           "ranks that share one host's copy bandwidth (recorded for the "
+           "planner and simulator as lethe.ranks_per_host; 0: all "
            "`world` ranks on one host)">,
   ];
   let statistics = [
@@ -448,8 +448,8 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
            "chunks (virtual stages) per stage; > 1 needs "
            "schedule=interleaved">,
     Option<"ranksPerHost", "ranks-per-host", "int64_t", /*default=*/"0",
-           "stages that share one host's copy bandwidth (recorded as "
-           "lethe.ranks_per_host for the planner and simulator; 0: all "
+           "stages that share one host's copy bandwidth (recorded for the "
+           "planner and simulator as lethe.ranks_per_host; 0: all "
            "`stages` on one host)">,
   ];
   let statistics = [
