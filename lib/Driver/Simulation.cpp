@@ -89,12 +89,9 @@ void lethe::readCompiledFigures(ModuleOp module, func::FuncOp func,
     report.budgetBytes = budget.getInt();
   if (auto plan =
           LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func)) {
-    if (auto step = plan.getAs<FloatAttr>("step_us"))
-      report.predictedStepUs = step.getValueAsDouble();
-    if (auto peak = plan.getAs<IntegerAttr>("peak_bytes"))
-      report.predictedPeakBytes = peak.getInt();
-    if (auto policy = plan.getAs<StringAttr>("policy"))
-      report.policy = policy.str();
+    report.predictedStepUs = plan.getStepUs().convertToDouble();
+    report.predictedPeakBytes = plan.getPeakBytes();
+    report.policy = stringifyPolicy(plan.getPolicy()).str();
   }
 }
 

@@ -260,8 +260,7 @@ public:
     for (auto func : result.module->getOps<func::FuncOp>())
       if (auto summary =
               LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func))
-        if (auto peak = summary.getAs<IntegerAttr>("peak_bytes"))
-          result.peak = std::max(result.peak, peak.getInt());
+        result.peak = std::max(result.peak, summary.getPeakBytes());
     recordDecisions(*result.module, result.decisions);
     PassManager program(context);
     buildProgramPhase(program, config);

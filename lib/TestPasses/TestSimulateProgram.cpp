@@ -76,15 +76,11 @@ struct TestSimulateProgramPass
           LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func);
       if (!plan)
         continue;
-      auto step = plan.getAs<FloatAttr>("step_us");
-      auto peak = plan.getAs<IntegerAttr>("peak_bytes");
-      if (step)
-        os << llvm::format(
-            "  planned step_us %.3f (%+.4f%%)\n", step.getValueAsDouble(),
-            100.0 * (result->stepUs / step.getValueAsDouble() - 1.0));
-      if (peak)
-        os << "  planned peak_bytes " << peak.getInt() << " ("
-           << (result->peakBytes - peak.getInt()) << ")\n";
+      double plannedUs = plan.getStepUs().convertToDouble();
+      os << llvm::format("  planned step_us %.3f (%+.4f%%)\n", plannedUs,
+                         100.0 * (result->stepUs / plannedUs - 1.0));
+      os << "  planned peak_bytes " << plan.getPeakBytes() << " ("
+         << (result->peakBytes - plan.getPeakBytes()) << ")\n";
     }
     markAllAnalysesPreserved();
   }

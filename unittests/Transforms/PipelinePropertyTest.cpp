@@ -67,20 +67,14 @@ void writePlan(func::FuncOp func, const TrainingGraph &graph,
         DecisionAttr::get(func.getContext(), d.decision);
     if (d.decision == Decision::Retain)
       continue;
-    SmallVector<NamedAttribute> fields;
-    fields.push_back(builder.getNamedAttr(
-        "restore_before", builder.getI64IntegerAttr(d.firstBackwardUse)));
-    if (d.decision == Decision::Offload) {
-      fields.push_back(builder.getNamedAttr(
-          "release_after", builder.getI64IntegerAttr(d.releaseAfter)));
-      fields.push_back(builder.getNamedAttr(
-          "prefetch_after", builder.getI64IntegerAttr(d.prefetchAfter)));
-    }
+    bool offload = d.decision == Decision::Offload;
     SmallVector<int64_t> nodes(d.recomputeNodes.begin(),
                                d.recomputeNodes.end());
-    fields.push_back(
-        builder.getNamedAttr("nodes", builder.getDenseI64ArrayAttr(nodes)));
-    placements[value.resultIndex] = builder.getDictionaryAttr(fields);
+    placements[value.resultIndex] = PlacementAttr::get(
+        func.getContext(), d.firstBackwardUse,
+        offload ? std::optional<int64_t>(d.releaseAfter) : std::nullopt,
+        offload ? std::optional<int64_t>(d.prefetchAfter) : std::nullopt,
+        nodes);
   }
   for (Operation *op : order) {
     LetheDialect::DecisionsAttrHelper(op->getContext())

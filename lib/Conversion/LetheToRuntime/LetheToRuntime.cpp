@@ -662,13 +662,10 @@ void Lowering::emitProgram(StringRef name) {
   std::string source = "the compute stream's op times";
   if (auto plan =
           LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func)) {
-    if (auto stepUs = plan.getAs<FloatAttr>("step_us")) {
-      predicted = stepUs.getValueAsDouble();
-      source = (LetheDialect::PlanAttrHelper::getNameStr() + " step_us").str();
-    }
-    if (auto peak = plan.getAs<IntegerAttr>("peak_bytes"))
-      source += ", planned activation peak " + std::to_string(peak.getInt()) +
-                " bytes";
+    predicted = plan.getStepUs().convertToDouble();
+    source = (LetheDialect::PlanAttrHelper::getNameStr() + " step_us").str();
+    source += ", planned activation peak " +
+              std::to_string(plan.getPeakBytes()) + " bytes";
   } else if (auto attr =
                  LetheDialect::PredictedStepUsAttrHelper(module->getContext())
                      .getAttr(module)) {

@@ -46,8 +46,8 @@ module attributes {lethe.plan = {}} {}
 
 // -----
 
-// expected-error @+1 {{attribute 'lethe.contention' must be one of 'overlap', 'separate', 'yield', got 'sometimes'}}
-func.func @contention() attributes {lethe.contention = "sometimes"} {
+// expected-error @+1 {{attribute 'lethe.contention' must be a #lethe<contention ...>, got "yield"}}
+func.func @contention() attributes {lethe.contention = "yield"} {
   return
 }
 
@@ -76,8 +76,8 @@ func.func @node_id_on_return(%x: tensor<4xf32>) {
 // -----
 
 func.func @cost_source(%x: tensor<4xf32>) {
-  // expected-error @+1 {{attribute 'lethe.cost_source' must be one of 'measured', 'analytic', 'bandwidth', got 'guessed'}}
-  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.cost_source = "guessed"} : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{attribute 'lethe.cost_source' must be a #lethe<cost_source ...>, got "analytic"}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.cost_source = "analytic"} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
@@ -117,23 +117,76 @@ func.func @placement_alone(%x: tensor<4xf32>) {
 
 func.func @placement_of_retained(%x: tensor<4xf32>) {
   // expected-error @+1 {{attribute 'lethe.placement' entry 0 places a result that is neither recomputed nor offloaded}}
-  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision retain>], lethe.placement = [{restore_before = 1 : i64, nodes = array<i64>}]} : (tensor<4xf32>) -> tensor<4xf32>
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision retain>], lethe.placement = [#lethe.placement<restore_before = 1, nodes = []>]} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
 // -----
 
 func.func @placement_offload_fields(%x: tensor<4xf32>) {
-  // expected-error @+1 {{attribute 'lethe.placement' entry 0 needs 'release_after', a node index}}
-  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision offload>], lethe.placement = [{restore_before = 1 : i64, nodes = array<i64>}]} : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{attribute 'lethe.placement' entry 0 places an offload without 'release_after' and 'prefetch_after'}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 1, nodes = []>]} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
 // -----
 
-func.func @placement_nodes(%x: tensor<4xf32>) {
-  // expected-error @+1 {{attribute 'lethe.placement' entry 0 needs 'nodes', an array<i64> of node indices}}
-  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{restore_before = 1 : i64}]} : (tensor<4xf32>) -> tensor<4xf32>
+func.func @placement_dictionary(%x: tensor<4xf32>) {
+  // expected-error @+1 {{attribute 'lethe.placement' entry 0 must be a #lethe.placement<...> or unit, got {nodes = array<i64: 0>, restore_before = 1 : i64}}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{restore_before = 1 : i64, nodes = array<i64: 0>}]} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @placement_restore(%x: tensor<4xf32>) {
+  // expected-error @+1 {{restore_before must be a node index, got -1}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = -1, nodes = [0]>]} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @placement_half_offload(%x: tensor<4xf32>) {
+  // expected-error @+1 {{an offload needs both release_after and prefetch_after}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 3, release_after = 1, nodes = []>]} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @placement_node(%x: tensor<4xf32>) {
+  // expected-error @+1 {{nodes must be node indices, got -2}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 3, nodes = [0, -2]>]} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{attribute 'lethe.plan' must be a #lethe.plan<...>, got {peak_bytes = 3072 : i64}}}
+func.func @plan_dictionary() attributes {lethe.plan = {peak_bytes = 3072 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{budget_bytes, peak_bytes and baseline_peak_bytes must be at least 0}}
+func.func @plan_peak() attributes {lethe.plan = #lethe.plan<policy = auto, budget_bytes = 4096, feasible = true, peak_bytes = -1, baseline_peak_bytes = 8192, step_us = 1.0, baseline_step_us = 1.0, overhead = 0.0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{step_us and baseline_step_us must be at least 0}}
+func.func @plan_step() attributes {lethe.plan = #lethe.plan<policy = auto, budget_bytes = 4096, feasible = true, peak_bytes = 1, baseline_peak_bytes = 8192, step_us = -1.0, baseline_step_us = 1.0, overhead = 0.0>} {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{expected ::lethe::Policy to be one of: none, full, every-n, selective-op, offload-all, auto, given}}
+// expected-error @+1 {{failed to parse Lethe_PlanAttr parameter 'policy'}}
+func.func @plan_policy() attributes {lethe.plan = #lethe.plan<policy = sometimes, budget_bytes = 4096, feasible = true, peak_bytes = 1, baseline_peak_bytes = 8192, step_us = 1.0, baseline_step_us = 1.0, overhead = 0.0>} {
   return
 }
 

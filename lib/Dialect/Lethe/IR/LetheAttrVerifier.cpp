@@ -78,6 +78,7 @@ public:
     return success();
   }
 
+  /// A string among `allowed`.
   LogicalResult oneOf(Host where, ArrayRef<StringRef> allowed) {
     if (failed(is<StringAttr>(where, "a string")))
       return failure();
@@ -117,8 +118,8 @@ LogicalResult AttrChecker::decisions() {
   return success();
 }
 
-/// Per result: unit, or where the restore (and an offload's copies) go
-/// among the function's nodes and which nodes a recompute re-runs.
+/// Per result: unit, or a #lethe.placement<...> of a recomputed or
+/// offloaded result (an offload's with its copies).
 LogicalResult AttrChecker::placement() {
   if (failed(is<ArrayAttr>(Host::Node, "an array")))
     return failure();
@@ -133,27 +134,29 @@ LogicalResult AttrChecker::placement() {
   for (auto [index, entry] : llvm::enumerate(entries)) {
     if (isa<UnitAttr>(entry))
       continue;
-    auto decision = dyn_cast<DecisionAttr>(decisionList[index]);
+    auto decision = index < decisionList.size()
+                        ? dyn_cast<DecisionAttr>(decisionList[index])
+                        : DecisionAttr();
     if (!decision || decision.getValue() == Decision::Retain)
       return error() << "entry " << index
                      << " places a result that is neither recomputed nor "
                         "offloaded";
-    auto dict = dyn_cast<DictionaryAttr>(entry);
-    if (!dict)
+    auto placement = dyn_cast<PlacementAttr>(entry);
+    if (!placement)
       return error() << "entry " << index
-                     << " must be a dictionary or unit, got " << entry;
-    SmallVector<StringRef, 3> nodeFields = {"restore_before"};
-    if (decision.getValue() == Decision::Offload)
-      nodeFields.append({"release_after", "prefetch_after"});
-    for (StringRef field : nodeFields) {
-      auto node = dict.getAs<IntegerAttr>(field);
-      if (!node || node.getInt() < 0)
-        return error() << "entry " << index << " needs '" << field
-                       << "', a node index";
-    }
-    if (!dict.getAs<DenseI64ArrayAttr>("nodes"))
+                     << " must be a #lethe.placement<...> or unit, got "
+                     << entry;
+    if (decision.getValue() == Decision::Offload &&
+        !placement.getReleaseAfter())
       return error() << "entry " << index
-                     << " needs 'nodes', an array<i64> of node indices";
+                     << " places an offload without 'release_after' and "
+                        "'prefetch_after'";
+    // What the parser checks, checked again where a pass built it.
+    if (failed(PlacementAttr::verify(
+            [&] { return error() << "entry " << index << ": "; },
+            placement.getRestoreBefore(), placement.getReleaseAfter(),
+            placement.getPrefetchAfter(), placement.getNodes())))
+      return failure();
   }
   return success();
 }
@@ -190,11 +193,20 @@ LogicalResult LetheDialect::verifyOperationAttribute(Operation *op,
   if (name == PredictedStepUsAttrHelper::getNameStr())
     return c.is<FloatAttr>(Host::Module, "a float");
   // Function.
-  if (name == PlanAttrHelper::getNameStr() ||
-      name == PipelineAttrHelper::getNameStr())
+  if (name == PlanAttrHelper::getNameStr()) {
+    if (failed(c.is<PlanAttr>(Host::Function, "a #lethe.plan<...>")))
+      return failure();
+    auto plan = cast<PlanAttr>(c.value);
+    return PlanAttr::verify([&] { return c.error(); }, plan.getPolicy(),
+                            plan.getBudgetBytes(), plan.getFeasible(),
+                            plan.getPeakBytes(), plan.getBaselinePeakBytes(),
+                            plan.getStepUs(), plan.getBaselineStepUs(),
+                            plan.getOverhead(), plan.getLowerBoundOverhead());
+  }
+  if (name == PipelineAttrHelper::getNameStr())
     return c.is<DictionaryAttr>(Host::Function, "a dictionary");
   if (name == ContentionAttrHelper::getNameStr())
-    return c.oneOf(Host::Function, {"overlap", "separate", "yield"});
+    return c.is<CopyContentionAttr>(Host::Function, "a #lethe<contention ...>");
   if (name == CopyChunkBytesAttrHelper::getNameStr() ||
       name == RanksPerHostAttrHelper::getNameStr() ||
       name == FsdpWorldAttrHelper::getNameStr())
@@ -205,7 +217,7 @@ LogicalResult LetheDialect::verifyOperationAttribute(Operation *op,
   if (name == AttrsAttrHelper::getNameStr())
     return c.is<DictionaryAttr>(Host::Node, "a dictionary");
   if (name == CostSourceAttrHelper::getNameStr())
-    return c.oneOf(Host::Node, {"measured", "analytic", "bandwidth"});
+    return c.is<CostSourceAttr>(Host::Node, "a #lethe<cost_source ...>");
   if (name == DecisionsAttrHelper::getNameStr())
     return c.decisions();
   if (name == PlacementAttrHelper::getNameStr())
@@ -263,4 +275,43 @@ LogicalResult LetheDialect::verifyRegionResultAttribute(Operation *op,
   if (name == MbAttrHelper::getNameStr())
     return c.integer(Host::Op, 0);
   return c.error() << "is not a Lethe result attribute";
+}
+
+//===----------------------------------------------------------------------===//
+// Plan attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult PlacementAttr::verify(
+    function_ref<InFlightDiagnostic()> emitError, int64_t restoreBefore,
+    std::optional<int64_t> releaseAfter, std::optional<int64_t> prefetchAfter,
+    ArrayRef<int64_t> nodes) {
+  if (restoreBefore < 0)
+    return emitError() << "restore_before must be a node index, got "
+                       << restoreBefore;
+  if (releaseAfter.has_value() != prefetchAfter.has_value())
+    return emitError()
+           << "an offload needs both release_after and prefetch_after";
+  if (releaseAfter && (*releaseAfter < 0 || *prefetchAfter < 0))
+    return emitError() << "release_after and prefetch_after must be node "
+                          "indices, got "
+                       << *releaseAfter << " and " << *prefetchAfter;
+  for (int64_t node : nodes)
+    if (node < 0)
+      return emitError() << "nodes must be node indices, got " << node;
+  return success();
+}
+
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               Policy policy, int64_t budgetBytes,
+                               bool feasible, int64_t peakBytes,
+                               int64_t baselinePeakBytes, APFloat stepUs,
+                               APFloat baselineStepUs, APFloat overhead,
+                               std::optional<APFloat> lowerBoundOverhead) {
+  if (budgetBytes < 0 || peakBytes < 0 || baselinePeakBytes < 0)
+    return emitError() << "budget_bytes, peak_bytes and baseline_peak_bytes "
+                          "must be at least 0";
+  if (!(stepUs.convertToDouble() >= 0.0) ||
+      !(baselineStepUs.convertToDouble() >= 0.0))
+    return emitError() << "step_us and baseline_step_us must be at least 0";
+  return success();
 }

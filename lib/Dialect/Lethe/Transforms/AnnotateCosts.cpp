@@ -51,7 +51,7 @@ struct AnnotateCostsPass
       }
       op->setAttr("time_us", builder.getF64FloatAttr(timeUs));
       LetheDialect::CostSourceAttrHelper(op->getContext())
-          .setAttr(op, builder.getStringAttr(stringifyCostSource(cost.source)));
+          .setAttr(op, CostSourceAttr::get(op->getContext(), cost.source));
       count(cost.source);
     };
 
@@ -85,7 +85,7 @@ struct AnnotateCostsPass
   void keep(Operation *op, CostSource source, Builder &builder) {
     LetheDialect::CostSourceAttrHelper helper(op->getContext());
     if (!helper.isAttrPresent(op))
-      helper.setAttr(op, builder.getStringAttr(stringifyCostSource(source)));
+      helper.setAttr(op, CostSourceAttr::get(op->getContext(), source));
     count(source);
   }
 

@@ -59,21 +59,12 @@ readDecisions(const TrainingGraph &graph, const ActivationAnalysis &analysis,
       continue;
     auto placementAttr =
         LetheDialect::PlacementAttrHelper(op->getContext()).getAttr(op);
-    if (decisionsAttr.size() != node.results.size() ||
-        (placementAttr && placementAttr.size() != node.results.size()))
-      return op->emitOpError("has ")
-             << decisionsAttr.size() << " entries in '"
-             << LetheDialect::DecisionsAttrHelper::getNameStr() << "' for "
-             << node.results.size() << " results";
+    // The dialect verified both: one entry per result, each a decision (or
+    // placement) or unit.
     for (auto [resultIndex, entry] : llvm::enumerate(decisionsAttr)) {
-      if (isa<UnitAttr>(entry))
-        continue;
       auto decision = dyn_cast<DecisionAttr>(entry);
       if (!decision)
-        return op->emitOpError("'")
-               << LetheDialect::DecisionsAttrHelper::getNameStr() << "' entry "
-               << resultIndex
-               << " is not a #lethe<decision ...> or unit: " << entry;
+        continue;
       ValueId value = node.results[resultIndex];
       int32_t a = analysis.activationIndex(value);
       if (a < 0 || acts[a].storage != value)
@@ -85,24 +76,20 @@ readDecisions(const TrainingGraph &graph, const ActivationAnalysis &analysis,
       d.decision = decision.getValue();
       if (d.decision == Decision::Retain)
         continue;
-      auto dict = placementAttr
-                      ? dyn_cast<DictionaryAttr>(placementAttr[resultIndex])
-                      : DictionaryAttr();
-      auto getNode = [&](StringRef name) -> NodeId {
-        auto attr = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
-        return attr ? static_cast<NodeId>(attr.getInt()) : -1;
-      };
-      d.firstBackwardUse = getNode("restore_before");
-      d.releaseAfter = getNode("release_after");
-      d.prefetchAfter = getNode("prefetch_after");
-      if (auto nodes = dict ? dict.getAs<DenseI64ArrayAttr>("nodes")
-                            : DenseI64ArrayAttr())
-        d.recomputeNodes.assign(nodes.asArrayRef().begin(),
-                                nodes.asArrayRef().end());
-      bool placed = d.firstBackwardUse >= 0 && dict && dict.get("nodes");
+      auto placement = placementAttr
+                           ? dyn_cast<PlacementAttr>(placementAttr[resultIndex])
+                           : PlacementAttr();
+      if (!placement) {
+        complete = false;
+        continue;
+      }
+      d.firstBackwardUse = placement.getRestoreBefore();
+      d.releaseAfter = placement.getReleaseAfter().value_or(-1);
+      d.prefetchAfter = placement.getPrefetchAfter().value_or(-1);
+      d.recomputeNodes.assign(placement.getNodes().begin(),
+                              placement.getNodes().end());
       if (d.decision == Decision::Offload)
-        placed &= d.releaseAfter >= 0 && d.prefetchAfter >= 0;
-      complete &= placed;
+        complete &= d.releaseAfter >= 0 && d.prefetchAfter >= 0;
     }
   }
   return decisions;

@@ -262,7 +262,7 @@ struct ScheduleProgramPass
         continue;
       MLIRContext *ctx = func.getContext();
       LetheDialect::ContentionAttrHelper(func->getContext())
-          .setAttr(func, StringAttr::get(ctx, stringifyCopyContention(chosen)));
+          .setAttr(func, CopyContentionAttr::get(ctx, chosen));
       if (chosen == Contention::Yield)
         LetheDialect::CopyChunkBytesAttrHelper(func->getContext())
             .setAttr(func,

@@ -51,8 +51,8 @@ def Lethe_Dialect : Dialect {
     // yielding copies' chunk size (lethe-schedule); how many ranks share a
     // host's copy bandwidth, the pipeline stage and the FSDP world (the
     // parallel passes).
-    "::mlir::DictionaryAttr":$plan,
-    "::mlir::StringAttr":$contention,
+    "::lethe::PlanAttr":$plan,
+    "::lethe::CopyContentionAttr":$contention,
     "::mlir::IntegerAttr":$copy_chunk_bytes,
     "::mlir::IntegerAttr":$ranks_per_host,
     "::mlir::DictionaryAttr":$pipeline,
@@ -69,7 +69,7 @@ def Lethe_Dialect : Dialect {
     // microbatch and chunk.
     "::mlir::IntegerAttr":$node_id,
     "::mlir::DictionaryAttr":$attrs,
-    "::mlir::StringAttr":$cost_source,
+    "::lethe::CostSourceAttr":$cost_source,
     "::mlir::ArrayAttr":$decisions,
     "::mlir::ArrayAttr":$placement,
     "::mlir::IntegerAttr":$mb,

@@ -33,7 +33,8 @@ def AnnotateCosts : Pass<"lethe-annotate-costs"> {
     ```mlir
     // lethe-opt --lethe-annotate-costs='device=h200'
     %0 = lethe.node "aten.mm.default" fwd (%a, %b)
-        {lethe.cost_source = "analytic", time_us = 9.2 : f64} : ...
+        {lethe.cost_source = #lethe<cost_source analytic>,
+         time_us = 9.2 : f64} : ...
     ```
   }];
   let options = [
@@ -520,7 +521,7 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     // lethe-opt --lethe-plan='budget=60% policy=auto device=h200'
     %1 = lethe.node "aten.gelu.default" fwd (%0) {
         lethe.decisions = [#lethe<decision recompute>],
-        lethe.placement = [{nodes = array<i64: 1>, restore_before = 7 : i64} ],
+        lethe.placement = [#lethe.placement<restore_before = 7, nodes = [1]>],
         ...} : ...
     ```
   }];
