@@ -175,7 +175,9 @@ std::map<std::string, double> collectiveTimes(const TrainingGraph &graph,
     if (op.stream != Stream::Comm || op.node < 0)
       continue;
     llvm::StringRef kind = graph.getNode(op.node).kind;
-    kind.consume_front("lethe.collective.");
+    // lethe.collective.<kind> (collectiveNodeKind): the kind.
+    kind.consume_front(lethe::CollectiveOp::getOperationName());
+    kind.consume_front(".");
     times[kind.str()] +=
         result.timeline[index].endUs - result.timeline[index].startUs;
   }
@@ -415,7 +417,7 @@ int microbatchOf(const TrainingGraph &graph, NodeId node) {
   mlir::Operation *op = graph.getNode(node).irOp;
   if (!op)
     return -1;
-  auto mb = op->getAttrOfType<mlir::IntegerAttr>("lethe.mb");
+  auto mb = lethe::LetheDialect::MbAttrHelper(op->getContext()).getAttr(op);
   return mb ? static_cast<int>(mb.getInt()) : -1;
 }
 

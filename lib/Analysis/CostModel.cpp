@@ -19,26 +19,6 @@
 using namespace mlir;
 using namespace lethe;
 
-StringRef lethe::stringifyCostSource(CostSource source) {
-  switch (source) {
-  case CostSource::Measured:
-    return "measured";
-  case CostSource::Analytic:
-    return "analytic";
-  case CostSource::Bandwidth:
-    return "bandwidth";
-  }
-  llvm_unreachable("unknown cost source");
-}
-
-std::optional<CostSource> lethe::symbolizeCostSource(StringRef text) {
-  return llvm::StringSwitch<std::optional<CostSource>>(text)
-      .Case("measured", CostSource::Measured)
-      .Case("analytic", CostSource::Analytic)
-      .Case("bandwidth", CostSource::Bandwidth)
-      .Default(std::nullopt);
-}
-
 StringRef CostModel::dtypeName(Type elementType) {
   if (!elementType)
     return "f32";
@@ -238,10 +218,9 @@ OpCost CostModel::model(NodeOp node) const {
 /// The source recorded on an op that carries a time: an earlier run of the
 /// cost model leaves `lethe.cost_source`; anything else was measured.
 static CostSource recordedSource(Operation *op) {
-  if (auto attr = op->getAttrOfType<StringAttr>(kCostSourceAttr))
-    if (std::optional<CostSource> source =
-            symbolizeCostSource(attr.getValue()))
-      return *source;
+  if (auto attr =
+          LetheDialect::CostSourceAttrHelper(op->getContext()).getAttr(op))
+    return attr.getValue();
   return CostSource::Measured;
 }
 

@@ -26,10 +26,6 @@ using namespace lethe;
 
 namespace {
 
-/// Named (keyword) arguments and other source attributes the importers keep
-/// beside the positional `args` list.
-constexpr StringLiteral kNodeAttrs = "lethe.attrs";
-
 /// Ranked tensor operand `index` of the node, or null.
 RankedTensorType operandType(NodeOp node, unsigned index) {
   if (index >= node.getInputs().size())
@@ -65,7 +61,9 @@ double dim(RankedTensorType type, int64_t index) {
 /// position `position` of the positional `args` list.
 Attribute getArgument(NodeOp node, int position, StringRef name) {
   if (!name.empty()) {
-    if (auto attrs = node->getAttrOfType<DictionaryAttr>(kNodeAttrs))
+    // Named (keyword) arguments the importers keep beside `args`.
+    if (auto attrs =
+            LetheDialect::AttrsAttrHelper(node->getContext()).getAttr(node))
       if (Attribute attr = attrs.get(name))
         return attr;
     if (auto dict = dyn_cast_or_null<DictionaryAttr>(node.getArgsAttr()))

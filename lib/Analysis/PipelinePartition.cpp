@@ -107,7 +107,7 @@ LogicalResult PipelinePartition::classify(func::FuncOp func) {
     } else if (auto coll = dyn_cast<CollectiveOp>(op)) {
       info.phase = coll.getPhase();
       scope = coll.getScope().value_or("");
-      kind = "lethe.collective";
+      kind = CollectiveOp::getOperationName();
       if (FloatAttr t = coll.getTimeUsAttr())
         time = t.getValueAsDouble();
     } else {

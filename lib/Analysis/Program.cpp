@@ -15,13 +15,14 @@ using namespace lethe;
 DeviceProfile lethe::deviceForFunction(const DeviceProfile &profile,
                                        func::FuncOp func) {
   DeviceProfile result = profile;
-  if (auto ranks = func->getAttrOfType<IntegerAttr>(attrs::kRanksPerHost))
+  if (auto ranks =
+          LetheDialect::RanksPerHostAttrHelper(func.getContext()).getAttr(func))
     result.ranksPerHost = std::max<int64_t>(1, ranks.getInt());
   return result;
 }
 
 Stream lethe::getOpStream(Operation *op) {
-  if (auto attr = op->getAttrOfType<StreamAttr>(attrs::kStream))
+  if (auto attr = LetheDialect::StreamAttrHelper(op->getContext()).getAttr(op))
     return attr.getValue();
   if (isa<OffloadOp>(op))
     return Stream::D2H;

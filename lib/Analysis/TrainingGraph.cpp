@@ -151,7 +151,8 @@ static bool attentionHasDropout(NodeOp node) {
   if (auto args = dyn_cast_or_null<ArrayAttr>(node.getArgsAttr()))
     if (llvm::any_of(args, positive))
       return true;
-  if (auto kwargs = node->getAttrOfType<DictionaryAttr>("lethe.attrs"))
+  if (auto kwargs =
+          LetheDialect::AttrsAttrHelper(node->getContext()).getAttr(node))
     if (positive(kwargs.get("dropout_p")))
       return true;
   return false;
@@ -174,7 +175,9 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
     if (failed(bytes))
       return failure();
     ids[arg] = graph.addInput(
-        *bytes, parseInputKind(func.getArgAttr(arg.getArgNumber(), "lethe.kind")),
+        *bytes,
+        parseInputKind(func.getArgAttr(
+            arg.getArgNumber(), LetheDialect::KindAttrHelper::getNameStr())),
         arg);
   }
   if (!func.getBody().hasOneBlock())
@@ -232,12 +235,11 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
       double time = coll.getTimeUsAttr()
                         ? coll.getTimeUsAttr().getValueAsDouble()
                         : 0.0;
-      id = graph.addNode(
-          (Twine("lethe.collective.") + stringifyCollectiveKind(coll.getKind()))
-              .str(),
-          coll.getPhase(), time, operands, resultBytes, {},
-          NodeFlagCollective, coll.getScope().value_or(""), &op);
-      if (auto group = coll->getAttrOfType<IntegerAttr>(attrs::kP2PGroup))
+      id = graph.addNode(collectiveNodeKind(coll.getKind()), coll.getPhase(),
+                         time, operands, resultBytes, {}, NodeFlagCollective,
+                         coll.getScope().value_or(""), &op);
+      if (auto group =
+              LetheDialect::P2pGroupAttrHelper(coll.getContext()).getAttr(coll))
         graph.nodes[id].p2pGroup = group.getInt();
       graph.nodes[id].name = coll.getName().value_or("").str();
     } else {
@@ -245,7 +247,8 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
                           "'lethe.node' or 'lethe.collective' (run "
                           "-lethe-import-ops first)");
     }
-    if (auto sourceId = op.getAttrOfType<IntegerAttr>(kNodeIdAttr))
+    if (auto sourceId =
+            LetheDialect::NodeIdAttrHelper(op.getContext()).getAttr(&op))
       graph.nodes[id].sourceId = sourceId.getInt();
     for (auto [result, valueId] :
          llvm::zip_equal(op.getResults(), graph.nodes[id].results)) {

@@ -1,6 +1,7 @@
 //===- Report.cpp - Where the memory and time of a step go ----------------===//
 
 #include "lethe/Driver/Report.h"
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Format.h"
@@ -55,7 +56,8 @@ StepReport lethe::buildStepReport(const LifetimeAnalysis &analysis,
   const TrainingGraph &graph = analysis.getGraph();
   const MemoryProfile &profile = analysis.getProfile();
   StepReport report;
-  if (auto model = module->getAttrOfType<StringAttr>("lethe.model"))
+  if (auto model =
+          LetheDialect::ModelAttrHelper(module->getContext()).getAttr(module))
     report.graphName = model.str();
   report.device = device.str();
   report.numNodes = static_cast<int64_t>(graph.numNodes());
@@ -95,7 +97,8 @@ StepReport lethe::buildStepReport(const LifetimeAnalysis &analysis,
     entry.scope = graph.getNode(graph.getValue(id).producer).scope;
     entry.bytes = graph.getValue(id).bytes;
   }
-  if (auto totals = module->getAttrOfType<DictionaryAttr>("lethe.totals")) {
+  if (auto totals = LetheDialect::TotalsAttrHelper(module->getContext())
+                        .getAttr(module)) {
     for (NamedAttribute entry : totals) {
       if (auto f = dyn_cast<FloatAttr>(entry.getValue()))
         report.measured.emplace_back(entry.getName().str(),

@@ -1,5 +1,6 @@
 //===- SimulateCommand.cpp - `lethe simulate` and `lethe compile` ---------===//
 
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Simulation.h"
@@ -113,19 +114,19 @@ LogicalResult lethe::runSimulateCommand(const CommandOptions &options,
 static llvm::json::Value compiledPlanJson(const CompiledStep &step) {
   const SimulationReport &report = step.report;
   llvm::json::Object json = *simulationToJson(report).getAsObject();
-  if (auto plan = step.func->getAttrOfType<DictionaryAttr>("lethe.plan"))
-    for (NamedAttribute entry : plan) {
-      Attribute value = entry.getValue();
-      std::string key = "plan_" + entry.getName().str();
-      if (auto f = dyn_cast<FloatAttr>(value))
-        json[key] = f.getValueAsDouble();
-      else if (auto i = dyn_cast<IntegerAttr>(value))
-        json[key] = i.getInt();
-      else if (auto b = dyn_cast<BoolAttr>(value))
-        json[key] = b.getValue();
-      else if (auto s = dyn_cast<StringAttr>(value))
-        json[key] = s.str();
-    }
+  if (auto plan = LetheDialect::PlanAttrHelper(step.func->getContext())
+                      .getAttr(step.func)) {
+    json["plan_policy"] = stringifyPolicy(plan.getPolicy()).str();
+    json["plan_budget_bytes"] = plan.getBudgetBytes();
+    json["plan_feasible"] = plan.getFeasible();
+    json["plan_peak_bytes"] = plan.getPeakBytes();
+    json["plan_baseline_peak_bytes"] = plan.getBaselinePeakBytes();
+    json["plan_step_us"] = plan.getStepUs().convertToDouble();
+    json["plan_baseline_step_us"] = plan.getBaselineStepUs().convertToDouble();
+    json["plan_overhead"] = plan.getOverhead().convertToDouble();
+    if (std::optional<llvm::APFloat> bound = plan.getLowerBoundOverhead())
+      json["plan_lower_bound_overhead"] = bound->convertToDouble();
+  }
   json["values"] = compiledDecisionsToJson(report.outcome);
   return json;
 }

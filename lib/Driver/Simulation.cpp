@@ -55,10 +55,10 @@ lethe::simulateUnplanned(func::FuncOp func, const DeviceProfile &device) {
   // The function alone, without decisions: materialized as `none`.
   OwningOpRef<ModuleOp> module = ModuleOp::create(func.getLoc());
   Operation *copy = func->clone();
-  copy->removeAttr("lethe.plan");
+  copy->removeAttr(LetheDialect::PlanAttrHelper::getNameStr());
   copy->walk([](NodeOp node) {
-    node->removeAttr("lethe.decisions");
-    node->removeAttr("lethe.placement");
+    node->removeAttr(LetheDialect::DecisionsAttrHelper::getNameStr());
+    node->removeAttr(LetheDialect::PlacementAttrHelper::getNameStr());
   });
   module->getBody()->push_back(copy);
   PassManager pm(func.getContext());
@@ -77,19 +77,21 @@ void lethe::readCompiledFigures(ModuleOp module, func::FuncOp func,
     auto attr = module->getAttrOfType<IntegerAttr>(name);
     return attr ? attr.getInt() : 0;
   };
-  report.arenaBytes = i64(attrs::kDeviceArenaBytes);
-  report.maxLiveBytes = i64(attrs::kMaxLiveBytes);
-  report.hostArenaBytes = i64(attrs::kHostArenaBytes);
-  report.hostMaxLiveBytes = i64(attrs::kHostMaxLiveBytes);
-  if (auto budget = module->getAttrOfType<IntegerAttr>(attrs::kBudgetBytes))
+  report.arenaBytes =
+      i64(LetheDialect::DeviceArenaBytesAttrHelper::getNameStr());
+  report.maxLiveBytes = i64(LetheDialect::MaxLiveBytesAttrHelper::getNameStr());
+  report.hostArenaBytes =
+      i64(LetheDialect::HostArenaBytesAttrHelper::getNameStr());
+  report.hostMaxLiveBytes =
+      i64(LetheDialect::HostMaxLiveBytesAttrHelper::getNameStr());
+  if (auto budget = LetheDialect::BudgetBytesAttrHelper(module->getContext())
+                        .getAttr(module))
     report.budgetBytes = budget.getInt();
-  if (auto plan = func->getAttrOfType<DictionaryAttr>("lethe.plan")) {
-    if (auto step = plan.getAs<FloatAttr>("step_us"))
-      report.predictedStepUs = step.getValueAsDouble();
-    if (auto peak = plan.getAs<IntegerAttr>("peak_bytes"))
-      report.predictedPeakBytes = peak.getInt();
-    if (auto policy = plan.getAs<StringAttr>("policy"))
-      report.policy = policy.str();
+  if (auto plan =
+          LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func)) {
+    report.predictedStepUs = plan.getStepUs().convertToDouble();
+    report.predictedPeakBytes = plan.getPeakBytes();
+    report.policy = stringifyPolicy(plan.getPolicy()).str();
   }
 }
 

@@ -495,9 +495,11 @@ void GraphJsonImporter::setModuleAttributes(ModuleOp module,
                                             const json::Object &root) {
   Builder b(context);
   if (std::optional<StringRef> model = root.getString("model"))
-    module->setAttr("lethe.model", b.getStringAttr(*model));
+    LetheDialect::ModelAttrHelper(module->getContext())
+        .setAttr(module, b.getStringAttr(*model));
   if (std::optional<StringRef> device = root.getString("device"))
-    module->setAttr("lethe.device", b.getStringAttr(*device));
+    LetheDialect::DeviceAttrHelper(module->getContext())
+        .setAttr(module, b.getStringAttr(*device));
   if (const json::Object *totals = root.getObject("totals")) {
     SmallVector<NamedAttribute> numbers;
     for (const auto &[key, value] : *totals) {
@@ -511,7 +513,8 @@ void GraphJsonImporter::setModuleAttributes(ModuleOp module,
         numbers.push_back(b.getNamedAttr(
             StringRef(key), b.getF64FloatAttr(*value.getAsNumber())));
     }
-    module->setAttr("lethe.totals", b.getDictionaryAttr(numbers));
+    LetheDialect::TotalsAttrHelper(module->getContext())
+        .setAttr(module, b.getDictionaryAttr(numbers));
   }
 }
 
@@ -542,10 +545,13 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
 
     if (node.role == Role::Placeholder) {
       NamedAttrList attrs;
-      attrs.set(kArgKindAttr, builder.getStringAttr(node.inputKind));
-      attrs.set(kArgNameAttr, builder.getStringAttr(node.name));
+      attrs.set(LetheDialect::KindAttrHelper::getNameStr(),
+                builder.getStringAttr(node.inputKind));
+      attrs.set(LetheDialect::NameAttrHelper::getNameStr(),
+                builder.getStringAttr(node.name));
       if (savedIt != saved.end())
-        attrs.set(kSavedAttr, builder.getUnitAttr());
+        attrs.set(LetheDialect::SavedAttrHelper::getNameStr(),
+                  builder.getUnitAttr());
       func.setArgAttrs(argIndex, attrs.getDictionary(context));
       values[position].push_back(body->getArgument(argIndex++));
       continue;
@@ -603,12 +609,15 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
     if (isa<CollectiveOp>(op) && args)
       named.set("args", args);
     if (!named.empty())
-      op->setAttr(kNodeAttrsAttr, named.getDictionary(context));
-    op->setAttr(kNodeIdAttr, builder.getI64IntegerAttr(node.id));
+      LetheDialect::AttrsAttrHelper(op->getContext())
+          .setAttr(op, named.getDictionary(context));
+    LetheDialect::NodeIdAttrHelper(op->getContext())
+        .setAttr(op, builder.getI64IntegerAttr(node.id));
     if (savedIt != saved.end()) {
       SmallVector<int64_t, 2> indices = savedIt->second;
       llvm::sort(indices);
-      op->setAttr(kSavedAttr, builder.getDenseI64ArrayAttr(indices));
+      LetheDialect::SavedAttrHelper(op->getContext())
+          .setAttr(op, builder.getDenseI64ArrayAttr(indices));
     }
     values[position].assign(op->result_begin(), op->result_end());
   }
@@ -616,7 +625,8 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
   func.setFunctionType(
       builder.getFunctionType(argTypes, ValueRange(returned).getTypes()));
   for (auto [result, name] : gradientOf)
-    func.setResultAttr(result, kGradOfAttr, builder.getStringAttr(name));
+    func.setResultAttr(result, LetheDialect::GradOfAttrHelper::getNameStr(),
+                       builder.getStringAttr(name));
   return success();
 }
 

@@ -162,7 +162,8 @@ static void recordDecisions(ModuleOp module,
                             std::vector<PipelineOutcome::Decision> &records) {
   records.clear();
   module.walk([&](NodeOp node) {
-    auto decisions = node->getAttrOfType<ArrayAttr>("lethe.decisions");
+    auto decisions =
+        LetheDialect::DecisionsAttrHelper(node->getContext()).getAttr(node);
     if (!decisions)
       return;
     for (auto [index, entry] : llvm::enumerate(decisions)) {
@@ -172,7 +173,8 @@ static void recordDecisions(ModuleOp module,
       PipelineOutcome::Decision record;
       record.node =
           node.getName() ? node.getName()->str() : node.getKind().str();
-      if (auto id = node->getAttrOfType<IntegerAttr>(kNodeIdAttr))
+      if (auto id =
+              LetheDialect::NodeIdAttrHelper(node->getContext()).getAttr(node))
         record.nodeId = id.getInt();
       record.result = index;
       record.bytes = getTypeBytes(node->getResult(index).getType());
@@ -252,11 +254,13 @@ public:
       return result;
     result.planned = true;
     result.planBudget =
-        getI64(*result.module, attrs::kBudgetBytes).value_or(-1);
+        getI64(*result.module,
+               LetheDialect::BudgetBytesAttrHelper::getNameStr())
+            .value_or(-1);
     for (auto func : result.module->getOps<func::FuncOp>())
-      if (auto summary = func->getAttrOfType<DictionaryAttr>("lethe.plan"))
-        if (auto peak = summary.getAs<IntegerAttr>("peak_bytes"))
-          result.peak = std::max(result.peak, peak.getInt());
+      if (auto summary =
+              LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func))
+        result.peak = std::max(result.peak, summary.getPeakBytes());
     recordDecisions(*result.module, result.decisions);
     PassManager program(context);
     buildProgramPhase(program, config);
@@ -264,7 +268,10 @@ public:
       result.broken = true;
       return result;
     }
-    result.arena = getI64(*result.module, attrs::kDeviceArenaBytes).value_or(0);
+    result.arena =
+        getI64(*result.module,
+               LetheDialect::DeviceArenaBytesAttrHelper::getNameStr())
+            .value_or(0);
     return result;
   }
   Attempt attempt(int64_t budget) { return attempt(std::to_string(budget)); }
@@ -500,7 +507,7 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
   // The program is checked against the budget the user asked for.
   if (budget >= 0)
     (*kept->module)
-        ->setAttr(attrs::kBudgetBytes,
+        ->setAttr(LetheDialect::BudgetBytesAttrHelper::getNameStr(),
                   Builder(context).getI64IntegerAttr(budget));
   PassManager verify(context);
   verify.addPass(createVerifyProgram());

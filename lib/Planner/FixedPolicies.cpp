@@ -11,35 +11,11 @@ using namespace lethe;
 using planner::humanBytes;
 using planner::humanUs;
 
-llvm::StringRef lethe::stringifyPolicy(Policy policy) {
-  switch (policy) {
-  case Policy::None:
-    return "none";
-  case Policy::Full:
-    return "full";
-  case Policy::EveryN:
-    return "every-n";
-  case Policy::SelectiveOp:
-    return "selective-op";
-  case Policy::OffloadAll:
-    return "offload-all";
-  case Policy::Auto:
-    return "auto";
-  case Policy::Given:
-    return "given";
-  }
-  return "unknown";
-}
-
 std::optional<Policy> lethe::parsePolicy(llvm::StringRef name) {
-  return llvm::StringSwitch<std::optional<Policy>>(name)
-      .Case("none", Policy::None)
-      .Case("full", Policy::Full)
-      .Case("every-n", Policy::EveryN)
-      .Case("selective-op", Policy::SelectiveOp)
-      .Case("offload-all", Policy::OffloadAll)
-      .Case("auto", Policy::Auto)
-      .Default(std::nullopt);
+  std::optional<Policy> policy = symbolizePolicy(name);
+  if (policy == Policy::Given)
+    return std::nullopt;
+  return policy;
 }
 
 std::string lethe::policyNames() {

@@ -545,18 +545,6 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   return result;
 }
 
-llvm::StringRef lethe::stringifyCopyContention(CopyContention mode) {
-  switch (mode) {
-  case CopyContention::Overlap:
-    return "overlap";
-  case CopyContention::Yield:
-    return "yield";
-  case CopyContention::Separate:
-    return "separate";
-  }
-  llvm_unreachable("unknown copy contention mode");
-}
-
 llvm::Expected<CopyContentionChoice>
 lethe::chooseCopyContention(const Schedule &schedule,
                             const DeviceProfile &device, double tolerance,

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Simulator/ProgramSchedule.h"
 #include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
@@ -71,18 +72,15 @@ struct TestSimulateProgramPass
         os << llvm::format("  busy_us.%s %.3f\n",
                            stringifyStream(static_cast<Stream>(s)).data(),
                            result->busyUs[s]);
-      auto plan = func->getAttrOfType<DictionaryAttr>("lethe.plan");
+      auto plan =
+          LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func);
       if (!plan)
         continue;
-      auto step = plan.getAs<FloatAttr>("step_us");
-      auto peak = plan.getAs<IntegerAttr>("peak_bytes");
-      if (step)
-        os << llvm::format(
-            "  planned step_us %.3f (%+.4f%%)\n", step.getValueAsDouble(),
-            100.0 * (result->stepUs / step.getValueAsDouble() - 1.0));
-      if (peak)
-        os << "  planned peak_bytes " << peak.getInt() << " ("
-           << (result->peakBytes - peak.getInt()) << ")\n";
+      double plannedUs = plan.getStepUs().convertToDouble();
+      os << llvm::format("  planned step_us %.3f (%+.4f%%)\n", plannedUs,
+                         100.0 * (result->stepUs / plannedUs - 1.0));
+      os << "  planned peak_bytes " << plan.getPeakBytes() << " ("
+         << (result->peakBytes - plan.getPeakBytes()) << ")\n";
     }
     markAllAnalysesPreserved();
   }

@@ -94,7 +94,8 @@ def by_pass(mlir, text, tmp_path):
             kind = re.match(r"#lethe<decision (\w+)>", entry)
             if kind:
                 decisions[(node, output)] = kind.group(1)
-    summary = re.search(r"lethe\.plan = \{([^}]*)\}", planned).group(1)
+    summary = re.search(r"lethe\.plan = #lethe\.plan<([^>]*)>",
+                        planned).group(1)
     peak = int(re.search(r"\bpeak_bytes = (\d+)", summary).group(1))
     step = float(re.search(r"\bstep_us = ([0-9.e+-]+)", summary).group(1))
     return decisions, peak, step

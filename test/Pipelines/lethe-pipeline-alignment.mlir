@@ -13,14 +13,14 @@
 // and the arena fits.
 
 // CHECK: module attributes {lethe.arena_alignment = 256 : i64, lethe.budget_bytes = 4000 : i64, lethe.device_arena_bytes = 3072 : i64
-// CHECK: lethe.plan = {{{.*}}baseline_peak_bytes = 4096 : i64{{.*}}peak_bytes = 3072 : i64
+// CHECK: lethe.plan = #lethe.plan<{{.*}}, peak_bytes = 3072, baseline_peak_bytes = 4096,
 // CHECK: lethe.recompute
 
 // 100% is of the aligned unplanned peak: nothing to do.
 // FULL: module attributes {lethe.arena_alignment = 256 : i64, lethe.budget_bytes = 4096 : i64, lethe.device_arena_bytes = 4096 : i64
 // FULL-NOT: lethe.recompute
 
-// PLAN: lethe.plan = {{{.*}}baseline_peak_bytes = 4096 : i64{{.*}}peak_bytes = 3072 : i64
+// PLAN: lethe.plan = #lethe.plan<{{.*}}, peak_bytes = 3072, baseline_peak_bytes = 4096,
 // PLAN: #lethe<decision recompute>
 
 // UNALIGNED: error: {{.*}} at device arena [{{[0-9]+}}, {{[0-9]+}}) ends beyond the budget of 4000 bytes

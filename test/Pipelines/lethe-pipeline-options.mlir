@@ -7,7 +7,7 @@
 
 // bound=true: the plan carries the lower bound on any plan's overhead.
 // CHECK: lethe.device_arena_bytes = 3072 : i64
-// CHECK: lethe.plan = {{{.*}}lower_bound_overhead = {{.*}}peak_bytes = 3072 : i64
+// CHECK: lethe.plan = #lethe.plan<{{.*}}, peak_bytes = 3072, {{.*}}, lower_bound_overhead = {{.*}}>
 
 // TYPO: error: invalid option 'polcy=auto': {{.*}}no such option polcy
 // OWN: error: invalid option 'annotate-costs=maybe'

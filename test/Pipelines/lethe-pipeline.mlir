@@ -8,7 +8,7 @@
 
 // CHECK: module attributes {lethe.arena_alignment = 256 : i64, lethe.budget_bytes = 3145728 : i64, lethe.device_arena_bytes = [[ARENA:[0-9]+]] : i64
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: lethe.plan = {
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = auto, budget_bytes = 3145728
 // Every op is on a stream and allocating ops have arena offsets.
 // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.offsets = array<i64: {{[0-9]+}}>, lethe.stream = #lethe<stream compute>
 // CHECK: return

@@ -82,8 +82,7 @@ TEST_P(SharedGraphTest, RoundTripsThroughTrainingGraph) {
   }
 
   // The per-op times add up to the totals the exporter measured.
-  auto totals =
-      module->getOperation()->getAttrOfType<DictionaryAttr>("lethe.totals");
+  auto totals = LetheDialect::TotalsAttrHelper(&context).getAttr(*module);
   ASSERT_TRUE(totals);
   double sumMs =
       cast<FloatAttr>(totals.get("fwd_ms_sum_ops")).getValueAsDouble() +
@@ -93,9 +92,11 @@ TEST_P(SharedGraphTest, RoundTripsThroughTrainingGraph) {
   // Every saved value is marked, once.
   size_t saved = 0;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i)
-    saved += func.getArgAttr(i, kSavedAttr) != nullptr;
+    saved += func.getArgAttr(i, LetheDialect::SavedAttrHelper::getNameStr()) !=
+             nullptr;
   func.walk([&](Operation *op) {
-    if (auto indices = op->getAttrOfType<DenseI64ArrayAttr>(kSavedAttr))
+    if (auto indices = dyn_cast_or_null<DenseI64ArrayAttr>(
+            LetheDialect::SavedAttrHelper(op->getContext()).getAttr(op)))
       saved += indices.size();
   });
   EXPECT_EQ(saved, expected.saved);

@@ -74,8 +74,10 @@ protected:
     auto bytes = [&](StringRef name) {
       return (*module)->getAttrOfType<IntegerAttr>(name).getInt();
     };
-    EXPECT_LE(bytes(attrs::kDeviceArenaBytes), result.budget);
-    EXPECT_LE(bytes(attrs::kMaxLiveBytes), result.budget);
+    EXPECT_LE(bytes(LetheDialect::DeviceArenaBytesAttrHelper::getNameStr()),
+              result.budget);
+    EXPECT_LE(bytes(LetheDialect::MaxLiveBytesAttrHelper::getNameStr()),
+              result.budget);
     return result;
   }
 

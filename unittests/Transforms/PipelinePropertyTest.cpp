@@ -67,24 +67,20 @@ void writePlan(func::FuncOp func, const TrainingGraph &graph,
         DecisionAttr::get(func.getContext(), d.decision);
     if (d.decision == Decision::Retain)
       continue;
-    SmallVector<NamedAttribute> fields;
-    fields.push_back(builder.getNamedAttr(
-        "restore_before", builder.getI64IntegerAttr(d.firstBackwardUse)));
-    if (d.decision == Decision::Offload) {
-      fields.push_back(builder.getNamedAttr(
-          "release_after", builder.getI64IntegerAttr(d.releaseAfter)));
-      fields.push_back(builder.getNamedAttr(
-          "prefetch_after", builder.getI64IntegerAttr(d.prefetchAfter)));
-    }
+    bool offload = d.decision == Decision::Offload;
     SmallVector<int64_t> nodes(d.recomputeNodes.begin(),
                                d.recomputeNodes.end());
-    fields.push_back(
-        builder.getNamedAttr("nodes", builder.getDenseI64ArrayAttr(nodes)));
-    placements[value.resultIndex] = builder.getDictionaryAttr(fields);
+    placements[value.resultIndex] = PlacementAttr::get(
+        func.getContext(), d.firstBackwardUse,
+        offload ? std::optional<int64_t>(d.releaseAfter) : std::nullopt,
+        offload ? std::optional<int64_t>(d.prefetchAfter) : std::nullopt,
+        nodes);
   }
   for (Operation *op : order) {
-    op->setAttr("lethe.decisions", builder.getArrayAttr(byOp[op].first));
-    op->setAttr("lethe.placement", builder.getArrayAttr(byOp[op].second));
+    LetheDialect::DecisionsAttrHelper(op->getContext())
+        .setAttr(op, builder.getArrayAttr(byOp[op].first));
+    LetheDialect::PlacementAttrHelper(op->getContext())
+        .setAttr(op, builder.getArrayAttr(byOp[op].second));
   }
 }
 
@@ -220,7 +216,7 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
           module = ModuleOp::create(UnknownLoc::get(&context));
           func::FuncOp func = emitGraph(graph, *module);
           writePlan(func, graph, *planned);
-          (*module)->setAttr(attrs::kBudgetBytes,
+          (*module)->setAttr(LetheDialect::BudgetBytesAttrHelper::getNameStr(),
                              Builder(&context).getI64IntegerAttr(budget));
           std::string errors =
               run(*module, "lethe-materialize,lethe-verify{allocated=false},"
@@ -229,7 +225,8 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
           ASSERT_EQ(errors, "");
           int64_t arena =
               (*module)
-                  ->getAttrOfType<IntegerAttr>(attrs::kDeviceArenaBytes)
+                  ->getAttrOfType<IntegerAttr>(
+                      LetheDialect::DeviceArenaBytesAttrHelper::getNameStr())
                   .getInt();
           if (arena <= budget) {
             plan = std::move(*planned);

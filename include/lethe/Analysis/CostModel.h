@@ -21,6 +21,7 @@
 #ifndef LETHE_ANALYSIS_COSTMODEL_H
 #define LETHE_ANALYSIS_COSTMODEL_H
 
+#include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/IR/Types.h"
@@ -33,23 +34,6 @@ namespace lethe {
 
 class NodeOp;
 class CollectiveOp;
-
-/// Where an op's time comes from.
-enum class CostSource : uint8_t {
-  /// A time on the op (measured on a device, or set by an earlier run).
-  Measured,
-  /// FLOPs over the device's rate, bounded below by bytes over bandwidth.
-  Analytic,
-  /// Bytes moved over HBM (or peer) bandwidth, or the view time.
-  Bandwidth,
-};
-
-llvm::StringRef stringifyCostSource(CostSource source);
-std::optional<CostSource> symbolizeCostSource(llvm::StringRef text);
-
-/// The discardable attribute recording a node's cost source
-/// ("measured" | "analytic" | "bandwidth").
-constexpr llvm::StringLiteral kCostSourceAttr = "lethe.cost_source";
 
 struct OpCost {
   double timeUs = 0.0;

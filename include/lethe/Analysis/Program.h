@@ -40,38 +40,6 @@ class FuncOp;
 
 namespace lethe {
 
-/// Attribute names of the scheduled and allocated forms (docs/Pipeline.md).
-namespace attrs {
-/// On any op: its stream (`#lethe<stream ...>`).
-constexpr llvm::StringLiteral kStream = "lethe.stream";
-/// On an op with allocating results: one arena offset per result (device
-/// arena for device tensors, pinned host arena for host tensors), -1 for
-/// results that allocate nothing.
-constexpr llvm::StringLiteral kOffsets = "lethe.offsets";
-/// On the module: arena sizes, the max-live lower bounds, the alignment of
-/// every offset and size, and the device budget the plan was made for.
-constexpr llvm::StringLiteral kDeviceArenaBytes = "lethe.device_arena_bytes";
-constexpr llvm::StringLiteral kHostArenaBytes = "lethe.host_arena_bytes";
-constexpr llvm::StringLiteral kMaxLiveBytes = "lethe.max_live_bytes";
-constexpr llvm::StringLiteral kHostMaxLiveBytes = "lethe.host_max_live_bytes";
-constexpr llvm::StringLiteral kArenaAlignment = "lethe.arena_alignment";
-constexpr llvm::StringLiteral kBudgetBytes = "lethe.budget_bytes";
-/// On the function, set by lethe-schedule: how host copies share time with
-/// collectives ("overlap", "separate" or "yield"), and in yield mode the
-/// chunk size of yielding copies (lethe-lower-to-runtime emits
-/// letheRtSetCopyYield with it).
-constexpr llvm::StringLiteral kContention = "lethe.contention";
-constexpr llvm::StringLiteral kCopyChunkBytes = "lethe.copy_chunk_bytes";
-/// On a point-to-point `lethe.collective` (send / recv): the NCCL group it
-/// is issued in (lethe-expand-pipeline-schedule numbers them). The group's
-/// transfers run together, so what they read stays live until the group's
-/// last op, and the lowering issues them between one ncclGroupStart/End.
-constexpr llvm::StringLiteral kP2PGroup = "lethe.p2p_group";
-/// On the function, set by the parallel passes: how many ranks of the
-/// program run on one host and share its copy bandwidth.
-constexpr llvm::StringLiteral kRanksPerHost = "lethe.ranks_per_host";
-} // namespace attrs
-
 /// `profile` as `func` uses it: DeviceProfile::ranksPerHost from the
 /// function's `lethe.ranks_per_host` (1 when it has none).
 DeviceProfile deviceForFunction(const DeviceProfile &profile,

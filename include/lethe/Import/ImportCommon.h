@@ -19,17 +19,6 @@
 
 namespace lethe {
 
-/// Argument attributes of the canonical form's `func.func`.
-constexpr llvm::StringLiteral kArgKindAttr = "lethe.kind";
-constexpr llvm::StringLiteral kArgNameAttr = "lethe.name";
-/// Marks a value the exporter saved for the backward pass: a unit argument
-/// attribute on graph inputs, the list of saved result indices on nodes.
-constexpr llvm::StringLiteral kSavedAttr = "lethe.saved";
-/// On a step result: the name of the parameter it is the gradient of.
-constexpr llvm::StringLiteral kGradOfAttr = "lethe.grad_of";
-/// Named (keyword) arguments and other source attributes of a node.
-constexpr llvm::StringLiteral kNodeAttrsAttr = "lethe.attrs";
-
 /// Drops the TorchDynamo local-variable prefix of an `nn.Module` path:
 /// `L['model'].transformer.h.0` -> `transformer.h.0`, `L['model']` -> ``.
 llvm::StringRef stripDynamoScope(llvm::StringRef scope);

@@ -33,16 +33,6 @@
 
 namespace lethe {
 
-enum class Policy : uint8_t {
-  None,        // retain everything
-  Full,        // recompute everything inside each layer, keep layer inputs
-  EveryN,      // checkpoint every n-th layer (torchtune)
-  SelectiveOp, // keep outputs of listed op kinds, recompute the rest
-  OffloadAll,  // offload every eligible activation (TransformerEngine)
-  Auto,        // joint recompute + offload minimising step time
-  Given,       // decisions given from elsewhere (`--plan FILE`), evaluated
-};
-
 enum class SolverKind : uint8_t { Auto, Fast, Exact };
 
 /// How the planner's simulations let host copies share time with

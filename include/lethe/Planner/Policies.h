@@ -36,7 +36,7 @@
 
 namespace lethe {
 
-llvm::StringRef stringifyPolicy(Policy policy);
+/// A policy an option may name: any but `given`.
 std::optional<Policy> parsePolicy(llvm::StringRef name);
 /// "none, full, every-n, selective-op, offload-all, auto".
 std::string policyNames();

@@ -46,6 +46,7 @@
 #ifndef LETHE_SIMULATOR_SIMULATOR_H
 #define LETHE_SIMULATOR_SIMULATOR_H
 
+#include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Simulator/Schedule.h"
 #include "lethe/Support/DeviceProfile.h"
 
@@ -152,10 +153,6 @@ struct PlannedCopyCosts {
   }
 };
 PlannedCopyCosts plannedCopyCosts(const DeviceProfile &device);
-
-/// How host copies share time with collectives in a scheduled program.
-enum class CopyContention { Overlap, Yield, Separate };
-llvm::StringRef stringifyCopyContention(CopyContention mode);
 
 /// lethe-schedule's contention=auto choice for a program scheduled without
 /// separation (docs/Parallel.md): `schedule` simulated as is, with copies

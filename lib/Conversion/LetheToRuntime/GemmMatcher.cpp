@@ -3,6 +3,7 @@
 #include "GemmMatcher.h"
 
 #include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -153,7 +154,8 @@ LogicalResult checkBeta1Alpha1(NodeOp node, std::string &whyNot) {
         whyNot = "beta or alpha is not 1";
         return failure();
       }
-  if (auto kwargs = node->getAttrOfType<DictionaryAttr>("lethe.attrs"))
+  if (auto kwargs =
+          LetheDialect::AttrsAttrHelper(node->getContext()).getAttr(node))
     for (StringRef name : {"beta", "alpha"})
       if (Attribute value = kwargs.get(name); value && !isOne(value)) {
         whyNot = (name + " is not 1").str();

@@ -10,6 +10,7 @@
 #include "Lowering.h"
 
 #include "lethe/Conversion/Passes.h"
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 
 #include "llvm/Support/Format.h"
@@ -112,7 +113,8 @@ std::string Lowering::describe(Operation *op) {
     if (std::optional<StringRef> scope = node.getScope())
       os << " [" << *scope << "]";
   } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
-    os << "lethe.collective " << stringifyCollectiveKind(collective.getKind());
+    os << CollectiveOp::getOperationName() << " "
+       << stringifyCollectiveKind(collective.getKind());
     if (std::optional<StringRef> name = collective.getName())
       os << " \"" << *name << "\"";
     os << " " << stringifyPhase(collective.getPhase());
@@ -528,7 +530,8 @@ LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
   if (failed(checkOnCommStream(collective, "point-to-point transfers")))
     return failure();
   int64_t peer = *collective.getPeer();
-  if (auto pipeline = func->getAttrOfType<DictionaryAttr>("lethe.pipeline"))
+  if (auto pipeline =
+          LetheDialect::PipelineAttrHelper(func->getContext()).getAttr(func))
     if (auto stage = pipeline.getAs<IntegerAttr>("stage");
         stage && stage.getInt() == peer)
       return collective.emitError("lethe-lower-to-runtime: ")
@@ -594,10 +597,12 @@ LogicalResult Lowering::emitStep() {
   beginFunction("step");
   // lethe-schedule chose copies that yield to collectives: the runtime
   // issues them in chunks, each waiting while a collective runs.
-  if (auto chunk = func->getAttrOfType<IntegerAttr>(attrs::kCopyChunkBytes)) {
+  if (auto chunk = LetheDialect::CopyChunkBytesAttrHelper(func->getContext())
+                       .getAttr(func)) {
     if (chunk.getInt() < 65536)
       return func.emitError("lethe-lower-to-runtime: ")
-             << attrs::kCopyChunkBytes << " is " << chunk.getInt()
+             << LetheDialect::CopyChunkBytesAttrHelper::getNameStr() << " is "
+             << chunk.getInt()
              << "; the runtime takes chunks of at least 65536 bytes";
     comment("Copies yield to collectives (lethe-schedule contention=yield), "
             "in chunks of " +
@@ -640,8 +645,8 @@ void Lowering::emitChecksum() {
          {opaque(quote(name)), opaque(slot->name)});
   }
   for (BlockArgument arg : func.getArguments()) {
-    auto kind =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lethe.kind");
+    auto kind = func.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), LetheDialect::KindAttrHelper::getNameStr());
     if (const Slot *slot = slotOf(arg); slot && kind && kind == "buffer")
       call(func.getLoc(), "letheRtChecksum",
            {opaque(quote("state " + slot->name)), opaque(slot->name)});
@@ -655,18 +660,17 @@ void Lowering::emitProgram(StringRef name) {
   // (lethe-plan's `lethe.plan`), else the compute stream's op times.
   double predicted = computeUs;
   std::string source = "the compute stream's op times";
-  if (auto plan = func->getAttrOfType<DictionaryAttr>("lethe.plan")) {
-    if (auto stepUs = plan.getAs<FloatAttr>("step_us")) {
-      predicted = stepUs.getValueAsDouble();
-      source = "lethe.plan step_us";
-    }
-    if (auto peak = plan.getAs<IntegerAttr>("peak_bytes"))
-      source += ", planned activation peak " + std::to_string(peak.getInt()) +
-                " bytes";
+  if (auto plan =
+          LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func)) {
+    predicted = plan.getStepUs().convertToDouble();
+    source = (LetheDialect::PlanAttrHelper::getNameStr() + " step_us").str();
+    source += ", planned activation peak " +
+              std::to_string(plan.getPeakBytes()) + " bytes";
   } else if (auto attr =
-                 module->getAttrOfType<FloatAttr>("lethe.predicted_step_us")) {
+                 LetheDialect::PredictedStepUsAttrHelper(module->getContext())
+                     .getAttr(module)) {
     predicted = attr.getValueAsDouble();
-    source = "lethe.predicted_step_us";
+    source = LetheDialect::PredictedStepUsAttrHelper::getNameStr();
   }
   blankLine();
   comment("Planned step: " + formatUs(predicted) + " us (" + source + ").");
@@ -739,7 +743,8 @@ struct LowerToRuntimePass
 
     std::string name = programName;
     if (name.empty()) {
-      if (auto model = module->getAttrOfType<StringAttr>("lethe.model"))
+      if (auto model = LetheDialect::ModelAttrHelper(module->getContext())
+                           .getAttr(module))
         name = model.getValue().str();
       else
         name = func.getSymName().str();

@@ -8,6 +8,8 @@
 
 #include "Lowering.h"
 
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
+
 using namespace mlir;
 using namespace lethe;
 using namespace lethe::lowering;
@@ -17,7 +19,8 @@ std::optional<int64_t> lethe::lowering::p2pGroupOf(Operation *op) {
   auto collective = dyn_cast<CollectiveOp>(op);
   if (!collective || !collective.isPointToPoint())
     return std::nullopt;
-  if (auto group = op->getAttrOfType<IntegerAttr>(attrs::kP2PGroup))
+  if (auto group =
+          LetheDialect::P2pGroupAttrHelper(op->getContext()).getAttr(op))
     return group.getInt();
   return std::nullopt;
 }

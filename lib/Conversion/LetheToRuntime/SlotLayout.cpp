@@ -8,6 +8,7 @@
 
 #include "Lowering.h"
 
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -117,17 +118,21 @@ LogicalResult Lowering::assignSlots() {
       return attr.getInt();
     return std::nullopt;
   };
-  std::optional<int64_t> deviceArena = i64Attr(attrs::kDeviceArenaBytes);
+  std::optional<int64_t> deviceArena =
+      i64Attr(LetheDialect::DeviceArenaBytesAttrHelper::getNameStr());
   if (!deviceArena)
     return module.emitError("lethe-lower-to-runtime: the module has no ")
-           << attrs::kDeviceArenaBytes
+           << LetheDialect::DeviceArenaBytesAttrHelper::getNameStr()
            << ": lower an allocated program (run lethe-assign-buffers)";
   plannedArenaBytes = *deviceArena;
-  hostArenaBytes = i64Attr(attrs::kHostArenaBytes).value_or(0);
-  int64_t alignment = i64Attr(attrs::kArenaAlignment).value_or(256);
+  hostArenaBytes =
+      i64Attr(LetheDialect::HostArenaBytesAttrHelper::getNameStr()).value_or(0);
+  int64_t alignment =
+      i64Attr(LetheDialect::ArenaAlignmentAttrHelper::getNameStr())
+          .value_or(256);
   if (alignment < 16 || !llvm::isPowerOf2_64(alignment))
     return module.emitError("lethe-lower-to-runtime: ")
-           << attrs::kArenaAlignment
+           << LetheDialect::ArenaAlignmentAttrHelper::getNameStr()
            << " must be a power of two of at least 16 (the runtime's kernels "
               "move 16 bytes per access), got "
            << alignment;
@@ -137,7 +142,8 @@ LogicalResult Lowering::assignSlots() {
   for (const ProgramBuffer &buffer : program.getBuffers()) {
     Operation *op = buffer.getDefiningOp();
     unsigned index = cast<OpResult>(buffer.value).getResultNumber();
-    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets);
+    auto offsets =
+        LetheDialect::OffsetsAttrHelper(op->getContext()).getAttr(op);
     if (!offsets || (int64_t)index >= offsets.size() || offsets[index] < 0)
       return op->emitError("lethe-lower-to-runtime: result #")
              << index << " (" << ssa(buffer.value)
@@ -170,8 +176,8 @@ LogicalResult Lowering::assignSlots() {
     if (bytes < 0)
       return func.emitError("lethe-lower-to-runtime: argument ")
              << ssa(arg) << " has no static size";
-    auto name =
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lethe.name");
+    auto name = func.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), LetheDialect::NameAttrHelper::getNameStr());
     Slot slot;
     slot.name = uniqueName(
         name ? name.getValue()

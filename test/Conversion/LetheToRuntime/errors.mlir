@@ -109,7 +109,7 @@ func.func @step() {
 
 module attributes {lethe.device_arena_bytes = 1024 : i64} {
 // expected-error @+1 {{lethe-lower-to-runtime: lethe.copy_chunk_bytes is 4096; the runtime takes chunks of at least 65536 bytes}}
-func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> attributes {lethe.contention = "yield", lethe.copy_chunk_bytes = 4096 : i64} {
+func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> attributes {lethe.contention = #lethe<contention yield>, lethe.copy_chunk_bytes = 4096 : i64} {
   %a = lethe.node "aten.relu.default" fwd (%w) {time_us = 2.0 : f64, lethe.offsets = array<i64: 0>} : (tensor<256xf32>) -> tensor<256xf32>
   return %a : tensor<256xf32>
 }

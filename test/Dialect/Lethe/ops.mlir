@@ -85,11 +85,28 @@ func.func @test_ops() {
   return
 }
 
-// Decision, phase and stream attributes round-trip as discardable attributes.
+// Decision, phase and stream attributes round-trip (here under names outside
+// the dialect: a `lethe.*` discardable attribute must be one Lethe declares).
 // CHECK-LABEL: func.func @attrs
-// CHECK-SAME: lethe.decision = #lethe<decision offload>
-// CHECK-SAME: lethe.phase = #lethe<phase bwd>
-// CHECK-SAME: lethe.stream = #lethe<stream h2d>
-func.func @attrs() attributes {lethe.decision = #lethe<decision offload>, lethe.phase = #lethe<phase bwd>, lethe.stream = #lethe<stream h2d>, lethe.retain = #lethe<decision retain>, lethe.recompute = #lethe<decision recompute>, lethe.d2h = #lethe<stream d2h>, lethe.comm = #lethe<stream comm>, lethe.fwd = #lethe<phase fwd>, lethe.opt = #lethe<phase opt>} {
+// CHECK-SAME: decision = #lethe<decision offload>
+// CHECK-SAME: phase = #lethe<phase bwd>
+// CHECK-SAME: stream = #lethe<stream h2d>
+func.func @attrs() attributes {decision = #lethe<decision offload>, phase = #lethe<phase bwd>, stream = #lethe<stream h2d>, retain = #lethe<decision retain>, recompute = #lethe<decision recompute>, d2h = #lethe<stream d2h>, comm = #lethe<stream comm>, fwd = #lethe<phase fwd>, opt = #lethe<phase opt>} {
   return
+}
+
+// The plan's attributes round-trip: the summary on the function, the
+// decision and placement of each result on its node (`every-n` is quoted:
+// it is no keyword).
+// CHECK-LABEL: func.func @planned
+// CHECK-SAME: lethe.contention = #lethe<contention yield>
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = "every-n", budget_bytes = 4096, feasible = true, peak_bytes = 2048, baseline_peak_bytes = 8192, step_us = 1.250000e+02, baseline_step_us = 1.000000e+02, overhead = 2.500000e-01, lower_bound_overhead = 1.000000e-01>
+func.func @planned(%x: tensor<1024xf32>) -> tensor<1024xf32> attributes {lethe.contention = #lethe<contention yield>, lethe.copy_chunk_bytes = 4096 : i64, lethe.plan = #lethe.plan<overhead = 0.25, policy = "every-n", budget_bytes = 4096, feasible = true, peak_bytes = 2048, baseline_peak_bytes = 8192, step_us = 125.0, baseline_step_us = 100.0, lower_bound_overhead = 0.1>} {
+  // CHECK: lethe.node "aten.relu.default" fwd {{.*}} {lethe.cost_source = #lethe<cost_source bandwidth>, lethe.decisions = [#lethe<decision recompute>, unit], lethe.placement = [#lethe.placement<restore_before = 3, nodes = [0]>, unit]}
+  %0:2 = lethe.node "aten.relu.default" fwd (%x) {lethe.cost_source = #lethe<cost_source bandwidth>, lethe.decisions = [#lethe<decision recompute>, unit], lethe.placement = [#lethe.placement<nodes = [0], restore_before = 3>, unit]} : (tensor<1024xf32>) -> (tensor<1024xf32>, tensor<1024xf32>)
+  // CHECK: lethe.node "aten.neg.default" fwd {{.*}} {lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 3, release_after = 1, prefetch_after = 2, nodes = []>]}
+  %1 = lethe.node "aten.neg.default" fwd (%0#0) {lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 3, release_after = 1, prefetch_after = 2, nodes = []>]} : (tensor<1024xf32>) -> tensor<1024xf32>
+  %2 = lethe.node "aten.add.Tensor" bwd (%0#0, %1) : (tensor<1024xf32>, tensor<1024xf32>) -> tensor<1024xf32>
+  %3 = lethe.node "aten.add.Tensor" bwd (%2, %0#1) : (tensor<1024xf32>, tensor<1024xf32>) -> tensor<1024xf32>
+  return %3 : tensor<1024xf32>
 }

@@ -17,7 +17,7 @@
 // CHECK-NOT: letheRtSetCopyYield
 
 module attributes {lethe.arena_alignment = 256 : i64, lethe.device_arena_bytes = 3072 : i64, lethe.host_arena_bytes = 1024 : i64} {
-func.func @step(%w: tensor<128xf32> {lethe.kind = "param", lethe.name = "w_shard"}, %x: tensor<256xf32> {lethe.kind = "input", lethe.name = "x"}) -> tensor<256xf32> attributes {lethe.contention = "yield", lethe.copy_chunk_bytes = 8388608 : i64} {
+func.func @step(%w: tensor<128xf32> {lethe.kind = "param", lethe.name = "w_shard"}, %x: tensor<256xf32> {lethe.kind = "input", lethe.name = "x"}) -> tensor<256xf32> attributes {lethe.contention = #lethe<contention yield>, lethe.copy_chunk_bytes = 8388608 : i64} {
   %t0 = lethe.barrier
   %c = lethe.await %t0 => %w : tensor<128xf32> {lethe.stream = #lethe<stream comm>}
   %g = lethe.collective all_gather %c group [0, 1] fwd {name = "ag", time_us = 5.0 : f64, lethe.offsets = array<i64: 0>} : tensor<128xf32> -> tensor<256xf32>

@@ -31,7 +31,7 @@
 // CHECK: static const LetheRtProgram program = {LETHE_RT_ABI_VERSION, "fsdp-unit", 4608, 0, 5, 2, 12.5, 4608,
 
 module attributes {lethe.arena_alignment = 256 : i64, lethe.device_arena_bytes = 3072 : i64, lethe.host_arena_bytes = 0 : i64} {
-func.func @step(%w: tensor<128xf32> {lethe.kind = "param", lethe.name = "w_shard"}, %x: tensor<256xf32> {lethe.kind = "input", lethe.name = "x"}) -> tensor<128xf32> attributes {lethe.plan = {policy = "none", step_us = 12.5 : f64, peak_bytes = 3072 : i64}} {
+func.func @step(%w: tensor<128xf32> {lethe.kind = "param", lethe.name = "w_shard"}, %x: tensor<256xf32> {lethe.kind = "input", lethe.name = "x"}) -> tensor<128xf32> attributes {lethe.plan = #lethe.plan<policy = none, budget_bytes = 9223372036854775807, feasible = true, peak_bytes = 3072, baseline_peak_bytes = 3072, step_us = 12.5, baseline_step_us = 12.5, overhead = 0.0>} {
   %t0 = lethe.barrier
   %c = lethe.await %t0 => %w : tensor<128xf32> {lethe.stream = #lethe<stream comm>}
   %g = lethe.collective all_gather %c group [0, 1] fwd {name = "ag", time_us = 5.0 : f64, lethe.offsets = array<i64: 0>} : tensor<128xf32> -> tensor<256xf32>

@@ -90,6 +90,12 @@ static void printCollectiveTypes(OpAsmPrinter &printer, Operation *,
   }
 }
 
+std::string lethe::collectiveNodeKind(CollectiveKind kind) {
+  return (CollectiveOp::getOperationName() + "." +
+          stringifyCollectiveKind(kind))
+      .str();
+}
+
 LogicalResult CollectiveOp::verify() {
   ArrayRef<int64_t> group = getGroup();
   if (group.empty())

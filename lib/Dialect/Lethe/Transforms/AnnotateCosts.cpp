@@ -50,8 +50,8 @@ struct AnnotateCostsPass
         return;
       }
       op->setAttr("time_us", builder.getF64FloatAttr(timeUs));
-      op->setAttr(kCostSourceAttr,
-                  builder.getStringAttr(stringifyCostSource(cost.source)));
+      LetheDialect::CostSourceAttrHelper(op->getContext())
+          .setAttr(op, CostSourceAttr::get(op->getContext(), cost.source));
       count(cost.source);
     };
 
@@ -83,9 +83,9 @@ struct AnnotateCostsPass
   /// Counts an op whose time stays, marking it measured unless an earlier
   /// run said where its time came from.
   void keep(Operation *op, CostSource source, Builder &builder) {
-    if (!op->hasAttr(kCostSourceAttr))
-      op->setAttr(kCostSourceAttr,
-                  builder.getStringAttr(stringifyCostSource(source)));
+    LetheDialect::CostSourceAttrHelper helper(op->getContext());
+    if (!helper.isAttrPresent(op))
+      helper.setAttr(op, CostSourceAttr::get(op->getContext(), source));
     count(source);
   }
 

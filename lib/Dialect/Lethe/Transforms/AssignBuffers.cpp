@@ -1,6 +1,7 @@
 //===- AssignBuffers.cpp - Static arena offsets from lifetimes ------------===//
 
 #include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Support/IntervalPacking.h"
 #include "lethe/Support/Limits.h"
@@ -59,14 +60,15 @@ struct AssignBuffersPass
       total.hostMaxLive = std::max(total.hostMaxLive, sizes->hostMaxLive);
     }
     Builder builder(module.getContext());
-    auto setBytes = [&](StringRef name, int64_t value) {
-      module->setAttr(name, builder.getI64IntegerAttr(value));
+    MLIRContext *ctx = module.getContext();
+    auto setBytes = [&](auto helper, int64_t value) {
+      helper.setAttr(module, builder.getI64IntegerAttr(value));
     };
-    setBytes(attrs::kDeviceArenaBytes, total.deviceArena);
-    setBytes(attrs::kHostArenaBytes, total.hostArena);
-    setBytes(attrs::kMaxLiveBytes, total.deviceMaxLive);
-    setBytes(attrs::kHostMaxLiveBytes, total.hostMaxLive);
-    setBytes(attrs::kArenaAlignment, alignment);
+    setBytes(LetheDialect::DeviceArenaBytesAttrHelper(ctx), total.deviceArena);
+    setBytes(LetheDialect::HostArenaBytesAttrHelper(ctx), total.hostArena);
+    setBytes(LetheDialect::MaxLiveBytesAttrHelper(ctx), total.deviceMaxLive);
+    setBytes(LetheDialect::HostMaxLiveBytesAttrHelper(ctx), total.hostMaxLive);
+    setBytes(LetheDialect::ArenaAlignmentAttrHelper(ctx), alignment);
     deviceArenaBytes = total.deviceArena;
     maxLiveBytes = total.deviceMaxLive;
   }
@@ -108,8 +110,9 @@ struct AssignBuffersPass
       it->second[cast<OpResult>(buffer.value).getResultNumber()] =
           offsets[index];
     }
+    LetheDialect::OffsetsAttrHelper offsetsAttr(func.getContext());
     for (auto &[op, entries] : perOp)
-      op->setAttr(attrs::kOffsets, builder.getDenseI64ArrayAttr(entries));
+      offsetsAttr.setAttr(op, builder.getDenseI64ArrayAttr(entries));
 
     func.emitRemark() << "device arena " << sizes.deviceArena
                       << " bytes for a max-live of " << sizes.deviceMaxLive

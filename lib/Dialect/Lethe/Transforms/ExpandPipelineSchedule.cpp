@@ -33,11 +33,6 @@ using namespace lethe;
 
 namespace {
 
-constexpr StringLiteral kPipelineAttr = "lethe.pipeline";
-constexpr StringLiteral kMicrobatchAttr = "lethe.mb";
-constexpr StringLiteral kChunkAttr = "lethe.chunk";
-constexpr StringLiteral kKindAttr = "lethe.kind";
-constexpr StringLiteral kNameAttr = "lethe.name";
 using OpInfo = PipelinePartition::OpInfo;
 using MessageTemplate = PipelinePartition::MessageTemplate;
 using DeferredTransfer = PipelinePartition::DeferredTransfer;
@@ -109,10 +104,11 @@ void ExpandPipelineSchedulePass::runOnOperation() {
         << static_cast<int64_t>(ranksPerHost);
     return signalPassFailure();
   }
-  if (func->hasAttr(kPipelineAttr)) {
+  if (LetheDialect::PipelineAttrHelper(func->getContext())
+          .isAttrPresent(func)) {
     emitError(func.getLoc())
-        << "step is already expanded into a pipeline stage (" << kPipelineAttr
-        << " is set)";
+        << "step is already expanded into a pipeline stage ("
+        << LetheDialect::PipelineAttrHelper::getNameStr() << " is set)";
     return signalPassFailure();
   }
   if (!func.getBody().hasOneBlock()) {
@@ -143,7 +139,8 @@ BlockArgument ExpandPipelineSchedulePass::argumentFor(BlockArgument original,
                                                       int microbatch) {
   unsigned index = original.getArgNumber();
   DictionaryAttr attrs = function.getArgAttrDict(index);
-  auto kind = function.getArgAttrOfType<StringAttr>(index, kKindAttr);
+  auto kind = function.getArgAttrOfType<StringAttr>(
+      index, LetheDialect::KindAttrHelper::getNameStr());
   // Parameters and buffers are shared by all micro-batches; data and the
   // gradient seed are each micro-batch's own.
   bool shared =
@@ -156,10 +153,13 @@ BlockArgument ExpandPipelineSchedulePass::argumentFor(BlockArgument original,
       newBody->addArgument(original.getType(), original.getLoc());
   NamedAttrList list(attrs);
   if (!shared) {
-    list.set(kMicrobatchAttr, builder->getI64IntegerAttr(microbatch));
-    if (auto name = function.getArgAttrOfType<StringAttr>(index, kNameAttr))
-      list.set(kNameAttr, builder->getStringAttr(name.getValue() + ".mb" +
-                                                 Twine(microbatch)));
+    list.set(LetheDialect::MbAttrHelper::getNameStr(),
+             builder->getI64IntegerAttr(microbatch));
+    if (auto name = function.getArgAttrOfType<StringAttr>(
+            index, LetheDialect::NameAttrHelper::getNameStr()))
+      list.set(
+          LetheDialect::NameAttrHelper::getNameStr(),
+          builder->getStringAttr(name.getValue() + ".mb" + Twine(microbatch)));
   }
   newArgAttrs.push_back(list.getDictionary(&getContext()));
   newArgs[{index, key}] = arg;
@@ -200,8 +200,10 @@ ExpandPipelineSchedulePass::cloneOp(OpInfo &info, int microbatch, int chunk) {
     }
   }
   Operation *clone = builder->clone(*info.op, maps[microbatch]);
-  clone->setAttr(kMicrobatchAttr, builder->getI64IntegerAttr(microbatch));
-  clone->setAttr(kChunkAttr, builder->getI64IntegerAttr(chunk));
+  LetheDialect::MbAttrHelper(clone->getContext())
+      .setAttr(clone, builder->getI64IntegerAttr(microbatch));
+  LetheDialect::ChunkAttrHelper(clone->getContext())
+      .setAttr(clone, builder->getI64IntegerAttr(chunk));
   ++numClonedOps;
   return clone;
 }
@@ -264,9 +266,12 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
         maps[microbatch].map(value, op.getResult());
         ++numRecvs;
       }
-      op->setAttr(kMicrobatchAttr, b.getI64IntegerAttr(microbatch));
-      op->setAttr(kChunkAttr, b.getI64IntegerAttr(message.chunk));
-      op->setAttr(attrs::kP2PGroup, b.getI64IntegerAttr(p2pGroup));
+      LetheDialect::MbAttrHelper(op->getContext())
+          .setAttr(op, b.getI64IntegerAttr(microbatch));
+      LetheDialect::ChunkAttrHelper(op->getContext())
+          .setAttr(op, b.getI64IntegerAttr(message.chunk));
+      LetheDialect::P2pGroupAttrHelper(op->getContext())
+          .setAttr(op, b.getI64IntegerAttr(p2pGroup));
     }
     return success();
   };
@@ -311,8 +316,10 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
               ValueRange{it->second, cloned}, nullptr,
               first ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr({0}),
               nullptr, b.getStringAttr("pp.grad_accumulate"), nullptr);
-          add->setAttr(kMicrobatchAttr, b.getI64IntegerAttr(microbatch));
-          add->setAttr(kChunkAttr, b.getI64IntegerAttr(step.chunk));
+          LetheDialect::MbAttrHelper(add->getContext())
+              .setAttr(add, b.getI64IntegerAttr(microbatch));
+          LetheDialect::ChunkAttrHelper(add->getContext())
+              .setAttr(add, b.getI64IntegerAttr(step.chunk));
           it->second = add.getResult(0);
           owned.insert(it->second);
         }
@@ -334,7 +341,8 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
                                        group, Phase::Bwd, nullptr, nullptr,
                                        b.getStringAttr("pp.send.partial_grad"),
                                        b.getI64IntegerAttr(transfer.to));
-      send->setAttr(attrs::kP2PGroup, b.getI64IntegerAttr(lastGroup));
+      LetheDialect::P2pGroupAttrHelper(send->getContext())
+          .setAttr(send, b.getI64IntegerAttr(lastGroup));
       ++numSends;
     }
     if (transfer.to == stage) {
@@ -343,7 +351,8 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
                                        Phase::Bwd, nullptr, nullptr,
                                        b.getStringAttr("pp.recv.partial_grad"),
                                        b.getI64IntegerAttr(transfer.from));
-      recv->setAttr(attrs::kP2PGroup, b.getI64IntegerAttr(lastGroup));
+      LetheDialect::P2pGroupAttrHelper(recv->getContext())
+          .setAttr(recv, b.getI64IntegerAttr(lastGroup));
       partials[transfer.value] = recv.getResult();
       ++numRecvs;
     }
@@ -357,7 +366,8 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
                                ? partials.lookup(operand)
                                : accumulated.lookup(operand));
     Operation *sum = b.clone(*info.op, mapping);
-    sum->setAttr(kChunkAttr, b.getI64IntegerAttr(info.chunk));
+    LetheDialect::ChunkAttrHelper(sum->getContext())
+        .setAttr(sum, b.getI64IntegerAttr(info.chunk));
     accumulated[info.op->getResult(0)] = sum->getResult(0);
   }
 
@@ -384,7 +394,8 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
         return failure();
       results.push_back(*value);
       NamedAttrList list(attrs);
-      list.set(kMicrobatchAttr, b.getI64IntegerAttr(microbatch));
+      list.set(LetheDialect::MbAttrHelper::getNameStr(),
+               b.getI64IntegerAttr(microbatch));
       resultAttrs.push_back(list.getDictionary(context));
     }
   }
@@ -396,17 +407,18 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
                                  ValueRange(results).getTypes()));
   func.setAllArgAttrs(newArgAttrs);
   func.setAllResultAttrs(resultAttrs);
-  func->setAttr(
-      kPipelineAttr,
-      b.getDictionaryAttr({
-          b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatches)),
-          b.getNamedAttr("schedule", b.getStringAttr(schedule)),
-          b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
-          b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-          b.getNamedAttr("vpp", b.getI64IntegerAttr(vpp)),
-      }));
-  func->setAttr(attrs::kRanksPerHost,
-                b.getI64IntegerAttr(ranksPerHost > 0 ? ranksPerHost : stages));
+  LetheDialect::PipelineAttrHelper(func->getContext())
+      .setAttr(func, b.getDictionaryAttr({
+                         b.getNamedAttr("microbatches",
+                                        b.getI64IntegerAttr(microbatches)),
+                         b.getNamedAttr("schedule", b.getStringAttr(schedule)),
+                         b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
+                         b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
+                         b.getNamedAttr("vpp", b.getI64IntegerAttr(vpp)),
+                     }));
+  LetheDialect::RanksPerHostAttrHelper(func->getContext())
+      .setAttr(func,
+               b.getI64IntegerAttr(ranksPerHost > 0 ? ranksPerHost : stages));
   builder = nullptr;
   return success();
 }

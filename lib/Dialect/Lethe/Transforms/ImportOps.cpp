@@ -344,7 +344,8 @@ LogicalResult ImportOpsPass::importOp(Operation *op) {
     ++numNodes;
   }
   if (!attrs.empty())
-    imported->setAttr(kNodeAttrsAttr, attrs.getDictionary(context));
+    LetheDialect::AttrsAttrHelper(imported->getContext())
+        .setAttr(imported, attrs.getDictionary(context));
   if (dependsOnSeed || phase == Phase::Bwd)
     seedDependent.insert(imported->result_begin(), imported->result_end());
   op->replaceAllUsesWith(imported->getResults());
@@ -379,16 +380,19 @@ LogicalResult ImportOpsPass::importFunction(func::FuncOp func) {
              << reason;
     arg.setType(type);
     unsigned index = arg.getArgNumber();
-    auto name = func.getArgAttrOfType<StringAttr>(index, kArgNameAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(
+        index, LetheDialect::NameAttrHelper::getNameStr());
     if (!name)
       if (std::optional<StringRef> locName = getLocationName(arg.getLoc())) {
         name = StringAttr::get(context, *locName);
-        func.setArgAttr(index, kArgNameAttr, name);
+        func.setArgAttr(index, LetheDialect::NameAttrHelper::getNameStr(),
+                        name);
       }
-    auto kind = func.getArgAttrOfType<StringAttr>(index, kArgKindAttr);
+    auto kind = func.getArgAttrOfType<StringAttr>(
+        index, LetheDialect::KindAttrHelper::getNameStr());
     if (!kind && name && name.getValue().starts_with("tangents_")) {
       kind = StringAttr::get(context, "tangent");
-      func.setArgAttr(index, kArgKindAttr, kind);
+      func.setArgAttr(index, LetheDialect::KindAttrHelper::getNameStr(), kind);
     }
     if (kind && kind.getValue() == "tangent")
       seedDependent.insert(arg);

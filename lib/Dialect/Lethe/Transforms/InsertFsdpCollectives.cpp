@@ -30,14 +30,6 @@ using namespace lethe;
 
 namespace {
 
-constexpr StringLiteral kKindAttr = "lethe.kind";
-constexpr StringLiteral kNameAttr = "lethe.name";
-constexpr StringLiteral kFullTypeAttr = "lethe.full_type";
-constexpr StringLiteral kGradOfAttr = "lethe.grad_of";
-constexpr StringLiteral kWorldAttr = "lethe.fsdp_world";
-/// The exporter's mark on results the backward reads.
-constexpr StringLiteral kSavedAttr = "lethe.saved";
-
 /// Phases that read gathered parameters; the optimizer is not supported.
 enum PhaseSlot { FwdSlot = 0, BwdSlot = 1, NumSlots = 2 };
 
@@ -172,9 +164,11 @@ void InsertFsdpCollectivesPass::runOnOperation() {
                              << bucket << "'";
     return signalPassFailure();
   }
-  if (func->hasAttr(kWorldAttr)) {
+  if (LetheDialect::FsdpWorldAttrHelper(func->getContext())
+          .isAttrPresent(func)) {
     emitError(func.getLoc())
-        << "step is already sharded for FSDP (" << kWorldAttr << " is set)";
+        << "step is already sharded for FSDP ("
+        << LetheDialect::FsdpWorldAttrHelper::getNameStr() << " is set)";
     return signalPassFailure();
   }
   if (!func.getBody().hasOneBlock()) {
@@ -232,27 +226,31 @@ void InsertFsdpCollectivesPass::runOnOperation() {
   for (Param &param : params) {
     param.arg.setType(param.shardType);
     if (param.isSharded())
-      func.setArgAttr(param.arg.getArgNumber(), kFullTypeAttr,
+      func.setArgAttr(param.arg.getArgNumber(),
+                      LetheDialect::FullTypeAttrHelper::getNameStr(),
                       TypeAttr::get(param.fullType));
   }
   func.setType(FunctionType::get(&getContext(), body.getArgumentTypes(),
                                  ValueRange(results).getTypes()));
   for (const Param &param : params)
     if (param.gradResult >= 0)
-      func.setResultAttr(param.gradResult, kGradOfAttr,
+      func.setResultAttr(param.gradResult,
+                         LetheDialect::GradOfAttrHelper::getNameStr(),
                          StringAttr::get(&getContext(), param.name));
-  func->setAttr(kWorldAttr,
-                IntegerAttr::get(IntegerType::get(&getContext(), 64), world));
-  func->setAttr(attrs::kRanksPerHost,
-                IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                 ranksPerHost > 0 ? ranksPerHost : world));
+  LetheDialect::FsdpWorldAttrHelper(func->getContext())
+      .setAttr(func,
+               IntegerAttr::get(IntegerType::get(&getContext(), 64), world));
+  LetheDialect::RanksPerHostAttrHelper(func->getContext())
+      .setAttr(func, IntegerAttr::get(IntegerType::get(&getContext(), 64),
+                                      ranksPerHost > 0 ? ranksPerHost : world));
 }
 
 LogicalResult InsertFsdpCollectivesPass::collectParams(func::FuncOp func) {
   llvm::StringMap<unsigned> unitIndex;
   for (BlockArgument arg : func.getArguments()) {
     unsigned index = arg.getArgNumber();
-    auto kind = func.getArgAttrOfType<StringAttr>(index, kKindAttr);
+    auto kind = func.getArgAttrOfType<StringAttr>(
+        index, LetheDialect::KindAttrHelper::getNameStr());
     if (!kind || kind.getValue() != "param")
       continue;
     auto type = dyn_cast<RankedTensorType>(arg.getType());
@@ -263,7 +261,8 @@ LogicalResult InsertFsdpCollectivesPass::collectParams(func::FuncOp func) {
              << arg.getType();
     Param param;
     param.arg = arg;
-    auto name = func.getArgAttrOfType<StringAttr>(index, kNameAttr);
+    auto name = func.getArgAttrOfType<StringAttr>(
+        index, LetheDialect::NameAttrHelper::getNameStr());
     param.name = name ? name.getValue().str() : ("arg" + Twine(index)).str();
     param.fullType = type;
     param.shardType = type;
@@ -355,7 +354,8 @@ LogicalResult InsertFsdpCollectivesPass::matchGradients(func::FuncOp func,
     byName[param.name] = index;
   bool named = false;
   for (unsigned result = 0, e = ret.getNumOperands(); result < e; ++result) {
-    auto gradOf = func.getResultAttrOfType<StringAttr>(result, kGradOfAttr);
+    auto gradOf = func.getResultAttrOfType<StringAttr>(
+        result, LetheDialect::GradOfAttrHelper::getNameStr());
     if (!gradOf)
       continue;
     named = true;
@@ -528,8 +528,8 @@ Value InsertFsdpCollectivesPass::cloneViewChain(Value value,
     clone = builder.clone(*view, mapping);
     cast<NodeOp>(clone).setPhase(Phase::Bwd);
     // The backward no longer reads the forward view.
-    view->removeAttr(kSavedAttr);
-    clone->removeAttr(kSavedAttr);
+    view->removeAttr(LetheDialect::SavedAttrHelper::getNameStr());
+    clone->removeAttr(LetheDialect::SavedAttrHelper::getNameStr());
   }
   return clone->getResult(result.getResultNumber());
 }

@@ -39,10 +39,6 @@ namespace lethe {
 using namespace mlir;
 using namespace lethe;
 
-/// The plan attributes lethe-plan writes (docs/Pipeline.md §3).
-static constexpr StringLiteral kDecisions = "lethe.decisions";
-static constexpr StringLiteral kPlacement = "lethe.placement";
-
 /// One decision per activation, from the attributes on the producing ops.
 /// `complete` is false when some recomputed or offloaded value lacks its
 /// placement.
@@ -57,23 +53,18 @@ readDecisions(const TrainingGraph &graph, const ActivationAnalysis &analysis,
   numPlanned = 0;
   for (const GraphNode &node : graph.getNodes()) {
     Operation *op = node.irOp;
-    auto decisionsAttr = op->getAttrOfType<ArrayAttr>(kDecisions);
+    auto decisionsAttr =
+        LetheDialect::DecisionsAttrHelper(op->getContext()).getAttr(op);
     if (!decisionsAttr)
       continue;
-    auto placementAttr = op->getAttrOfType<ArrayAttr>(kPlacement);
-    if (decisionsAttr.size() != node.results.size() ||
-        (placementAttr && placementAttr.size() != node.results.size()))
-      return op->emitOpError("has ")
-             << decisionsAttr.size() << " entries in '" << kDecisions
-             << "' for " << node.results.size() << " results";
+    auto placementAttr =
+        LetheDialect::PlacementAttrHelper(op->getContext()).getAttr(op);
+    // The dialect verified both: one entry per result, each a decision (or
+    // placement) or unit.
     for (auto [resultIndex, entry] : llvm::enumerate(decisionsAttr)) {
-      if (isa<UnitAttr>(entry))
-        continue;
       auto decision = dyn_cast<DecisionAttr>(entry);
       if (!decision)
-        return op->emitOpError("'")
-               << kDecisions << "' entry " << resultIndex
-               << " is not a #lethe<decision ...> or unit: " << entry;
+        continue;
       ValueId value = node.results[resultIndex];
       int32_t a = analysis.activationIndex(value);
       if (a < 0 || acts[a].storage != value)
@@ -85,24 +76,20 @@ readDecisions(const TrainingGraph &graph, const ActivationAnalysis &analysis,
       d.decision = decision.getValue();
       if (d.decision == Decision::Retain)
         continue;
-      auto dict = placementAttr
-                      ? dyn_cast<DictionaryAttr>(placementAttr[resultIndex])
-                      : DictionaryAttr();
-      auto getNode = [&](StringRef name) -> NodeId {
-        auto attr = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
-        return attr ? static_cast<NodeId>(attr.getInt()) : -1;
-      };
-      d.firstBackwardUse = getNode("restore_before");
-      d.releaseAfter = getNode("release_after");
-      d.prefetchAfter = getNode("prefetch_after");
-      if (auto nodes = dict ? dict.getAs<DenseI64ArrayAttr>("nodes")
-                            : DenseI64ArrayAttr())
-        d.recomputeNodes.assign(nodes.asArrayRef().begin(),
-                                nodes.asArrayRef().end());
-      bool placed = d.firstBackwardUse >= 0 && dict && dict.get("nodes");
+      auto placement = placementAttr
+                           ? dyn_cast<PlacementAttr>(placementAttr[resultIndex])
+                           : PlacementAttr();
+      if (!placement) {
+        complete = false;
+        continue;
+      }
+      d.firstBackwardUse = placement.getRestoreBefore();
+      d.releaseAfter = placement.getReleaseAfter().value_or(-1);
+      d.prefetchAfter = placement.getPrefetchAfter().value_or(-1);
+      d.recomputeNodes.assign(placement.getNodes().begin(),
+                              placement.getNodes().end());
       if (d.decision == Decision::Offload)
-        placed &= d.releaseAfter >= 0 && d.prefetchAfter >= 0;
-      complete &= placed;
+        complete &= d.releaseAfter >= 0 && d.prefetchAfter >= 0;
     }
   }
   return decisions;
@@ -137,7 +124,8 @@ private:
   void release(BufferId buffer, OpIndex byOp);
   void emitChain(OpIndex first, OpIndex last);
   void setStream(Operation *op, Stream stream) {
-    op->setAttr(attrs::kStream, StreamAttr::get(op->getContext(), stream));
+    LetheDialect::StreamAttrHelper(op->getContext())
+        .setAttr(op, StreamAttr::get(op->getContext(), stream));
   }
   Location loc() const { return currentLoc; }
 
@@ -254,8 +242,8 @@ Operation *Materializer::cloneNode(NodeId node, OpIndex index) {
        llvm::zip(info.irOp->getOperands(), info.operands))
     mapping.map(operand, current[value]);
   Operation *clone = builder.clone(*info.irOp, mapping);
-  clone->removeAttr(kDecisions);
-  clone->removeAttr(kPlacement);
+  clone->removeAttr(LetheDialect::DecisionsAttrHelper::getNameStr());
+  clone->removeAttr(LetheDialect::PlacementAttrHelper::getNameStr());
   const ScheduleOp &op = schedule.ops[index];
   for (BufferId buffer : op.allocs) {
     ValueId storage = schedule.buffers[buffer].storage;

@@ -134,9 +134,10 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
     return func.emitError() << "lethe-plan: " << infeasibleMessage(step->plan);
   writeBack(func, step->graph, step->plan);
   if (!budget.empty())
-    getOperation()->setAttr(
-        attrs::kBudgetBytes,
-        Builder(&getContext()).getI64IntegerAttr(step->options.budgetBytes));
+    LetheDialect::BudgetBytesAttrHelper(getOperation()->getContext())
+        .setAttr(getOperation(),
+                 Builder(&getContext())
+                     .getI64IntegerAttr(step->options.budgetBytes));
   return success();
 }
 
@@ -145,10 +146,6 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
                                     const Plan &plan) {
   MLIRContext *context = &getContext();
   Builder builder(context);
-  auto nodeArray = [&](llvm::ArrayRef<NodeId> nodes) {
-    llvm::SmallVector<int64_t> ids(nodes.begin(), nodes.end());
-    return builder.getDenseI64ArrayAttr(ids);
-  };
   // Entries per producing node, in program order.
   struct Entries {
     llvm::SmallVector<Attribute> decisions, placements;
@@ -165,19 +162,14 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
     entries.decisions[value.resultIndex] =
         DecisionAttr::get(context, d.decision);
     if (d.decision != Decision::Retain) {
-      llvm::SmallVector<NamedAttribute> fields;
-      fields.push_back(builder.getNamedAttr(
-          "restore_before", builder.getI64IntegerAttr(d.firstBackwardUse)));
-      if (d.decision == Decision::Offload) {
-        fields.push_back(builder.getNamedAttr(
-            "release_after", builder.getI64IntegerAttr(d.releaseAfter)));
-        fields.push_back(builder.getNamedAttr(
-            "prefetch_after", builder.getI64IntegerAttr(d.prefetchAfter)));
-      }
-      fields.push_back(
-          builder.getNamedAttr("nodes", nodeArray(d.recomputeNodes)));
-      entries.placements[value.resultIndex] =
-          builder.getDictionaryAttr(fields);
+      bool offload = d.decision == Decision::Offload;
+      llvm::SmallVector<int64_t> nodes(d.recomputeNodes.begin(),
+                                       d.recomputeNodes.end());
+      entries.placements[value.resultIndex] = PlacementAttr::get(
+          context, d.firstBackwardUse,
+          offload ? std::optional<int64_t>(d.releaseAfter) : std::nullopt,
+          offload ? std::optional<int64_t>(d.prefetchAfter) : std::nullopt,
+          nodes);
     }
     switch (d.decision) {
     case Decision::Retain:
@@ -200,47 +192,32 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
   }
   for (auto &[id, entries] : byNode) {
     Operation *op = graph.getNode(id).irOp;
-    op->setAttr("lethe.decisions", builder.getArrayAttr(entries.decisions));
+    LetheDialect::DecisionsAttrHelper(op->getContext())
+        .setAttr(op, builder.getArrayAttr(entries.decisions));
     if (llvm::any_of(entries.placements,
                      [](Attribute a) { return !isa<UnitAttr>(a); }))
-      op->setAttr("lethe.placement", builder.getArrayAttr(entries.placements));
+      LetheDialect::PlacementAttrHelper(op->getContext())
+          .setAttr(op, builder.getArrayAttr(entries.placements));
   }
 
   auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };
   double overhead =
       plan.baselineStepUs > 0 ? plan.stepUs / plan.baselineStepUs - 1.0 : 0.0;
-  llvm::SmallVector<NamedAttribute> summary({
-          builder.getNamedAttr("policy", builder.getStringAttr(
-                                             stringifyPolicy(plan.policy))),
-          builder.getNamedAttr("budget_bytes",
-                               builder.getI64IntegerAttr(plan.budgetBytes)),
-          builder.getNamedAttr("feasible", builder.getBoolAttr(plan.feasible)),
-          builder.getNamedAttr("peak_bytes",
-                               builder.getI64IntegerAttr(plan.peakBytes)),
-          builder.getNamedAttr(
-              "baseline_peak_bytes",
-              builder.getI64IntegerAttr(plan.baselinePeakBytes)),
-          builder.getNamedAttr("step_us",
-                               builder.getF64FloatAttr(roundUs(plan.stepUs))),
-          builder.getNamedAttr(
-              "baseline_step_us",
-              builder.getF64FloatAttr(roundUs(plan.baselineStepUs))),
-          builder.getNamedAttr(
-              "overhead",
-              builder.getF64FloatAttr(std::round(overhead * 1e6) / 1e6)),
-  });
   // With bound=true: no plan's overhead at this budget is lower (rounded
   // down, so the attribute stays a bound).
+  std::optional<double> lowerBound;
   const std::optional<OverheadBound> &bound = plan.lowerBound;
   if (bound && bound->feasible) {
-    summary.push_back(builder.getNamedAttr(
-        "lower_bound_overhead",
-        builder.getF64FloatAttr(std::floor(bound->overhead * 1e6) / 1e6)));
+    lowerBound = std::floor(bound->overhead * 1e6) / 1e6;
     lowerBoundOverheadPpm = std::max<uint64_t>(
         lowerBoundOverheadPpm,
         static_cast<uint64_t>(std::max(0.0, std::floor(bound->overhead * 1e6))));
   }
-  func->setAttr("lethe.plan", builder.getDictionaryAttr(summary));
+  LetheDialect::PlanAttrHelper(context).setAttr(
+      func, PlanAttr::get(context, plan.policy, plan.budgetBytes, plan.feasible,
+                          plan.peakBytes, plan.baselinePeakBytes,
+                          roundUs(plan.stepUs), roundUs(plan.baselineStepUs),
+                          std::round(overhead * 1e6) / 1e6, lowerBound));
   peakBytes = std::max<uint64_t>(peakBytes, plan.peakBytes);
   baselinePeakBytes =
       std::max<uint64_t>(baselinePeakBytes, plan.baselinePeakBytes);

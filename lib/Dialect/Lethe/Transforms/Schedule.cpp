@@ -52,8 +52,9 @@ private:
   /// `stream`: the last one issued on it, or a new barrier before `op`.
   Value coveringTimepoint(Operation *op, unsigned stream, int32_t count);
   void setStream(Operation *op, unsigned stream) {
-    op->setAttr(attrs::kStream,
-                StreamAttr::get(op->getContext(), static_cast<Stream>(stream)));
+    LetheDialect::StreamAttrHelper(op->getContext())
+        .setAttr(
+            op, StreamAttr::get(op->getContext(), static_cast<Stream>(stream)));
   }
 
   StreamOrder order;
@@ -211,7 +212,9 @@ struct ScheduleProgramPass
         continue;
       if (placePrefetches) {
         std::optional<int64_t> budget;
-        if (auto attr = module->getAttrOfType<IntegerAttr>(attrs::kBudgetBytes))
+        if (auto attr =
+                LetheDialect::BudgetBytesAttrHelper(module->getContext())
+                    .getAttr(module))
           budget = attr.getInt();
         PrefetchPlacementStats placed = lethe::placePrefetches(
             func, deviceForFunction(*profile, func), budget);
@@ -258,13 +261,14 @@ struct ScheduleProgramPass
       if (moot)
         continue;
       MLIRContext *ctx = func.getContext();
-      func->setAttr(attrs::kContention,
-                    StringAttr::get(ctx, stringifyCopyContention(chosen)));
+      LetheDialect::ContentionAttrHelper(func->getContext())
+          .setAttr(func, CopyContentionAttr::get(ctx, chosen));
       if (chosen == Contention::Yield)
-        func->setAttr(attrs::kCopyChunkBytes,
-                      IntegerAttr::get(IntegerType::get(ctx, 64), chunkBytes));
+        LetheDialect::CopyChunkBytesAttrHelper(func->getContext())
+            .setAttr(func,
+                     IntegerAttr::get(IntegerType::get(ctx, 64), chunkBytes));
       else
-        func->removeAttr(attrs::kCopyChunkBytes);
+        func->removeAttr(LetheDialect::CopyChunkBytesAttrHelper::getNameStr());
     }
     numBarriers += counters.barriers;
     numAwaits += counters.awaits;

@@ -234,7 +234,8 @@ LogicalResult ProgramVerifier::checkRelease(ReleaseOp release,
 }
 
 LogicalResult ProgramVerifier::checkOffsets(Operation *op) {
-  auto offsetsAttr = op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets);
+  auto offsetsAttr =
+      LetheDialect::OffsetsAttrHelper(op->getContext()).getAttr(op);
   if (!limits.allocated || !offsetsAttr)
     return success();
   ArrayRef<int64_t> entries = offsetsAttr.asArrayRef();
@@ -263,7 +264,8 @@ LogicalResult ProgramVerifier::checkAllocation(Operation *op, OpResult result,
   if (!limits.allocated)
     return success();
 
-  auto offsetsAttr = op->getAttrOfType<DenseI64ArrayAttr>(attrs::kOffsets);
+  auto offsetsAttr =
+      LetheDialect::OffsetsAttrHelper(op->getContext()).getAttr(op);
   if (!offsetsAttr)
     return op->emitOpError("result #")
            << resultNumber << " (" << describe(result) << ") allocates "
@@ -363,7 +365,8 @@ struct VerifyProgramPass
       }
       limits.budget = *parsed;
     } else if (auto attr =
-                   module->getAttrOfType<IntegerAttr>(attrs::kBudgetBytes)) {
+                   LetheDialect::BudgetBytesAttrHelper(module->getContext())
+                       .getAttr(module)) {
       limits.budget = attr.getInt();
     }
     if (allocated) {
@@ -375,16 +378,19 @@ struct VerifyProgramPass
                  << "allocated=false";
         return attr.getInt();
       };
-      FailureOr<int64_t> device = getSize(attrs::kDeviceArenaBytes);
+      FailureOr<int64_t> device =
+          getSize(LetheDialect::DeviceArenaBytesAttrHelper::getNameStr());
       if (failed(device))
         return signalPassFailure();
-      FailureOr<int64_t> host = getSize(attrs::kHostArenaBytes);
+      FailureOr<int64_t> host =
+          getSize(LetheDialect::HostArenaBytesAttrHelper::getNameStr());
       if (failed(host))
         return signalPassFailure();
       limits.deviceArena = *device;
       limits.hostArena = *host;
       if (auto attr =
-              module->getAttrOfType<IntegerAttr>(attrs::kArenaAlignment))
+              LetheDialect::ArenaAlignmentAttrHelper(module->getContext())
+                  .getAttr(module))
         limits.alignment = std::max<int64_t>(1, attr.getInt());
     }
 

@@ -31,9 +31,9 @@
 !w2 = tensor<1024x256xbf16>
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: lethe.plan = {baseline_peak_bytes = 63438848 : i64, baseline_step_us = 1.920000e+03 : f64, budget_bytes = 31719424 : i64, feasible = true, overhead = 0.000000e+00 : f64, peak_bytes = 30932992 : i64, policy = "auto", step_us = 1.920000e+03 : f64}
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = auto, budget_bytes = 31719424, feasible = true, peak_bytes = 30932992, baseline_peak_bytes = 63438848, step_us = 1.920000e+03, baseline_step_us = 1.920000e+03, overhead = 0.000000e+00>
 // SLOW-LABEL: func.func @step
-// SLOW-SAME: overhead = 1.145830e-01 : f64, peak_bytes = 30932992 : i64, policy = "auto"
+// SLOW-SAME: lethe.plan = #lethe.plan<policy = auto, {{.*}}, peak_bytes = 30932992, {{.*}}, overhead = 1.145830e-01>
 // expected-remark @below {{policy auto: peak 30932992 B, budget 31719424 B (unplanned 63438848 B); step 1920.0 us (+0.00%)}}
 func.func @step(%x: !h,
                 %w1_0: !w1 {lethe.kind = "param"},

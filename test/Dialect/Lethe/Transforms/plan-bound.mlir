@@ -30,7 +30,7 @@
 // drops to +6.09%; auto's plan (+11.46%) is within 5.37 points. The bound
 // is also in the plan's summary attribute (after the remarks).
 // SLOW: no plan at this budget is faster than 2036.9 us (+6.09%): this plan is within 5.37 points
-// SLOW: lethe.plan = {{.*}}lower_bound_overhead = 0.06089 : f64, overhead = 1.145830e-01 : f64
+// SLOW: lethe.plan = #lethe.plan<{{.*}}, overhead = 1.145830e-01, lower_bound_overhead = 0.06089>
 //
 // FAST (100 GB/s copies, plan-device.json): auto hides every copy behind
 // compute, the step is not slower at all, and the bound proves it optimal.

@@ -33,7 +33,7 @@
 !w2 = tensor<1024x256xbf16>
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: peak_bytes = 34078720 : i64, policy = "full", step_us = 2.305000e+03 : f64
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = full, {{.*}}, peak_bytes = 34078720, {{.*}}, step_us = 2.305000e+03,
 // expected-remark @below {{policy full: peak 34078720 B, no budget (unplanned 71827456 B); step 2305.0 us (+17.60%)}}
 func.func @step(%x: !h,
                 %w1_0: !w1 {lethe.kind = "param"},
@@ -45,7 +45,7 @@ func.func @step(%x: !h,
                 %seed: !h {lethe.kind = "tangent"})
     -> (!w1, !w2, !w1, !w2, !w1, !w2) {
   // node 0
-  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{nodes = array<i64: 0>, restore_before = 25 : i64}]
+  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 25, nodes = [0]>]
   // expected-remark @below {{recomputed (policy full): frees 4.00 MiB for 5.00 us of re-run}}
   %n0 = lethe.node "aten.norm" fwd (%x) {scope = "model.h.0", time_us = 5.0 : f64} : (!h) -> !n
   // node 1
@@ -61,7 +61,7 @@ func.func @step(%x: !h,
   // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.1; cuts the recompute chains of 1 activation(s) (of aten.norm #5); through it they would re-run 2 more nodes (105.00 us) back to aten.mm.default #3}}
   %h1 = lethe.node "aten.add.Tensor" fwd (%x, %o0) {scope = "model.h.0", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 5
-  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{nodes = array<i64: 5>, restore_before = 20 : i64}]
+  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 20, nodes = [5]>]
   // expected-remark @below {{recomputed (policy full): frees 4.00 MiB for 5.00 us of re-run}}
   %n1 = lethe.node "aten.norm" fwd (%h1) {scope = "model.h.1", time_us = 5.0 : f64} : (!h) -> !n
   // node 6
@@ -77,7 +77,7 @@ func.func @step(%x: !h,
   // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.2; cuts the recompute chains of 1 activation(s) (of aten.norm #10); through it they would re-run 2 more nodes (105.00 us) back to aten.mm.default #8}}
   %h2 = lethe.node "aten.add.Tensor" fwd (%h1, %o1) {scope = "model.h.1", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 10
-  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{nodes = array<i64: 10>, restore_before = 15 : i64}]
+  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 15, nodes = [10]>]
   // expected-remark @below {{recomputed (policy full): frees 4.00 MiB for 5.00 us of re-run}}
   %n2 = lethe.node "aten.norm" fwd (%h2) {scope = "model.h.2", time_us = 5.0 : f64} : (!h) -> !n
   // node 11

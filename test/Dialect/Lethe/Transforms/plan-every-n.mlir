@@ -19,7 +19,7 @@
 // peak here: layer 1's activations are needed as soon as the backward
 // starts, where the peak is.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: overhead = 8.593800e-02 : f64, peak_bytes = 28835840 : i64, policy = "every-n"
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = "every-n", {{.*}}, peak_bytes = 28835840, {{.*}}, overhead = 8.593800e-02>
 // expected-remark @below {{policy every-n: peak 28835840 B, no budget (unplanned 44564480 B); step 1390.0 us (+8.59%)}}
 func.func @step(%x: !h,
                 %w1_0: !w1 {lethe.kind = "param"},

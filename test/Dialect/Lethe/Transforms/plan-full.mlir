@@ -27,7 +27,7 @@
 // Recomputing costs 2 x (100 + 10) us on a 1280 us step: +17.19%; the peak
 // falls from 42.5 MiB to 27.5 MiB.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: lethe.plan = {baseline_peak_bytes = 44564480 : i64, baseline_step_us = 1.280000e+03 : f64, budget_bytes = 9223372036854775807 : i64, feasible = true, overhead = 1.718750e-01 : f64, peak_bytes = 28835840 : i64, policy = "full", step_us = 1.500000e+03 : f64}
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = full, budget_bytes = 9223372036854775807, feasible = true, peak_bytes = 28835840, baseline_peak_bytes = 44564480, step_us = 1.500000e+03, baseline_step_us = 1.280000e+03, overhead = 1.718750e-01>
 // expected-remark @below {{policy full: peak 28835840 B, no budget (unplanned 44564480 B); step 1500.0 us (+17.19%)}}
 func.func @step(%x: !h,
                 %w1_0: !w1 {lethe.kind = "param"},
@@ -40,11 +40,11 @@ func.func @step(%x: !h,
   // u0 is re-created by re-running node 0. The chain of v0 (node 1) reads
   // u0, so u0 comes back where v0 does: before node 12, v0's first
   // backward use.
-  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{nodes = array<i64: 0>, restore_before = 12 : i64}]
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 12, nodes = [0]>]
   // expected-remark @below {{recomputed (policy full): frees 8.00 MiB for 100.00 us of re-run}}
   %u0 = lethe.node "aten.mm.default" fwd (%x, %w1_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 1
-  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{nodes = array<i64: 1>, restore_before = 12 : i64}]
+  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 12, nodes = [1]>]
   // expected-remark @below {{recomputed (policy full): frees 8.00 MiB for 10.00 us of re-run}}
   %v0 = lethe.node "aten.gelu.default" fwd (%u0) {scope = "model.h.0", time_us = 10.0 : f64} : (!a) -> !a
   // node 2: o0 is not read by the backward, so it is no activation and
@@ -61,7 +61,7 @@ func.func @step(%x: !h,
   // node 4
   // Layer 1 is the last layer: its activations come back before node 8,
   // the first backward node.
-  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [{nodes = array<i64: 4>, restore_before = 8 : i64}]
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 8, nodes = [4]>]
   // expected-remark @below {{recomputed (policy full): frees 8.00 MiB for 100.00 us of re-run}}
   %u1 = lethe.node "aten.mm.default" fwd (%h1, %w1_1) {scope = "model.h.1", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 5

@@ -28,7 +28,7 @@
 !w2 = tensor<1024x256xbf16>
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: lethe.plan = {baseline_peak_bytes = 25690112 : i64, baseline_step_us = 6.300000e+02 : f64, budget_bytes = 9223372036854775807 : i64, feasible = true, overhead = 2.918830e-01 : f64, peak_bytes = 25690112 : i64, policy = "given", step_us = 8.138860e+02 : f64}
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = given, budget_bytes = 9223372036854775807, feasible = true, peak_bytes = 25690112, baseline_peak_bytes = 25690112, step_us = 8.138860e+02, baseline_step_us = 6.300000e+02, overhead = 2.918830e-01>
 // expected-remark @below {{policy given: peak 25690112 B, no budget (unplanned 25690112 B); step 813.9 us (+29.19%)}}
 func.func @step(%x: !h,
                 %w1: !w1 {lethe.kind = "param"},
@@ -36,11 +36,11 @@ func.func @step(%x: !h,
                 %seed: !h {lethe.kind = "tangent"})
     -> (!w1, !w2) {
   // node 0: recomputed by name; back before node 4, gelu_backward.
-  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 10 : i64, lethe.placement = [{nodes = array<i64: 0>, restore_before = 4 : i64}]
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 10 : i64, lethe.placement = [#lethe.placement<restore_before = 4, nodes = [0]>]
   // expected-remark @below {{recomputed (given plan): frees 8.00 MiB for 100.00 us of re-run}}
   %u = lethe.node "aten.mm.default" fwd (%x, %w1) {name = "u", lethe.node_id = 10 : i64, time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 1: offloaded by id; the planner places the copies.
-  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 11 : i64, lethe.placement = [{nodes = array<i64>, prefetch_after = 2 : i64, release_after = 2 : i64, restore_before = 3 : i64}]
+  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 11 : i64, lethe.placement = [#lethe.placement<restore_before = 3, release_after = 2, prefetch_after = 2, nodes = []>]
   // expected-remark @below {{offloaded (given plan): frees 8.00 MiB}}
   %v = lethe.node "aten.gelu.default" fwd (%u) {name = "v", lethe.node_id = 11 : i64, time_us = 10.0 : f64} : (!a) -> !a
   // node 2: not read by the backward, no activation, no decision.

@@ -19,7 +19,7 @@
 !w2 = tensor<1024x256xbf16>
 
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: lethe.plan = {baseline_peak_bytes = 44564480 : i64, baseline_step_us = 1.280000e+03 : f64, budget_bytes = 9223372036854775807 : i64, feasible = true, overhead = 0.000000e+00 : f64, peak_bytes = 44564480 : i64, policy = "none", step_us = 1.280000e+03 : f64}
+// CHECK-SAME: lethe.plan = #lethe.plan<policy = none, budget_bytes = 9223372036854775807, feasible = true, peak_bytes = 44564480, baseline_peak_bytes = 44564480, step_us = 1.280000e+03, baseline_step_us = 1.280000e+03, overhead = 0.000000e+00>
 // expected-remark @below {{policy none: peak 44564480 B, no budget (unplanned 44564480 B); step 1280.0 us (+0.00%)}}
 func.func @step(%x: !h,
                 %w1_0: !w1 {lethe.kind = "param"},

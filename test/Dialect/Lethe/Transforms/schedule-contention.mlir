@@ -20,21 +20,21 @@
 // qualifies too, and yield wins the tie there as well.
 
 // PCIE-LABEL: func.func @step
-// PCIE-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 8388608 : i64
+// PCIE-SAME: lethe.contention = #lethe<contention yield>, lethe.copy_chunk_bytes = 8388608 : i64
 // Yielding adds no waits between copies and collectives in the IR.
 // PCIE: lethe.offload
 // PCIE-NOT: lethe.await
 // PCIE: lethe.collective all_gather
 // LOOSE-REMARK: remark: lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 60.0%): overlap step 6211.4 us, collectives +51.5%
 // LOOSE-LABEL: func.func @step
-// LOOSE-SAME: lethe.contention = "yield"
+// LOOSE-SAME: lethe.contention = #lethe<contention yield>
 // NVLINK-REMARK: remark: lethe-schedule: contention=auto chose yield on 'h200-nvlink' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +0.4%
 // NVLINK-REMARK: remark: lethe-schedule: contention=auto chose yield on 'h200-nvlink' (collectives 200.0 us without copies, tolerance 5.0%): overlap step 6331.4 us, collectives +0.7%; yield (8192 KiB chunks)
 // NVLINK-REMARK-NOT: remark: lethe-schedule
 // NVLINK-LABEL: func.func @step
-// NVLINK-SAME: lethe.contention = "yield"
+// NVLINK-SAME: lethe.contention = #lethe<contention yield>
 // FORCED-LABEL: func.func @step
-// FORCED-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 4194304 : i64
+// FORCED-SAME: lethe.contention = #lethe<contention yield>, lethe.copy_chunk_bytes = 4194304 : i64
 
 // expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 2000.0 us without copies, tolerance 5.0%): overlap step 6211.4 us, collectives +51.5%; yield (8192 KiB chunks) step 6211.4 us, collectives +0.0%; separate step 6424.9 us, collectives +0.0%}}
 func.func @step(%x: tensor<16777216xf32> {lethe.kind = "input"}, %w: tensor<4194304xf32> {lethe.kind = "param"}) -> tensor<16777216xf32> {
@@ -60,9 +60,9 @@ func.func @step(%x: tensor<16777216xf32> {lethe.kind = "input"}, %w: tensor<4194
 // where the profile contends (separate: the copy awaits the collective).
 
 // PCIE-LABEL: func.func @untimed
-// PCIE-SAME: lethe.contention = "separate"
+// PCIE-SAME: lethe.contention = #lethe<contention separate>
 // NVLINK-LABEL: func.func @untimed
-// NVLINK-SAME: lethe.contention = "overlap"
+// NVLINK-SAME: lethe.contention = #lethe<contention overlap>
 
 // expected-remark @+1 {{lethe-schedule: contention=auto keeps copies and collectives apart (separate): the program has ops without time_us, so the variants cannot be simulated}}
 func.func @untimed(%x: tensor<256xf32>, %w: tensor<256xf32>) -> tensor<512xf32> {
@@ -91,7 +91,7 @@ func.func @no_copies(%w: tensor<256xf32>) -> tensor<512xf32> {
 // (copies run at x0.626 beside a collective on this profile).
 
 // PCIE-LABEL: func.func @short_collective
-// PCIE-SAME: lethe.contention = "yield", lethe.copy_chunk_bytes = 524288 : i64
+// PCIE-SAME: lethe.contention = #lethe<contention yield>, lethe.copy_chunk_bytes = 524288 : i64
 
 // expected-remark @+1 {{lethe-schedule: contention=auto chose yield on 'h200-pcie' (collectives 200.0 us without copies, tolerance 5.0%): overlap step 6331.4 us, collectives +113.2%; yield (512 KiB chunks) step 6331.4 us, collectives +1.4%; separate step 6331.4 us, collectives +0.0%}}
 func.func @short_collective(%x: tensor<16777216xf32> {lethe.kind = "input"}, %w: tensor<262144xf32> {lethe.kind = "param"}) -> tensor<16777216xf32> {

@@ -49,4 +49,188 @@ def Lethe_CollectiveKind : I32EnumAttr<"CollectiveKind",
 def Lethe_CollectiveKindAttr
     : EnumAttr<Lethe_Dialect, Lethe_CollectiveKind, "collective">;
 
+def Lethe_CostSource : I32EnumAttr<"CostSource", "where a node's time comes from", [
+      // A time on the op (measured on a device, or set by an earlier run).
+      I32EnumAttrCase<"Measured", 0, "measured">,
+      // FLOPs over the device's rate, bounded below by bytes over bandwidth.
+      I32EnumAttrCase<"Analytic", 1, "analytic">,
+      // Bytes moved over HBM (or peer) bandwidth, or the view time.
+      I32EnumAttrCase<"Bandwidth", 2, "bandwidth">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::lethe";
+}
+def Lethe_CostSourceAttr
+    : EnumAttr<Lethe_Dialect, Lethe_CostSource, "cost_source">;
+
+def Lethe_Policy : I32EnumAttr<"Policy", "how the planner decided", [
+      // Retain everything.
+      I32EnumAttrCase<"None", 0, "none">,
+      // Recompute everything inside each layer, keep layer inputs.
+      I32EnumAttrCase<"Full", 1, "full">,
+      // Checkpoint every n-th layer (torchtune).
+      I32EnumAttrCase<"EveryN", 2, "every-n">,
+      // Keep outputs of listed op kinds, recompute the rest.
+      I32EnumAttrCase<"SelectiveOp", 3, "selective-op">,
+      // Offload every eligible activation (TransformerEngine).
+      I32EnumAttrCase<"OffloadAll", 4, "offload-all">,
+      // Joint recompute + offload minimising step time.
+      I32EnumAttrCase<"Auto", 5, "auto">,
+      // Decisions given from elsewhere (`--plan FILE`), evaluated.
+      I32EnumAttrCase<"Given", 6, "given">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::lethe";
+  // `every-n` is no keyword: quoted where it must be.
+  let parameterPrinter =
+      "$_printer.printKeywordOrString(stringifyPolicy($_self))";
+}
+def Lethe_PolicyAttr : EnumAttr<Lethe_Dialect, Lethe_Policy, "policy">;
+
+def Lethe_CopyContention : I32EnumAttr<"CopyContention",
+    "how host copies share time with collectives in a scheduled program", [
+      // Side by side, slowing each other by the profile's factors.
+      I32EnumAttrCase<"Overlap", 0, "overlap">,
+      // Copies pause while a collective runs (the runtime's yielding copies).
+      I32EnumAttrCase<"Yield", 1, "yield">,
+      // Copies wait until the collectives they would overlap are done.
+      I32EnumAttrCase<"Separate", 2, "separate">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::lethe";
+}
+def Lethe_CopyContentionAttr
+    : EnumAttr<Lethe_Dialect, Lethe_CopyContention, "contention">;
+
+//===----------------------------------------------------------------------===//
+// The plan
+//===----------------------------------------------------------------------===//
+
+class Lethe_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<Lethe_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+// A double, printed as MLIR prints an f64 (`1.250000e+02`) without the type.
+def Lethe_F64Parameter : APFloatParameter<"a float"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double value;
+    if (::mlir::failed($_parser.parseFloat(value)))
+      return ::mlir::failure();
+    return ::llvm::APFloat(value);
+  }() }];
+  let printer = [{ $_printer.printFloat($_self) }];
+}
+
+def Lethe_OptionalF64Parameter
+    : OptionalParameter<"std::optional<::llvm::APFloat>", "a float, or none"> {
+  let comparator = "$_lhs.has_value() == $_rhs.has_value() && "
+                   "(!$_lhs || $_lhs->bitwiseIsEqual(*$_rhs))";
+  let parser = [{ [&]() -> ::mlir::FailureOr<std::optional<::llvm::APFloat>> {
+    double value;
+    if (::mlir::failed($_parser.parseFloat(value)))
+      return ::mlir::failure();
+    return std::optional<::llvm::APFloat>(::llvm::APFloat(value));
+  }() }];
+  let printer = [{ $_printer.printFloat(*$_self) }];
+}
+
+def Lethe_BoolParameter : AttrParameter<"bool", "true or false"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
+    if (::mlir::succeeded($_parser.parseOptionalKeyword("true")))
+      return true;
+    if (::mlir::failed($_parser.parseKeyword("false")))
+      return ::mlir::failure();
+    return false;
+  }() }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+}
+
+// Indices among the function's nodes, in brackets (`[]` when none).
+def Lethe_NodeListParameter : ArrayRefParameter<"int64_t", "node indices"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::SmallVector<int64_t>> {
+    ::llvm::SmallVector<int64_t> nodes;
+    if (::mlir::failed($_parser.parseCommaSeparatedList(
+            ::mlir::AsmParser::Delimiter::Square,
+            [&] { return $_parser.parseInteger(nodes.emplace_back()); })))
+      return ::mlir::failure();
+    return nodes;
+  }() }];
+  let printer = [{
+    $_printer << '[';
+    ::llvm::interleaveComma($_self, $_printer);
+    $_printer << ']';
+  }];
+}
+
+def Lethe_PlacementAttr : Lethe_Attr<"Placement", "placement"> {
+  let summary = "where a recomputed or offloaded activation is restored";
+  let description = [{
+    One entry of a node's `lethe.placement`, for a result lethe-plan
+    recomputes or offloads. Nodes are named by their index among the
+    function's `lethe.node` and `lethe.collective` ops, in program order:
+    the restore comes before node `restore_before` (the value's first
+    backward use); an offload is copied out after node `release_after` and
+    its prefetch issued after node `prefetch_after`; `nodes` are the nodes a
+    recompute re-runs, in order.
+
+    ```mlir
+    #lethe.placement<restore_before = 12, nodes = [3, 4]>
+    #lethe.placement<restore_before = 12, release_after = 4,
+                     prefetch_after = 9, nodes = []>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$restore_before,
+    OptionalParameter<"std::optional<int64_t>">:$release_after,
+    OptionalParameter<"std::optional<int64_t>">:$prefetch_after,
+    Lethe_NodeListParameter:$nodes
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Lethe_PlanAttr : Lethe_Attr<"Plan", "plan"> {
+  let summary = "the plan lethe-plan made for a function";
+  let description = [{
+    The summary lethe-plan leaves on the function it planned: the policy,
+    the budget (bytes; INT64_MAX: none), the planned activation peak and
+    step time against the unplanned step's, the relative step-time overhead
+    and, with `bound=true`, a lower bound on any plan's overhead at this
+    budget (rounded down, so it stays a bound).
+
+    ```mlir
+    #lethe.plan<policy = auto, budget_bytes = 1048576, feasible = true,
+                peak_bytes = 1040384, baseline_peak_bytes = 2097152,
+                step_us = 1.250000e+02, baseline_step_us = 1.200000e+02,
+                overhead = 4.166700e-02>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Lethe_Policy>:$policy,
+    "int64_t":$budget_bytes,
+    Lethe_BoolParameter:$feasible,
+    "int64_t":$peak_bytes,
+    "int64_t":$baseline_peak_bytes,
+    Lethe_F64Parameter:$step_us,
+    Lethe_F64Parameter:$baseline_step_us,
+    Lethe_F64Parameter:$overhead,
+    Lethe_OptionalF64Parameter:$lower_bound_overhead
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "Policy":$policy, "int64_t":$budget_bytes,
+                     "bool":$feasible, "int64_t":$peak_bytes,
+                     "int64_t":$baseline_peak_bytes, "double":$step_us,
+                     "double":$baseline_step_us, "double":$overhead,
+                     "std::optional<double>":$lower_bound_overhead), [{
+      std::optional<::llvm::APFloat> bound;
+      if (lower_bound_overhead)
+        bound = ::llvm::APFloat(*lower_bound_overhead);
+      return $_get($_ctxt, policy, budget_bytes, feasible, peak_bytes,
+                   baseline_peak_bytes, ::llvm::APFloat(step_us),
+                   ::llvm::APFloat(baseline_step_us),
+                   ::llvm::APFloat(overhead), bound);
+    }]>
+  ];
+}
+
 #endif // LETHE_DIALECT_LETHE_IR_LETHEATTRS_TD

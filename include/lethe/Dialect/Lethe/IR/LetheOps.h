@@ -17,10 +17,9 @@
 #include "lethe/Dialect/Lethe/IR/LetheOps.h.inc"
 
 namespace lethe {
-/// On a `lethe.node` or `lethe.collective` imported from a JSON graph: the
-/// node's `id` there (i64). Plans name decisions by it (and by the node's
-/// `name`), so that a framework can apply them to the graph it exported.
-constexpr llvm::StringLiteral kNodeIdAttr = "lethe.node_id";
+/// The training graph's kind of a collective (`lethe.collective.all_gather`,
+/// ...): the op's name and its collective.
+std::string collectiveNodeKind(CollectiveKind kind);
 } // namespace lethe
 
 #endif // LETHE_DIALECT_LETHE_IR_LETHEOPS_H

@@ -33,7 +33,8 @@ def AnnotateCosts : Pass<"lethe-annotate-costs"> {
     ```mlir
     // lethe-opt --lethe-annotate-costs='device=h200'
     %0 = lethe.node "aten.mm.default" fwd (%a, %b)
-        {lethe.cost_source = "analytic", time_us = 9.2 : f64} : ...
+        {lethe.cost_source = #lethe<cost_source analytic>,
+         time_us = 9.2 : f64} : ...
     ```
   }];
   let options = [
@@ -137,7 +138,7 @@ def Materialize : Pass<"lethe-materialize", "mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numRecomputeRegions", "num-recompute-regions",
-              "lethe.recompute regions created">,
+              "Recompute regions (lethe.recompute) created">,
     Statistic<"numRerunNodes", "num-rerun-nodes", "Nodes re-run in them">,
     Statistic<"numOffloads", "num-offloads", "Offloads created">,
     Statistic<"numReleases", "num-releases", "Releases created">,
@@ -335,8 +336,8 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
     Option<"latencyUs", "latency-us", "double", /*default=*/"0.0",
            "fixed time added to every timed collective, microseconds">,
     Option<"ranksPerHost", "ranks-per-host", "int64_t", /*default=*/"0",
-           "ranks that share one host's copy bandwidth (recorded as "
-           "lethe.ranks_per_host for the planner and simulator; 0: all "
+           "ranks that share one host's copy bandwidth (recorded for the "
+           "planner and simulator as lethe.ranks_per_host; 0: all "
            "`world` ranks on one host)">,
   ];
   let statistics = [
@@ -448,8 +449,8 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
            "chunks (virtual stages) per stage; > 1 needs "
            "schedule=interleaved">,
     Option<"ranksPerHost", "ranks-per-host", "int64_t", /*default=*/"0",
-           "stages that share one host's copy bandwidth (recorded as "
-           "lethe.ranks_per_host for the planner and simulator; 0: all "
+           "stages that share one host's copy bandwidth (recorded for the "
+           "planner and simulator as lethe.ranks_per_host; 0: all "
            "`stages` on one host)">,
   ];
   let statistics = [
@@ -520,7 +521,7 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     // lethe-opt --lethe-plan='budget=60% policy=auto device=h200'
     %1 = lethe.node "aten.gelu.default" fwd (%0) {
         lethe.decisions = [#lethe<decision recompute>],
-        lethe.placement = [{nodes = array<i64: 1>, restore_before = 7 : i64} ],
+        lethe.placement = [#lethe.placement<restore_before = 7, nodes = [1]>],
         ...} : ...
     ```
   }];
