@@ -295,7 +295,13 @@ public:
       if (!tried.planned || tried.broken)
         return;
       least.update(tried);
-      budget = std::min(next(tried, budget), least.packed - 1);
+      int64_t below = std::min(next(tried, budget), least.packed - 1);
+      // The walk must go down. A plan above the budget it was asked for
+      // (sizes past 2^53 bytes, which a double no longer tells apart, made
+      // the walk ask for the same budget forever) leads nowhere lower.
+      if (below >= budget)
+        return;
+      budget = below;
     }
   }
 

@@ -269,9 +269,8 @@ TEST(DeviceProfileTest, LoadsAUserFileAndRejectsUnknownNames) {
   std::string missing = errorOf(DeviceProfile::load("/nonexistent/x.json"));
   EXPECT_NE(missing.find("(built-in profiles: a100, h100"), std::string::npos)
       << missing;
-  EXPECT_EQ(missing.rfind("device profile '/nonexistent/x.json': cannot open",
-                          0),
-            0u)
+  EXPECT_EQ(
+      missing.rfind("device profile '/nonexistent/x.json': cannot open", 0), 0u)
       << missing;
   // Read as a bounded input: an endless one is refused, not read until
   // memory runs out.
