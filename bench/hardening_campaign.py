@@ -174,18 +174,14 @@ def check(case, returncode, stderr, timed_out, python_result=None):
     if not timed_out and returncode == 0:
         if case.invalid:
             problems.append(("exit0", "succeeded on an invalid input"))
-        for name in case.json_out:
-            path = os.path.join(case.work, name)
-            why = (json_problem(path) if os.path.exists(path)
-                   else f"{name}: not written")
-            if why:
-                problems.append(("nonjson", why))
-        for name in case.svg_out:
-            path = os.path.join(case.work, name)
-            why = (svg_problem(path) if os.path.exists(path)
-                   else f"{name}: not written")
-            if why:
-                problems.append(("nonjson", why))
+        for names, problem in ((case.json_out, json_problem),
+                               (case.svg_out, svg_problem)):
+            for name in names:
+                path = os.path.join(case.work, name)
+                why = (problem(path) if os.path.exists(path)
+                       else f"{name}: not written")
+                if why:
+                    problems.append(("nonjson", why))
         for name in case.other_out:
             if not os.path.exists(os.path.join(case.work, name)):
                 problems.append(("nonjson", f"{name}: not written"))
@@ -507,9 +503,12 @@ def mlir_bases(build, scratch):
     for path in sorted(found):
         if subprocess.run([lethe, "report", path], capture_output=True,
                           timeout=60).returncode == 0:
-            # Without comment lines: a cut must fall inside the code.
+            # Without comment lines: a cut must fall inside the code. A
+            # fuzzer seed may hold bytes that are not UTF-8 (in a string or
+            # comment the loader skips): the base keeps them replaced.
             bases.append("".join(
-                l for l in open(path, encoding="utf-8").readlines()
+                l for l in open(path, encoding="utf-8",
+                                errors="replace").readlines()
                 if not l.lstrip().startswith("//")))
     programs = []
     for index, text in enumerate(bases[:: max(1, len(bases) // 6)]):
@@ -919,7 +918,6 @@ def python_cases(root):
     os.makedirs(files)
     good = os.path.join(REPO, GOOD)
     text = open(good, encoding="utf-8").read()
-    graph = json.loads(text)
 
     def write(name, data):
         path = os.path.join(files, name)
