@@ -27,6 +27,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -48,6 +49,10 @@ const char *kUsage =
     "  --repeat=N                      checksum runs that must agree (2)\n"
     "  --compare=OTHER.so              checksum mode: compare with OTHER\n"
     "  --expect-mismatch               with --compare: success = mismatch\n"
+    "  --hw-queues=N|driver            hardware work queues, i.e.\n"
+    "                                  CUDA_DEVICE_MAX_CONNECTIONS (1 for a\n"
+    "                                  one-rank program, else the driver's;\n"
+    "                                  the environment's value wins)\n"
     "  --device=N --world=N --rank=R --nccl-id-file=PATH\n"
     "  --json=PATH --trace=PATH        also write the report / a Chrome "
     "trace\n";
@@ -94,7 +99,13 @@ bool parseOptions(int argc, char **argv, Options &o, std::string &err) {
       ok = parseInt(value, &o.world) && o.world >= 1;
     else if (name == "--rank")
       ok = parseInt(value, &o.rank) && o.rank >= 0;
-    else if (name == "--nccl-id-file")
+    else if (name == "--hw-queues") {
+      if (value == "driver")
+        o.hwQueues = -1;
+      else
+        ok = parseInt(value, &o.hwQueues) && o.hwQueues >= 1 &&
+             o.hwQueues <= 32; // the driver's own limit
+    } else if (name == "--nccl-id-file")
       o.ncclIdFile = value;
     else if (name == "--compare")
       o.compareTo = value;
@@ -265,6 +276,8 @@ void writeRankRun(JsonWriter &json, const Options &o, const Program &prog,
   json.field("mode", mode);
   json.field("world", o.world > 0 ? o.world : prog.p->worldSize);
   json.field("rank", o.rank);
+  json.field("hw_queues", o.hwQueuesUsed);
+  json.field("hw_queues_from", o.hwQueuesFrom);
 }
 
 void writeDevice(JsonWriter &json, LetheRt *rt) {
@@ -483,6 +496,35 @@ int runChecksum(const Options &o, const Program &prog) {
 
 } // namespace
 
+/// How many hardware work queues the process's CUDA context gets
+/// (CUDA_DEVICE_MAX_CONNECTIONS, read once when the context is created, so
+/// it is set here, before the first CUDA call). A one-rank program gets 1:
+/// on an H100 (2026-11-26, bench/results/fidelity.md) planned programs
+/// replayed as CUDA graphs ran 4-9% slower with the driver's 8 queues than
+/// with one (GPT-2-medium at 70%: 115.2 vs 107.7 ms; Swin-T: 39.0 vs 36.4),
+/// their eager steps and unplanned programs the same within 1%: with one
+/// queue the GPU takes the copies and kernels in the order the plan issued
+/// them. Multi-rank programs keep the driver's: the copy-yield waits
+/// (CopyYield.cpp) sit in a queue until the comm stream writes the flag,
+/// and one shared queue could hold that write behind them.
+static void chooseHardwareQueues(Options &o, const Program &prog) {
+  if (const char *env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) {
+    o.hwQueuesUsed = env;
+    o.hwQueuesFrom = "environment";
+    return;
+  }
+  int world = o.world > 0 ? o.world : std::max(1, prog.p->worldSize);
+  int queues = o.hwQueues != 0 ? o.hwQueues : (world == 1 ? 1 : -1);
+  o.hwQueuesFrom = o.hwQueues != 0 ? "--hw-queues" : "default";
+  if (queues < 0) {
+    o.hwQueuesUsed = "driver";
+    return;
+  }
+  o.hwQueuesUsed = std::to_string(queues);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", o.hwQueuesUsed.c_str(),
+         /*overwrite=*/1);
+}
+
 int lethe::rt::runnerMain(int argc, char **argv) {
   Options o;
   std::string err;
@@ -497,6 +539,7 @@ int lethe::rt::runnerMain(int argc, char **argv) {
     std::cerr << "lethe-run: " << err << "\n";
     return 2;
   }
+  chooseHardwareQueues(o, prog);
   switch (o.mode) {
   case LETHE_MODE_DRY_RUN:
     return runDry(o, prog);

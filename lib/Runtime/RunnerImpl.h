@@ -24,6 +24,11 @@ struct Options {
   int profileSteps = 1;
   bool graph = true, profile = true, replayGemms = false;
   bool expectMismatch = false;
+  /// --hw-queues: 0 = the default for the program (see Runner.cpp), -1 =
+  /// the driver's, N > 0 = N. Resolved by runnerMain into `hwQueuesUsed`
+  /// ("driver" where left to the driver) and where it came from.
+  int hwQueues = 0;
+  std::string hwQueuesUsed, hwQueuesFrom;
 };
 
 struct Program {
