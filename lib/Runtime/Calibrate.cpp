@@ -8,6 +8,7 @@
 
 #include "CalibrateImpl.h"
 #include "Kernels.h"
+#include "Samples.h"
 #include "lethe/Runtime/Tools.h"
 
 #include <cublasLt.h>
@@ -40,13 +41,7 @@ namespace {
 /// long means the host blocked, and the round is measured without it.
 constexpr uint64_t kGateTimeoutNs = 5'000'000'000ull;
 
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+double median(std::vector<double> v) { return summarize(std::move(v)).median; }
 
 std::set<int> devicesOf(const std::vector<Lane> &lanes) {
   std::set<int> devices;
@@ -272,6 +267,18 @@ std::vector<double> LaneTimer::run(const std::vector<Lane> &lanes, int reps) {
 std::vector<std::vector<double>>
 LaneTimer::runInterleaved(const std::vector<std::vector<Lane>> &sets,
                           int reps) {
+  std::vector<std::vector<std::vector<double>>> samples =
+      runInterleavedSamples(sets, reps);
+  std::vector<std::vector<double>> result(sets.size());
+  for (size_t k = 0; k < sets.size(); ++k)
+    for (auto &s : samples[k])
+      result[k].push_back(median(s));
+  return result;
+}
+
+std::vector<std::vector<std::vector<double>>>
+LaneTimer::runInterleavedSamples(const std::vector<std::vector<Lane>> &sets,
+                                 int reps) {
   std::vector<Setup> setups;
   for (const std::vector<Lane> &lanes : sets)
     setups.push_back(prepare(lanes));
@@ -313,11 +320,7 @@ LaneTimer::runInterleaved(const std::vector<std::vector<Lane>> &sets,
         for (size_t i = 0; i < lanes.size(); ++i)
           samples[k][i].push_back(ms[i]);
     }
-  std::vector<std::vector<double>> result(sets.size());
-  for (size_t k = 0; k < sets.size(); ++k)
-    for (auto &s : samples[k])
-      result[k].push_back(median(s));
-  return result;
+  return samples;
 }
 
 std::string calibrate::softwareVersions() {

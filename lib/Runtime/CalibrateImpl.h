@@ -99,6 +99,9 @@ public:
   /// set's per-lane medians.
   std::vector<std::vector<double>>
   runInterleaved(const std::vector<std::vector<Lane>> &sets, int reps);
+  /// As runInterleaved, every round's milliseconds: [set][lane][round].
+  std::vector<std::vector<std::vector<double>>>
+  runInterleavedSamples(const std::vector<std::vector<Lane>> &sets, int reps);
 
 private:
   Errors &errors;

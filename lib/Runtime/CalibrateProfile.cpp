@@ -342,17 +342,19 @@ void deriveContention(Deriver &d) {
                     const std::string &what) {
     if (!(k.aloneMs > 0))
       return;
-    double one =
-        (ratio(k.besideD2HMs, k.aloneMs) + ratio(k.besideH2DMs, k.aloneMs)) / 2;
-    double both = ratio(k.besideBothMs, k.aloneMs);
-    std::string copies = sizeName(m.contentionBytes) +
-                         " pinned copies repeated to outlast the loop";
+    double one = (k.slowdownBesideD2H() + k.slowdownBesideH2D()) / 2;
+    double both = k.slowdownBesideBoth();
+    std::string copies =
+        sizeName(m.contentionBytes) +
+        " pinned copies repeated to outlast the loop" +
+        (k.d2hSlowdown > 0 ? "; each factor the median of per-round ratios"
+                           : "");
     d.add(std::string(prefix) + "_slowdown_with_copies",
           num(atLeastOne(one), 3),
           what + ": " + num(k.aloneMs, 2) + " ms alone, x" +
-              num(ratio(k.besideD2HMs, k.aloneMs), 3) + " beside D2H, x" +
-              num(ratio(k.besideH2DMs, k.aloneMs), 3) + " beside H2D (" +
-              copies + "); the mean of the two kept (at least 1)");
+              num(k.slowdownBesideD2H(), 3) + " beside D2H, x" +
+              num(k.slowdownBesideH2D(), 3) + " beside H2D (" + copies +
+              "); the mean of the two kept (at least 1)");
     d.add(std::string(prefix) + "_slowdown_with_both_copies",
           num(atLeastOne(both), 3),
           what + ": x" + num(both, 3) + " beside D2H and H2D copies at once (" +

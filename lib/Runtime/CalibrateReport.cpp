@@ -106,9 +106,8 @@ std::string calibrate::summarize(const Measurements &m,
                   size(m.contentionBytes).c_str());
     auto row = [&](const char *name, const KernelContention &k) {
       out += format("| %s | %.2f | x%.3f | x%.3f | x%.3f |\n", name, k.aloneMs,
-                    ratio(k.besideD2HMs, k.aloneMs),
-                    ratio(k.besideH2DMs, k.aloneMs),
-                    ratio(k.besideBothMs, k.aloneMs));
+                    k.slowdownBesideD2H(), k.slowdownBesideH2D(),
+                    k.slowdownBesideBoth());
     };
     row("bf16 GEMM 8192^3", m.matmul);
     row("memory-bound replay", m.memoryBound);
@@ -249,6 +248,9 @@ std::string calibrate::writeSamples(const Measurements &m) {
     j.field("beside_d2h_ms", k.besideD2HMs);
     j.field("beside_h2d_ms", k.besideH2DMs);
     j.field("beside_both_ms", k.besideBothMs);
+    j.field("slowdown_beside_d2h", k.d2hSlowdown);
+    j.field("slowdown_beside_h2d", k.h2dSlowdown);
+    j.field("slowdown_beside_both", k.bothSlowdown);
     j.endObject();
   };
   kernel("matmul", m.matmul);

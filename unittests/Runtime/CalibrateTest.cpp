@@ -243,6 +243,26 @@ TEST(CalibrateProfile, DerivedFieldsAreFittedAndClamped) {
   EXPECT_EQ(value(f, "device_memory_bytes"), "85017493504");
 }
 
+TEST(CalibrateProfile, KernelSlowdownsArePerRoundRatiosWhereMeasured) {
+  // The medians of the rounds say x1.020 / x1.010 one way and x1.040 both
+  // ways; the medians of each round's own ratio (what drifts between rounds
+  // cancels within one) say less, and are what the profile keeps.
+  Measurements m = fixtureMeasurements();
+  m.matmul.d2hSlowdown = 1.004;
+  m.matmul.h2dSlowdown = 1.008;
+  m.matmul.bothSlowdown = 1.012;
+  std::vector<ProfileField> f = deriveProfile(m, nullptr, "");
+  EXPECT_EQ(value(f, "matmul_slowdown_with_copies"), "1.006");
+  EXPECT_EQ(value(f, "matmul_slowdown_with_both_copies"), "1.012");
+  EXPECT_NE(find(f, "matmul_slowdown_with_copies")
+                ->noteJson.find("median of per-round ratios"),
+            std::string::npos);
+  // A paired ratio below 1 (a loop faster beside copies) is kept at 1.
+  m.matmul.d2hSlowdown = m.matmul.h2dSlowdown = 0.99;
+  f = deriveProfile(m, nullptr, "");
+  EXPECT_EQ(value(f, "matmul_slowdown_with_copies"), "1");
+}
+
 TEST(CalibrateProfile, WritesTheCheckedInFixture) {
   std::string written =
       writeProfile(deriveProfile(fixtureMeasurements(), nullptr, "h100-test"));

@@ -67,9 +67,24 @@ struct CollectivePoint {
 /// NCCL's bus bytes of a collective: what crosses each rank's link.
 double busBytes(const CollectivePoint &point);
 
-/// A kernel loop's milliseconds alone and beside host copies.
+/// A kernel loop's milliseconds alone and beside host copies (medians over
+/// the rounds), and its slowdowns: the median over rounds of beside / alone
+/// measured in the same round, so that what drifts between rounds (clocks
+/// under the GPU's power limit) cancels. A slowdown of 0 (not measured, as
+/// in older samples) falls back to the ratio of the medians.
 struct KernelContention {
   double aloneMs = 0, besideD2HMs = 0, besideH2DMs = 0, besideBothMs = 0;
+  double d2hSlowdown = 0, h2dSlowdown = 0, bothSlowdown = 0;
+
+  double slowdownBesideD2H() const { return pick(d2hSlowdown, besideD2HMs); }
+  double slowdownBesideH2D() const { return pick(h2dSlowdown, besideH2DMs); }
+  double slowdownBesideBoth() const { return pick(bothSlowdown, besideBothMs); }
+
+private:
+  double pick(double paired, double besideMs) const {
+    return paired > 0 ? paired
+                      : (aloneMs > 0 && besideMs > 0 ? besideMs / aloneMs : 0);
+  }
 };
 
 /// Everything lethe-calibrate measured; 0 (or empty) means not measured.
