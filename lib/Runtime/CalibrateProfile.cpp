@@ -364,6 +364,15 @@ void deriveContention(Deriver &d) {
   kernel("memory_bound", m.memoryBound,
          "a loop of the runtime's replay kernel streaming through HBM "
          "(memory-bound)");
+  // The rate that loop streams at: the simulator slows a memory-bound op
+  // beside copies only as far as its bytes at this rate fill its time.
+  if (m.memoryBound.aloneMs > 0 && m.memoryKernelBytesPerSec > 0)
+    d.add("memory_kernel_gb_per_s", num(m.memoryKernelBytesPerSec / 1e9, 0),
+          "the runtime's memory-bound replay kernel streaming through HBM "
+          "alone (bytes read plus written): the rate at which "
+          "memory_bound_slowdown_* were measured");
+  else
+    d.carry("memory_kernel_gb_per_s");
   auto copy = [&](const char *key, double d2hDuring, double h2dDuring,
                   const std::string &what) {
     if (!(m.d2hAloneGBs > 0 && m.h2dAloneGBs > 0 && d2hDuring > 0 &&
@@ -602,6 +611,7 @@ std::vector<ProfileField> calibrate::deriveProfile(const Measurements &m,
       "matmul_slowdown_with_both_copies",
       "memory_bound_slowdown_with_copies",
       "memory_bound_slowdown_with_both_copies",
+      "memory_kernel_gb_per_s",
       "copy_slowdown_with_matmul",
       "copy_slowdown_with_memory_bound",
       "host_launch_us",

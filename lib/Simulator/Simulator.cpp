@@ -131,8 +131,10 @@ static double copyFactorBeside(const DeviceProfile &device,
 }
 
 /// How much slower a kernel of `kernel`'s class runs beside the copies.
+/// `memoryShare`: the part of a memory-bound kernel's time its memory
+/// traffic takes at the rate the slowdown was measured at (1 where unknown).
 static double kernelSlowdown(const DeviceProfile &device, KernelClass kernel,
-                             bool d2h, bool h2d) {
+                             bool d2h, bool h2d, double memoryShare) {
   if (kernel == KernelClass::None || !(d2h || h2d))
     return 1.0;
   bool matrix = kernel == KernelClass::Matrix;
@@ -141,7 +143,35 @@ static double kernelSlowdown(const DeviceProfile &device, KernelClass kernel,
                            : device.memoryBoundSlowdownWithBothCopies)
                  : (matrix ? device.matmulSlowdownWithCopies
                            : device.memoryBoundSlowdownWithCopies);
+  // The copies slow the kernel's memory traffic, not the rest of its time:
+  // max(time, factor x traffic time), as in a roofline.
+  if (!matrix)
+    factor *= memoryShare;
   return factor >= 1.0 ? factor : 1.0;
+}
+
+/// Per op, the part of a memory-bound kernel's time that moving its bytes
+/// (buffers read and allocated) takes at the profile's memory-kernel rate,
+/// at most 1; 1 for other ops or where the rate is not measured.
+static std::vector<double> memoryShares(const Schedule &schedule,
+                                        const DeviceProfile &device) {
+  std::vector<double> share(schedule.ops.size(), 1.0);
+  if (!(device.memoryKernelBytesPerSec > 0))
+    return share;
+  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+    if (op.kernel != KernelClass::MemoryBound || !(op.durationUs > 0))
+      continue;
+    double bytes = 0;
+    for (BufferId b : op.reads)
+      if (b >= 0 && static_cast<size_t>(b) < schedule.buffers.size())
+        bytes += static_cast<double>(schedule.buffers[b].bytes);
+    for (BufferId b : op.allocs)
+      if (b >= 0 && static_cast<size_t>(b) < schedule.buffers.size())
+        bytes += static_cast<double>(schedule.buffers[b].bytes);
+    share[index] = std::min(
+        1.0, bytes / device.memoryKernelBytesPerSec * 1e6 / op.durationUs);
+  }
+  return share;
 }
 
 /// Caps the copy rates (fractions of the lone D2H / H2D bandwidths) at this
@@ -290,6 +320,7 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
 
   std::vector<OpTiming> timing(numOps);
   std::vector<double> remaining = work;
+  const std::vector<double> memoryShare = memoryShares(schedule, device);
   std::vector<uint8_t> done(numOps, 0);
   std::array<size_t, kNumStreams> head = {0, 0, 0, 0};
   std::array<OpIndex, kNumStreams> active = {-1, -1, -1, -1};
@@ -399,7 +430,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     rate[streamIndex(Stream::Compute)] =
         1.0 / kernelSlowdown(device, kernel,
                              d2hBusy && rate[streamIndex(Stream::D2H)] > 0.0,
-                             h2dBusy && rate[streamIndex(Stream::H2D)] > 0.0);
+                             h2dBusy && rate[streamIndex(Stream::H2D)] > 0.0,
+                             computeOp >= 0 ? memoryShare[computeOp] : 1.0);
 
     double step = std::numeric_limits<double>::infinity();
     unsigned first = kNumStreams;

@@ -109,6 +109,8 @@ const NumericField numericFields[] = {
      &DeviceProfile::memoryBoundSlowdownWithBothCopies, 1, false,
      Range::AtLeastOne,
      0, kMostFactor},
+    {"memory_kernel_gb_per_s", &DeviceProfile::memoryKernelBytesPerSec, 1e9,
+     false, Range::NonNegative, kLeastRate, kMostRate},
     {"copy_slowdown_with_matmul", &DeviceProfile::copySlowdownWithMatmul, 1,
      false, Range::Fraction,
      1 / kMostFactor, 1},

@@ -76,6 +76,34 @@ TEST(TimeModelTest, AMatrixKernelSlowsBesideACopy) {
   EXPECT_DOUBLE_EQ(run(s, device).stepUs, 100);
 }
 
+TEST(TimeModelTest, OnlyAMemoryBoundKernelsTrafficSlowsBesideCopies) {
+  // A 20 us copy beside a 100 us memory-bound kernel, copies slowing
+  // memory traffic x2, the profile's memory kernel streaming 1e12 B/s (1e6
+  // bytes per us). The kernel's time is max(100, 2 x its bytes' time).
+  Schedule s;
+  s.buffers = {{-1, 50'000'000, BufferOrigin::Produced},
+               {-1, 50'000'000, BufferOrigin::Produced}};
+  s.ops = {copyOp(ScheduleOpKind::Offload, 20000),
+           kernelOp(100, KernelClass::MemoryBound)};
+  s.ops[1].reads = {0};
+  s.ops[1].allocs = {1};
+  DeviceProfile device = linkDevice();
+  device.memoryBoundSlowdownWithCopies = 2.0;
+  device.memoryKernelBytesPerSec = 1e12;
+  // 100 MB read and written: 100 us at that rate, the whole kernel's time:
+  // x2 beside the copy, as without a rate (10 us of work in 20 us).
+  EXPECT_DOUBLE_EQ(run(s, device).stepUs, 110);
+  // 50 MB: 50 us of traffic, doubled 100 us: the kernel's slack absorbs it.
+  s.buffers[1].bytes = 0;
+  EXPECT_DOUBLE_EQ(run(s, device).stepUs, 100);
+  // 75 MB: x1.5 while the copy runs (20 us for 13.33 us of work).
+  s.buffers[1].bytes = 25'000'000;
+  EXPECT_NEAR(run(s, device).stepUs, 100 + 20 - 20 / 1.5, 1e-9);
+  // No rate in the profile: the whole factor, as before.
+  device.memoryKernelBytesPerSec = 0;
+  EXPECT_DOUBLE_EQ(run(s, device).stepUs, 110);
+}
+
 TEST(TimeModelTest, BothDirectionsUseTheirOwnFactor) {
   Schedule s;
   s.ops = {copyOp(ScheduleOpKind::Offload, 20000),

@@ -188,7 +188,7 @@ TEST(DeviceProfileTest, ErrorsNameTheFileAndTheField) {
             "host_d2h_gb_per_s, host_h2d_gb_per_s, host_both_gb_per_s, "
             "matmul_slowdown_with_copies, matmul_slowdown_with_both_copies, "
             "memory_bound_slowdown_with_copies, "
-            "memory_bound_slowdown_with_both_copies, "
+            "memory_bound_slowdown_with_both_copies, memory_kernel_gb_per_s, "
             "copy_slowdown_with_matmul, copy_slowdown_with_memory_bound, "
             "host_launch_us, graph_kernel_us, graph_launch_us, "
             "event_record_us, wait_us, graph_wait_us, collective_fixed_us, "

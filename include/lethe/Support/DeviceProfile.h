@@ -73,6 +73,12 @@ struct DeviceProfile {
   double matmulSlowdownWithBothCopies = 1.0;
   double memoryBoundSlowdownWithCopies = 1.0;
   double memoryBoundSlowdownWithBothCopies = 1.0;
+  /// The rate (bytes read plus written per second) of the memory-bound
+  /// kernel whose slowdown the two fields above measured. A memory-bound
+  /// op moving its bytes slower than this has slack: only its memory
+  /// traffic is slowed, so its time becomes max(time, slowdown x bytes /
+  /// this rate). 0: not measured (the slowdown applies in full).
+  double memoryKernelBytesPerSec = 0;
   /// Copy bandwidth multipliers while a GEMM / a memory-bound kernel runs
   /// (<= 1).
   double copySlowdownWithMatmul = 1.0;
