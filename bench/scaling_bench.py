@@ -10,18 +10,21 @@ planning call: analysis, seeds, the solver, the final evaluation), the whole
 command's wall clock and CPU time (user + sys: import of the JSON graph
 included; CPU time is what other load on the machine does not inflate), its
 peak RSS, and the same for `--policy none` (import, analysis, one
-simulation): the whole run's CPU less that is auto's own. With --before, a second binary (the parent commit's build)
-runs the same steps for a before/after table; --skip-before-above skips it on
-steps it would take minutes on.
+simulation): the whole run's CPU less that is auto's own. Each number is the
+median of --runs runs (the machine is shared: wall times vary with its
+load, shown per row as the 1-minute load average). With --before, a second
+binary (the parent commit's build) runs the same steps for a before/after
+table; --skip-before-above skips it on steps it would take minutes on.
 
     bench/scaling_bench.py [--build build] [--before OTHER/bin/lethe]
         [--nodes 10000,20000,50000,100000,200000] [--budget 50%]
-        [--runs 1] [--skip-before-above 100000]
+        [--runs 3] [--skip-before-above 100000]
 """
 import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,8 +55,8 @@ def main():
     ap.add_argument("--before", help="a second lethe binary to compare with")
     ap.add_argument("--nodes", default="10000,20000,50000,100000,200000")
     ap.add_argument("--budget", default="50%")
-    ap.add_argument("--runs", type=int, default=1,
-                    help="runs per step and binary; the fastest is shown")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs per step and binary; the median is shown")
     ap.add_argument("--skip-before-above", type=int, default=10**9,
                     help="run --before only on steps of at most this many "
                          "nodes")
@@ -69,7 +72,7 @@ def main():
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M %Z')}")
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
-    print(f"budget {args.budget}; best of {args.runs} run(s)\n")
+    print(f"budget {args.budget}; median of {args.runs} run(s)\n")
     print("| ops (nodes) | version | overhead | solve (wall) | "
           "whole run: wall / CPU | auto's CPU | peak RSS | none: CPU / RSS "
           "| load |")
@@ -83,21 +86,26 @@ def main():
         nodes = len(json.load(open(path))["nodes"])
         # `--policy none`: import, analysis and one simulation; auto's CPU is
         # the whole run's less this (wall times on a loaded machine mislead).
-        _, _, none_cpu, none_rss = run_plan(binaries[-1][1], path, "100%",
-                                            "none")
         for name, lethe in binaries:
             if name == "before" and n > args.skip_before_above:
                 continue
-            best = None
-            for _ in range(args.runs):
-                result = run_plan(lethe, path, args.budget)
-                if best is None or result[0]["solve_ms"] < best[0]["solve_ms"]:
-                    best = result
-            plan, wall, cpu, rss = best
+            nones = [run_plan(lethe, path, "100%", "none")
+                     for _ in range(args.runs)]
+            none_cpu = statistics.median(r[2] for r in nones)
+            none_rss = statistics.median(r[3] for r in nones)
+            runs = [run_plan(lethe, path, args.budget)
+                    for _ in range(args.runs)]
+            plan = runs[0][0]
+            if any(r[0]["overhead"] != plan["overhead"] for r in runs):
+                sys.exit(f"{name} on {path}: runs disagree on the plan")
+            solve = statistics.median(r[0]["solve_ms"] for r in runs)
+            wall = statistics.median(r[1] for r in runs)
+            cpu = statistics.median(r[2] for r in runs)
+            rss = statistics.median(r[3] for r in runs)
             print(f"| {nodes:,} | {name} | {100 * plan['overhead']:.2f}% | "
-                  f"{plan['solve_ms'] / 1000:.2f} s | {wall:.1f} s / "
-                  f"{cpu:.1f} s | {cpu - none_cpu:.1f} s | {rss:,.0f} MB | "
-                  f"{none_cpu:.1f} s / {none_rss:,.0f} MB | "
+                  f"{solve / 1000:.2f} s | {wall:.2f} s / "
+                  f"{cpu:.2f} s | {cpu - none_cpu:.2f} s | {rss:,.0f} MB | "
+                  f"{none_cpu:.2f} s / {none_rss:,.0f} MB | "
                   f"{os.getloadavg()[0]:.1f} |", flush=True)
 
 

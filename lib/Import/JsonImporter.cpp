@@ -1,9 +1,14 @@
 //===- JsonImporter.cpp - Import a JSON training-step graph ---------------===//
 //
-// Reads graphs/SCHEMA.md into Lethe's canonical graph form in three steps:
-// collect the node ids, validate every node into a NodeRecord (types,
-// references, phase), and only then build the module. Nothing is created
-// before the whole graph is known to be valid.
+// Reads graphs/SCHEMA.md into Lethe's canonical graph form: validates every
+// node into a compact NodeRecord (types, references, phase, attributes), and
+// only then builds the module. Nothing is built before the whole graph is
+// known to be valid.
+//
+// The document is not parsed whole: llvm::json's tree of an exported graph
+// is tens of times the file's size. The top-level object is parsed with its
+// "nodes" array emptied, then each node on its own, its tree freed once its
+// record is made. Errors stay what a whole parse gives (see readNodes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +18,9 @@
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Import/Diagnostics.h"
 #include "lethe/Import/ImportCommon.h"
+#include "lethe/Import/JsonAttributes.h"
 #include "lethe/Import/JsonLocations.h"
+#include "lethe/Import/StreamedJson.h"
 #include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,6 +32,7 @@
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
@@ -35,14 +43,7 @@ using namespace mlir;
 using namespace lethe;
 namespace json = llvm::json;
 
-static llvm::StringMap<Type> buildElementTypes(MLIRContext *context);
-
 namespace {
-
-/// Where the elements of the top-level "nodes" and "saved" arrays start.
-struct ElementOffsets {
-  std::vector<size_t> nodes, saved;
-};
 
 enum class Role { Placeholder, Op, Output };
 
@@ -68,9 +69,11 @@ struct NodeRecord {
   Location loc;
   Role role = Role::Op;
   int64_t id = 0;
-  std::string name;
-  StringRef op;
-  /// Graph-input kind of a placeholder: param, input, buffer or tangent.
+  /// Null when the node has no name.
+  StringAttr name;
+  StringAttr op;
+  /// Graph-input kind of a placeholder: param, input, buffer or tangent (a
+  /// literal: the node's JSON is freed once it is read).
   StringRef inputKind;
   std::optional<Phase> explicitPhase;
   Phase phase = Phase::Fwd;
@@ -80,11 +83,31 @@ struct NodeRecord {
   SmallVector<int64_t, 2> aliases;
   bool hasAlias = false;
   std::optional<double> timeUs;
-  StringRef scope;
-  const json::Value *args = nullptr;
-  const json::Value *kwargs = nullptr;
+  /// Null at the root.
+  StringAttr scope;
+  /// An op's `args` and `kwargs`, converted; null when absent.
+  Attribute args;
+  DictionaryAttr kwargs;
+  /// An output node's (input index, primal node id) gradient pairs of its
+  /// `args` (see nameGradients).
+  SmallVector<std::pair<int64_t, int64_t>, 0> gradientOf;
   /// Transitively depends on the gradient seed (see docs/Import.md).
   bool dependsOnSeed = false;
+};
+
+/// The classes of errors, in the order they are reported in: the first
+/// error of the first class that has one is the graph's error, whatever the
+/// order of the nodes' errors in the file. As when each class was checked
+/// over the whole graph before the next: ids, then nodes, then (after the
+/// `saved` list) the conversion of arguments.
+enum ErrorClass { IdError, NodeError, ArgumentError, NumErrorClasses };
+
+/// An input naming a node not seen yet: whether that node comes later or
+/// does not exist is known only at the end.
+struct UnresolvedInput {
+  unsigned position;
+  size_t index;
+  int64_t id;
 };
 
 class GraphJsonImporter {
@@ -93,7 +116,7 @@ public:
       : text(text), context(context),
         fileName(StringAttr::get(context, fileName)),
         locator(this->fileName, text),
-        elementTypes(buildElementTypes(context)) {}
+        elementTypes(getJsonElementTypes(context)) {}
 
   OwningOpRef<ModuleOp> import();
 
@@ -101,21 +124,30 @@ private:
   Location locationAt(size_t offset) { return locator.at(offset); }
   InFlightDiagnostic nodeError(const NodeRecord &node) {
     InFlightDiagnostic diag = emitError(node.loc) << "node " << node.id;
-    if (!node.name.empty())
-      diag << " '" << node.name << "'";
+    if (node.name)
+      diag << " '" << node.name.getValue() << "'";
     return std::move(diag << ": ");
   }
+  /// Reads the nodes into `nodes`, keeping the first error of each class.
+  llvm::Error readNodes(const StreamedJsonDocument &document);
+  void readNode(unsigned position, std::optional<size_t> offset,
+                const json::Value &value);
+  /// Emits the first error of the classes before the `saved` list.
+  LogicalResult reportNodeErrors();
+  /// Emits json::parse's `error` at its place in the file.
+  void reportMalformed(llvm::Error error);
+  /// The location of entry `index` of the `count` entries of "saved".
+  Location savedEntryLocation(size_t index, size_t count);
   LogicalResult parseNode(unsigned position, const json::Value &value,
                           NodeRecord &node);
+  void readGradientPairs(const json::Object &object, NodeRecord &node);
   LogicalResult parseInputs(unsigned position, const json::Object &object,
                             NodeRecord &node);
   LogicalResult parseOutput(const json::Value &value, unsigned index,
                             NodeRecord &node);
-  FailureOr<Attribute> convertValue(const json::Value &value,
-                                    const NodeRecord &node);
   LogicalResult collectSaved(const json::Object &root);
   void setModuleAttributes(ModuleOp module, const json::Object &root);
-  LogicalResult build(ModuleOp module);
+  void build(ModuleOp module);
   /// Collects (result index, parameter name) for the gradients the output
   /// node `output`, whose first value is result `firstResult`, returns.
   void nameGradients(
@@ -127,51 +159,20 @@ private:
   StringAttr fileName;
   TextLocator locator;
   llvm::StringMap<Type> elementTypes;
-  ElementOffsets offsets;
+  /// Where the elements of the top-level "saved" array start (found on the
+  /// first error there).
+  std::optional<std::vector<size_t>> savedOffsets;
   std::vector<NodeRecord> nodes;
   DenseMap<int64_t, unsigned> positionOfId;
   /// Saved output indices per node position.
   DenseMap<unsigned, SmallVector<int64_t, 2>> saved;
+  /// The first error of each class, held back while nodes are read.
+  std::optional<Diagnostic> firstError[NumErrorClasses];
+  ErrorClass currentClass = IdError;
+  std::optional<UnresolvedInput> unresolved;
 };
 
 } // namespace
-
-/// The element types of JSON dtypes (PyTorch names, with or without the
-/// `torch.` prefix).
-static llvm::StringMap<Type> buildElementTypes(MLIRContext *context) {
-  Builder b(context);
-  Type f16 = b.getF16Type(), f32 = b.getF32Type(), f64 = b.getF64Type();
-  llvm::StringMap<Type> types;
-  for (auto [name, type] : std::initializer_list<std::pair<StringRef, Type>>{
-           {"bfloat16", b.getBF16Type()},
-           {"float16", f16},
-           {"half", f16},
-           {"float32", f32},
-           {"float64", f64},
-           {"double", f64},
-           {"float8_e4m3fn", b.getType<Float8E4M3FNType>()},
-           {"float8_e5m2", b.getType<Float8E5M2Type>()},
-           {"float8_e4m3fnuz", b.getType<Float8E4M3FNUZType>()},
-           {"float8_e5m2fnuz", b.getType<Float8E5M2FNUZType>()},
-           {"int64", b.getI64Type()},
-           {"long", b.getI64Type()},
-           {"int32", b.getI32Type()},
-           {"int16", b.getI16Type()},
-           {"short", b.getI16Type()},
-           {"int8", b.getI8Type()},
-           {"uint8", b.getIntegerType(8, false)},
-           {"uint16", b.getIntegerType(16, false)},
-           {"uint32", b.getIntegerType(32, false)},
-           {"uint64", b.getIntegerType(64, false)},
-           {"bool", b.getI1Type()},
-           {"complex32", ComplexType::get(f16)},
-           {"complex64", ComplexType::get(f32)},
-           {"complex128", ComplexType::get(f64)}}) {
-    types[name] = type;
-    types[("torch." + name).str()] = type;
-  }
-  return types;
-}
 
 LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
                                              unsigned index, NodeRecord &node) {
@@ -281,9 +282,11 @@ LogicalResult GraphJsonImporter::parseInputs(unsigned position,
       return nodeError(node)
              << "input " << index << " is not a [node_id, output_index] pair";
     auto it = positionOfId.find(*id);
-    if (it == positionOfId.end())
-      return nodeError(node) << "input " << index << " refers to node " << *id
-                             << ", which does not exist";
+    if (it == positionOfId.end()) {
+      // A later node or none: reportNodeErrors says which.
+      unresolved = UnresolvedInput{position, index, *id};
+      return failure();
+    }
     unsigned producerPos = it->second;
     if (producerPos >= position)
       return nodeError(node)
@@ -321,7 +324,12 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
   } else if (llvm::is_contained({"param", "input", "buffer", "tangent"},
                                 *kind)) {
     node.role = Role::Placeholder;
-    node.inputKind = *kind;
+    // A literal, not the JSON's text: the node's JSON is freed.
+    node.inputKind = llvm::StringSwitch<StringRef>(*kind)
+                         .Case("param", "param")
+                         .Case("input", "input")
+                         .Case("buffer", "buffer")
+                         .Default("tangent");
     if (*kind == "input" && object->getBoolean("buffer").value_or(false))
       node.inputKind = "buffer";
     node.dependsOnSeed = *kind == "tangent";
@@ -334,7 +342,8 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
   std::optional<StringRef> op = object->getString("op");
   if (node.role == Role::Op && (!op || op->empty()))
     return nodeError(node) << describeBadField(*object, "op", "string");
-  node.op = op.value_or("");
+  if (node.role == Role::Op)
+    node.op = StringAttr::get(context, *op);
 
   if (const json::Value *phase = object->get("phase");
       phase && phase->kind() != json::Value::Null) {
@@ -383,16 +392,18 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
     std::optional<StringRef> path = scope->getAsString();
     if (!path)
       return nodeError(node) << "'scope' must be a string";
-    node.scope = stripDynamoScope(*path);
+    if (StringRef stripped = stripDynamoScope(*path); !stripped.empty())
+      node.scope = StringAttr::get(context, stripped);
   }
-  node.args = object->get("args");
-  if (node.args && node.args->kind() == json::Value::Null)
-    node.args = nullptr;
-  if (const json::Value *kwargs = object->get("kwargs");
-      kwargs && kwargs->kind() != json::Value::Null) {
+  const json::Value *args = object->get("args");
+  if (args && args->kind() == json::Value::Null)
+    args = nullptr;
+  const json::Value *kwargs = object->get("kwargs");
+  if (kwargs && kwargs->kind() != json::Value::Null) {
     if (!kwargs->getAsObject())
       return nodeError(node) << "'kwargs' must be an object";
-    node.kwargs = kwargs;
+  } else {
+    kwargs = nullptr;
   }
 
   // Phase: explicit wins; otherwise backward iff it depends on the seed.
@@ -400,57 +411,45 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
     node.dependsOnSeed = true;
   node.phase =
       node.explicitPhase.value_or(node.dependsOnSeed ? Phase::Bwd : Phase::Fwd);
+
+  if (node.role == Role::Output && args)
+    if (const json::Object *argsObject = args->getAsObject())
+      readGradientPairs(*argsObject, node);
+  // Only ops keep their arguments; their errors come after every other
+  // check of the graph's (ArgumentError), so converting stops at the first.
+  if (node.role != Role::Op || firstError[ArgumentError])
+    return success();
+  currentClass = ArgumentError;
+  if (args)
+    if (FailureOr<Attribute> converted =
+            convertJsonValue(*args, context, [&] { return nodeError(node); });
+        succeeded(converted))
+      node.args = *converted;
+  if (kwargs)
+    if (FailureOr<Attribute> converted =
+            convertJsonValue(*kwargs, context, [&] { return nodeError(node); });
+        succeeded(converted))
+      node.kwargs = cast<DictionaryAttr>(*converted);
+  currentClass = NodeError;
   return success();
 }
 
-/// JSON -> attribute, losslessly but for one case: llvm::json cannot tell a
-/// negative integral float (`-2.0`) from an integer, so it becomes i64.
-FailureOr<Attribute> GraphJsonImporter::convertValue(const json::Value &value,
-                                                     const NodeRecord &node) {
-  Builder b(context);
-  switch (value.kind()) {
-  case json::Value::Null:
-    return Attribute(b.getUnitAttr());
-  case json::Value::Boolean:
-    return Attribute(b.getBoolAttr(*value.getAsBoolean()));
-  case json::Value::Number: {
-    if (std::optional<uint64_t> u = value.getAsUINT64()) {
-      if (*u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return Attribute(
-            b.getIntegerAttr(b.getIntegerType(64, false), APInt(64, *u)));
-      return Attribute(b.getI64IntegerAttr(static_cast<int64_t>(*u)));
-    }
-    std::optional<int64_t> i = value.getAsInteger();
-    if (i && *i < 0)
-      return Attribute(b.getI64IntegerAttr(*i));
-    return Attribute(b.getF64FloatAttr(*value.getAsNumber()));
+void GraphJsonImporter::readGradientPairs(const json::Object &args,
+                                          NodeRecord &node) {
+  // The backward output node says which primal each gradient belongs to:
+  // grads[i] = {"in": k} is the gradient of node grad_of[i]. Anything else
+  // there is not an error: the gradients just stay unnamed.
+  const json::Array *grads = args.getArray("grads");
+  const json::Array *primals = args.getArray("grad_of");
+  if (!grads || !primals || grads->size() != primals->size())
+    return;
+  for (auto [grad, primal] : llvm::zip_equal(*grads, *primals)) {
+    const json::Object *ref = grad.getAsObject();
+    std::optional<int64_t> input = ref ? ref->getInteger("in") : std::nullopt;
+    std::optional<int64_t> id = primal.getAsInteger();
+    if (input && id)
+      node.gradientOf.push_back({*input, *id});
   }
-  case json::Value::String:
-    return Attribute(b.getStringAttr(*value.getAsString()));
-  case json::Value::Array: {
-    SmallVector<Attribute> elements;
-    for (const json::Value &element : *value.getAsArray()) {
-      FailureOr<Attribute> attr = convertValue(element, node);
-      if (failed(attr))
-        return failure();
-      elements.push_back(*attr);
-    }
-    return Attribute(b.getArrayAttr(elements));
-  }
-  case json::Value::Object: {
-    SmallVector<NamedAttribute> entries;
-    for (const auto &[key, element] : *value.getAsObject()) {
-      if (StringRef(key).empty())
-        return nodeError(node) << "argument objects cannot have empty keys";
-      FailureOr<Attribute> attr = convertValue(element, node);
-      if (failed(attr))
-        return failure();
-      entries.push_back(b.getNamedAttr(StringRef(key), *attr));
-    }
-    return Attribute(b.getDictionaryAttr(entries));
-  }
-  }
-  llvm_unreachable("unknown JSON kind");
 }
 
 LogicalResult GraphJsonImporter::collectSaved(const json::Object &root) {
@@ -461,11 +460,9 @@ LogicalResult GraphJsonImporter::collectSaved(const json::Object &root) {
   if (!list)
     return emitError(locationAt(0)) << "'saved' must be an array of "
                                        "[node_id, output_index] pairs";
-  if (offsets.saved.size() != list->size())
-    offsets.saved.clear();
-  for (auto [index, entry] : llvm::enumerate(*list)) {
-    Location loc = offsets.saved.empty() ? locationAt(0)
-                                         : locationAt(offsets.saved[index]);
+  for (size_t index = 0, e = list->size(); index < e; ++index) {
+    const json::Value &entry = (*list)[index];
+    auto loc = [&] { return savedEntryLocation(index, e); };
     const json::Array *ref = entry.getAsArray();
     std::optional<int64_t> id, output;
     if (ref && ref->size() == 2) {
@@ -473,22 +470,29 @@ LogicalResult GraphJsonImporter::collectSaved(const json::Object &root) {
       output = (*ref)[1].getAsInteger();
     }
     if (!id || !output)
-      return emitError(loc) << "saved entry " << index
-                            << " is not a [node_id, output_index] pair";
+      return emitError(loc()) << "saved entry " << index
+                              << " is not a [node_id, output_index] pair";
     auto it = positionOfId.find(*id);
     if (it == positionOfId.end())
-      return emitError(loc) << "saved entry " << index << " refers to node "
-                            << *id << ", which does not exist";
+      return emitError(loc()) << "saved entry " << index << " refers to node "
+                              << *id << ", which does not exist";
     const NodeRecord &node = nodes[it->second];
     if (*output < 0 || *output >= static_cast<int64_t>(node.resultTypes.size()))
-      return emitError(loc) << "saved entry " << index << " refers to output "
-                            << *output << " of node " << *id << ", which has "
-                            << node.resultTypes.size() << " outputs";
+      return emitError(loc()) << "saved entry " << index << " refers to output "
+                              << *output << " of node " << *id << ", which has "
+                              << node.resultTypes.size() << " outputs";
     SmallVector<int64_t, 2> &indices = saved[it->second];
     if (!llvm::is_contained(indices, *output))
       indices.push_back(*output);
   }
   return success();
+}
+
+Location GraphJsonImporter::savedEntryLocation(size_t index, size_t count) {
+  if (!savedOffsets)
+    savedOffsets = findTopLevelArrayElements(text, "saved");
+  return savedOffsets->size() == count ? locationAt((*savedOffsets)[index])
+                                       : locationAt(0);
 }
 
 void GraphJsonImporter::setModuleAttributes(ModuleOp module,
@@ -518,7 +522,7 @@ void GraphJsonImporter::setModuleAttributes(ModuleOp module,
   }
 }
 
-LogicalResult GraphJsonImporter::build(ModuleOp module) {
+void GraphJsonImporter::build(ModuleOp module) {
   OpBuilder builder(context);
   builder.setInsertionPointToEnd(module.getBody());
 
@@ -536,7 +540,10 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
   std::vector<SmallVector<Value, 2>> values(nodes.size());
   SmallVector<Value> returned;
   SmallVector<std::pair<unsigned, StringRef>> gradientOf;
-  unsigned argIndex = 0;
+  // Set all at once: setting one argument's attributes rebuilds the array of
+  // every argument's (quadratic in a step's thousands of parameters).
+  SmallVector<DictionaryAttr> argAttrs;
+  argAttrs.reserve(argTypes.size());
   for (auto [position, node] : llvm::enumerate(nodes)) {
     SmallVector<Value, 4> operands;
     for (auto [producer, output] : node.inputs)
@@ -548,12 +555,12 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
       attrs.set(LetheDialect::KindAttrHelper::getNameStr(),
                 builder.getStringAttr(node.inputKind));
       attrs.set(LetheDialect::NameAttrHelper::getNameStr(),
-                builder.getStringAttr(node.name));
+                node.name ? node.name : builder.getStringAttr(""));
       if (savedIt != saved.end())
         attrs.set(LetheDialect::SavedAttrHelper::getNameStr(),
                   builder.getUnitAttr());
-      func.setArgAttrs(argIndex, attrs.getDictionary(context));
-      values[position].push_back(body->getArgument(argIndex++));
+      values[position].push_back(body->getArgument(argAttrs.size()));
+      argAttrs.push_back(attrs.getDictionary(context));
       continue;
     }
     if (node.role == Role::Output) {
@@ -564,50 +571,35 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
 
     FloatAttr time =
         node.timeUs ? builder.getF64FloatAttr(*node.timeUs) : FloatAttr();
-    StringAttr scope =
-        node.scope.empty() ? StringAttr() : builder.getStringAttr(node.scope);
-    StringAttr name =
-        node.name.empty() ? StringAttr() : builder.getStringAttr(node.name);
-    Attribute args;
-    if (node.args) {
-      FailureOr<Attribute> converted = convertValue(*node.args, node);
-      if (failed(converted))
-        return failure();
-      args = *converted;
-    }
     Operation *op = nullptr;
-    if (std::optional<CollectiveKind> collective = getCollectiveKind(node.op)) {
+    if (std::optional<CollectiveKind> collective =
+            getCollectiveKind(node.op.getValue())) {
       // Ranks are not recorded: the group is 0..size-1.
       std::optional<int64_t> groupSize =
-          getC10dGroupSize(*collective, dyn_cast_or_null<ArrayAttr>(args));
+          getC10dGroupSize(*collective, dyn_cast_or_null<ArrayAttr>(node.args));
       if (groupSize) {
         SmallVector<int64_t> group(
             llvm::to_vector(llvm::seq<int64_t>(0, *groupSize)));
         op = createCollectiveIfValid(builder, node.loc, *collective, operands,
                                      node.resultTypes, group, node.phase, time,
-                                     scope, name);
+                                     node.scope, node.name);
       }
     }
     if (!op) {
       DenseI64ArrayAttr aliases =
           node.hasAlias ? builder.getDenseI64ArrayAttr(node.aliases)
                         : DenseI64ArrayAttr();
-      op = NodeOp::create(builder, node.loc, node.resultTypes,
-                          builder.getStringAttr(node.op),
+      op = NodeOp::create(builder, node.loc, node.resultTypes, node.op,
                           PhaseAttr::get(context, node.phase), operands, time,
-                          aliases, scope, name, args);
+                          aliases, node.scope, node.name, node.args);
     }
     // Named arguments, plus the positional ones of a collective (which has no
     // `args` of its own).
     NamedAttrList named;
-    if (node.kwargs) {
-      FailureOr<Attribute> kwargs = convertValue(*node.kwargs, node);
-      if (failed(kwargs))
-        return failure();
-      named.append(cast<DictionaryAttr>(*kwargs).getValue());
-    }
-    if (isa<CollectiveOp>(op) && args)
-      named.set("args", args);
+    if (node.kwargs)
+      named.append(node.kwargs.getValue());
+    if (isa<CollectiveOp>(op) && node.args)
+      named.set("args", node.args);
     if (!named.empty())
       LetheDialect::AttrsAttrHelper(op->getContext())
           .setAttr(op, named.getDictionary(context));
@@ -624,38 +616,121 @@ LogicalResult GraphJsonImporter::build(ModuleOp module) {
   func::ReturnOp::create(builder, func.getLoc(), returned);
   func.setFunctionType(
       builder.getFunctionType(argTypes, ValueRange(returned).getTypes()));
-  for (auto [result, name] : gradientOf)
-    func.setResultAttr(result, LetheDialect::GradOfAttrHelper::getNameStr(),
-                       builder.getStringAttr(name));
-  return success();
+  func.setAllArgAttrs(argAttrs);
+  if (!gradientOf.empty()) {
+    SmallVector<NamedAttrList> resultAttrs(returned.size());
+    for (auto [result, name] : gradientOf)
+      resultAttrs[result].set(LetheDialect::GradOfAttrHelper::getNameStr(),
+                              builder.getStringAttr(name));
+    SmallVector<DictionaryAttr> dictionaries;
+    for (NamedAttrList &attrs : resultAttrs)
+      dictionaries.push_back(attrs.getDictionary(context));
+    func.setAllResultAttrs(dictionaries);
+  }
 }
 
 void GraphJsonImporter::nameGradients(
     const NodeRecord &output, unsigned firstResult,
     SmallVectorImpl<std::pair<unsigned, StringRef>> &gradientOf) const {
-  // The backward output node says, in `args`, which primal each gradient
-  // belongs to: grads[i] = {"in": k} is the gradient of node grad_of[i].
-  // Anything else there is not an error: the gradients just stay unnamed.
-  const json::Object *args = output.args ? output.args->getAsObject() : nullptr;
-  const json::Array *grads = args ? args->getArray("grads") : nullptr;
-  const json::Array *primals = args ? args->getArray("grad_of") : nullptr;
-  if (!grads || !primals || grads->size() != primals->size())
-    return;
-  for (auto [grad, primal] : llvm::zip_equal(*grads, *primals)) {
-    const json::Object *ref = grad.getAsObject();
-    std::optional<int64_t> input = ref ? ref->getInteger("in") : std::nullopt;
-    std::optional<int64_t> id = primal.getAsInteger();
-    if (!input || *input < 0 ||
-        static_cast<size_t>(*input) >= output.inputs.size() || !id)
+  for (auto [input, id] : output.gradientOf) {
+    if (input < 0 || static_cast<size_t>(input) >= output.inputs.size())
       continue;
-    auto it = positionOfId.find(*id);
+    auto it = positionOfId.find(id);
     if (it == positionOfId.end())
       continue;
     const NodeRecord &param = nodes[it->second];
     if (param.role == Role::Placeholder && param.inputKind == "param")
-      gradientOf.push_back(
-          {firstResult + static_cast<unsigned>(*input), StringRef(param.name)});
+      gradientOf.push_back({firstResult + static_cast<unsigned>(input),
+                            param.name ? param.name.getValue() : ""});
   }
+}
+
+void GraphJsonImporter::readNode(unsigned position,
+                                 std::optional<size_t> offset,
+                                 const json::Value &value) {
+  // After an id error only the syntax of the rest matters: a whole parse
+  // would have reported it first.
+  if (firstError[IdError])
+    return;
+  currentClass = IdError;
+  NodeRecord &node =
+      nodes.emplace_back(offset ? locationAt(*offset) : locationAt(0));
+  node.id = position;
+  const json::Object *object = value.getAsObject();
+  if (object)
+    if (std::optional<StringRef> name = object->getString("name");
+        name && !name->empty()) {
+      node.name = StringAttr::get(context, *name);
+      node.loc = NameLoc::get(node.name, node.loc);
+    }
+  std::optional<int64_t> id = object ? object->getInteger("id") : std::nullopt;
+  if (!id) {
+    if (object)
+      nodeError(node) << describeBadField(*object, "id", "integer");
+    else
+      nodeError(node) << "is not an object";
+    return;
+  }
+  node.id = *id;
+  if (!positionOfId.try_emplace(*id, position).second) {
+    nodeError(node) << "duplicate id (also used by node at position "
+                    << positionOfId[*id] << ")";
+    return;
+  }
+  // A node reads only earlier ones: after the first node error, records are
+  // no longer needed.
+  if (firstError[NodeError] || unresolved)
+    return;
+  currentClass = NodeError;
+  (void)parseNode(position, value, node);
+}
+
+llvm::Error GraphJsonImporter::readNodes(const StreamedJsonDocument &document) {
+  // Errors are held back, the first of each class, and reported once all
+  // nodes are read (reportNodeErrors), in the order whole-graph passes
+  // would give them.
+  ScopedDiagnosticHandler holdBack(context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() != DiagnosticSeverity::Error)
+      return failure();
+    std::optional<Diagnostic> &slot = firstError[currentClass];
+    if (!slot)
+      slot.emplace(std::move(diag));
+    return success();
+  });
+  nodes.reserve(document.arraySize());
+  return document.forEachElement(
+      [&](size_t position, std::optional<size_t> offset,
+          const json::Value &value) { readNode(position, offset, value); });
+}
+
+LogicalResult GraphJsonImporter::reportNodeErrors() {
+  if (firstError[IdError]) {
+    context->getDiagEngine().emit(std::move(*firstError[IdError]));
+    return failure();
+  }
+  if (unresolved) {
+    const NodeRecord &node = nodes[unresolved->position];
+    InFlightDiagnostic diag = nodeError(node)
+                              << "input " << unresolved->index
+                              << " refers to node " << unresolved->id;
+    if (positionOfId.contains(unresolved->id))
+      diag << ", which does not come before it (a cycle or a forward "
+              "reference; nodes must be in program order)";
+    else
+      diag << ", which does not exist";
+    return failure();
+  }
+  if (firstError[NodeError]) {
+    context->getDiagEngine().emit(std::move(*firstError[NodeError]));
+    return failure();
+  }
+  return success();
+}
+
+void GraphJsonImporter::reportMalformed(llvm::Error error) {
+  std::string message = llvm::toString(std::move(error));
+  Location loc = jsonParseErrorLocation(context, fileName.getValue(), message);
+  emitError(loc) << "malformed JSON: " << message;
 }
 
 OwningOpRef<ModuleOp> GraphJsonImporter::import() {
@@ -665,77 +740,42 @@ OwningOpRef<ModuleOp> GraphJsonImporter::import() {
                                << kMaxJsonNesting << " levels";
     return nullptr;
   }
-  llvm::Expected<json::Value> parsed = json::parse(text);
-  if (!parsed) {
-    std::string message = llvm::toString(parsed.takeError());
-    Location loc =
-        jsonParseErrorLocation(context, fileName.getValue(), message);
-    emitError(loc) << "malformed JSON: " << message;
+  // The nodes are parsed one at a time, each freed once read.
+  llvm::Expected<StreamedJsonDocument> document =
+      StreamedJsonDocument::parse(text, "nodes");
+  if (!document) {
+    reportMalformed(document.takeError());
     return nullptr;
   }
-  const json::Object *root = parsed->getAsObject();
+  const json::Object *root = document->getRoot().getAsObject();
   if (!root) {
     emitError(locationAt(0)) << "expected a JSON object at the top level";
     return nullptr;
   }
-  const json::Array *nodeList = root->getArray("nodes");
-  if (!nodeList) {
+  if (!document->hasArray()) {
     emitError(locationAt(0)) << "missing array field 'nodes'";
     return nullptr;
   }
-  if (nodeList->empty()) {
+  if (document->arraySize() == 0) {
     emitError(locationAt(0)) << "'nodes' is empty: a training step has at "
                                 "least one node";
     return nullptr;
   }
-  StringRef arrays[] = {"nodes", "saved"};
-  SmallVector<std::vector<size_t>, 2> found =
-      findTopLevelArrayElements(text, arrays);
-  offsets.nodes = std::move(found[0]);
-  offsets.saved = std::move(found[1]);
-  if (offsets.nodes.size() != nodeList->size())
-    offsets.nodes.clear();
-
-  // Ids first, so that references to later nodes can be told from dangling
-  // ones.
-  nodes.reserve(nodeList->size());
-  for (auto [position, value] : llvm::enumerate(*nodeList)) {
-    Location loc = offsets.nodes.empty() ? locationAt(0)
-                                         : locationAt(offsets.nodes[position]);
-    NodeRecord &node = nodes.emplace_back(loc);
-    node.id = position;
-    const json::Object *object = value.getAsObject();
-    if (object)
-      if (std::optional<StringRef> name = object->getString("name");
-          name && !name->empty()) {
-        node.name = name->str();
-        node.loc = NameLoc::get(StringAttr::get(context, *name), node.loc);
-      }
-    std::optional<int64_t> id =
-        object ? object->getInteger("id") : std::nullopt;
-    if (!id) {
-      if (object)
-        nodeError(node) << describeBadField(*object, "id", "integer");
-      else
-        nodeError(node) << "is not an object";
-      return nullptr;
-    }
-    node.id = *id;
-    if (!positionOfId.try_emplace(*id, position).second) {
-      nodeError(node) << "duplicate id (also used by node at position "
-                      << positionOfId[*id] << ")";
-      return nullptr;
-    }
-  }
-  for (auto [position, value] : llvm::enumerate(*nodeList))
-    if (failed(parseNode(position, value, nodes[position])))
-      return nullptr;
-  if (failed(collectSaved(*root)))
+  if (llvm::Error error = readNodes(*document)) {
+    reportMalformed(std::move(error));
     return nullptr;
+  }
+  if (failed(reportNodeErrors()) || failed(collectSaved(*root)))
+    return nullptr;
+  if (firstError[ArgumentError]) {
+    context->getDiagEngine().emit(std::move(*firstError[ArgumentError]));
+    return nullptr;
+  }
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(locationAt(0));
   setModuleAttributes(*module, *root);
-  if (failed(build(*module)) || failed(verify(*module)))
+  build(*module);
+  if (failed(verify(*module)))
     return nullptr;
   return module;
 }

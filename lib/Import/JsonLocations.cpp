@@ -6,6 +6,7 @@
 #include "llvm/Support/Regex.h"
 
 #include <algorithm>
+#include <cassert>
 
 using namespace mlir;
 using namespace lethe;
@@ -38,19 +39,25 @@ std::optional<size_t> lethe::findExcessiveJsonNesting(StringRef text) {
 
 namespace {
 
-/// Finds where the elements of top-level array fields start. Runs on text
-/// that has already parsed, so it only needs to skip values, not to validate
-/// them.
-class ElementOffsetScanner {
+/// Finds the array fields of the top-level object: where their brackets and
+/// elements are. Values are skipped, not validated (string-aware bracket
+/// counting); what it reports on invalid JSON is only ever a hint, and the
+/// text between elements is checked to be a comma and whitespace, so that
+/// a caller which parses each element and the rest of the text on its own
+/// has checked every byte.
+class TopLevelScanner {
 public:
-  explicit ElementOffsetScanner(StringRef text) : text(text) {}
+  explicit TopLevelScanner(StringRef text) : text(text) {}
 
-  /// Fills the vector `select` returns for each top-level key (none: the
-  /// field is skipped) with where that array field's elements start.
-  void scan(llvm::function_ref<std::vector<size_t> *(StringRef)> select) {
+  /// Fills the span `select` returns for each top-level key (none: the field
+  /// is skipped); returns false when the text between elements of a
+  /// selected array is not JSON.
+  bool
+  scan(llvm::function_ref<std::optional<JsonArraySpan> *(StringRef)> select) {
+    bool wellFormed = true;
     skipSpace();
     if (!consume('{'))
-      return;
+      return wellFormed;
     while (pos < text.size()) {
       skipSpace();
       if (consume('}'))
@@ -63,24 +70,35 @@ public:
       skipSpace();
       consume(':');
       skipSpace();
+      std::optional<JsonArraySpan> *span = select(key);
       // A repeated key: llvm::json keeps the last one.
-      std::vector<size_t> *offsets = select(key);
-      if (offsets && peek() == '[') {
-        offsets->clear();
-        ++pos;
-        while (pos < text.size()) {
-          skipSpace();
-          if (consume(']'))
-            break;
-          consume(',');
-          skipSpace();
-          offsets->push_back(pos);
-          skipValue();
+      if (span)
+        span->reset();
+      if (span && peek() == '[') {
+        JsonArraySpan &array = span->emplace();
+        array.open = pos++;
+        skipSpace();
+        if (peek() != ']') {
+          while (pos < text.size()) {
+            skipSpace();
+            size_t begin = pos;
+            skipValue();
+            array.elements.push_back({begin, pos});
+            wellFormed &= pos > begin;
+            skipSpace();
+            if (peek() != ',')
+              break;
+            ++pos;
+          }
         }
+        wellFormed &= peek() == ']';
+        array.close = pos;
+        consume(']');
         continue;
       }
       skipValue();
     }
+    return wellFormed;
   }
 
 private:
@@ -100,7 +118,7 @@ private:
     ++pos; // the opening quote
     while (pos < text.size() && text[pos] != '"')
       pos += text[pos] == '\\' ? 2 : 1;
-    ++pos;
+    pos = std::min(pos + 1, text.size());
   }
   /// Skips one value; nesting is tracked with a counter, not recursion.
   void skipValue() {
@@ -138,13 +156,27 @@ private:
 
 } // namespace
 
+bool lethe::scanTopLevelArrays(
+    StringRef text, ArrayRef<StringRef> keys,
+    MutableArrayRef<std::optional<JsonArraySpan>> spans) {
+  assert(keys.size() == spans.size() && "one span per key");
+  for (std::optional<JsonArraySpan> &span : spans)
+    span.reset();
+  return TopLevelScanner(text).scan([&](StringRef field) {
+    const StringRef *it = llvm::find(keys, field);
+    return it == keys.end() ? nullptr : &spans[it - keys.begin()];
+  });
+}
+
 SmallVector<std::vector<size_t>, 2>
 lethe::findTopLevelArrayElements(StringRef text, ArrayRef<StringRef> keys) {
+  SmallVector<std::optional<JsonArraySpan>, 2> spans(keys.size());
+  (void)scanTopLevelArrays(text, keys, spans);
   SmallVector<std::vector<size_t>, 2> offsets(keys.size());
-  ElementOffsetScanner(text).scan([&](StringRef field) {
-    const StringRef *it = llvm::find(keys, field);
-    return it == keys.end() ? nullptr : &offsets[it - keys.begin()];
-  });
+  for (auto [span, starts] : llvm::zip_equal(spans, offsets))
+    if (span)
+      for (auto [begin, end] : span->elements)
+        starts.push_back(begin);
   return offsets;
 }
 

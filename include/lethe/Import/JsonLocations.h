@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lethe {
@@ -28,6 +29,24 @@ constexpr unsigned kMaxJsonNesting = 256;
 /// The offset of the first bracket of `text` nested deeper than
 /// kMaxJsonNesting, if any (brackets inside strings do not count).
 std::optional<size_t> findExcessiveJsonNesting(llvm::StringRef text);
+
+/// An array field of the top-level JSON object: the offsets of its brackets
+/// and the [begin, end) byte range of each element's text.
+struct JsonArraySpan {
+  size_t open = 0, close = 0;
+  std::vector<std::pair<size_t, size_t>> elements;
+};
+
+/// Finds the array fields `keys` of the top-level JSON object in `text`, one
+/// span per key (none when the field is absent or, the last time it
+/// appears, not an array), in one pass that skips values without validating
+/// them. Returns false when the text around the elements of a found array
+/// is not a comma and whitespace, so that parsing each element and the
+/// text outside the array checks the whole document: a caller can parse a
+/// large array one element at a time.
+bool scanTopLevelArrays(
+    llvm::StringRef text, llvm::ArrayRef<llvm::StringRef> keys,
+    llvm::MutableArrayRef<std::optional<JsonArraySpan>> spans);
 
 /// Where each element of the array fields `keys` of the top-level JSON
 /// object in `text` starts: one list of byte offsets per key, empty when

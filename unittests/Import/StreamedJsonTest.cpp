@@ -1,0 +1,149 @@
+//===- StreamedJsonTest.cpp -----------------------------------------------===//
+//
+// A StreamedJsonDocument must accept exactly what json::parse accepts, give
+// its error on what it refuses, and hand out the same elements: checked on
+// random documents and on random byte-level mutations of them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lethe/Import/StreamedJson.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+using namespace lethe;
+namespace json = llvm::json;
+
+namespace {
+
+/// A random JSON value of bounded depth, with strings that hold brackets,
+/// commas, quotes and escapes (what a splitter could trip on).
+std::string randomValue(std::mt19937 &rng, int depth) {
+  static const char *strings[] = {"\"a\"", "\"[\"", "\"]}\"", "\"\\\"x,\"",
+                                  "\"\\\\\"", "\"\\u0065\"", "\"nodes\""};
+  static const char *scalars[] = {"0", "-1.5e3", "true", "false", "null"};
+  std::uniform_int_distribution<int> kind(0, depth > 0 ? 4 : 1);
+  switch (kind(rng)) {
+  case 0:
+    return strings[rng() % std::size(strings)];
+  case 1:
+    return scalars[rng() % std::size(scalars)];
+  case 2:
+  case 3: {
+    bool object = kind(rng) % 2;
+    std::string text = object ? "{" : "[ ";
+    for (unsigned i = 0, n = rng() % 4; i < n; ++i) {
+      if (i)
+        text += rng() % 2 ? ", " : ",\n";
+      if (object)
+        text += llvm::formatv("\"k{0}\": ", i).str();
+      text += randomValue(rng, depth - 1);
+    }
+    return text + (object ? "}" : "]");
+  }
+  default:
+    return "\"s\"";
+  }
+}
+
+std::string randomDocument(std::mt19937 &rng) {
+  std::string text = "{";
+  if (rng() % 2)
+    text += "\"model\": " + randomValue(rng, 2) + ", ";
+  text += "\"nodes\": [";
+  for (unsigned i = 0, n = rng() % 6; i < n; ++i)
+    text += (i ? ", " : " ") + randomValue(rng, 3);
+  text += "]";
+  if (rng() % 2)
+    text += ", \"saved\": " + randomValue(rng, 2);
+  if (rng() % 4 == 0)
+    text += ", \"nodes\": " + randomValue(rng, 2);
+  return text + "}";
+}
+
+std::string mutate(std::string text, std::mt19937 &rng) {
+  static const char *pieces[] = {",", "]", "[", "{", "}", "\"", ":", "\\",
+                                 " ", "\xff", "1", "nul"};
+  for (unsigned i = 0, n = 1 + rng() % 2; i < n && !text.empty(); ++i) {
+    size_t at = rng() % text.size();
+    switch (rng() % 3) {
+    case 0:
+      text.erase(at, 1 + rng() % 3);
+      break;
+    case 1:
+      text.insert(at, pieces[rng() % std::size(pieces)]);
+      break;
+    default:
+      text.resize(at);
+    }
+  }
+  return text;
+}
+
+/// Parses `text` both ways: the same verdict, error and elements.
+void expectSameAsWholeParse(const std::string &text) {
+  SCOPED_TRACE(text);
+  llvm::Expected<json::Value> whole = json::parse(text);
+  std::string streamedError;
+  std::vector<json::Value> elements;
+  std::optional<json::Value> root;
+  llvm::Expected<StreamedJsonDocument> document =
+      StreamedJsonDocument::parse(text, "nodes");
+  if (!document) {
+    streamedError = llvm::toString(document.takeError());
+  } else {
+    if (llvm::Error error = document->forEachElement(
+            [&](size_t index, std::optional<size_t>, const json::Value &v) {
+              EXPECT_EQ(index, elements.size());
+              elements.push_back(v);
+            }))
+      streamedError = llvm::toString(std::move(error));
+    else
+      root = document->getRoot();
+  }
+  if (!whole) {
+    EXPECT_EQ(streamedError, llvm::toString(whole.takeError()));
+    return;
+  }
+  ASSERT_EQ(streamedError, "");
+  const json::Object *object = whole->getAsObject();
+  const json::Array *nodes = object ? object->getArray("nodes") : nullptr;
+  EXPECT_EQ(document->hasArray(), nodes != nullptr);
+  if (!nodes)
+    return;
+  EXPECT_EQ(document->arraySize(), nodes->size());
+  EXPECT_EQ(json::Value(json::Array(elements)), json::Value(json::Array(*nodes)));
+  // The rest of the document is the same but for the streamed array.
+  json::Object rest = *object;
+  rest["nodes"] = json::Array(elements);
+  json::Object streamedRoot = *root->getAsObject();
+  streamedRoot["nodes"] = json::Array(elements);
+  EXPECT_EQ(json::Value(std::move(rest)), json::Value(std::move(streamedRoot)));
+}
+
+TEST(StreamedJsonTest, AcceptsAndRefusesWhatOneParseDoes) {
+  std::mt19937 rng(20);
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = randomDocument(rng);
+    expectSameAsWholeParse(text);
+    expectSameAsWholeParse(mutate(text, rng));
+  }
+}
+
+TEST(StreamedJsonTest, EdgeCases) {
+  for (const char *text : {
+           R"({"nodes": []})", R"({"nodes": [ ]})", R"({"nodes": [1,]})",
+           R"({"nodes": [1 2]})", R"({"nodes": [,1]})", R"({"nodes": [1],})",
+           R"({"nodes": [1], "nodes": 2})", R"({"nodes": 2, "nodes": [1]})",
+           R"({"nod\u0065s": [1], "nodes": [2]})",
+           R"({"nodes": [1], "nod\u0065s": [2]})", R"([1, 2])", R"({"nodes":)",
+           R"({"nodes": ["]", "\"]"]})", "{\"nodes\": [\"\xff\"]}", "",
+           R"({"nodes": [1]} x)", R"({"a": "\"nodes\": [1]", "nodes": [2]})"})
+    expectSameAsWholeParse(text);
+}
+
+} // namespace
