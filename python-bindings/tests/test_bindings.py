@@ -394,7 +394,7 @@ def _renumbered(graph, new_id):
 
 
 @pytest.mark.parametrize("policy,budget", [("offload-all", None),
-                                           ("auto", "60%")])
+                                           ("auto", "80%")])
 def test_plan_names_nodes_by_id(policy, budget):
     """Every node reference of the plan document (the decided node and its
     placement) is the exported node id, never a position: the same graph
