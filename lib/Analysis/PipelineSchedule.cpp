@@ -3,7 +3,6 @@
 #include "lethe/Analysis/PipelineSchedule.h"
 
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -13,19 +12,6 @@
 #include <tuple>
 
 using namespace lethe;
-
-std::optional<PipelineScheduleKind>
-lethe::symbolizePipelineScheduleKind(llvm::StringRef name) {
-  return llvm::StringSwitch<std::optional<PipelineScheduleKind>>(name)
-      .Case("1f1b", PipelineScheduleKind::OneFOneB)
-      .Case("interleaved", PipelineScheduleKind::Interleaved)
-      .Default(std::nullopt);
-}
-
-llvm::StringRef
-lethe::stringifyPipelineScheduleKind(PipelineScheduleKind kind) {
-  return kind == PipelineScheduleKind::OneFOneB ? "1f1b" : "interleaved";
-}
 
 llvm::Error lethe::verifyPipelineOptions(const PipelineOptions &options) {
   auto fail = [](const llvm::Twine &message) {

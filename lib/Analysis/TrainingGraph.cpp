@@ -248,8 +248,20 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
                           "-lethe-import-ops first)");
     }
     if (auto sourceId =
-            LetheDialect::NodeIdAttrHelper(op.getContext()).getAttr(&op))
+            LetheDialect::NodeIdAttrHelper(op.getContext()).getAttr(&op)) {
+      auto [it, inserted] = graph.bySourceId.try_emplace(sourceId.getInt(), id);
+      if (!inserted) {
+        InFlightDiagnostic diag =
+            op.emitError("node id ")
+            << sourceId.getInt()
+            << " is also an earlier node's: a plan names nodes by their "
+               "'lethe.node_id', which must be unique in the function";
+        diag.attachNote(graph.nodes[it->second].irOp->getLoc())
+            << "the earlier node";
+        return diag;
+      }
       graph.nodes[id].sourceId = sourceId.getInt();
+    }
     for (auto [result, valueId] :
          llvm::zip_equal(op.getResults(), graph.nodes[id].results)) {
       graph.values[valueId].irValue = result;

@@ -120,29 +120,38 @@ llvm::json::Value lethe::planToJson(const Plan &plan,
         {"decision", stringifyDecision(d.decision)},
         {"reason", d.reason},
     };
-    // The exported node and output the decision is about.
+    // Nodes by their id (`lethe.node_id`: the exported node's), never by
+    // position: the node and output the decision is about, and the nodes
+    // its placement names.
+    auto idOf = [&](NodeId node) -> llvm::json::Value {
+      if (node < 0)
+        return nullptr;
+      if (const std::optional<int64_t> &id = graph.getNode(node).sourceId)
+        return *id;
+      return nullptr;
+    };
     const GraphValue &decided = graph.getValue(d.value);
     if (!decided.isInput()) {
       const GraphNode &producer = graph.getNode(decided.producer);
-      if (producer.sourceId >= 0)
-        value["node_id"] = producer.sourceId;
+      if (producer.sourceId)
+        value["node_id"] = *producer.sourceId;
       if (!producer.name.empty())
         value["node"] = producer.name;
       value["output"] = decided.resultIndex;
     }
     if (d.decision != Decision::Retain) {
-      value["restore_before"] = d.firstBackwardUse;
+      value["restore_before"] = idOf(d.firstBackwardUse);
       llvm::json::Array nodes;
       for (NodeId node : d.recomputeNodes)
         nodes.push_back(llvm::json::Object{
-            {"node", node}, {"op", graph.getNode(node).kind}});
+            {"node_id", idOf(node)}, {"op", graph.getNode(node).kind}});
       value[d.decision == Decision::Recompute ? "recomputed_ops"
                                               : "rederived_views"] =
           std::move(nodes);
     }
     if (d.decision == Decision::Offload) {
-      value["release_after"] = d.releaseAfter;
-      value["prefetch_after"] = d.prefetchAfter;
+      value["release_after"] = idOf(d.releaseAfter);
+      value["prefetch_after"] = idOf(d.prefetchAfter);
     }
     values.push_back(std::move(value));
   }

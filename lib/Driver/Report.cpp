@@ -99,7 +99,7 @@ StepReport lethe::buildStepReport(const LifetimeAnalysis &analysis,
   }
   if (auto totals = LetheDialect::TotalsAttrHelper(module->getContext())
                         .getAttr(module)) {
-    for (NamedAttribute entry : totals) {
+    for (NamedAttribute entry : totals.getNumbers()) {
       if (auto f = dyn_cast<FloatAttr>(entry.getValue()))
         report.measured.emplace_back(entry.getName().str(),
                                      f.getValueAsDouble());

@@ -518,7 +518,8 @@ void GraphJsonImporter::setModuleAttributes(ModuleOp module,
             StringRef(key), b.getF64FloatAttr(*value.getAsNumber())));
     }
     LetheDialect::TotalsAttrHelper(module->getContext())
-        .setAttr(module, b.getDictionaryAttr(numbers));
+        .setAttr(module, TotalsAttr::get(module->getContext(),
+                                         b.getDictionaryAttr(numbers)));
   }
 }
 

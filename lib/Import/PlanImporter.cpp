@@ -15,18 +15,15 @@ using namespace lethe;
 namespace json = llvm::json;
 
 namespace {
-/// The node an entry names: by exported id, else by name.
+/// Nodes by name (by id: TrainingGraph::findNodeBySourceId).
 struct NodeIndex {
   explicit NodeIndex(const TrainingGraph &graph) {
     for (NodeId n = 0, e = graph.getNodes().size(); n < e; ++n) {
       const GraphNode &node = graph.getNode(n);
-      if (node.sourceId >= 0)
-        byId.try_emplace(node.sourceId, n);
       if (!node.name.empty())
         byName.try_emplace(node.name, n);
     }
   }
-  llvm::DenseMap<int64_t, NodeId> byId;
   llvm::StringMap<NodeId> byName;
 };
 } // namespace
@@ -84,10 +81,10 @@ LogicalResult lethe::loadGivenPlan(StringRef path, const TrainingGraph &graph,
       std::optional<int64_t> n = id->getAsInteger();
       if (!n)
         return emitError(loc) << "field 'node_id' must be an integer";
-      auto it = nodes.byId.find(*n);
-      if (it == nodes.byId.end())
+      std::optional<NodeId> found = graph.findNodeBySourceId(*n);
+      if (!found)
         return emitError(loc) << "no node with id " << *n << " in the graph";
-      node = it->second;
+      node = *found;
     } else if (const json::Value *name = entry->get("node")) {
       std::optional<StringRef> n = name->getAsString();
       if (!n)
@@ -103,7 +100,7 @@ LogicalResult lethe::loadGivenPlan(StringRef path, const TrainingGraph &graph,
     const GraphNode &producer = graph.getNode(node);
     // Named as the plan JSON names it.
     std::string what = producer.name.empty()
-                           ? "node " + std::to_string(producer.sourceId)
+                           ? "node " + std::to_string(*producer.sourceId)
                            : "node '" + producer.name + "'";
     int64_t output = 0;
     if (const json::Value *out = entry->get("output")) {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import lethe
 from lethe import InfeasibleBudgetError, LetheError, Plan
@@ -59,18 +59,21 @@ def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],
     return json.loads(plan.to_json())
 
 
-def _node_id(ref: Any, graph: Dict[str, Any],
-             op_ids: List[int]) -> Optional[int]:
-    """A JSON node id from a plan's node reference: a name, or the index of
-    an op node among the graph's op nodes (Lethe's node numbering)."""
-    if ref is None or ref == -1:
+def _node_id(ref: Any, graph: Dict[str, Any]) -> Optional[int]:
+    """A JSON node id from a plan's node reference: the node's id (Lethe
+    names nodes by their exported id, never by position), its name, or an
+    object with either."""
+    if ref is None:
         return None
     if isinstance(ref, str):
         return graph["_ids_by_name"].get(ref)
     if isinstance(ref, dict):
-        return _node_id(ref.get("name", ref.get("node")), graph, op_ids)
-    if isinstance(ref, int) and 0 <= ref < len(op_ids):
-        return op_ids[ref]
+        if "node_id" in ref:
+            return _node_id(ref["node_id"], graph)
+        return _node_id(ref.get("name", ref.get("node")), graph)
+    if isinstance(ref, int) and not isinstance(ref, bool) \
+            and ref in graph["_ids"]:
+        return ref
     return None
 
 
@@ -113,16 +116,15 @@ def parse_plan(raw: Dict[str, Any], graph: Dict[str, Any]) -> Plan:
         ids.setdefault(e["name"], e["id"])
         if "graph_name" in e:
             ids.setdefault(e["graph_name"], e["id"])
-    graph = dict(graph, _ids_by_name=ids)
-    op_ids = [e["id"] for e in nodes if e["kind"] == "op"]
+    json_ids = {e["id"] for e in nodes}
+    graph = dict(graph, _ids_by_name=ids, _ids=json_ids)
     decisions: Dict[Tuple[int, int], Decision] = {}
     # `lethe plan --json` lists "values" naming the exported node
-    # ("node_id", "node") and its "output", and node references as Lethe's
-    # node numbers; older documents name values "NODE#RESULT (op kind)" (no
+    # ("node_id", "node") and its "output", and node references by their
+    # exported ids; older documents name values "NODE#RESULT (op kind)" (no
     # "#RESULT" for single-result nodes); hand-made plans give "decisions"
     # with "name"/"node" and "output" or "result".
     entries = raw.get("values", raw.get("decisions", []))
-    json_ids = {e["id"] for e in nodes}
     for d in entries:
         kind = d.get("decision")
         index = d.get("output", d.get("result", 0))
@@ -138,21 +140,26 @@ def parse_plan(raw: Dict[str, Any], graph: Dict[str, Any]) -> Plan:
                 if "#" in name:
                     name, result = name.rsplit("#", 1)
                     index = int(result)
-            nid = _node_id(name, graph, op_ids) if name is not None else None
+            nid = _node_id(name, graph) if name is not None else None
             if nid is None:
                 raise PlanError(f"plan decision {d!r} names no node of the "
                                 "graph")
         placement = d.get("placement", d)
+
+        def point(field: str, *others: str) -> Optional[int]:
+            ref = placement.get(field)
+            for other in others:
+                ref = placement.get(other) if ref is None else ref
+            node = _node_id(ref, graph)
+            if ref is not None and node is None:
+                raise PlanError(f"plan decision {d!r}: '{field}' names no "
+                                "node of the graph")
+            return node
+
         decisions[(nid, int(index))] = Decision(
-            kind,
-            release_after=_node_id(placement.get("release_after"), graph,
-                                   op_ids),
-            prefetch_after=_node_id(placement.get("prefetch_after"), graph,
-                                    op_ids),
-            restore_before=_node_id(placement.get("restore_before",
-                                                  placement.get(
-                                                      "first_backward_use")),
-                                    graph, op_ids))
+            kind, release_after=point("release_after"),
+            prefetch_after=point("prefetch_after"),
+            restore_before=point("restore_before", "first_backward_use"))
     plan = Plan.from_document(raw)
     plan.owners = decisions
     return plan

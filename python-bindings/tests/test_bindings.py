@@ -383,6 +383,58 @@ def test_one_plan_class_for_every_route(tmp_path):
         lethe.Plan()
 
 
+def _renumbered(graph, new_id):
+    """`graph` with every node id `i` replaced by `new_id(i)`."""
+    graph = json.loads(json.dumps(graph))
+    for node in graph["nodes"]:
+        node["id"] = new_id(node["id"])
+        node["inputs"] = [[new_id(i), k] for i, k in node["inputs"]]
+    graph["saved"] = [[new_id(i), k] for i, k in graph["saved"]]
+    return graph
+
+
+@pytest.mark.parametrize("policy,budget", [("offload-all", None),
+                                           ("auto", "80%")])
+def test_plan_names_nodes_by_id(policy, budget):
+    """Every node reference of the plan document (the decided node and its
+    placement) is the exported node id, never a position: the same graph
+    with its ids renumbered (descending, spaced) gives the same plan with
+    the new ids, and parse_plan maps them onto the graph."""
+    pytest.importorskip("torch")
+    from lethe._planclient import PlanError, parse_plan
+    graph = chain_graph()
+    new_id = lambda i: 1000 - 7 * i  # noqa: E731
+    renumbered = _renumbered(graph, new_id)
+    docs = [json.loads(lethe.plan(g, budget=budget, policy=policy,
+                                  device="h100", min_offload_bytes=0)
+                       .to_json()) for g in (graph, renumbered)]
+    for doc in docs:
+        doc.pop("solve_ms")
+    moved = [d for d in docs[0]["values"] if d["decision"] != "retain"]
+    assert moved, "the test needs a recomputed or offloaded value"
+    fields = ("node_id", "restore_before", "release_after", "prefetch_after")
+    for value in docs[0]["values"]:
+        for field in fields:
+            if field in value:
+                value[field] = new_id(value[field])
+        for op in value.get("recomputed_ops", []) + value.get(
+                "rederived_views", []):
+            op["node_id"] = new_id(op["node_id"])
+    assert docs[0] == docs[1]
+    owners = parse_plan(docs[1], renumbered).owners
+    ids = {n["id"] for n in renumbered["nodes"]}
+    for (nid, _), d in owners.items():
+        assert nid in ids
+        for point in (d.release_after, d.prefetch_after, d.restore_before):
+            assert point is None or point in ids
+    # A placement naming a node the graph lacks is an error, not dropped.
+    bad = json.loads(json.dumps(docs[1]))
+    next(v for v in bad["values"]
+         if v["decision"] != "retain")["restore_before"] = 3
+    with pytest.raises(PlanError, match="'restore_before' names no node"):
+        parse_plan(bad, renumbered)
+
+
 def _run_python(code, **env):
     return subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, env=dict(os.environ, **env))

@@ -84,9 +84,10 @@ TEST_P(SharedGraphTest, RoundTripsThroughTrainingGraph) {
   // The per-op times add up to the totals the exporter measured.
   auto totals = LetheDialect::TotalsAttrHelper(&context).getAttr(*module);
   ASSERT_TRUE(totals);
-  double sumMs =
-      cast<FloatAttr>(totals.get("fwd_ms_sum_ops")).getValueAsDouble() +
-      cast<FloatAttr>(totals.get("bwd_ms_sum_ops")).getValueAsDouble();
+  double sumMs = cast<FloatAttr>(totals.getNumbers().get("fwd_ms_sum_ops"))
+                     .getValueAsDouble() +
+                 cast<FloatAttr>(totals.getNumbers().get("bwd_ms_sum_ops"))
+                     .getValueAsDouble();
   EXPECT_NEAR(timeUs, sumMs * 1000.0, 1e-6 * sumMs * 1000.0);
 
   // Every saved value is marked, once.

@@ -63,6 +63,12 @@ func::FuncOp lethe::testing::emitGraph(const TrainingGraph &graph,
         anyAlias ? builder.getDenseI64ArrayAttr(aliases) : DenseI64ArrayAttr(),
         node.scope.empty() ? StringAttr() : builder.getStringAttr(node.scope),
         StringAttr(), Attribute());
+    // Ids that are not positions (descending, spaced): a reader taking one
+    // for the other fails.
+    int64_t position = &node - graph.getNodes().data();
+    LetheDialect::NodeIdAttrHelper(context).setAttr(
+        op, builder.getI64IntegerAttr(
+                3 * (static_cast<int64_t>(graph.numNodes()) - position) + 7));
     for (auto [result, id] : llvm::zip(op.getResults(), node.results))
       irValue[id] = result;
   }

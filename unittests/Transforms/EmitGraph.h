@@ -16,7 +16,8 @@
 namespace lethe::testing {
 
 /// Writes `graph` as a function `@step` in Lethe's canonical form: inputs
-/// as arguments, nodes as `lethe.node`, tensors as byte arrays.
+/// as arguments, nodes as `lethe.node`, tensors as byte arrays. Node ids
+/// (`lethe.node_id`) descend in program order, so they are never positions.
 mlir::func::FuncOp emitGraph(const TrainingGraph &graph, mlir::ModuleOp module);
 
 } // namespace lethe::testing

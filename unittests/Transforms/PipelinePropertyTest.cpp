@@ -19,6 +19,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Placement.h"
 #include "lethe/Planner/Planner.h"
@@ -45,43 +46,19 @@ namespace {
 /// (see docs/Pipeline.md, "Agreement with the planner").
 constexpr double kStepTolerance = 1e-6;
 
-/// Records `plan` on the IR as lethe-plan does (docs/Pipeline.md §3).
+/// Records `plan`, made on `graph`, on `func` (emitted from `graph`) as
+/// lethe-plan does: through writePlanAttributes, on the graph of the IR.
 void writePlan(func::FuncOp func, const TrainingGraph &graph,
                const Plan &plan) {
-  Builder builder(func.getContext());
-  DenseMap<Operation *,
-           std::pair<SmallVector<Attribute>, SmallVector<Attribute>>>
-      byOp;
-  SmallVector<Operation *> order;
-  auto nodeOps = llvm::to_vector(func.getOps<NodeOp>());
-  for (const ActivationDecision &d : plan.decisions) {
+  FailureOr<TrainingGraph> fromIR = TrainingGraph::fromFunction(func);
+  ASSERT_TRUE(succeeded(fromIR));
+  // Nodes are in the same order; values are renumbered.
+  Plan onIR = plan;
+  for (ActivationDecision &d : onIR.decisions) {
     const GraphValue &value = graph.getValue(d.value);
-    Operation *op = nodeOps[value.producer];
-    auto &[decisions, placements] = byOp[op];
-    if (decisions.empty()) {
-      decisions.assign(op->getNumResults(), builder.getUnitAttr());
-      placements.assign(op->getNumResults(), builder.getUnitAttr());
-      order.push_back(op);
-    }
-    decisions[value.resultIndex] =
-        DecisionAttr::get(func.getContext(), d.decision);
-    if (d.decision == Decision::Retain)
-      continue;
-    bool offload = d.decision == Decision::Offload;
-    SmallVector<int64_t> nodes(d.recomputeNodes.begin(),
-                               d.recomputeNodes.end());
-    placements[value.resultIndex] = PlacementAttr::get(
-        func.getContext(), d.firstBackwardUse,
-        offload ? std::optional<int64_t>(d.releaseAfter) : std::nullopt,
-        offload ? std::optional<int64_t>(d.prefetchAfter) : std::nullopt,
-        nodes);
+    d.value = fromIR->getNode(value.producer).results[value.resultIndex];
   }
-  for (Operation *op : order) {
-    LetheDialect::DecisionsAttrHelper(op->getContext())
-        .setAttr(op, builder.getArrayAttr(byOp[op].first));
-    LetheDialect::PlacementAttrHelper(op->getContext())
-        .setAttr(op, builder.getArrayAttr(byOp[op].second));
-  }
+  writePlanAttributes(*fromIR, onIR);
 }
 
 class PipelinePropertyTest : public ::testing::Test {
@@ -215,7 +192,7 @@ TEST_F(PipelinePropertyTest, ProgramsVerifyAndAgreeWithThePlanner) {
             break;
           module = ModuleOp::create(UnknownLoc::get(&context));
           func::FuncOp func = emitGraph(graph, *module);
-          writePlan(func, graph, *planned);
+          ASSERT_NO_FATAL_FAILURE(writePlan(func, graph, *planned));
           (*module)->setAttr(LetheDialect::BudgetBytesAttrHelper::getNameStr(),
                              Builder(&context).getI64IntegerAttr(budget));
           std::string errors =

@@ -33,12 +33,9 @@
 
 namespace lethe {
 
-enum class PipelineScheduleKind { OneFOneB, Interleaved };
-
-/// "1f1b" | "interleaved".
-std::optional<PipelineScheduleKind>
-symbolizePipelineScheduleKind(llvm::StringRef name);
-llvm::StringRef stringifyPipelineScheduleKind(PipelineScheduleKind kind);
+// PipelineScheduleKind ("1f1b" | "interleaved") and its symbolize /
+// stringify are the dialect's enum (LetheAttrs.td), which #lethe.pipeline
+// records.
 
 struct PipelineStep {
   /// Fwd or Bwd.

@@ -23,6 +23,8 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,9 +92,11 @@ struct GraphNode {
   std::string scope;
   /// Name in the source graph, for messages.
   std::string name;
-  /// Id in the source graph (`lethe.node_id`, set by the JSON importer), or
-  /// -1 when unknown.
-  int64_t sourceId = -1;
+  /// The node's stable identity (`lethe.node_id`: the exported node's id,
+  /// or one assignNodeIds gave it), unique among the function's nodes; a
+  /// plan names nodes by it. None when the node has none (a graph built
+  /// without IR, or IR not yet given ids).
+  std::optional<int64_t> sourceId;
   uint32_t flags = NodeFlagNone;
   /// The IR op, when built from IR.
   mlir::Operation *irOp = nullptr;
@@ -134,13 +138,21 @@ public:
   /// inputs (kind from the `lethe.kind` argument attribute, default input),
   /// `lethe.node` / `lethe.collective` ops are nodes, and `func.return`
   /// operands are outputs. Emits an error at the offending op and fails on
-  /// ops it cannot represent or on dynamically shaped tensors.
+  /// ops it cannot represent, on dynamically shaped tensors and on two nodes
+  /// with one `lethe.node_id`.
   static mlir::FailureOr<TrainingGraph> fromFunction(mlir::func::FuncOp func);
 
   llvm::ArrayRef<GraphNode> getNodes() const { return nodes; }
   llvm::ArrayRef<GraphValue> getValues() const { return values; }
   llvm::ArrayRef<ValueId> getOutputs() const { return outputs; }
   const GraphNode &getNode(NodeId id) const { return nodes[id]; }
+  /// The node whose `sourceId` is `id`, if any.
+  std::optional<NodeId> findNodeBySourceId(int64_t id) const {
+    auto it = bySourceId.find(id);
+    if (it == bySourceId.end())
+      return std::nullopt;
+    return it->second;
+  }
   const GraphValue &getValue(ValueId id) const { return values[id]; }
   size_t numNodes() const { return nodes.size(); }
   size_t numValues() const { return values.size(); }
@@ -164,6 +176,8 @@ private:
   std::vector<GraphNode> nodes;
   std::vector<GraphValue> values;
   std::vector<ValueId> outputs;
+  /// Nodes by `sourceId` (std::map: an id may be any i64).
+  std::map<int64_t, NodeId> bySourceId;
 };
 
 } // namespace lethe

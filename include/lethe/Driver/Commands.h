@@ -77,7 +77,8 @@ llvm::LogicalResult runCompileCommand(const CommandOptions &options,
 llvm::LogicalResult buildProgramLibrary(llvm::StringRef cppPath,
                                         llvm::StringRef libraryPath);
 
-/// The `lethe plan --json` document of `plan` (the C API returns the same).
+/// The `lethe plan --json` document of `plan` (the C API returns the same);
+/// it names nodes by their `lethe.node_id`, never by position.
 llvm::json::Value planToJson(const Plan &plan, const TrainingGraph &graph);
 
 /// Writes one output file of a command to a temporary in `outputs`; the

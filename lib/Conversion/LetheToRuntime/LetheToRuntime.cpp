@@ -532,8 +532,7 @@ LogicalResult Lowering::lowerPointToPoint(CollectiveOp collective) {
   int64_t peer = *collective.getPeer();
   if (auto pipeline =
           LetheDialect::PipelineAttrHelper(func->getContext()).getAttr(func))
-    if (auto stage = pipeline.getAs<IntegerAttr>("stage");
-        stage && stage.getInt() == peer)
+    if (pipeline.getStage() == peer)
       return collective.emitError("lethe-lower-to-runtime: ")
              << describe(collective) << " names its own stage " << peer
              << " as the peer";

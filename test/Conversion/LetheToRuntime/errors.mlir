@@ -153,7 +153,7 @@ func.func @step(%w: tensor<256xf32>) {
 
 // Stage 1 of a pipeline sending to itself.
 module attributes {lethe.device_arena_bytes = 1024 : i64} {
-func.func @step(%w: tensor<256xf32>) attributes {lethe.pipeline = {stage = 1 : i64, stages = 2 : i64}} {
+func.func @step(%w: tensor<256xf32>) attributes {lethe.pipeline = #lethe.pipeline<schedule = "1f1b", stages = 2, stage = 1, microbatches = 1, vpp = 1>} {
   // expected-error @+1 {{names its own stage 1 as the peer}}
   lethe.collective send %w peer 1 group [0, 1] fwd {time_us = 1.0 : f64} : tensor<256xf32>
   return

@@ -16,8 +16,34 @@ func.func @model_on_function() attributes {lethe.model = "gpt2"} {
 
 // -----
 
-// expected-error @+1 {{attribute 'lethe.totals' must be a dictionary, got 3 : i64}}
+// expected-error @+1 {{attribute 'lethe.totals' must be a #lethe.totals<...>, got 3 : i64}}
 module attributes {lethe.totals = 3 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'n_nodes' must be an i64 or an f64, got "9"}}
+module attributes {lethe.totals = #lethe.totals<{n_nodes = "9"}>} {}
+
+// -----
+
+// expected-error @+1 {{attribute 'lethe.pipeline' must be a #lethe.pipeline<...>, got {stage = 0 : i64}}}
+func.func @pipeline_dictionary() attributes {lethe.pipeline = {stage = 0 : i64}} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{stage must be in [0, 2), got 2}}
+func.func @pipeline_stage() attributes {lethe.pipeline = #lethe.pipeline<schedule = "1f1b", stages = 2, stage = 2, microbatches = 4, vpp = 1>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{stages, microbatches and vpp must be at least 1}}
+func.func @pipeline_microbatches() attributes {lethe.pipeline = #lethe.pipeline<schedule = interleaved, stages = 2, stage = 0, microbatches = 0, vpp = 2>} {
+  return
+}
 
 // -----
 
@@ -139,25 +165,9 @@ func.func @placement_dictionary(%x: tensor<4xf32>) {
 
 // -----
 
-func.func @placement_restore(%x: tensor<4xf32>) {
-  // expected-error @+1 {{restore_before must be a node index, got -1}}
-  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = -1, nodes = [0]>]} : (tensor<4xf32>) -> tensor<4xf32>
-  return
-}
-
-// -----
-
 func.func @placement_half_offload(%x: tensor<4xf32>) {
   // expected-error @+1 {{an offload needs both release_after and prefetch_after}}
   %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 3, release_after = 1, nodes = []>]} : (tensor<4xf32>) -> tensor<4xf32>
-  return
-}
-
-// -----
-
-func.func @placement_node(%x: tensor<4xf32>) {
-  // expected-error @+1 {{nodes must be node indices, got -2}}
-  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 3, nodes = [0, -2]>]} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 

@@ -180,8 +180,12 @@ LogicalResult LetheDialect::verifyOperationAttribute(Operation *op,
   if (name == ModelAttrHelper::getNameStr() ||
       name == DeviceAttrHelper::getNameStr())
     return c.is<StringAttr>(Host::Module, "a string");
-  if (name == TotalsAttrHelper::getNameStr())
-    return c.is<DictionaryAttr>(Host::Module, "a dictionary");
+  if (name == TotalsAttrHelper::getNameStr()) {
+    if (failed(c.is<TotalsAttr>(Host::Module, "a #lethe.totals<...>")))
+      return failure();
+    return TotalsAttr::verify([&] { return c.error(); },
+                              cast<TotalsAttr>(c.value).getNumbers());
+  }
   if (name == BudgetBytesAttrHelper::getNameStr() ||
       name == DeviceArenaBytesAttrHelper::getNameStr() ||
       name == HostArenaBytesAttrHelper::getNameStr() ||
@@ -203,8 +207,14 @@ LogicalResult LetheDialect::verifyOperationAttribute(Operation *op,
                             plan.getStepUs(), plan.getBaselineStepUs(),
                             plan.getOverhead(), plan.getLowerBoundOverhead());
   }
-  if (name == PipelineAttrHelper::getNameStr())
-    return c.is<DictionaryAttr>(Host::Function, "a dictionary");
+  if (name == PipelineAttrHelper::getNameStr()) {
+    if (failed(c.is<PipelineAttr>(Host::Function, "a #lethe.pipeline<...>")))
+      return failure();
+    auto pipeline = cast<PipelineAttr>(c.value);
+    return PipelineAttr::verify(
+        [&] { return c.error(); }, pipeline.getSchedule(), pipeline.getStages(),
+        pipeline.getStage(), pipeline.getMicrobatches(), pipeline.getVpp());
+  }
   if (name == ContentionAttrHelper::getNameStr())
     return c.is<CopyContentionAttr>(Host::Function, "a #lethe<contention ...>");
   if (name == CopyChunkBytesAttrHelper::getNameStr() ||
@@ -285,19 +295,11 @@ LogicalResult PlacementAttr::verify(
     function_ref<InFlightDiagnostic()> emitError, int64_t restoreBefore,
     std::optional<int64_t> releaseAfter, std::optional<int64_t> prefetchAfter,
     ArrayRef<int64_t> nodes) {
-  if (restoreBefore < 0)
-    return emitError() << "restore_before must be a node index, got "
-                       << restoreBefore;
+  // Nodes are named by `lethe.node_id`, any i64: whether a node has that id
+  // is the reader's check (readPlanAttributes), in its function.
   if (releaseAfter.has_value() != prefetchAfter.has_value())
     return emitError()
            << "an offload needs both release_after and prefetch_after";
-  if (releaseAfter && (*releaseAfter < 0 || *prefetchAfter < 0))
-    return emitError() << "release_after and prefetch_after must be node "
-                          "indices, got "
-                       << *releaseAfter << " and " << *prefetchAfter;
-  for (int64_t node : nodes)
-    if (node < 0)
-      return emitError() << "nodes must be node indices, got " << node;
   return success();
 }
 
@@ -313,5 +315,33 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!(stepUs.convertToDouble() >= 0.0) ||
       !(baselineStepUs.convertToDouble() >= 0.0))
     return emitError() << "step_us and baseline_step_us must be at least 0";
+  return success();
+}
+
+LogicalResult PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   PipelineScheduleKind schedule,
+                                   int64_t stages, int64_t stage,
+                                   int64_t microbatches, int64_t vpp) {
+  if (stages < 1 || microbatches < 1 || vpp < 1)
+    return emitError() << "stages, microbatches and vpp must be at least 1";
+  if (stage < 0 || stage >= stages)
+    return emitError() << "stage must be in [0, " << stages << "), got "
+                       << stage;
+  return success();
+}
+
+LogicalResult TotalsAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 DictionaryAttr numbers) {
+  // The importer's numbers: integers that fit an i64, else doubles.
+  for (NamedAttribute entry : numbers) {
+    Attribute value = entry.getValue();
+    auto integer = dyn_cast<IntegerAttr>(value);
+    auto real = dyn_cast<FloatAttr>(value);
+    if ((integer && integer.getType().isSignlessInteger(64)) ||
+        (real && real.getType().isF64()))
+      continue;
+    return emitError() << "'" << entry.getName().getValue()
+                       << "' must be an i64 or an f64, got " << value;
+  }
   return success();
 }

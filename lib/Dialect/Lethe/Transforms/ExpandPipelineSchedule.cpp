@@ -11,6 +11,7 @@
 #include "lethe/Analysis/PipelinePartition.h"
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/IR/NodeIds.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -134,6 +135,8 @@ void ExpandPipelineSchedulePass::runOnOperation() {
   remarkPartition(func);
   if (failed(emit(func, ret, (*plans)[stage])))
     return signalPassFailure();
+  // Each micro-batch's copy of a node is a node of its own for the plan.
+  renumberRepeatedNodeIds(func);
 }
 BlockArgument ExpandPipelineSchedulePass::argumentFor(BlockArgument original,
                                                       int microbatch) {
@@ -408,14 +411,8 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
   func.setAllArgAttrs(newArgAttrs);
   func.setAllResultAttrs(resultAttrs);
   LetheDialect::PipelineAttrHelper(func->getContext())
-      .setAttr(func, b.getDictionaryAttr({
-                         b.getNamedAttr("microbatches",
-                                        b.getI64IntegerAttr(microbatches)),
-                         b.getNamedAttr("schedule", b.getStringAttr(schedule)),
-                         b.getNamedAttr("stage", b.getI64IntegerAttr(stage)),
-                         b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-                         b.getNamedAttr("vpp", b.getI64IntegerAttr(vpp)),
-                     }));
+      .setAttr(func, PipelineAttr::get(context, partition.options.kind, stages,
+                                       stage, microbatches, vpp));
   LetheDialect::RanksPerHostAttrHelper(func->getContext())
       .setAttr(func,
                b.getI64IntegerAttr(ranksPerHost > 0 ? ranksPerHost : stages));

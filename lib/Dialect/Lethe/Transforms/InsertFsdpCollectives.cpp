@@ -10,6 +10,7 @@
 
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/IR/NodeIds.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -243,6 +244,9 @@ void InsertFsdpCollectivesPass::runOnOperation() {
   LetheDialect::RanksPerHostAttrHelper(func->getContext())
       .setAttr(func, IntegerAttr::get(IntegerType::get(&getContext(), 64),
                                       ranksPerHost > 0 ? ranksPerHost : world));
+  // A node copied to each use of a gathered parameter is a node of its own
+  // for the plan.
+  renumberRepeatedNodeIds(func);
 }
 
 LogicalResult InsertFsdpCollectivesPass::collectParams(func::FuncOp func) {

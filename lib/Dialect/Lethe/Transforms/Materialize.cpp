@@ -1,6 +1,7 @@
 //===- Materialize.cpp - Decisions to an explicit program -----------------===//
 //
-// Reads the plan lethe-plan left on the producing ops, rebuilds the
+// Reads the plan lethe-plan left on the producing ops (PlanAttributes.h:
+// nodes named by their `lethe.node_id`), rebuilds the
 // planner's placement and schedule (lethe/Planner/Placement.h) and writes
 // that schedule out as IR, op for op, so that the program is the one the
 // planner simulated:
@@ -20,6 +21,7 @@
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Placement.h"
 #include "lethe/Simulator/Schedule.h"
@@ -38,62 +40,6 @@ namespace lethe {
 
 using namespace mlir;
 using namespace lethe;
-
-/// One decision per activation, from the attributes on the producing ops.
-/// `complete` is false when some recomputed or offloaded value lacks its
-/// placement.
-static FailureOr<std::vector<ActivationDecision>>
-readDecisions(const TrainingGraph &graph, const ActivationAnalysis &analysis,
-              bool &complete, unsigned &numPlanned) {
-  ArrayRef<ActivationInfo> acts = analysis.getActivations();
-  std::vector<ActivationDecision> decisions(acts.size());
-  for (auto [index, act] : llvm::enumerate(acts))
-    decisions[index].value = act.storage;
-  complete = true;
-  numPlanned = 0;
-  for (const GraphNode &node : graph.getNodes()) {
-    Operation *op = node.irOp;
-    auto decisionsAttr =
-        LetheDialect::DecisionsAttrHelper(op->getContext()).getAttr(op);
-    if (!decisionsAttr)
-      continue;
-    auto placementAttr =
-        LetheDialect::PlacementAttrHelper(op->getContext()).getAttr(op);
-    // The dialect verified both: one entry per result, each a decision (or
-    // placement) or unit.
-    for (auto [resultIndex, entry] : llvm::enumerate(decisionsAttr)) {
-      auto decision = dyn_cast<DecisionAttr>(entry);
-      if (!decision)
-        continue;
-      ValueId value = node.results[resultIndex];
-      int32_t a = analysis.activationIndex(value);
-      if (a < 0 || acts[a].storage != value)
-        return op->emitOpError("result #")
-               << resultIndex << " has a decision but is not an activation "
-               << "(a storage produced in the forward part and read later)";
-      ++numPlanned;
-      ActivationDecision &d = decisions[a];
-      d.decision = decision.getValue();
-      if (d.decision == Decision::Retain)
-        continue;
-      auto placement = placementAttr
-                           ? dyn_cast<PlacementAttr>(placementAttr[resultIndex])
-                           : PlacementAttr();
-      if (!placement) {
-        complete = false;
-        continue;
-      }
-      d.firstBackwardUse = placement.getRestoreBefore();
-      d.releaseAfter = placement.getReleaseAfter().value_or(-1);
-      d.prefetchAfter = placement.getPrefetchAfter().value_or(-1);
-      d.recomputeNodes.assign(placement.getNodes().begin(),
-                              placement.getNodes().end());
-      if (d.decision == Decision::Offload)
-        complete &= d.releaseAfter >= 0 && d.prefetchAfter >= 0;
-    }
-  }
-  return decisions;
-}
 
 namespace {
 
@@ -509,13 +455,11 @@ struct MaterializePass : public lethe::impl::MaterializeBase<MaterializePass> {
       options.replayRng = true;
       options.minOffloadBytes = 0;
       ActivationAnalysis analysis(*graph, options);
-      bool complete = true;
-      unsigned numPlanned = 0;
-      FailureOr<std::vector<ActivationDecision>> decisions =
-          readDecisions(*graph, analysis, complete, numPlanned);
-      if (failed(decisions))
+      FailureOr<PlanOnIR> read = readPlanAttributes(*graph, analysis);
+      if (failed(read))
         return signalPassFailure();
-      if (!complete) {
+      std::vector<ActivationDecision> decisions = std::move(read->decisions);
+      if (!read->complete) {
         if (!profile) {
           llvm::Expected<DeviceProfile> loaded = DeviceProfile::load(device);
           if (!loaded) {
@@ -526,7 +470,7 @@ struct MaterializePass : public lethe::impl::MaterializeBase<MaterializePass> {
           profile = std::move(*loaded);
         }
         Plan plan;
-        plan.decisions = std::move(*decisions);
+        plan.decisions = std::move(decisions);
         if (llvm::Error err = completePlacement(analysis, *profile, plan)) {
           func.emitError("lethe-materialize: cannot place the plan: ")
               << toString(std::move(err));
@@ -534,7 +478,7 @@ struct MaterializePass : public lethe::impl::MaterializeBase<MaterializePass> {
         }
         decisions = std::move(plan.decisions);
       }
-      llvm::Expected<Schedule> schedule = buildSchedule(analysis, *decisions);
+      llvm::Expected<Schedule> schedule = buildSchedule(analysis, decisions);
       if (!schedule) {
         func.emitError("lethe-materialize: the plan cannot be followed: ")
             << toString(schedule.takeError());
@@ -543,7 +487,7 @@ struct MaterializePass : public lethe::impl::MaterializeBase<MaterializePass> {
       Counts counts;
       if (failed(Materializer(func, *graph, *schedule).run(counts)))
         return signalPassFailure();
-      func.emitRemark() << "materialized " << numPlanned
+      func.emitRemark() << "materialized " << read->numPlanned
                         << " decisions: " << counts.regions
                         << " recompute regions re-running " << counts.rerun
                         << " nodes, " << counts.offloads << " offloads, "

@@ -9,6 +9,7 @@
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
@@ -21,7 +22,6 @@
 
 #include <cmath>
 #include <limits>
-#include <map>
 
 namespace lethe {
 #define GEN_PASS_DEF_PLANACTIVATIONS
@@ -145,32 +145,10 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
                                     const TrainingGraph &graph,
                                     const Plan &plan) {
   MLIRContext *context = &getContext();
-  Builder builder(context);
-  // Entries per producing node, in program order.
-  struct Entries {
-    llvm::SmallVector<Attribute> decisions, placements;
-  };
-  std::map<NodeId, Entries> byNode;
+  writePlanAttributes(graph, plan);
   for (const ActivationDecision &d : plan.decisions) {
     const GraphValue &value = graph.getValue(d.value);
     const GraphNode &node = graph.getNode(value.producer);
-    Entries &entries = byNode[value.producer];
-    if (entries.decisions.empty()) {
-      entries.decisions.assign(node.results.size(), builder.getUnitAttr());
-      entries.placements.assign(node.results.size(), builder.getUnitAttr());
-    }
-    entries.decisions[value.resultIndex] =
-        DecisionAttr::get(context, d.decision);
-    if (d.decision != Decision::Retain) {
-      bool offload = d.decision == Decision::Offload;
-      llvm::SmallVector<int64_t> nodes(d.recomputeNodes.begin(),
-                                       d.recomputeNodes.end());
-      entries.placements[value.resultIndex] = PlacementAttr::get(
-          context, d.firstBackwardUse,
-          offload ? std::optional<int64_t>(d.releaseAfter) : std::nullopt,
-          offload ? std::optional<int64_t>(d.prefetchAfter) : std::nullopt,
-          nodes);
-    }
     switch (d.decision) {
     case Decision::Retain:
       ++numRetained;
@@ -189,15 +167,6 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
                        .subCategory(stringifyDecision(d.decision))
                        .function(func.getSymName()))
         << ("result " + std::to_string(value.resultIndex) + ": " + d.reason);
-  }
-  for (auto &[id, entries] : byNode) {
-    Operation *op = graph.getNode(id).irOp;
-    LetheDialect::DecisionsAttrHelper(op->getContext())
-        .setAttr(op, builder.getArrayAttr(entries.decisions));
-    if (llvm::any_of(entries.placements,
-                     [](Attribute a) { return !isa<UnitAttr>(a); }))
-      LetheDialect::PlacementAttrHelper(op->getContext())
-          .setAttr(op, builder.getArrayAttr(entries.placements));
   }
 
   auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };

@@ -3,6 +3,7 @@
 #include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Analysis/Program.h"
+#include "lethe/Dialect/Lethe/IR/NodeIds.h"
 #include "lethe/Import/PlanImporter.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
@@ -128,6 +129,8 @@ lethe::planStep(func::FuncOp func, const PlanActivationsOptions &options,
     reportError(llvm::toString(checked.takeError()));
     return failure();
   }
+  // The plan names nodes by id: every node gets one before it is planned.
+  assignNodeIds(func);
   FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
   if (failed(graph))
     return failure();

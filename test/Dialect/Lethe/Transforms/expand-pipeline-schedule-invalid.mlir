@@ -26,7 +26,7 @@ func.func @two_layers(%x: tensor<4xf32> {lethe.kind = "input"}, %seed: tensor<4x
 // -----
 
 // expected-error @+1 {{step is already expanded into a pipeline stage (lethe.pipeline is set)}}
-func.func @twice(%x: tensor<4xf32>) attributes {lethe.pipeline = {stage = 0 : i64}} {
+func.func @twice(%x: tensor<4xf32>) attributes {lethe.pipeline = #lethe.pipeline<schedule = "1f1b", stages = 2, stage = 0, microbatches = 2, vpp = 1>} {
   return
 }
 

@@ -47,7 +47,7 @@
 // S0-SAME: %[[W1:[a-z0-9]+]]: tensor<4x4xf32> {lethe.kind = "param", lethe.name = "h.1.fc.weight"}
 // S0-SAME: %[[X1:[a-z0-9]+]]: tensor<2x4xf32> {lethe.kind = "input", lethe.mb = 1 : i64, lethe.name = "x.mb1"}
 // S0-SAME: -> (tensor<4x4xf32>, tensor<4x4xf32>)
-// S0-SAME: attributes {lethe.pipeline = {microbatches = 2 : i64, schedule = "1f1b", stage = 0 : i64, stages = 2 : i64, vpp = 1 : i64}, lethe.ranks_per_host = 2 : i64}
+// S0-SAME: attributes {lethe.pipeline = #lethe.pipeline<schedule = "1f1b", stages = 2, stage = 0, microbatches = 2, vpp = 1>, lethe.ranks_per_host = 2 : i64}
 // F0: micro-batch 0 through layers 0 and 1, its output sent to stage 1.
 // S0-NEXT: %[[D0:.+]]:2 = lethe.node "aten.native_dropout.default" fwd (%[[X0]]) {lethe.chunk = 0 : i64, lethe.mb = 0 : i64
 // S0-NEXT: %[[H00:.+]] = lethe.node "aten.mm.default" fwd (%[[D0]]#0, %[[W0]])

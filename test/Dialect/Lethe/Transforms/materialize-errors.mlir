@@ -13,9 +13,42 @@ func.func @not_an_activation(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // -----
 
+// The placement names nodes by `lethe.node_id` (10: the relu); the message
+// by their position in the function.
 // expected-error @+1 {{lethe-materialize: the plan cannot be followed: value %1 is restored before node 0, outside its gap (after node 0, up to node 1)}}
 func.func @outside_gap(%x: tensor<16xf32>) -> tensor<16xf32> {
-  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 0, nodes = [0]>]} : (tensor<16xf32>) -> tensor<16xf32>
-  %1 = lethe.node "aten.neg.default" bwd (%0) : (tensor<16xf32>) -> tensor<16xf32>
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 10, lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 10, nodes = [10]>]} : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = lethe.node "aten.neg.default" bwd (%0) {lethe.node_id = 11} : (tensor<16xf32>) -> tensor<16xf32>
+  return %1 : tensor<16xf32>
+}
+
+// -----
+
+// A placement names nodes by id, not by position: node 1 is the neg's
+// position, and no node has id 1.
+func.func @unknown_node(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{placement of result #0 names node 1 in 'restore_before', and no node of the function has that 'lethe.node_id'}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 10, lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 1, nodes = [10]>]} : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = lethe.node "aten.neg.default" bwd (%0) {lethe.node_id = 11} : (tensor<16xf32>) -> tensor<16xf32>
+  return %1 : tensor<16xf32>
+}
+
+// -----
+
+func.func @unknown_recomputed_node(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{placement of result #0 names node 0 in 'nodes', and no node of the function has that 'lethe.node_id'}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 10, lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 11, nodes = [0]>]} : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = lethe.node "aten.neg.default" bwd (%0) {lethe.node_id = 11} : (tensor<16xf32>) -> tensor<16xf32>
+  return %1 : tensor<16xf32>
+}
+
+// -----
+
+// Two nodes with one id would make a plan ambiguous.
+func.func @repeated_id(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // expected-note @+1 {{the earlier node}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 7} : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error @+1 {{node id 7 is also an earlier node's: a plan names nodes by their 'lethe.node_id', which must be unique in the function}}
+  %1 = lethe.node "aten.neg.default" bwd (%0) {lethe.node_id = 7} : (tensor<16xf32>) -> tensor<16xf32>
   return %1 : tensor<16xf32>
 }

@@ -58,7 +58,8 @@ func.func @offload_and_recompute(%x: tensor<512x512xf32> {lethe.kind = "input"},
 // -----
 
 // With a placement, the plan's own points are kept: the prefetch is issued
-// right after node 0 here, as early as possible.
+// right after node 40 (the forward mm, by its `lethe.node_id`) here, as
+// early as possible.
 // CHECK-LABEL: func.func @placed
 // expected-remark @+1 {{materialized 1 decisions: 0 recompute regions re-running 0 nodes, 1 offloads, 1 prefetches, 5 releases}}
 func.func @placed(%x: tensor<512x512xf32>, %w: tensor<512x512xf32>) -> tensor<512x512xf32> {
@@ -68,10 +69,36 @@ func.func @placed(%x: tensor<512x512xf32>, %w: tensor<512x512xf32>) -> tensor<51
   // CHECK-NEXT: lethe.join
   // CHECK-NEXT: lethe.prefetch
   // CHECK-NEXT: lethe.node "aten.gelu.default"
-  %0 = lethe.node "aten.mm.default" fwd (%x, %w) {time_us = 100.0 : f64, lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 3, release_after = 0, prefetch_after = 0, nodes = []>]} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
-  %1 = lethe.node "aten.gelu.default" fwd (%x) {time_us = 20.0 : f64} : (tensor<512x512xf32>) -> tensor<512x512xf32>
-  %2 = lethe.node "aten.mm.default" bwd (%1, %w) {time_us = 100.0 : f64} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
-  %3 = lethe.node "aten.mm.default" bwd (%2, %0) {time_us = 100.0 : f64} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  %0 = lethe.node "aten.mm.default" fwd (%x, %w) {time_us = 100.0 : f64, lethe.node_id = 40, lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 43, release_after = 40, prefetch_after = 40, nodes = []>]} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  %1 = lethe.node "aten.gelu.default" fwd (%x) {time_us = 20.0 : f64, lethe.node_id = 41} : (tensor<512x512xf32>) -> tensor<512x512xf32>
+  %2 = lethe.node "aten.mm.default" bwd (%1, %w) {time_us = 100.0 : f64, lethe.node_id = 42} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  %3 = lethe.node "aten.mm.default" bwd (%2, %0) {time_us = 100.0 : f64, lethe.node_id = 43} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  return %3 : tensor<512x512xf32>
+}
+
+// -----
+
+// The same plan on the same nodes listed in another order (the gelu first):
+// the placement names nodes by `lethe.node_id`, not by position, so the
+// offload still follows the mm (id 40), is released there and prefetched
+// right after it. Read by position, the placement would name no node
+// (ids 40 and 43 of a 4-node function).
+// CHECK-LABEL: func.func @placed_reordered
+// expected-remark @+1 {{materialized 1 decisions: 0 recompute regions re-running 0 nodes, 1 offloads, 1 prefetches, 5 releases}}
+func.func @placed_reordered(%x: tensor<512x512xf32>, %w: tensor<512x512xf32>) -> tensor<512x512xf32> {
+  // CHECK: lethe.node "aten.gelu.default"
+  // CHECK-NEXT: lethe.node "aten.mm.default" fwd
+  // CHECK-NEXT: lethe.barrier
+  // CHECK-NEXT: lethe.offload
+  // CHECK-NEXT: lethe.release {{.*}} await
+  // CHECK-NEXT: lethe.barrier
+  // CHECK-NEXT: lethe.join
+  // CHECK-NEXT: lethe.prefetch
+  // CHECK-NEXT: lethe.node "aten.mm.default" bwd
+  %1 = lethe.node "aten.gelu.default" fwd (%x) {time_us = 20.0 : f64, lethe.node_id = 41} : (tensor<512x512xf32>) -> tensor<512x512xf32>
+  %0 = lethe.node "aten.mm.default" fwd (%x, %w) {time_us = 100.0 : f64, lethe.node_id = 40, lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 43, release_after = 40, prefetch_after = 40, nodes = []>]} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  %2 = lethe.node "aten.mm.default" bwd (%1, %w) {time_us = 100.0 : f64, lethe.node_id = 42} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  %3 = lethe.node "aten.mm.default" bwd (%2, %0) {time_us = 100.0 : f64, lethe.node_id = 43} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
   return %3 : tensor<512x512xf32>
 }
 

@@ -45,7 +45,7 @@ func.func @step(%x: !h,
                 %seed: !h {lethe.kind = "tangent"})
     -> (!w1, !w2, !w1, !w2, !w1, !w2) {
   // node 0
-  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 25, nodes = [0]>]
+  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 0 : i64, lethe.placement = [#lethe.placement<restore_before = 25, nodes = [0]>]
   // expected-remark @below {{recomputed (policy full): frees 4.00 MiB for 5.00 us of re-run}}
   %n0 = lethe.node "aten.norm" fwd (%x) {scope = "model.h.0", time_us = 5.0 : f64} : (!h) -> !n
   // node 1
@@ -61,7 +61,7 @@ func.func @step(%x: !h,
   // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.1; cuts the recompute chains of 1 activation(s) (of aten.norm #5); through it they would re-run 2 more nodes (105.00 us) back to aten.mm.default #3}}
   %h1 = lethe.node "aten.add.Tensor" fwd (%x, %o0) {scope = "model.h.0", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 5
-  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 20, nodes = [5]>]
+  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 5 : i64, lethe.placement = [#lethe.placement<restore_before = 20, nodes = [5]>]
   // expected-remark @below {{recomputed (policy full): frees 4.00 MiB for 5.00 us of re-run}}
   %n1 = lethe.node "aten.norm" fwd (%h1) {scope = "model.h.1", time_us = 5.0 : f64} : (!h) -> !n
   // node 6
@@ -77,7 +77,7 @@ func.func @step(%x: !h,
   // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.2; cuts the recompute chains of 1 activation(s) (of aten.norm #10); through it they would re-run 2 more nodes (105.00 us) back to aten.mm.default #8}}
   %h2 = lethe.node "aten.add.Tensor" fwd (%h1, %o1) {scope = "model.h.1", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 10
-  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 15, nodes = [10]>]
+  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 10 : i64, lethe.placement = [#lethe.placement<restore_before = 15, nodes = [10]>]
   // expected-remark @below {{recomputed (policy full): frees 4.00 MiB for 5.00 us of re-run}}
   %n2 = lethe.node "aten.norm" fwd (%h2) {scope = "model.h.2", time_us = 5.0 : f64} : (!h) -> !n
   // node 11

@@ -12,8 +12,9 @@
 //   u = mm(h, w1)  [8 MiB];  v = gelu(u)  [8 MiB];  o = mm(v, w2);  h' = h + o
 // then the backward in reverse order. The backward of a layer reads v, u
 // and the layer input h: these are the activations, and each one gets a
-// decision and a remark saying why. A `// node N` comment gives each node's
-// index, which `lethe.placement` refers to.
+// decision and a remark saying why. `lethe.placement` names nodes by their
+// `lethe.node_id`; these nodes have none, so lethe-plan gives them 0, 1, ...
+// in program order (the `// node N` comments), and prints them.
 //
 // The remarks are optimization remarks (category lethe-plan): they show
 // with --remarks-filter=lethe-plan, and --remark-format=emitRemark prints
@@ -40,11 +41,11 @@ func.func @step(%x: !h,
   // u0 is re-created by re-running node 0. The chain of v0 (node 1) reads
   // u0, so u0 comes back where v0 does: before node 12, v0's first
   // backward use.
-  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 12, nodes = [0]>]
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 0 : i64, lethe.placement = [#lethe.placement<restore_before = 12, nodes = [0]>]
   // expected-remark @below {{recomputed (policy full): frees 8.00 MiB for 100.00 us of re-run}}
   %u0 = lethe.node "aten.mm.default" fwd (%x, %w1_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 1
-  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 12, nodes = [1]>]
+  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 1 : i64, lethe.placement = [#lethe.placement<restore_before = 12, nodes = [1]>]
   // expected-remark @below {{recomputed (policy full): frees 8.00 MiB for 10.00 us of re-run}}
   %v0 = lethe.node "aten.gelu.default" fwd (%u0) {scope = "model.h.0", time_us = 10.0 : f64} : (!a) -> !a
   // node 2: o0 is not read by the backward, so it is no activation and
@@ -61,7 +62,7 @@ func.func @step(%x: !h,
   // node 4
   // Layer 1 is the last layer: its activations come back before node 8,
   // the first backward node.
-  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 8, nodes = [4]>]
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 4 : i64, lethe.placement = [#lethe.placement<restore_before = 8, nodes = [4]>]
   // expected-remark @below {{recomputed (policy full): frees 8.00 MiB for 100.00 us of re-run}}
   %u1 = lethe.node "aten.mm.default" fwd (%h1, %w1_1) {scope = "model.h.1", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 5

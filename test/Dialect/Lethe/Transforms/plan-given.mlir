@@ -35,20 +35,22 @@ func.func @step(%x: !h,
                 %w2: !w2 {lethe.kind = "param"},
                 %seed: !h {lethe.kind = "tangent"})
     -> (!w1, !w2) {
-  // node 0: recomputed by name; back before node 4, gelu_backward.
-  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 10 : i64, lethe.placement = [#lethe.placement<restore_before = 4, nodes = [0]>]
+  // Nodes are named by `lethe.node_id`. Node 10: recomputed by name; back
+  // before node 14, gelu_backward.
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 10 : i64, lethe.placement = [#lethe.placement<restore_before = 14, nodes = [10]>]
   // expected-remark @below {{recomputed (given plan): frees 8.00 MiB for 100.00 us of re-run}}
   %u = lethe.node "aten.mm.default" fwd (%x, %w1) {name = "u", lethe.node_id = 10 : i64, time_us = 100.0 : f64} : (!h, !w1) -> !a
-  // node 1: offloaded by id; the planner places the copies.
-  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 11 : i64, lethe.placement = [#lethe.placement<restore_before = 3, release_after = 2, prefetch_after = 2, nodes = []>]
+  // Node 11: offloaded by id; the planner places the copies.
+  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 11 : i64, lethe.placement = [#lethe.placement<restore_before = 13, release_after = 12, prefetch_after = 12, nodes = []>]
   // expected-remark @below {{offloaded (given plan): frees 8.00 MiB}}
   %v = lethe.node "aten.gelu.default" fwd (%u) {name = "v", lethe.node_id = 11 : i64, time_us = 10.0 : f64} : (!a) -> !a
-  // node 2: not read by the backward, no activation, no decision.
+  // Node 12: not read by the backward, no activation, no decision.
   // CHECK: lethe.node "aten.mm.default" fwd
   // CHECK-NOT: lethe.decisions
   // CHECK-SAME: -> tensor<4096x256xbf16>
   %o = lethe.node "aten.mm.default" fwd (%v, %w2) {name = "o", lethe.node_id = 12 : i64, time_us = 100.0 : f64} : (!a, !w2) -> !h
-  // nodes 3-5
+  // Nodes 13-15: without an id in the input, they get the ids above the
+  // largest in use (12), in program order.
   %d:2 = lethe.node "aten.mm_backward" bwd (%seed, %v, %w2) {time_us = 200.0 : f64} : (!h, !a, !w2) -> (!a, !w2)
   %g = lethe.node "aten.gelu_backward" bwd (%d#0, %u) {time_us = 20.0 : f64} : (!a, !a) -> !a
   %e:2 = lethe.node "aten.mm_backward" bwd (%g, %x, %w1) {time_us = 200.0 : f64} : (!a, !h, !w1) -> (!h, !w1)

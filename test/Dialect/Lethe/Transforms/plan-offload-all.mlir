@@ -34,7 +34,7 @@ func.func @step(%x: !h,
                 %seed: !h {lethe.kind = "tangent"})
     -> (!w1, !w2, !w1, !w2) {
   // node 0
-  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 13, release_after = {{[0-9]+}}, prefetch_after = {{[0-9]+}}, nodes = []>]
+  // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 0 : i64, lethe.placement = [#lethe.placement<restore_before = 13, release_after = {{[0-9]+}}, prefetch_after = {{[0-9]+}}, nodes = []>]
   // expected-remark @below {{offloaded (policy offload-all): frees 8.00 MiB}}
   %u0 = lethe.node "aten.mm.default" fwd (%x, %w1_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 1

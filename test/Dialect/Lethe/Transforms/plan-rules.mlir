@@ -45,8 +45,8 @@ func.func @step(%x: !h, %w: !w {lethe.kind = "param"}, %seed: !h {lethe.kind = "
   // y is read by the backward through the view %v: it is an activation.
   // Re-creating it would re-run the dropout.
   // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision retain>]
-  // OFFLOAD: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = {{[0-9]+}}, release_after = {{[0-9]+}}, prefetch_after = {{[0-9]+}}, nodes = [3]>]
-  // REPLAY: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = {{[0-9]+}}, nodes = [0, 2, 3]>]
+  // OFFLOAD: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 2 : i64, lethe.placement = [#lethe.placement<restore_before = {{[0-9]+}}, release_after = {{[0-9]+}}, prefetch_after = {{[0-9]+}}, nodes = [3]>]
+  // REPLAY: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 2 : i64, lethe.placement = [#lethe.placement<restore_before = {{[0-9]+}}, nodes = [0, 2, 3]>]
   // expected-remark @below {{retained (policy full): cannot be recomputed: its chain needs an RNG op (aten.native_dropout.default #0)}}
   %y = lethe.node "aten.mm.default" fwd (%d#0, %g) {scope = "model.h.0", time_us = 50.0 : f64} : (!h, !g) -> !h
   // node 3

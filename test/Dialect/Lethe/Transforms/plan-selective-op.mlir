@@ -38,14 +38,14 @@ func.func @step(%x: !h,
   // The matmul's output is kept (or, with offload-kept, offloaded and
   // prefetched back before node 12, where v0's chain reads it)...
   // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision retain>]
-  // OFFLOAD: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 12, release_after = {{[0-9]+}}, prefetch_after = {{[0-9]+}}, nodes = []>]
+  // OFFLOAD: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 0 : i64, lethe.placement = [#lethe.placement<restore_before = 12, release_after = {{[0-9]+}}, prefetch_after = {{[0-9]+}}, nodes = []>]
   // With keep-ops=gelu the roles swap: u0 is recomputed.
   // KEEP: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>]
   // expected-remark @below {{retained (policy selective-op): output of kept op aten.mm.default}}
   %u0 = lethe.node "aten.mm.default" fwd (%x, %w1_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 1
   // ... and the cheap gelu after it is recomputed from it.
-  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 12, nodes = [1]>]
+  // CHECK: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 1 : i64, lethe.placement = [#lethe.placement<restore_before = 12, nodes = [1]>]
   // OFFLOAD: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>]
   // KEEP: lethe.node "aten.gelu.default" fwd {{.*}}lethe.decisions = [#lethe<decision retain>]
   // expected-remark @below {{recomputed (policy selective-op): frees 8.00 MiB for 10.00 us of re-run}}

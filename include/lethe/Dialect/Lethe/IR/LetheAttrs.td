@@ -99,6 +99,19 @@ def Lethe_CopyContention : I32EnumAttr<"CopyContention",
 def Lethe_CopyContentionAttr
     : EnumAttr<Lethe_Dialect, Lethe_CopyContention, "contention">;
 
+def Lethe_PipelineScheduleKind : I32EnumAttr<"PipelineScheduleKind",
+    "the order of a pipeline stage's micro-batches", [
+      // One forward, one backward (PipeDream-Flush, Megatron-LM's default).
+      I32EnumAttrCase<"OneFOneB", 0, "1f1b">,
+      // Megatron-LM's interleaved schedule over `vpp` chunks per stage.
+      I32EnumAttrCase<"Interleaved", 1, "interleaved">]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::lethe";
+  // `1f1b` is no keyword: quoted where it must be.
+  let parameterPrinter =
+      "$_printer.printKeywordOrString(stringifyPipelineScheduleKind($_self))";
+}
+
 //===----------------------------------------------------------------------===//
 // The plan
 //===----------------------------------------------------------------------===//
@@ -143,8 +156,8 @@ def Lethe_BoolParameter : AttrParameter<"bool", "true or false"> {
   let printer = [{ $_printer << ($_self ? "true" : "false") }];
 }
 
-// Indices among the function's nodes, in brackets (`[]` when none).
-def Lethe_NodeListParameter : ArrayRefParameter<"int64_t", "node indices"> {
+// Node ids (`lethe.node_id`), in brackets (`[]` when none).
+def Lethe_NodeListParameter : ArrayRefParameter<"int64_t", "node ids"> {
   let parser = [{ [&]() -> ::mlir::FailureOr<::llvm::SmallVector<int64_t>> {
     ::llvm::SmallVector<int64_t> nodes;
     if (::mlir::failed($_parser.parseCommaSeparatedList(
@@ -164,12 +177,14 @@ def Lethe_PlacementAttr : Lethe_Attr<"Placement", "placement"> {
   let summary = "where a recomputed or offloaded activation is restored";
   let description = [{
     One entry of a node's `lethe.placement`, for a result lethe-plan
-    recomputes or offloads. Nodes are named by their index among the
-    function's `lethe.node` and `lethe.collective` ops, in program order:
-    the restore comes before node `restore_before` (the value's first
-    backward use); an offload is copied out after node `release_after` and
-    its prefetch issued after node `prefetch_after`; `nodes` are the nodes a
-    recompute re-runs, in order.
+    recomputes or offloads. Nodes are named by their `lethe.node_id` (the
+    exported node's id, or the one lethe-plan gave a node without one),
+    never by their position, so a plan stays true of the function with its
+    nodes listed in another order: the restore comes before node
+    `restore_before` (the value's first backward use); an offload is copied
+    out after node `release_after` and its prefetch issued after node
+    `prefetch_after`; `nodes` are the nodes a recompute re-runs, in program
+    order. lethe-materialize rejects an id no node of the function has.
 
     ```mlir
     #lethe.placement<restore_before = 12, nodes = [3, 4]>
@@ -231,6 +246,46 @@ def Lethe_PlanAttr : Lethe_Attr<"Plan", "plan"> {
                    ::llvm::APFloat(overhead), bound);
     }]>
   ];
+}
+
+def Lethe_PipelineAttr : Lethe_Attr<"Pipeline", "pipeline"> {
+  let summary = "the pipeline stage a step was expanded into";
+  let description = [{
+    What lethe-expand-pipeline-schedule leaves on the function it expanded:
+    the schedule, the number of stages and this function's stage, the
+    micro-batches and the virtual stages (chunks) per stage.
+
+    ```mlir
+    #lethe.pipeline<schedule = "1f1b", stages = 2, stage = 0,
+                    microbatches = 4, vpp = 1>
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Lethe_PipelineScheduleKind>:$schedule,
+    "int64_t":$stages,
+    "int64_t":$stage,
+    "int64_t":$microbatches,
+    "int64_t":$vpp
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Lethe_TotalsAttr : Lethe_Attr<"Totals", "totals"> {
+  let summary = "the step's totals as the exporter measured them";
+  let description = [{
+    The JSON graph's `totals` on the module, by name: each an integer (i64)
+    or a float (f64). Names are the exporter's (`fwd_ms_sum_ops`,
+    `act_peak_bytes_eager`, ...); `lethe report` prints them beside its own
+    figures.
+
+    ```mlir
+    #lethe.totals<{fwd_ms = 1.500000e+00 : f64, n_nodes = 9 : i64}>
+    ```
+  }];
+  let parameters = (ins "::mlir::DictionaryAttr":$numbers);
+  let assemblyFormat = "`<` $numbers `>`";
+  let genVerifyDecl = 1;
 }
 
 #endif // LETHE_DIALECT_LETHE_IR_LETHEATTRS_TD

@@ -38,7 +38,7 @@ def Lethe_Dialect : Dialect {
     // every offset and size, which lethe-assign-buffers wrote.
     "::mlir::StringAttr":$model,
     "::mlir::StringAttr":$device,
-    "::mlir::DictionaryAttr":$totals,
+    "::lethe::TotalsAttr":$totals,
     "::mlir::IntegerAttr":$budget_bytes,
     "::mlir::IntegerAttr":$device_arena_bytes,
     "::mlir::IntegerAttr":$host_arena_bytes,
@@ -55,7 +55,7 @@ def Lethe_Dialect : Dialect {
     "::lethe::CopyContentionAttr":$contention,
     "::mlir::IntegerAttr":$copy_chunk_bytes,
     "::mlir::IntegerAttr":$ranks_per_host,
-    "::mlir::DictionaryAttr":$pipeline,
+    "::lethe::PipelineAttr":$pipeline,
     "::mlir::IntegerAttr":$fsdp_world,
     // On the step's arguments and results.
     "::mlir::StringAttr":$kind,

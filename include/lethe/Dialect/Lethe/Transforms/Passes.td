@@ -416,7 +416,9 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
       `interleaved`: Megatron-LM's schedule over `vpp` chunks per stage
       (microbatches must be a multiple of stages);
     - every op of the stage is cloned per micro-batch (attributes `lethe.mb`
-      and `lethe.chunk`), so each micro-batch's values are distinct;
+      and `lethe.chunk`), so each micro-batch's values are distinct; each
+      copy of a node after the first gets a `lethe.node_id` of its own (the
+      plan names nodes by it);
       parameters and buffers are shared, data inputs and the gradient seed
       become one argument per micro-batch;
     - values crossing stages are sent and received with `lethe.collective
@@ -432,6 +434,8 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
     Before emitting, the pass derives every stage's transfers and checks
     that each pair of stages agrees on their order and that the groups
     complete without deadlock. The function records
+    `lethe.pipeline = #lethe.pipeline<schedule = ..., stages = ..., stage =
+    ..., microbatches = ..., vpp = ...>` and
     `lethe.ranks_per_host` (`ranks-per-host`, default all `stages`): the
     stages of one host share its copy bandwidth in the simulator (the device
     profile's host_* figures). docs/Parallel.md has the details.

@@ -1,0 +1,136 @@
+//===- PlanAttributes.cpp - A plan on the IR, and back --------------------===//
+
+#include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
+#include "lethe/Dialect/Lethe/IR/LetheOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace lethe;
+
+void lethe::writePlanAttributes(const TrainingGraph &graph, const Plan &plan) {
+  auto idOf = [&](NodeId node) {
+    const std::optional<int64_t> &id = graph.getNode(node).sourceId;
+    assert(id && "every node has its id before it is planned");
+    return *id;
+  };
+  // Entries per producing node, in program order.
+  struct Entries {
+    SmallVector<Attribute> decisions, placements;
+  };
+  std::map<NodeId, Entries> byNode;
+  for (const ActivationDecision &d : plan.decisions) {
+    const GraphValue &value = graph.getValue(d.value);
+    Operation *op = graph.getNode(value.producer).irOp;
+    MLIRContext *context = op->getContext();
+    Builder builder(context);
+    Entries &entries = byNode[value.producer];
+    if (entries.decisions.empty()) {
+      entries.decisions.assign(op->getNumResults(), builder.getUnitAttr());
+      entries.placements.assign(op->getNumResults(), builder.getUnitAttr());
+    }
+    entries.decisions[value.resultIndex] =
+        DecisionAttr::get(context, d.decision);
+    if (d.decision == Decision::Retain)
+      continue;
+    bool offload = d.decision == Decision::Offload;
+    SmallVector<int64_t> nodes;
+    for (NodeId node : d.recomputeNodes)
+      nodes.push_back(idOf(node));
+    entries.placements[value.resultIndex] = PlacementAttr::get(
+        context, idOf(d.firstBackwardUse),
+        offload ? std::optional<int64_t>(idOf(d.releaseAfter)) : std::nullopt,
+        offload ? std::optional<int64_t>(idOf(d.prefetchAfter)) : std::nullopt,
+        nodes);
+  }
+  for (auto &[node, entries] : byNode) {
+    Operation *op = graph.getNode(node).irOp;
+    Builder builder(op->getContext());
+    LetheDialect::DecisionsAttrHelper(op->getContext())
+        .setAttr(op, builder.getArrayAttr(entries.decisions));
+    if (llvm::any_of(entries.placements,
+                     [](Attribute a) { return !isa<UnitAttr>(a); }))
+      LetheDialect::PlacementAttrHelper(op->getContext())
+          .setAttr(op, builder.getArrayAttr(entries.placements));
+  }
+}
+
+FailureOr<PlanOnIR>
+lethe::readPlanAttributes(const TrainingGraph &graph,
+                          const ActivationAnalysis &analysis) {
+  ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  PlanOnIR read;
+  read.decisions.resize(acts.size());
+  for (auto [index, act] : llvm::enumerate(acts))
+    read.decisions[index].value = act.storage;
+  for (const GraphNode &node : graph.getNodes()) {
+    Operation *op = node.irOp;
+    auto decisionsAttr =
+        LetheDialect::DecisionsAttrHelper(op->getContext()).getAttr(op);
+    if (!decisionsAttr)
+      continue;
+    auto placementAttr =
+        LetheDialect::PlacementAttrHelper(op->getContext()).getAttr(op);
+    // The dialect verified both: one entry per result, each a decision (or
+    // placement) or unit.
+    for (auto [resultIndex, entry] : llvm::enumerate(decisionsAttr)) {
+      auto decision = dyn_cast<DecisionAttr>(entry);
+      if (!decision)
+        continue;
+      ValueId value = node.results[resultIndex];
+      int32_t a = analysis.activationIndex(value);
+      if (a < 0 || acts[a].storage != value)
+        return op->emitOpError("result #")
+               << resultIndex << " has a decision but is not an activation "
+               << "(a storage produced in the forward part and read later)";
+      ++read.numPlanned;
+      ActivationDecision &d = read.decisions[a];
+      d.decision = decision.getValue();
+      if (d.decision == Decision::Retain)
+        continue;
+      auto placement = placementAttr
+                           ? dyn_cast<PlacementAttr>(placementAttr[resultIndex])
+                           : PlacementAttr();
+      if (!placement) {
+        read.complete = false;
+        continue;
+      }
+      // Node ids back to this graph's node indices.
+      auto nodeOf = [&](int64_t id, StringRef field) -> FailureOr<NodeId> {
+        if (std::optional<NodeId> found = graph.findNodeBySourceId(id))
+          return *found;
+        return op->emitOpError("placement of result #")
+               << resultIndex << " names node " << id << " in '" << field
+               << "', and no node of the function has that 'lethe.node_id'";
+      };
+      FailureOr<NodeId> restore =
+          nodeOf(placement.getRestoreBefore(), "restore_before");
+      if (failed(restore))
+        return failure();
+      d.firstBackwardUse = *restore;
+      if (placement.getReleaseAfter()) {
+        FailureOr<NodeId> release =
+            nodeOf(*placement.getReleaseAfter(), "release_after");
+        if (failed(release))
+          return failure();
+        FailureOr<NodeId> prefetch =
+            nodeOf(*placement.getPrefetchAfter(), "prefetch_after");
+        if (failed(prefetch))
+          return failure();
+        d.releaseAfter = *release;
+        d.prefetchAfter = *prefetch;
+      }
+      for (int64_t id : placement.getNodes()) {
+        FailureOr<NodeId> node = nodeOf(id, "nodes");
+        if (failed(node))
+          return failure();
+        d.recomputeNodes.push_back(*node);
+      }
+      if (d.decision == Decision::Offload)
+        read.complete &= d.releaseAfter >= 0 && d.prefetchAfter >= 0;
+    }
+  }
+  return read;
+}
