@@ -599,8 +599,10 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
 std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
                             const Evaluation &eval) {
   const ActivationInfo &act = acts[a];
+  // As the plan runs it (a checkpoint no chain reads is retained).
   const ActivationDecision &d = eval.placement.decisions[a];
-  switch (decisions[a]) {
+  (void)decisions;
+  switch (d.decision) {
   case Decision::Retain:
     if (!act.recomputable && !act.offloadable)
       return llvm::formatv("retained: cannot be recomputed ({0}) or "
@@ -865,6 +867,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
   if (!eval)
     return eval.takeError();
   solution.evaluation = std::move(*eval);
+  for (size_t a = 0; a < acts.size(); ++a)
+    solution.decisions[a] = solution.evaluation.placement.decisions[a].decision;
   solution.chosen = llvm::formatv("ladder level {0}", member.level).str();
   solution.reasons.resize(acts.size());
   for (size_t a = 0; a < acts.size(); ++a)

@@ -247,7 +247,8 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
   const Placement &placement = currentEval.placement;
   std::vector<std::pair<double, int32_t>> order;
   for (size_t a = 0; a < acts.size(); ++a) {
-    if (current[a] == Decision::Recompute)
+    if (current[a] == Decision::Recompute &&
+        placement.decisions[a].decision == Decision::Recompute)
       order.push_back(
           {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
                acts[a].recomputeUs,
