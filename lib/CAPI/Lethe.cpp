@@ -182,14 +182,21 @@ LetheStatus planGraph(LetheGraph graph,
     return errorStatus(message);
   if (failed(step))
     return errors.status("lethe: the graph cannot be planned");
-  // Feasible means letheGraphCompile succeeds: the plan is the one it keeps
-  // once packed, and the least budget stated is the one it meets.
-  lethe::LethePipelineConfig config;
-  config.plan = options;
-  config.annotateCosts = false;
-  if (failed(lethe::agreeWithPipeline(*graph->module, func, config, *device,
-                                      *step)))
-    return errors.status("lethe: cannot plan again for the packed arena");
+  // The planner's own plan, judged by its peak, unlike `lethe plan`'s
+  // (agreeWithPipeline): the torch backend runs it under PyTorch's
+  // allocator, where Lethe's arena packing does not apply;
+  // letheGraphCompile re-plans for packing as `lethe compile` does.
+  if (!step->plan.feasible) {
+    // The least budget stated is the one letheGraphCompile meets: the
+    // planner's least peak once packed.
+    lethe::LethePipelineConfig config;
+    config.plan = options;
+    config.annotateCosts = false;
+    FailureOr<int64_t> least =
+        lethe::findLeastFunctionBudget(*graph->module, func, config);
+    if (succeeded(least))
+      step->plan.leastFeasibleBudget = *least;
+  }
   *plan = new LethePlanImpl{graph, std::move(*step)};
   return okStatus();
 }

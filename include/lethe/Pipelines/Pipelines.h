@@ -130,7 +130,7 @@ findLeastFunctionBudget(mlir::ModuleOp module, mlir::func::FuncOp func,
 /// (planned again for its plan budget, stated for the budget asked for),
 /// or, when no plan under the budget packs into it, infeasible with the
 /// least budget the pipeline meets (as for an infeasible `step`). `lethe
-/// plan` and the C API call it. Fails only when re-planning does.
+/// plan` calls it. Fails only when re-planning does.
 mlir::LogicalResult agreeWithPipeline(mlir::ModuleOp module,
                                       mlir::func::FuncOp func,
                                       const LethePipelineConfig &config,
