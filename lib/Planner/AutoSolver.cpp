@@ -728,21 +728,30 @@ llvm::Expected<AutoSolution> Solver::solve() {
           picked = save();
         }
       }
-      if (!pick) {
-        // The greedy got part of the way and nothing goes further: the
-        // last member lies between two levels (else the least peak the
-        // ladder reaches stays a level above the one it got to).
+      if (pick) {
+        restore(std::move(*picked));
+        if (llvm::Error err = probeBelow(level))
+          return std::move(err);
+      } else {
+        // No seed fits either: keep what is needed only after the peak op
+        // off it (late prefetches), where the ladder would otherwise end.
         restore(std::move(stuck));
-        if (currentEval.peakBytes < ladder.back().peak) {
-          if (llvm::Error err = polishFully(currentEval.peakBytes))
-            return std::move(err);
-          record(j);
+        llvm::Expected<bool> late =
+            solverOptions.latePrefetch ? reduceLate(level) : false;
+        if (!late)
+          return late.takeError();
+        if (!*late) {
+          // The greedy got part of the way and nothing goes further: the
+          // last member lies between two levels (else the least peak the
+          // ladder reaches stays a level above the one it got to).
+          if (currentEval.peakBytes < ladder.back().peak) {
+            if (llvm::Error err = polishFully(currentEval.peakBytes))
+              return std::move(err);
+            record(j);
+          }
+          break;
         }
-        break;
       }
-      restore(std::move(*picked));
-      if (llvm::Error err = probeBelow(level))
-        return std::move(err);
     }
     // While tied, a level's plan is the greedy's: the searches below act on
     // single activations, and would untie the plan one level at a time.

@@ -294,6 +294,15 @@ private:
   /// level (small graphs only: it costs a few evaluations per level).
   llvm::Error swapCostly(int64_t level, size_t tries = 3);
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
+  /// Keeps values needed only after the peak node off the peak op: moves an
+  /// offload's prefetch issued before it to after the peak node, or offloads
+  /// a retained value live across it with such a prefetch, whichever lowers
+  /// the peak for the least step time (AutoSolverLatePrefetch.cpp).
+  llvm::Expected<bool> latePrefetch(const Positions &pos, const Batch &batch);
+  /// Where the ladder is stuck at `level` and no seed fits it: late
+  /// prefetches (latePrefetch), each followed by the greedy, until the peak
+  /// holds the level (true) or no move lowers it (false).
+  llvm::Expected<bool> reduceLate(int64_t level);
   std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
                       const Evaluation &eval);
 
