@@ -3,11 +3,14 @@
 // A value needed only after the peak op need not be on the device during it.
 // Hidden copies are placed as late as still hides them (Placement.cpp), so a
 // prefetch whose copy is long, or which queues behind others, is issued
-// before a large op and holds its buffer across it; and a retained value
-// live across the peak op (a layer-input checkpoint) holds its bytes there
-// too. latePrefetch moves such prefetches to be issued after the peak node,
-// and offloads such retained values with the same late prefetch (released
-// before the peak node), paying the copy time the step then waits for.
+// before a large op and holds its buffer across it; a retained value live
+// across the peak op (a layer-input checkpoint) holds its bytes there; a
+// recomputed value's chain, run before the peak op, brings back it and its
+// inputs. latePrefetch moves such prefetches to be issued after the peak
+// node, and offloads such retained or recomputed values with the same late
+// prefetch (Placement keeps a prefetch before the value's restore point),
+// paying the copy time the step then waits for. Where the ladder is stuck
+// with no seed to fall back on, reduceLate alternates it with the greedy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,7 +37,8 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
     CopyHint hint;
   };
   std::vector<Move> moves;
-  // Recomputed values whose re-run result is live across the peak op.
+  // (3) Recomputed values whose re-run result is live across the peak op
+  // (allocated at or before it, freed after it): offloaded instead.
   std::vector<uint8_t> recomputedLive(acts.size(), 0);
   {
     const Schedule &schedule = currentEval.schedule;
