@@ -182,6 +182,10 @@ LetheStatus planGraph(LetheGraph graph,
     return errorStatus(message);
   if (failed(step))
     return errors.status("lethe: the graph cannot be planned");
+  // The planner's own plan, judged by its peak, unlike `lethe plan`'s
+  // (agreeWithPipeline): the torch backend runs it under PyTorch's
+  // allocator, where Lethe's arena packing does not apply;
+  // letheGraphCompile re-plans for packing as `lethe compile` does.
   if (!step->plan.feasible) {
     // The least budget stated is the one letheGraphCompile meets: the
     // planner's least peak once packed.

@@ -219,15 +219,16 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
       });
   if (failed(step))
     return failure();
+  // Feasible means `lethe compile` succeeds: the plan is the one it keeps
+  // once packed, and the least budget stated is the one it meets.
+  if (failed(agreeWithPipeline(*module, func, pipelineConfig(options), *device,
+                               *step))) {
+    llvm::errs() << "error: cannot plan again for the packed arena\n";
+    return failure();
+  }
   TrainingGraph *graph = &step->graph;
   Plan *plan = &step->plan;
   if (!plan->feasible) {
-    // The least budget stated is the one `lethe compile` meets: the
-    // planner's least peak once packed.
-    FailureOr<int64_t> least =
-        findLeastFunctionBudget(*module, func, pipelineConfig(options));
-    if (succeeded(least))
-      plan->leastFeasibleBudget = *least;
     llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";
     // The JSON says so too, for programs that ask.
     OutputFiles outputs;

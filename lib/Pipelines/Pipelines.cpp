@@ -286,6 +286,29 @@ public:
     return below;
   }
 
+  /// From `first` (the plan for `budget`, resolved) down the walk, the
+  /// first plan whose packed arena fits `budget`, or one whose program
+  /// phase broke; none when the planner runs out of plans first. `seen`
+  /// gathers the least packed arena of the plans over the budget;
+  /// `onReplan` hears of each re-plan (the plan over, the next budget).
+  std::optional<Attempt>
+  walkDown(Attempt first, int64_t budget, Least &seen,
+           llvm::function_ref<void(const Attempt &, int64_t)> onReplan) {
+    if (budget < 0 || first.broken || first.packed() <= budget)
+      return std::move(first);
+    Attempt tried = std::move(first);
+    while (true) {
+      seen.update(tried);
+      int64_t lower = next(tried, budget);
+      onReplan(tried, lower);
+      tried = attempt(lower);
+      if (!tried.planned)
+        return std::nullopt;
+      if (tried.broken || tried.packed() <= budget)
+        return std::move(tried);
+    }
+  }
+
   /// Lowers `least` with the plans for budgets in (`floor`, least), the
   /// only ones that can pack into less.
   void improve(Least &least, int64_t floor) {
@@ -402,15 +425,76 @@ lethe::findLeastPipelineBudget(ModuleOp module,
   return least->packed;
 }
 
-FailureOr<int64_t>
-lethe::findLeastFunctionBudget(ModuleOp module, func::FuncOp func,
-                               const LethePipelineConfig &config) {
+/// `module` with `func` alone (the other functions left out).
+static OwningOpRef<ModuleOp> withOnly(ModuleOp module, func::FuncOp func) {
   OwningOpRef<ModuleOp> step = module.clone();
   for (Operation &op : llvm::make_early_inc_range(*step->getBody()))
     if (auto other = dyn_cast<func::FuncOp>(op);
         other && other.getSymName() != func.getSymName())
       op.erase();
-  return findLeastPipelineBudget(*step, config);
+  return step;
+}
+
+LogicalResult lethe::agreeWithPipeline(ModuleOp module, func::FuncOp func,
+                                       const LethePipelineConfig &config,
+                                       const DeviceProfile &device,
+                                       PlannedStep &step) {
+  Plan &plan = step.plan;
+  if (!plan.feasible) {
+    FailureOr<int64_t> least = findLeastFunctionBudget(module, func, config);
+    if (succeeded(least))
+      plan.leastFeasibleBudget = *least;
+    return success();
+  }
+  OwningOpRef<ModuleOp> one = withOnly(module, func);
+  MLIRContext *context = module.getContext();
+  PassManager costs(context);
+  addCostPass(costs, config);
+  if (failed(costs.run(*one)))
+    return failure();
+  ScopedDiagnosticHandler quiet(context,
+                                [](Diagnostic &) { return success(); });
+  PipelineSearch search(*one, config);
+  Attempt first = search.attempt(config.plan.budget);
+  // A plan the program phase cannot take is the compile's error to report.
+  if (!first.planned || first.broken)
+    return success();
+  const int64_t budget = first.planBudget;
+  if (budget < 0 || first.packed() <= budget)
+    return success();
+  Least seen;
+  std::optional<Attempt> kept = search.walkDown(
+      std::move(first), budget, seen, [](const Attempt &, int64_t) {});
+  if (kept && kept->broken)
+    return success();
+  if (!kept) {
+    search.improve(seen, budget);
+    plan.feasible = false;
+    plan.leastFeasibleBudget = seen.packed;
+    return success();
+  }
+  // The plan compiling keeps: planned again for its budget (the planner is
+  // a function of the budget), stated for the budget asked for.
+  // The lower bound stays the one for the budget asked for: a bound for
+  // less does not bound every plan under it.
+  PlanActivationsOptions options = config.plan;
+  options.budget = std::to_string(kept->planBudget);
+  options.bound = false;
+  FailureOr<PlannedStep> replanned =
+      planStep(func, options, device, [](const llvm::Twine &) {});
+  if (failed(replanned) || !replanned->plan.feasible)
+    return failure();
+  replanned->plan.budgetBytes = plan.budgetBytes;
+  replanned->plan.lowerBound = plan.lowerBound;
+  replanned->options.budgetBytes = step.options.budgetBytes;
+  step = std::move(*replanned);
+  return success();
+}
+
+FailureOr<int64_t>
+lethe::findLeastFunctionBudget(ModuleOp module, func::FuncOp func,
+                               const LethePipelineConfig &config) {
+  return findLeastPipelineBudget(*withOnly(module, func), config);
 }
 
 LogicalResult lethe::runLethePipeline(ModuleOp module,
@@ -466,36 +550,22 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
 
   const int64_t budget = first.planBudget;
   result.budgetBytes = budget;
-  std::optional<Attempt> kept;
   Least seen;
-  if (budget < 0 || first.packed() <= budget) {
-    kept = std::move(first);
-  } else {
-    // Packing left the arena above the budget: walk down the plans the
-    // planner makes for less (PipelineSearch) to the first that packs in.
-    Attempt tried = std::move(first);
-    while (true) {
-      seen.update(tried);
-      int64_t lower = search.next(tried, budget);
-      if (keepRemarks)
-        emitRemark(loc) << "lethe-pipeline: the packed device arena ("
-                        << tried.arena << " bytes) exceeds the budget ("
-                        << budget << " bytes); planning again for " << lower
-                        << " bytes";
-      tried = search.attempt(lower);
-      if (!tried.planned)
-        break;
-      if (tried.broken) {
-        replay(context, tried.diagnostics);
-        return failure();
-      }
-      if (tried.packed() <= budget) {
-        kept = std::move(tried);
-        break;
-      }
-    }
-  }
+  std::optional<Attempt> kept =
+      search.walkDown(std::move(first), budget, seen,
+                      [&](const Attempt &tried, int64_t lower) {
+                        if (keepRemarks)
+                          emitRemark(loc)
+                              << "lethe-pipeline: the packed device arena ("
+                              << tried.arena << " bytes) exceeds the budget ("
+                              << budget << " bytes); planning again for "
+                              << lower << " bytes";
+                      });
   result.attempts = search.attempts;
+  if (kept && kept->broken) {
+    replay(context, kept->diagnostics);
+    return failure();
+  }
   if (!kept) {
     // No plan under the budget packs into it: the least budget that one
     // does is above it, among the plans for budgets in (budget, seen).

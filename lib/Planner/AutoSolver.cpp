@@ -62,6 +62,35 @@ constexpr unsigned kLookBelow = 3;
 
 } // namespace
 
+double Solver::contentionRate() const {
+  auto loss = [](double factor) {
+    return factor > 1.0 ? 1.0 - 1.0 / factor : 0.0;
+  };
+  const double matrix = loss(device.matmulSlowdownWithCopies);
+  const double memoryBound = loss(device.memoryBoundSlowdownWithCopies);
+  if (matrix <= 0.0 && memoryBound <= 0.0)
+    return 0.0;
+  double slowed = 0.0, total = 0.0;
+  for (size_t i = 0; i < graph.numNodes(); ++i) {
+    const GraphNode &node = graph.getNode(i);
+    if (node.hasFlag(NodeFlagCollective))
+      continue;
+    double t = std::max(0.0, node.timeUs);
+    total += t;
+    switch (kernelClassOf(node)) {
+    case KernelClass::Matrix:
+      slowed += t * matrix;
+      break;
+    case KernelClass::MemoryBound:
+      slowed += t * memoryBound;
+      break;
+    case KernelClass::None:
+      break;
+    }
+  }
+  return total > 0.0 ? slowed / total : 0.0;
+}
+
 Positions Solver::index(const Evaluation &eval) const {
   const Schedule &schedule = eval.schedule;
   const size_t numOps = schedule.ops.size();
@@ -209,9 +238,10 @@ void Solver::pickRecompute(Batch &batch, const Candidate &picked,
 }
 
 std::vector<const Candidate *>
-Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
-                     Batch &batch, const planner::CopyModel &copies,
-                     size_t offloadLimit) {
+Solver::candidatesAt(
+    size_t op, const Positions &pos, const Evaluation &eval, Batch &batch,
+    const planner::CopyModel &copies, size_t offloadLimit,
+    llvm::function_ref<std::pair<size_t, size_t>()> overLevel) {
   const Placement &placement = eval.placement;
   std::vector<const Candidate *> result;
   std::vector<uint8_t> &offloadable = batch.offloadMark;
@@ -267,6 +297,10 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
     if (c.benefit <= 0)
       return false;
     bool free = c.costUs == 0.0 && lost == 0;
+    // Hidden copies still slow the kernels they run beside.
+    c.contentionUs =
+        contentionPerCopyUs * (copy.d2hUs(c.bytes) + copy.h2dUs(c.bytes));
+    c.costUs += c.contentionUs;
     batch.offloadScratch.push_back(std::move(c));
     return free;
   };
@@ -317,8 +351,22 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
     if (batch.offloadScratch.size() == before)
       cannotHide.push_back(a);
   }
-  // Trading copy time for memory only where nothing else frees `op`.
-  if (result.empty() && batch.offloadScratch.empty() && !noTrades) {
+  // Trading copy time for memory where nothing frees `op` for free: the
+  // trade competes on time per byte with the recomputes. It releases before
+  // the nodes above the level around `op` and prefetches after them (one
+  // trade per node would free the peak node and leave its neighbours, which
+  // the same activation can no longer free).
+  auto costsTime = [](const Candidate *c) {
+    return c->costUs - c->contentionUs > 0.0;
+  };
+  bool anyFree =
+      llvm::any_of(result, [&](const Candidate *c) { return !costsTime(c); }) ||
+      llvm::any_of(batch.offloadScratch,
+                   [&](const Candidate &c) { return !costsTime(&c); });
+  if (!anyFree && !noTrades && !cannotHide.empty()) {
+    auto [firstOp, lastOp] = overLevel();
+    NodeId first = pos.opNode[std::min(firstOp, op)];
+    NodeId last = pos.opNode[std::max(lastOp, op)];
     for (int32_t a : cannotHide) {
       if (trades >= tradeLimit)
         break;
@@ -327,12 +375,12 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
         continue;
       ++trades;
       Candidate c = makeCandidate(a);
-      c.hint.releaseBy = peakNode - 1;
-      c.hint.prefetchNotBefore = peakNode;
-      std::optional<std::pair<NodeId, planner::CopyWhatIf>> &cached =
+      c.hint.releaseBy = std::max<NodeId>(first - 1, act.lastForwardUse);
+      c.hint.prefetchNotBefore = std::min<NodeId>(last, restoreOf[a] - 1);
+      std::optional<std::pair<CopyHint, planner::CopyWhatIf>> &cached =
           batch.tradeWhatIf[a];
-      if (!cached || cached->first != peakNode)
-        cached.emplace(peakNode, copies.whatIf(a, c.restore, c.hint));
+      if (!cached || !(cached->first == c.hint))
+        cached.emplace(c.hint, copies.whatIf(a, c.restore, c.hint));
       consider(c, cached->second);
     }
   }
@@ -341,7 +389,9 @@ Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
   for (const Candidate &c : batch.offloadScratch)
     result.push_back(&c);
   if (freeOnly)
-    llvm::erase_if(result, [](const Candidate *c) { return c->costUs > 0.0; });
+    llvm::erase_if(result, [](const Candidate *c) {
+      return c->costUs - c->contentionUs > 0.0;
+    });
   return result;
 }
 
@@ -349,8 +399,18 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
   planner::CopyModel copies(analysis, device, currentEval.placement,
                             currentHints);
   Batch batch = prepareBatch(pos, currentEval, current);
+  const size_t peakOp = currentEval.memory.peakOp;
+  llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
+  auto overLevel = [&] {
+    size_t first = peakOp, last = peakOp;
+    while (first > 0 && memory[first - 1] > level)
+      --first;
+    while (last + 1 < memory.size() && memory[last + 1] > level)
+      ++last;
+    return std::make_pair(first, last);
+  };
   std::vector<const Candidate *> cands = candidatesAt(
-      currentEval.memory.peakOp, pos, currentEval, batch, copies, 32);
+      peakOp, pos, currentEval, batch, copies, 32, overLevel);
   llvm::sort(cands, [](const Candidate *x, const Candidate *y) {
     return betterCandidate(*x, *y);
   });
@@ -382,7 +442,38 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
       return true;
     }
   }
-  (void)level;
+  // An offload whose copies hide frees only part of its gap; where the peak
+  // is in its gap but not in what it frees, release it before the nodes
+  // above the level and prefetch it after them (its copies then cost time).
+  auto [firstOp, lastOp] = overLevel();
+  NodeId first = pos.opNode[firstOp], last = pos.opNode[lastOp];
+  NodeId peakNode = pos.opNode[peakOp];
+  const size_t maxWidened = 4;
+  size_t widened = 0;
+  for (int32_t a : offloadOrder) {
+    if (current[a] != Decision::Offload || widened >= maxWidened)
+      continue;
+    const ActivationInfo &act = acts[a];
+    const ActivationDecision &d = currentEval.placement.decisions[a];
+    if (peakNode - 1 < act.lastForwardUse || peakNode >= d.firstBackwardUse ||
+        (d.releaseAfter < peakNode && peakNode <= d.prefetchAfter))
+      continue;
+    ++widened;
+    std::vector<CopyHint> trialHints = currentHints;
+    CopyHint &hint = trialHints[a];
+    hint.releaseBy = std::max<NodeId>(
+        act.lastForwardUse, std::min<NodeId>(first - 1, d.releaseAfter));
+    hint.prefetchNotBefore = std::min<NodeId>(
+        d.firstBackwardUse - 1, std::max<NodeId>(last, d.prefetchAfter));
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (improves(*eval, currentEval)) {
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      return true;
+    }
+  }
   return false;
 }
 
@@ -405,8 +496,18 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
     };
     while (tree.max() > level) {
       size_t op = tree.argmax();
+      auto overLevel = [&] {
+        // The tree's memory, one op at a time: only when a trade is judged.
+        size_t first = op, last = op;
+        const size_t numOps = currentEval.schedule.ops.size();
+        while (first > 0 && tree.maxIn(first - 1, first - 1) > level)
+          --first;
+        while (last + 1 < numOps && tree.maxIn(last + 1, last + 1) > level)
+          ++last;
+        return std::make_pair(first, last);
+      };
       std::vector<const Candidate *> cands =
-          candidatesAt(op, pos, currentEval, batch, copies, 16);
+          candidatesAt(op, pos, currentEval, batch, copies, 16, overLevel);
       if (cands.empty())
         break;
       // A copy: the candidate lists are rebuilt as picks change them.
@@ -498,8 +599,10 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
 std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
                             const Evaluation &eval) {
   const ActivationInfo &act = acts[a];
+  // As the plan runs it (a checkpoint no chain reads is retained).
   const ActivationDecision &d = eval.placement.decisions[a];
-  switch (decisions[a]) {
+  (void)decisions;
+  switch (d.decision) {
   case Decision::Retain:
     if (!act.recomputable && !act.offloadable)
       return llvm::formatv("retained: cannot be recomputed ({0}) or "
@@ -604,6 +707,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
       // step time, a seed far below the level (full) lost to one that
       // improves less, and a few levels down the ladder found the faster
       // plan: a smaller budget was faster.
+      State stuck = save();
       std::optional<size_t> pick;
       std::optional<State> picked;
       for (size_t i = 0; i < seeds.size(); ++i) {
@@ -624,11 +728,30 @@ llvm::Expected<AutoSolution> Solver::solve() {
           picked = save();
         }
       }
-      if (!pick)
-        break;
-      restore(std::move(*picked));
-      if (llvm::Error err = probeBelow(level))
-        return std::move(err);
+      if (pick) {
+        restore(std::move(*picked));
+        if (llvm::Error err = probeBelow(level))
+          return std::move(err);
+      } else {
+        // No seed fits either: keep what is needed only after the peak op
+        // off it (late prefetches), where the ladder would otherwise end.
+        restore(std::move(stuck));
+        llvm::Expected<bool> late =
+            solverOptions.latePrefetch ? reduceLate(level) : false;
+        if (!late)
+          return late.takeError();
+        if (!*late) {
+          // The greedy got part of the way and nothing goes further: the
+          // last member lies between two levels (else the least peak the
+          // ladder reaches stays a level above the one it got to).
+          if (currentEval.peakBytes < ladder.back().peak) {
+            if (llvm::Error err = polishFully(currentEval.peakBytes))
+              return std::move(err);
+            record(j);
+          }
+          break;
+        }
+      }
     }
     // While tied, a level's plan is the greedy's: the searches below act on
     // single activations, and would untie the plan one level at a time.
@@ -753,6 +876,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
   if (!eval)
     return eval.takeError();
   solution.evaluation = std::move(*eval);
+  for (size_t a = 0; a < acts.size(); ++a)
+    solution.decisions[a] = solution.evaluation.placement.decisions[a].decision;
   solution.chosen = llvm::formatv("ladder level {0}", member.level).str();
   solution.reasons.resize(acts.size());
   for (size_t a = 0; a < acts.size(); ++a)

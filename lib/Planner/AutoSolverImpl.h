@@ -17,6 +17,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
@@ -129,6 +130,9 @@ struct Candidate {
   int32_t act = -1;
   Decision decision = Decision::Retain;
   double costUs = 0.0;
+  /// Part of costUs the kernels beside its copies lose (offload only):
+  /// what any offload costs, so a "free" offload may have it.
+  double contentionUs = 0.0;
   int64_t bytes = 0;
   /// Bytes freed at the op considered (the activation's bytes, less what
   /// other offloads stop freeing there because of this one).
@@ -165,8 +169,8 @@ struct Batch {
   /// Per activation: what offloading it would do to the copy queues as they
   /// stand (cleared when the queues change).
   std::vector<std::optional<planner::CopyWhatIf>> whatIf;
-  /// The same for the copy-time trade at a peak node (the node, the what-if).
-  std::vector<std::optional<std::pair<NodeId, planner::CopyWhatIf>>>
+  /// The same for a copy-time trade (its hint, the what-if).
+  std::vector<std::optional<std::pair<CopyHint, planner::CopyWhatIf>>>
       tradeWhatIf;
   /// The activations that may be dropped, with the ops their produced
   /// buffer is live between, as flat arrays (scanned at every pick).
@@ -199,6 +203,7 @@ public:
     for (size_t a = 0; a < acts.size(); ++a)
       if (acts[a].offloadable)
         offloadOrder.push_back(static_cast<int32_t>(a));
+    contentionPerCopyUs = contentionRate();
     llvm::sort(offloadOrder, [&](int32_t x, int32_t y) {
       double dx = difficulty(x), dy = difficulty(y);
       if (dx != dy)
@@ -212,15 +217,20 @@ public:
   llvm::Expected<AutoSolution> solve();
 
 private:
+  /// Compute time a moving copy costs per microsecond: the kernels beside it
+  /// run slower (the profile's one-way slowdown factors, averaged over the
+  /// step's kernel time by class; views are not slowed).
+  double contentionRate() const;
   Positions index(const Evaluation &eval) const;
   /// Candidates that free bytes at schedule op `op`. Offloads are judged
   /// with the copy model, at most `offloadLimit` of them, hardest to
-  /// recompute first.
-  std::vector<const Candidate *> candidatesAt(size_t op, const Positions &pos,
-                                              const Evaluation &eval,
-                                              Batch &batch,
-                                              const planner::CopyModel &copies,
-                                              size_t offloadLimit);
+  /// recompute first. `overLevel` gives the ops around `op` that are above
+  /// the level (first, last), which a copy-time trade frees.
+  std::vector<const Candidate *>
+  candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
+               Batch &batch, const planner::CopyModel &copies,
+               size_t offloadLimit,
+               llvm::function_ref<std::pair<size_t, size_t>()> overLevel);
   /// Recompute candidates of every retained activation, for one batch.
   Batch prepareBatch(const Positions &pos, const Evaluation &eval,
                      llvm::ArrayRef<Decision> decisions) const;
@@ -241,6 +251,13 @@ private:
   /// Undoes decisions the level no longer needs; true if the step got
   /// faster.
   llvm::Expected<bool> polish(int64_t level);
+  /// The compute stream's predicted wait for `a`'s copies (0 unless it is
+  /// offloaded): the release waiting for its D2H copy, its prefetch ending
+  /// after the restore point.
+  double exposedCopyUs(size_t a) const;
+  /// Retains offloads whose copies are exposed where the level still holds
+  /// and the step gets faster, the `tries` most exposed first.
+  llvm::Error unexposeOffloads(int64_t level, size_t tries = 4);
   /// Polishes until the step stops improving (a plan far from the level,
   /// such as a seed the ladder restarts from, needs several rounds).
   llvm::Error polishFully(int64_t level);
@@ -277,6 +294,15 @@ private:
   /// level (small graphs only: it costs a few evaluations per level).
   llvm::Error swapCostly(int64_t level, size_t tries = 3);
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
+  /// Keeps values needed only after the peak node off the peak op: moves an
+  /// offload's prefetch issued before it to after the peak node, or offloads
+  /// a retained value live across it with such a prefetch, whichever lowers
+  /// the peak for the least step time (AutoSolverLatePrefetch.cpp).
+  llvm::Expected<bool> latePrefetch(const Positions &pos, const Batch &batch);
+  /// Where the ladder is stuck at `level` and no seed fits it: late
+  /// prefetches (latePrefetch), each followed by the greedy, until the peak
+  /// holds the level (true) or no move lowers it (false).
+  llvm::Expected<bool> reduceLate(int64_t level);
   std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
                       const Evaluation &eval);
 
@@ -306,6 +332,9 @@ private:
   /// recompute (per byte) first, then largest, then lowest id.
   std::vector<int32_t> offloadOrder;
   int64_t offloadedBytes = 0;
+  /// contentionRate(): an offload's copies cost this much compute time per
+  /// microsecond of copying even when the copy model hides them.
+  double contentionPerCopyUs = 0.0;
   /// While set, candidatesAt offers only candidates that cost no time.
   bool freeOnly = false;
   /// While set, candidatesAt offers no copy-time trades.

@@ -1,10 +1,10 @@
 //===- AutoSolverSearch.cpp - Improving a plan at one level ---------------===//
 //
 // Once the greedy holds a level, these searches look for a faster plan that
-// still holds it: undoing decisions the level no longer needs (polish),
-// trading costly recomputes for free decisions (swapCostly), descending a
-// few levels and polishing back (probeBelow), and hiding traded copies
-// again (replaceTrades).
+// still holds it: undoing decisions the level no longer needs (polish,
+// unexposeOffloads), trading costly recomputes and exposed offloads for
+// free decisions (swapCostly), descending a few levels and polishing back
+// (probeBelow), and hiding traded copies again (replaceTrades).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +43,12 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
       break;
     }
   }
+
+  // Offloads whose copies the step waits for, no longer needed for this
+  // level (a trade taken before later picks freed its nodes): retained
+  // again one at a time, the costliest first.
+  if (llvm::Error err = unexposeOffloads(level))
+    return std::move(err);
 
   // Undo recomputes no longer needed for this level, most exclusive chain
   // time first.
@@ -102,6 +108,43 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     }
   }
   return currentEval.stepUs < before;
+}
+
+double Solver::exposedCopyUs(size_t a) const {
+  const Placement &p = currentEval.placement;
+  const ActivationDecision &d = p.decisions[a];
+  if (current[a] != Decision::Offload || d.releaseAfter < 0 ||
+      d.firstBackwardUse < 0)
+    return 0.0;
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  return std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
+         std::max(0.0, p.h2dStartUs[a] + copy.h2dUs(acts[a].bytes) -
+                           p.chainStartUs[d.firstBackwardUse]);
+}
+
+llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
+  std::vector<std::pair<double, int32_t>> order;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (double late = exposedCopyUs(a); late > 0.0)
+      order.push_back({-late, static_cast<int32_t>(a)});
+  llvm::sort(order);
+  for (size_t i = 0; i < order.size() && i < tries; ++i) {
+    int32_t a = order[i].second;
+    std::vector<Decision> trial = current;
+    std::vector<CopyHint> trialHints = currentHints;
+    trial[a] = Decision::Retain;
+    trialHints[a] = CopyHint();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
+      current = std::move(trial);
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      offloadedBytes -= acts[a].bytes;
+    }
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error Solver::polishFully(int64_t level) {
@@ -199,39 +242,51 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
   const size_t maxActivations = 256;
   if (acts.size() > maxActivations)
     return llvm::Error::success();
+  // The costliest decisions: recomputes by chain time, offloads by the
+  // time the step waits for their copies.
   const Placement &placement = currentEval.placement;
   std::vector<std::pair<double, int32_t>> order;
-  for (size_t a = 0; a < acts.size(); ++a)
-    if (current[a] == Decision::Recompute)
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (current[a] == Decision::Recompute &&
+        placement.decisions[a].decision == Decision::Recompute)
       order.push_back(
           {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
                acts[a].recomputeUs,
            static_cast<int32_t>(a)});
+    else if (double late = exposedCopyUs(a); late > 0.0)
+      order.push_back({-late, static_cast<int32_t>(a)});
+  }
   llvm::sort(order);
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
     int32_t x = order[i].second;
-    if (current[x] != Decision::Recompute)
+    if (current[x] == Decision::Retain)
       continue;
-    std::vector<Decision> savedDecisions = current;
-    std::vector<CopyHint> savedHints = currentHints;
-    Evaluation savedEval = currentEval;
-    int64_t savedOffloaded = offloadedBytes;
-    current[x] = Decision::Retain;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
-    if (!eval)
-      return eval.takeError();
-    currentEval = std::move(*eval);
-    freeOnly = true;
-    llvm::Expected<bool> reached = reduceTo(level);
-    freeOnly = false;
-    if (!reached)
-      return reached.takeError();
-    if (*reached && currentEval.stepUs < savedEval.stepUs)
-      continue;
-    current = std::move(savedDecisions);
-    currentHints = std::move(savedHints);
-    currentEval = std::move(savedEval);
-    offloadedBytes = savedOffloaded;
+    // Retained again, the level is reached by decisions that cost nothing
+    // or, failing that, by the greedy's cheapest ones.
+    const State saved = save();
+    for (bool onlyFree : {true}) {
+      restore(saved);
+      if (current[x] == Decision::Offload)
+        offloadedBytes -= acts[x].bytes;
+      current[x] = Decision::Retain;
+      currentHints[x] = CopyHint();
+      llvm::Expected<Evaluation> eval =
+          evaluator.evaluate(current, currentHints);
+      if (!eval)
+        return eval.takeError();
+      currentEval = std::move(*eval);
+      freeOnly = onlyFree;
+      llvm::Expected<bool> reached = reduceTo(level);
+      freeOnly = false;
+      if (!reached)
+        return reached.takeError();
+      if (*reached && !onlyFree)
+        if (llvm::Error err = polishFully(level))
+          return err;
+      if (*reached && currentEval.stepUs < saved.eval.stepUs)
+        break;
+      restore(saved);
+    }
   }
   return llvm::Error::success();
 }

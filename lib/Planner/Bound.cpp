@@ -11,6 +11,7 @@
 
 #include "lethe/Planner/Bound.h"
 #include "lethe/Planner/ExactModel.h"
+#include "lethe/Simulator/Schedule.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "Milp.h"
@@ -68,6 +69,10 @@ private:
   double cutConstant(NodeId p, int k) const;
   double cutRate(int k) const;
   bool cutIncludes(int a, int k) const;
+  /// Kernels slowed by the copies moving beside them (docs/Bound.md, §1
+  /// "Contention"): the step pays for the time the copies move.
+  void addContention(const DeviceProfile &device,
+                     const llvm::DenseMap<NodeId, int> &colZ);
   /// Adds the rows the answer `x` breaks; returns how many.
   int separate(const std::vector<double> &x);
 
@@ -191,6 +196,7 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     }
   }
   lp.addRow(-slack, INFINITY, recompute);
+  addContention(device, colZ);
   // Copy channels: an offloaded activation is copied out and back in
   // before its first backward use starts.
   for (NodeId q : deadlines)
@@ -203,6 +209,71 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
         lp.addRow(-INFINITY, rate * hi[q], row);
     }
   pointCol.assign(numNodes, -1);
+}
+
+void Relaxation::addContention(const DeviceProfile &device,
+                               const llvm::DenseMap<NodeId, int> &colZ) {
+  // The least a kernel slows beside copies moving one way (a) and both
+  // ways (b): kernelSlowdown in Simulator.cpp clamps its factors at 1.
+  auto factor = [](double f) { return std::max(1.0, f); };
+  double oneWay = std::min(factor(device.matmulSlowdownWithCopies),
+                           factor(device.memoryBoundSlowdownWithCopies));
+  double bothWays = std::min(factor(device.matmulSlowdownWithBothCopies),
+                             factor(device.memoryBoundSlowdownWithBothCopies));
+  double kappaOne = 1.0 - 1.0 / oneWay, kappaBoth = 1.0 - 1.0 / bothWays;
+  double kappaMax = std::max(kappaOne, kappaBoth);
+  if (kappaMax <= 0.0 || !(device.d2hBytesPerSec > 0) ||
+      !(device.h2dBytesPerSec > 0))
+    return;
+  // The fastest a copy moves, as a fraction of its lone rate (the
+  // simulator's factors beside a collective, a kernel and the other
+  // direction; host caps only slow it).
+  auto positive = [](double f) { return f > 0.0 ? f : 1.0; };
+  double alone = std::max(1.0, positive(device.copySlowdownWithCollectives)) *
+                 std::max({1.0, positive(device.copySlowdownWithMatmul),
+                           positive(device.copySlowdownWithMemoryBound)});
+  double beside = alone * positive(device.duplexFactor);
+  // Kernel-free ops (views) are not slowed: copies may move beside them for
+  // free, so their time counts only (1 - kappaMax) in the row below.
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  const TrainingGraph &graph = model.getGraph();
+  double unslowed = 0.0;
+  for (NodeId i = 0; i < numNodes; ++i)
+    if (kernelClassOf(graph.getNode(i)) == KernelClass::None)
+      unslowed += model.nodeTimeUs(i);
+  // Columns: microseconds in which copies move both ways, only D2H, only
+  // H2D. Each direction's copy work (full-rate microseconds) is done in
+  // them.
+  int both = lp.addColumn(0, INFINITY, 0, false);
+  int d2hOnly = lp.addColumn(0, INFINITY, 0, false);
+  int h2dOnly = lp.addColumn(0, INFINITY, 0, false);
+  std::vector<std::pair<int, double>> d2hRow{{both, beside}, {d2hOnly, alone}},
+      h2dRow{{both, beside}, {h2dOnly, alone}};
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (colO[a] < 0)
+      continue;
+    double b = static_cast<double>(acts[a].bytes);
+    d2hRow.push_back({colO[a], -(b / device.d2hBytesPerSec * 1e6 +
+                                 std::max(0.0, device.d2hFixedUs))});
+    h2dRow.push_back({colO[a], -(b / device.h2dBytesPerSec * 1e6 +
+                                 std::max(0.0, device.h2dFixedUs))});
+  }
+  if (d2hRow.size() == 2)
+    return;
+  lp.addRow(0, INFINITY, d2hRow);
+  lp.addRow(0, INFINITY, h2dRow);
+  // The step: every kernel's time, slowed where copies move beside it.
+  std::vector<std::pair<int, double>> row{{colT, 1.0},
+                                          {both, -kappaBoth},
+                                          {d2hOnly, -kappaOne},
+                                          {h2dOnly, -kappaOne}};
+  for (auto [node, col] : colZ) {
+    double t = model.nodeTimeUs(node);
+    if (kernelClassOf(graph.getNode(node)) == KernelClass::None)
+      t *= 1.0 - kappaMax;
+    row.push_back({col, -t});
+  }
+  lp.addRow(-slack - kappaMax * unslowed, INFINITY, row);
 }
 
 template <typename Weight>

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Planner/ExactModel.h"
+#include "lethe/Planner/Placement.h"
 #include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
 
@@ -226,8 +227,11 @@ NodeId ExactModel::releaseNode(int act, double d2hEnd) const {
 }
 
 std::vector<ActivationDecision>
-ExactModel::makeDecisions(llvm::ArrayRef<Decision> choice,
+ExactModel::makeDecisions(llvm::ArrayRef<Decision> requested,
                           llvm::ArrayRef<NodeId> prefetchAfter) const {
+  // As the plan runs them (Placement.h): a checkpoint no chain reads stays.
+  const std::vector<Decision> choice =
+      effectiveDecisions(getAnalysis(), requested);
   std::vector<NodeId> restore;
   std::string error = restorePoints(choice, restore);
   std::vector<double> d2hEnd = d2hEnds(choice);

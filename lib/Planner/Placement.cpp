@@ -23,26 +23,61 @@ static double nodeComputeUs(const GraphNode &node) {
   return node.hasFlag(NodeFlagCollective) ? 0.0 : std::max(0.0, node.timeUs);
 }
 
+std::vector<Decision>
+lethe::effectiveDecisions(const ActivationAnalysis &analysis,
+                          llvm::ArrayRef<Decision> decisions) {
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  std::vector<Decision> result(decisions.begin(), decisions.end());
+  // Checkpoints are restored only for the chains that read them: from the
+  // activations restored anyway, follow the chains' inputs.
+  std::vector<uint8_t> read(acts.size(), 0);
+  std::vector<int32_t> worklist;
+  for (size_t a = 0; a < acts.size() && a < decisions.size(); ++a)
+    if (decisions[a] != Decision::Retain && !acts[a].checkpoint) {
+      read[a] = 1;
+      worklist.push_back(static_cast<int32_t>(a));
+    }
+  while (!worklist.empty()) {
+    int32_t r = worklist.back();
+    worklist.pop_back();
+    for (ValueId input : decisions[r] == Decision::Recompute
+                             ? acts[r].recomputeInputs
+                             : acts[r].rederiveInputs) {
+      int32_t x = analysis.activationIndex(input);
+      if (x < 0 || read[x] || decisions[x] == Decision::Retain)
+        continue;
+      read[x] = 1;
+      worklist.push_back(x);
+    }
+  }
+  for (size_t a = 0; a < result.size() && a < acts.size(); ++a)
+    if (acts[a].checkpoint && !read[a])
+      result[a] = Decision::Retain;
+  return result;
+}
+
 llvm::Expected<Placement>
 lethe::placeDecisions(const ActivationAnalysis &analysis,
                       const DeviceProfile &device,
-                      llvm::ArrayRef<Decision> decisions,
+                      llvm::ArrayRef<Decision> requested,
                       llvm::ArrayRef<CopyHint> hints) {
   const TrainingGraph &graph = analysis.getGraph();
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   const size_t numNodes = graph.numNodes();
   const size_t numActs = acts.size();
-  if (decisions.size() != numActs)
+  if (requested.size() != numActs)
     return placementError(llvm::formatv(
         "expected one decision per activation ({0}), got {1}", numActs,
-        decisions.size()));
+        requested.size()));
   if (!hints.empty() && hints.size() != numActs)
     return placementError(llvm::formatv(
         "expected one copy hint per activation ({0}), got {1}", numActs,
         hints.size()));
   auto hintOf = [&](size_t a) { return hints.empty() ? CopyHint() : hints[a]; };
+  const std::vector<Decision> decisions =
+      effectiveDecisions(analysis, requested);
   bool anyOffload = false;
-  for (auto [a, decision] : llvm::enumerate(decisions)) {
+  for (auto [a, decision] : llvm::enumerate(requested)) {
     if (decision == Decision::Recompute && !acts[a].recomputable)
       return placementError(llvm::formatv(
           "value %{0} cannot be recomputed: {1}", acts[a].storage,
@@ -51,7 +86,7 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
       return placementError(llvm::formatv("value %{0} cannot be offloaded: {1}",
                                           acts[a].storage,
                                           acts[a].notOffloadableReason));
-    anyOffload |= decision == Decision::Offload;
+    anyOffload |= decisions[a] == Decision::Offload;
   }
   // Copies take what the simulator will charge them: the rank's share of
   // the host link and each copy's fixed cost.
@@ -232,6 +267,9 @@ llvm::Error lethe::completePlacement(const ActivationAnalysis &analysis,
     if (!given[a])
       continue;
     d.reason = given[a]->reason;
+    if (d.decision != given[a]->decision)
+      d.reason = "retained: a checkpoint no chain of this plan reads (freed "
+                 "after its last forward use)";
     if (d.decision == Decision::Offload) {
       if (given[a]->releaseAfter >= 0)
         d.releaseAfter = given[a]->releaseAfter;

@@ -260,6 +260,9 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
     least = solution->leastPeakBytes;
   }
 
+  // The decisions as the plan runs them (effectiveDecisions).
+  for (size_t a = 0; a < decisions.size(); ++a)
+    decisions[a] = evaluation->placement.decisions[a].decision;
   explainCheckpoints(analysis, decisions, reasons);
   plan.decisions = evaluation->placement.decisions;
   for (size_t a = 0; a < plan.decisions.size() && a < reasons.size(); ++a)

@@ -79,8 +79,20 @@ llvm::Error Builder::checkPlacement() {
         "expected one decision per activation ({0}), got {1}", acts.size(),
         decisions.size()));
   const NodeId numNodes = static_cast<NodeId>(graph.numNodes());
+  // A restored checkpoint no chain reads would be a copy or a re-run whose
+  // result nothing reads (nor frees, in a program).
+  std::vector<Decision> requested;
+  for (const ActivationDecision &d : decisions)
+    requested.push_back(d.decision);
+  std::vector<Decision> runs = effectiveDecisions(analysis, requested);
   for (auto [a, d] : llvm::enumerate(decisions)) {
     const ActivationInfo &act = acts[a];
+    if (d.decision != runs[a])
+      return buildError(llvm::formatv(
+          "value %{0} is a checkpoint no chain of the plan reads: it is "
+          "freed after its last forward use and restoring it before node "
+          "{1} would make a copy nothing reads; retain it",
+          act.storage, d.firstBackwardUse));
     if (d.value != act.storage)
       return buildError(llvm::formatv(
           "decision {0} is for value %{1}, expected %{2}", a, d.value,

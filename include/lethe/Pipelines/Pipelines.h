@@ -124,6 +124,19 @@ mlir::FailureOr<int64_t>
 findLeastFunctionBudget(mlir::ModuleOp module, mlir::func::FuncOp func,
                         const LethePipelineConfig &config);
 
+/// Makes `step`, planStep's plan of `func` for `config`'s budget, the one
+/// compiling `func` keeps, so that a plan called feasible compiles: when its
+/// packed arena is over the budget, the plan the pipeline walks down to
+/// (planned again for its plan budget, stated for the budget asked for),
+/// or, when no plan under the budget packs into it, infeasible with the
+/// least budget the pipeline meets (as for an infeasible `step`). `lethe
+/// plan` calls it. Fails only when re-planning does.
+mlir::LogicalResult agreeWithPipeline(mlir::ModuleOp module,
+                                      mlir::func::FuncOp func,
+                                      const LethePipelineConfig &config,
+                                      const DeviceProfile &device,
+                                      PlannedStep &step);
+
 } // namespace lethe
 
 #endif // LETHE_PIPELINES_PIPELINES_H

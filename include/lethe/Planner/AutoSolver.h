@@ -64,6 +64,10 @@ struct AutoSolverOptions {
   /// (lethe/Planner/RepeatedLayers.h): a pick of one member is applied to
   /// every member that frees memory at the same op. Empty: no ties.
   std::vector<std::vector<int32_t>> tiedClasses;
+  /// Where the greedy is stuck and no seed fits the level, keep values
+  /// needed only after the peak op off it with late prefetches
+  /// (docs/Planner.md). Off only to measure what it adds.
+  bool latePrefetch = true;
 };
 
 llvm::Expected<AutoSolution> solveAuto(const Evaluator &evaluator,

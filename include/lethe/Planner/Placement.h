@@ -71,10 +71,19 @@ struct Placement {
   double recomputeUs = 0.0;
 };
 
+/// `decisions` as a plan runs them: a checkpoint to recompute or offload
+/// that no chain run in the plan reads (every reader retained, or itself
+/// such a checkpoint) is retained. It is freed after its last forward use
+/// either way, and a restore nothing reads would only cost time and memory
+/// (and leave a prefetched buffer no op frees).
+std::vector<Decision> effectiveDecisions(const ActivationAnalysis &analysis,
+                                         llvm::ArrayRef<Decision> decisions);
+
 /// Places `decisions` (one per activation), following `hints` (empty, or
 /// one per activation) for offloads. Decisions the analysis forbids
 /// (recompute of a non-recomputable activation, offload of a
-/// non-offloadable one) are an error.
+/// non-offloadable one) are an error. Placed as effectiveDecisions runs
+/// them: the placement's decisions say what runs.
 llvm::Expected<Placement> placeDecisions(const ActivationAnalysis &analysis,
                                          const DeviceProfile &device,
                                          llvm::ArrayRef<Decision> decisions,
