@@ -11,13 +11,17 @@
 # normal build stays lean; seeds each corpus with the small inputs kept in
 # tools/lethe-<route>-fuzzer/seeds; runs; prints executions and crashes per
 # fuzzer. Crashing inputs are kept in <build dir>/fuzz/<route>/crashes/.
-# Exits non-zero if anything crashed.
+# Exits non-zero if anything crashed. LETHE_FUZZ_TIMEOUT (seconds, default 10)
+# is libFuzzer's -timeout, a wall-clock limit per input: raise it when the
+# fuzzer runs at low priority on a busy machine, where an input of 0.1 s can
+# wait longer than 10 s for a core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN=${1:-60}
 ROUTES=${2:-all}
 [[ $ROUTES == all ]] && ROUTES="json mlir"
 BUILD_DIR=${LETHE_FUZZ_BUILD_DIR:-build-fuzz}
+TIMEOUT=${LETHE_FUZZ_TIMEOUT:-10}
 
 scripts/setup.sh
 # libFuzzer's runtime ships in libclang-rt-22-dev, which only fuzzing needs.
@@ -52,7 +56,7 @@ for route in $ROUTES; do
   ASAN_OPTIONS=detect_leaks=0:allow_user_poisoning=0 "$BUILD_DIR/bin/lethe-$route-fuzzer" \
     "$WORK/corpus" "$FUZZ_DIR/seeds" \
     -dict="$FUZZ_DIR/$route-graph.dict" \
-    -max_total_time="$SECONDS_TO_RUN" -max_len=16384 -timeout=10 \
+    -max_total_time="$SECONDS_TO_RUN" -max_len=16384 -timeout="$TIMEOUT" \
     -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$WORK/crashes/" 2>&1 | tee "$LOG" | grep -E "^#[0-9]+.*(pulse|DONE)|ERROR|Deadly|crash-" || true
 

@@ -162,6 +162,16 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
   TrainingGraph graph;
   DenseMap<Value, ValueId> ids;
   auto bytesOf = [](Value value, Operation *where) -> FailureOr<int64_t> {
+    // Lethe plans tensor-level IR: what it materializes (offloads, releases,
+    // buffers) holds tensors. A memref or vector has a size but is refused
+    // here, once for every pass and tool, rather than where an op built
+    // from it would not verify (found by the MLIR fuzzer: a graph of memrefs
+    // offloaded).
+    if (isa<ShapedType>(value.getType()) && !isa<TensorType>(value.getType()))
+      return where->emitError("value of type ")
+             << value.getType()
+             << " is not a tensor: Lethe plans tensor-level IR (before "
+                "bufferization)";
     int64_t bytes = getTypeBytes(value.getType());
     if (bytes < 0)
       return where->emitError("value of dynamic type ")

@@ -20,3 +20,20 @@ func.func @foreign(%x: tensor<4xf32>) {
   %0 = arith.addf %x, %x : tensor<4xf32>
   return
 }
+
+// -----
+
+// A memref or a vector has a static size but is not what Lethe plans:
+// what it materializes (offloads, releases, buffers) holds tensors.
+// expected-error @+1 {{value of type 'memref<4xf32>' is not a tensor: Lethe plans tensor-level IR (before bufferization)}}
+func.func @memref_argument(%x: memref<4xf32>) {
+  return
+}
+
+// -----
+
+func.func @vector_result(%x: tensor<4xf32>) {
+  // expected-error @+1 {{value of type 'vector<4xf32>' is not a tensor: Lethe plans tensor-level IR (before bufferization)}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) : (tensor<4xf32>) -> vector<4xf32>
+  return
+}

@@ -67,3 +67,20 @@ func.func @unread_checkpoint(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   %4 = lethe.node "aten.threshold_backward.default" bwd (%3, %1) : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   return %4 : tensor<1024x1024xf32>
 }
+
+// -----
+
+// Only tensors move to the host. A graph whose activation is a memref (of
+// static shape, so it has a size) was accepted by the analyses and the
+// offload decided on it reached the materializer, which cast the memref to
+// a tensor type: an assertion, found by the MLIR fuzzer after 43 minutes
+// (its input is kept as tools/lethe-mlir-fuzzer/seeds/memref-offload.mlir).
+// The graph is refused when it is read (TrainingGraph::fromFunction), for
+// every pass and tool, at the value that is not a tensor.
+func.func @offload_a_memref(%x: tensor<512x512xf32> {lethe.kind = "input"}, %w: tensor<512x512xf32> {lethe.kind = "param"}) -> tensor<512x512xf32> {
+  // expected-error @+1 {{value of type 'memref<512x512xf32>' is not a tensor: Lethe plans tensor-level IR (before bufferization)}}
+  %0 = lethe.node "aten.mm.default" fwd (%x, %w) {time_us = 100.0 : f64, lethe.decisions = [#lethe<decision offload>]} : (tensor<512x512xf32>, tensor<512x512xf32>) -> memref<512x512xf32>
+  %1 = lethe.node "aten.mm.default" fwd (%x, %w) {time_us = 100.0 : f64} : (tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>
+  %2 = lethe.node "aten.mm.default" bwd (%1, %0) {time_us = 100.0 : f64} : (tensor<512x512xf32>, memref<512x512xf32>) -> tensor<512x512xf32>
+  return %2 : tensor<512x512xf32>
+}
