@@ -57,14 +57,15 @@ func.func @repeated_id(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // A placement written by hand that restores a checkpoint no chain reads: %0
 // (a layer input only the next layer's forward reads) offloaded while its
-// reader %1 is retained. The prefetched copy would have no reader.
+// reader %1 is retained. The prefetched copy would have no reader. (Nodes
+// are named by their lethe.node_id, here their positions.)
 // expected-error @+1 {{lethe-materialize: the plan cannot be followed: value %1 is a checkpoint no chain of the plan reads: it is freed after its last forward use and restoring it before node 4 would make a copy nothing reads; retain it}}
 func.func @unread_checkpoint(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
-  %0 = lethe.node "aten.relu.default" fwd (%x) {scope = "m.layers.0", lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 4, release_after = 1, prefetch_after = 2, nodes = []>]} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
-  %1 = lethe.node "aten.relu.default" fwd (%0) {scope = "m.layers.1"} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
-  %2 = lethe.node "aten.neg.default" fwd (%1) {scope = "m.layers.1"} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
-  %3 = lethe.node "aten.relu.default" fwd (%2) {scope = "m.layers.2"} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
-  %4 = lethe.node "aten.threshold_backward.default" bwd (%3, %1) : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 0, scope = "m.layers.0", lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 4, release_after = 1, prefetch_after = 2, nodes = []>]} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %1 = lethe.node "aten.relu.default" fwd (%0) {lethe.node_id = 1, scope = "m.layers.1"} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %2 = lethe.node "aten.neg.default" fwd (%1) {lethe.node_id = 2, scope = "m.layers.1"} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %3 = lethe.node "aten.relu.default" fwd (%2) {lethe.node_id = 3, scope = "m.layers.2"} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %4 = lethe.node "aten.threshold_backward.default" bwd (%3, %1) {lethe.node_id = 4} : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   return %4 : tensor<1024x1024xf32>
 }
 

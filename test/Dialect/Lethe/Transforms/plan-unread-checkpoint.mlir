@@ -73,10 +73,10 @@ func.func @step(%x: !h,
   // node 8
   %o1 = lethe.node "aten.mm.default" fwd (%v1, %w2_1) {scope = "model.h.1", time_us = 100.0 : f64} : (!a, !w2) -> !h
   // node 9
-  // CHECK: lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 17, release_after = 14, prefetch_after = 14, nodes = []>], name = "h2"
+  // CHECK: lethe.decisions = [#lethe<decision offload>], lethe.node_id = 9 : i64, lethe.placement = [#lethe.placement<restore_before = 17, release_after = 14, prefetch_after = 14, nodes = []>], name = "h2"
   %h2 = lethe.node "aten.add.Tensor" fwd (%h1, %o1) {name = "h2", scope = "model.h.1", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 10
-  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 17, nodes = [10]>], name = "n2"
+  // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 10 : i64, lethe.placement = [#lethe.placement<restore_before = 17, nodes = [10]>], name = "n2"
   %n2 = lethe.node "aten.norm" fwd (%h2) {name = "n2", scope = "model.h.2", time_us = 5.0 : f64} : (!h) -> !n
   // node 11
   %u2 = lethe.node "aten.mm.default" fwd (%n2, %w1_2) {scope = "model.h.2", time_us = 100.0 : f64} : (!n, !w1) -> !a
