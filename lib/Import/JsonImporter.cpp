@@ -29,7 +29,6 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -792,21 +791,4 @@ OwningOpRef<ModuleOp> lethe::importGraphJson(llvm::SourceMgr &sourceMgr,
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
   return importGraphJson(buffer->getBuffer(), buffer->getBufferIdentifier(),
                          context);
-}
-
-void lethe::registerImportGraphJsonTranslation() {
-  static TranslateToMLIRRegistration registration(
-      "import-graph-json",
-      "import a JSON training-step graph (graphs/SCHEMA.md) into the lethe "
-      "graph form",
-      [](llvm::SourceMgr &sourceMgr, MLIRContext *context) {
-        // mlir-translate's handler quotes the whole source line of each
-        // error; for a one-line export that is the whole file.
-        CompactDiagnosticHandler compact(context, llvm::errs(), &sourceMgr);
-        return OwningOpRef<Operation *>(
-            importGraphJson(sourceMgr, context).release());
-      },
-      [](DialectRegistry &registry) {
-        registry.insert<LetheDialect, func::FuncDialect>();
-      });
 }

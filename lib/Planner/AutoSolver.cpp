@@ -9,7 +9,9 @@
 // (predicted time per freed byte), updating an approximate memory array
 // (a segment tree with range add) after each pick; then it evaluates the
 // whole batch exactly and starts over from the exact memory until the level
-// holds. When a batch does not help, single candidates are tried exactly.
+// holds. When a batch does not help, single candidates are tried exactly
+// (trySingles, AutoSolverSearch.cpp). The reasons given for each decision
+// are in AutoSolverExplain.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,22 +35,6 @@ using planner::humanUs;
 
 namespace {
 
-/// Candidate order: least time per freed byte, then recompute before
-/// offload (it uses no copy bandwidth), then hardest alternative first, then
-/// largest, then lowest id.
-bool betterCandidate(const Candidate &x, const Candidate &y) {
-  double sx = x.score(), sy = y.score();
-  if (sx != sy)
-    return sx < sy;
-  if (x.decision != y.decision)
-    return x.decision == Decision::Recompute;
-  if (x.difficulty != y.difficulty)
-    return x.difficulty > y.difficulty;
-  if (x.bytes != y.bytes)
-    return x.bytes > y.bytes;
-  return x.act < y.act;
-}
-
 struct Member {
   std::vector<Decision> decisions;
   std::vector<CopyHint> hints;
@@ -61,6 +47,22 @@ struct Member {
 constexpr unsigned kLookBelow = 3;
 
 } // namespace
+
+/// Candidate order: least time per freed byte, then recompute before
+/// offload (it uses no copy bandwidth), then hardest alternative first, then
+/// largest, then lowest id.
+bool lethe::autosolver::betterCandidate(const Candidate &x, const Candidate &y) {
+  double sx = x.score(), sy = y.score();
+  if (sx != sy)
+    return sx < sy;
+  if (x.decision != y.decision)
+    return x.decision == Decision::Recompute;
+  if (x.difficulty != y.difficulty)
+    return x.difficulty > y.difficulty;
+  if (x.bytes != y.bytes)
+    return x.bytes > y.bytes;
+  return x.act < y.act;
+}
 
 double Solver::contentionRate() const {
   auto loss = [](double factor) {
@@ -395,88 +397,6 @@ Solver::candidatesAt(
   return result;
 }
 
-llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
-  planner::CopyModel copies(analysis, device, currentEval.placement,
-                            currentHints);
-  Batch batch = prepareBatch(pos, currentEval, current);
-  const size_t peakOp = currentEval.memory.peakOp;
-  llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
-  auto overLevel = [&] {
-    size_t first = peakOp, last = peakOp;
-    while (first > 0 && memory[first - 1] > level)
-      --first;
-    while (last + 1 < memory.size() && memory[last + 1] > level)
-      ++last;
-    return std::make_pair(first, last);
-  };
-  std::vector<const Candidate *> cands = candidatesAt(
-      peakOp, pos, currentEval, batch, copies, 32, overLevel);
-  llvm::sort(cands, [](const Candidate *x, const Candidate *y) {
-    return betterCandidate(*x, *y);
-  });
-  // The best few of each kind, best first.
-  std::vector<const Candidate *> tries;
-  unsigned recomputes = 0, offloads = 0;
-  for (const Candidate *c : cands) {
-    unsigned &count =
-        c->decision == Decision::Recompute ? recomputes : offloads;
-    if (count < 4) {
-      ++count;
-      tries.push_back(c);
-    }
-  }
-  for (const Candidate *c : tries) {
-    std::vector<Decision> trial = current;
-    std::vector<CopyHint> trialHints = currentHints;
-    trial[c->act] = c->decision;
-    trialHints[c->act] = c->hint;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
-    if (!eval)
-      return eval.takeError();
-    if (improves(*eval, currentEval)) {
-      if (c->decision == Decision::Offload)
-        offloadedBytes += c->bytes;
-      current = std::move(trial);
-      currentHints = std::move(trialHints);
-      currentEval = std::move(*eval);
-      return true;
-    }
-  }
-  // An offload whose copies hide frees only part of its gap; where the peak
-  // is in its gap but not in what it frees, release it before the nodes
-  // above the level and prefetch it after them (its copies then cost time).
-  auto [firstOp, lastOp] = overLevel();
-  NodeId first = pos.opNode[firstOp], last = pos.opNode[lastOp];
-  NodeId peakNode = pos.opNode[peakOp];
-  const size_t maxWidened = 4;
-  size_t widened = 0;
-  for (int32_t a : offloadOrder) {
-    if (current[a] != Decision::Offload || widened >= maxWidened)
-      continue;
-    const ActivationInfo &act = acts[a];
-    const ActivationDecision &d = currentEval.placement.decisions[a];
-    if (peakNode - 1 < act.lastForwardUse || peakNode >= d.firstBackwardUse ||
-        (d.releaseAfter < peakNode && peakNode <= d.prefetchAfter))
-      continue;
-    ++widened;
-    std::vector<CopyHint> trialHints = currentHints;
-    CopyHint &hint = trialHints[a];
-    hint.releaseBy = std::max<NodeId>(
-        act.lastForwardUse, std::min<NodeId>(first - 1, d.releaseAfter));
-    hint.prefetchNotBefore = std::min<NodeId>(
-        d.firstBackwardUse - 1, std::max<NodeId>(last, d.prefetchAfter));
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
-    if (!eval)
-      return eval.takeError();
-    if (improves(*eval, currentEval)) {
-      currentHints = std::move(trialHints);
-      currentEval = std::move(*eval);
-      return true;
-    }
-  }
-  return false;
-}
-
 llvm::Expected<bool> Solver::reduceTo(int64_t level) {
   MaxTree tree;
   for (unsigned iter = 0; iter < 64; ++iter) {
@@ -594,53 +514,6 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
       return false;
   }
   return currentEval.peakBytes <= level;
-}
-
-std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
-                            const Evaluation &eval) {
-  const ActivationInfo &act = acts[a];
-  // As the plan runs it (a checkpoint no chain reads is retained).
-  const ActivationDecision &d = eval.placement.decisions[a];
-  (void)decisions;
-  switch (d.decision) {
-  case Decision::Retain:
-    if (!act.recomputable && !act.offloadable)
-      return llvm::formatv("retained: cannot be recomputed ({0}) or "
-                           "offloaded ({1})",
-                           act.notRecomputableReason, act.notOffloadableReason);
-    return "retained: the budget holds without dropping it";
-  case Decision::Recompute: {
-    std::string alternative =
-        act.offloadable ? "offload would not hide its copies at the peak"
-                        : "cannot be offloaded: " + act.notOffloadableReason;
-    size_t n = act.recomputeNodes.size();
-    return llvm::formatv("recomputed: frees {0} from node {1} to node {2} "
-                         "for {3} of re-run ({4} node{5}); {6}",
-                         humanBytes(act.bytes), act.lastForwardUse,
-                         d.firstBackwardUse, humanUs(act.recomputeUs), n,
-                         n == 1 ? "" : "s", alternative);
-  }
-  case Decision::Offload: {
-    std::string alternative =
-        act.recomputable ? "recompute would cost " + humanUs(act.recomputeUs)
-                         : "cannot be recomputed: " + act.notRecomputableReason;
-    const PlannedCopyCosts copy = plannedCopyCosts(device);
-    double copyUs = copy.d2hUs(act.bytes);
-    const Placement &p = eval.placement;
-    double h2dUs = copy.h2dUs(act.bytes);
-    double late = std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
-                  std::max(0.0, p.h2dStartUs[a] + h2dUs -
-                                    p.chainStartUs[d.firstBackwardUse]);
-    std::string hidden = late > 0.0
-                             ? "about " + humanUs(late) + " of it exposed"
-                             : "hidden behind compute";
-    return llvm::formatv("offloaded: frees {0} from node {1} to node {2}; "
-                         "{3} copy each way, {4}; {5}",
-                         humanBytes(act.bytes), d.releaseAfter, d.prefetchAfter,
-                         humanUs(copyUs), hidden, alternative);
-  }
-  }
-  return "";
 }
 
 llvm::Expected<AutoSolution> Solver::solve() {

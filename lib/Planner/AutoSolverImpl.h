@@ -347,6 +347,10 @@ private:
   int64_t stepBytes = 1;
 };
 
+/// Candidate order: least time per freed byte, then recompute before
+/// offload, then hardest alternative first, then largest, then lowest id.
+bool betterCandidate(const Candidate &x, const Candidate &y);
+
 } // namespace lethe::autosolver
 
 #endif // LETHE_LIB_PLANNER_AUTOSOLVERIMPL_H

@@ -4,13 +4,16 @@
 // still holds it: undoing decisions the level no longer needs (polish,
 // unexposeOffloads), trading costly recomputes and exposed offloads for
 // free decisions (swapCostly), descending a few levels and polishing back
-// (probeBelow), and hiding traded copies again (replaceTrades).
+// (probeBelow), and hiding traded copies again (replaceTrades). Also the
+// greedy's fallback when a batch does not help: single candidates tried
+// exactly (trySingles).
 //
 //===----------------------------------------------------------------------===//
 
 #include "AutoSolverImpl.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
 
 using namespace lethe;
 using namespace lethe::autosolver;
@@ -289,4 +292,86 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
     }
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
+  planner::CopyModel copies(analysis, device, currentEval.placement,
+                            currentHints);
+  Batch batch = prepareBatch(pos, currentEval, current);
+  const size_t peakOp = currentEval.memory.peakOp;
+  llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
+  auto overLevel = [&] {
+    size_t first = peakOp, last = peakOp;
+    while (first > 0 && memory[first - 1] > level)
+      --first;
+    while (last + 1 < memory.size() && memory[last + 1] > level)
+      ++last;
+    return std::make_pair(first, last);
+  };
+  std::vector<const Candidate *> cands = candidatesAt(
+      peakOp, pos, currentEval, batch, copies, 32, overLevel);
+  llvm::sort(cands, [](const Candidate *x, const Candidate *y) {
+    return betterCandidate(*x, *y);
+  });
+  // The best few of each kind, best first.
+  std::vector<const Candidate *> tries;
+  unsigned recomputes = 0, offloads = 0;
+  for (const Candidate *c : cands) {
+    unsigned &count =
+        c->decision == Decision::Recompute ? recomputes : offloads;
+    if (count < 4) {
+      ++count;
+      tries.push_back(c);
+    }
+  }
+  for (const Candidate *c : tries) {
+    std::vector<Decision> trial = current;
+    std::vector<CopyHint> trialHints = currentHints;
+    trial[c->act] = c->decision;
+    trialHints[c->act] = c->hint;
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (improves(*eval, currentEval)) {
+      if (c->decision == Decision::Offload)
+        offloadedBytes += c->bytes;
+      current = std::move(trial);
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      return true;
+    }
+  }
+  // An offload whose copies hide frees only part of its gap; where the peak
+  // is in its gap but not in what it frees, release it before the nodes
+  // above the level and prefetch it after them (its copies then cost time).
+  auto [firstOp, lastOp] = overLevel();
+  NodeId first = pos.opNode[firstOp], last = pos.opNode[lastOp];
+  NodeId peakNode = pos.opNode[peakOp];
+  const size_t maxWidened = 4;
+  size_t widened = 0;
+  for (int32_t a : offloadOrder) {
+    if (current[a] != Decision::Offload || widened >= maxWidened)
+      continue;
+    const ActivationInfo &act = acts[a];
+    const ActivationDecision &d = currentEval.placement.decisions[a];
+    if (peakNode - 1 < act.lastForwardUse || peakNode >= d.firstBackwardUse ||
+        (d.releaseAfter < peakNode && peakNode <= d.prefetchAfter))
+      continue;
+    ++widened;
+    std::vector<CopyHint> trialHints = currentHints;
+    CopyHint &hint = trialHints[a];
+    hint.releaseBy = std::max<NodeId>(
+        act.lastForwardUse, std::min<NodeId>(first - 1, d.releaseAfter));
+    hint.prefetchNotBefore = std::min<NodeId>(
+        d.firstBackwardUse - 1, std::max<NodeId>(last, d.prefetchAfter));
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (improves(*eval, currentEval)) {
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+      return true;
+    }
+  }
+  return false;
 }
