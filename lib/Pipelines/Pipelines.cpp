@@ -60,6 +60,14 @@ static void addCostPass(OpPassManager &pm, const LethePipelineConfig &config) {
   pm.addPass(createAnnotateCosts(costs));
 }
 
+/// Runs the cost pass on `module` (a clone the search plans on).
+static LogicalResult runCostPass(ModuleOp module,
+                                 const LethePipelineConfig &config) {
+  PassManager costs(module.getContext());
+  addCostPass(costs, config);
+  return costs.run(module);
+}
+
 /// lethe-plan with the pipeline's options and `budget` for the budget.
 static void addPlanPass(OpPassManager &pm, const LethePipelineConfig &config,
                         StringRef budget) {
@@ -405,9 +413,7 @@ lethe::findLeastPipelineBudget(ModuleOp module,
                                const LethePipelineConfig &config) {
   MLIRContext *context = module.getContext();
   OwningOpRef<ModuleOp> costed = module.clone();
-  PassManager costs(context);
-  addCostPass(costs, config);
-  if (failed(costs.run(*costed)))
+  if (failed(runCostPass(*costed, config)))
     return failure();
   ScopedDiagnosticHandler quiet(context,
                                 [](Diagnostic &) { return success(); });
@@ -448,9 +454,7 @@ LogicalResult lethe::agreeWithPipeline(ModuleOp module, func::FuncOp func,
   }
   OwningOpRef<ModuleOp> one = withOnly(module, func);
   MLIRContext *context = module.getContext();
-  PassManager costs(context);
-  addCostPass(costs, config);
-  if (failed(costs.run(*one)))
+  if (failed(runCostPass(*one, config)))
     return failure();
   ScopedDiagnosticHandler quiet(context,
                                 [](Diagnostic &) { return success(); });
@@ -512,12 +516,8 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
   });
 
   OwningOpRef<ModuleOp> costed = module.clone();
-  {
-    PassManager costs(context);
-    addCostPass(costs, config);
-    if (failed(costs.run(*costed)))
-      return failure();
-  }
+  if (failed(runCostPass(*costed, config)))
+    return failure();
   PipelineSearch search(*costed, config);
   Attempt first = search.attempt(config.plan.budget);
   result.attempts = search.attempts;

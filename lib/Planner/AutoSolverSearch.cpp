@@ -265,31 +265,23 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
     if (current[x] == Decision::Retain)
       continue;
     // Retained again, the level is reached by decisions that cost nothing
-    // or, failing that, by the greedy's cheapest ones.
+    // (freeOnly); kept only if the step is faster.
     const State saved = save();
-    for (bool onlyFree : {true}) {
+    if (current[x] == Decision::Offload)
+      offloadedBytes -= acts[x].bytes;
+    current[x] = Decision::Retain;
+    currentHints[x] = CopyHint();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+    if (!eval)
+      return eval.takeError();
+    currentEval = std::move(*eval);
+    freeOnly = true;
+    llvm::Expected<bool> reached = reduceTo(level);
+    freeOnly = false;
+    if (!reached)
+      return reached.takeError();
+    if (!(*reached && currentEval.stepUs < saved.eval.stepUs))
       restore(saved);
-      if (current[x] == Decision::Offload)
-        offloadedBytes -= acts[x].bytes;
-      current[x] = Decision::Retain;
-      currentHints[x] = CopyHint();
-      llvm::Expected<Evaluation> eval =
-          evaluator.evaluate(current, currentHints);
-      if (!eval)
-        return eval.takeError();
-      currentEval = std::move(*eval);
-      freeOnly = onlyFree;
-      llvm::Expected<bool> reached = reduceTo(level);
-      freeOnly = false;
-      if (!reached)
-        return reached.takeError();
-      if (*reached && !onlyFree)
-        if (llvm::Error err = polishFully(level))
-          return err;
-      if (*reached && currentEval.stepUs < saved.eval.stepUs)
-        break;
-      restore(saved);
-    }
   }
   return llvm::Error::success();
 }
