@@ -11,7 +11,9 @@
 # normal build stays lean; seeds each corpus with the small inputs kept in
 # tools/lethe-<route>-fuzzer/seeds; runs; prints executions and crashes per
 # fuzzer. Crashing inputs are kept in <build dir>/fuzz/<route>/crashes/.
-# Exits non-zero if anything crashed. LETHE_FUZZ_TIMEOUT (seconds, default 10)
+# Exits non-zero if this run left a crash, leak, timeout or out-of-memory
+# input there; libFuzzer's slow-unit-* files (an input slower than 10 s that
+# still finished) are counted apart and do not fail the run. LETHE_FUZZ_TIMEOUT (seconds, default 10)
 # is libFuzzer's -timeout, a wall-clock limit per input: raise it when the
 # fuzzer runs at low priority on a busy machine, where an input of 0.1 s can
 # wait longer than 10 s for a core.
@@ -49,6 +51,9 @@ for route in $ROUTES; do
   WORK="$BUILD_DIR/fuzz/$route"
   mkdir -p "$WORK/corpus" "$WORK/crashes"
   LOG="$WORK/last-run.log"
+  # Only this run's artifacts count: the folder keeps earlier runs' inputs.
+  START="$WORK/.started"
+  touch "$START"
   # The first directory receives new inputs; the seeds are only read.
   # allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons its slabs when
   # compiled with ASan, but the (uninstrumented) MLIR libraries never
@@ -61,9 +66,13 @@ for route in $ROUTES; do
     -artifact_prefix="$WORK/crashes/" 2>&1 | tee "$LOG" | grep -E "^#[0-9]+.*(pulse|DONE)|ERROR|Deadly|crash-" || true
 
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$LOG" | grep -o '[0-9]*$' || echo 0)
-  crashes=$(find "$WORK/crashes" -type f | wc -l)
+  new() { find "$WORK/crashes" -type f -newer "$START" -name "$1" | wc -l; }
+  crashes=$(( $(new 'crash-*') + $(new 'leak-*') ))
+  timeouts=$(new 'timeout-*')
+  ooms=$(new 'oom-*')
+  slow=$(new 'slow-unit-*')
   corpus=$(find "$WORK/corpus" -type f | wc -l)
-  echo "== fuzz $route: ${execs:-0} executions in ${SECONDS_TO_RUN} s, corpus $corpus inputs, $crashes crashes =="
-  ((crashes == 0)) || status=1
+  echo "== fuzz $route: ${execs:-0} executions in ${SECONDS_TO_RUN} s, corpus $corpus inputs, $crashes crashes, $timeouts timeouts, $ooms out of memory, $slow slow units =="
+  ((crashes + timeouts + ooms == 0)) || status=1
 done
 exit $status
