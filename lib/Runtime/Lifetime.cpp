@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,9 +74,14 @@ extern "C" void letheRtConfigInit(LetheRtConfig *config) {
 }
 
 /// Measures how long an empty replay kernel occupies the compute stream when
-/// kernels run back to back (as a step's do): 64 of them between two events,
-/// behind a 1 ms spin that keeps the GPU busy while the host enqueues them,
-/// so host launch latency stays out. Median of 5.
+/// kernels run back to back (as a step's do), eagerly and inside a CUDA
+/// graph, where it is shorter (0.68 against 1.49 us on an H200): a replay
+/// spins for its op's time less the floor of the mode it runs in, so that
+/// an op takes its time in both (with the eager floor, each replayed op of
+/// a graph ran 0.8 us short: BERT's graph step 3.6% under its op times).
+/// Eagerly: 64 kernels between two events, behind a 1 ms spin that keeps
+/// the GPU busy while the host enqueues them, so host launch latency stays
+/// out. In a graph: a graph of 64 kernels against one of 1. Medians of 5.
 static LetheRtStatus calibrateReplayFloor(LetheRt *rt) {
   cudaStream_t stream = rt->streams[LETHE_STREAM_COMPUTE];
   cudaEvent_t start, end;
@@ -83,35 +89,79 @@ static LetheRtStatus calibrateReplayFloor(LetheRt *rt) {
   if (checkCuda(rt, cudaEventCreate(&start), at, "cudaEventCreate") ||
       checkCuda(rt, cudaEventCreate(&end), at, "cudaEventCreate"))
     return rt->status;
-  std::vector<float> times;
   uint64_t *sink = rt->scratch + kMaxKernelBuffers;
   uint64_t fillerCycles = (uint64_t)(1000 * rt->cyclesPerUs);
   const int kernels = 64;
-  for (int i = 0; i < 6 && rt->status == LETHE_RT_OK; ++i) {
+  auto empties = [&](int count) {
+    cudaError_t err = cudaSuccess;
+    for (int k = 0; k < count && err == cudaSuccess; ++k)
+      err = launchReplay(nullptr, 0, nullptr, 0, 0, rt->numSMs, sink, stream);
+    return err;
+  };
+  // Milliseconds between two events around `enqueue`, behind the filler.
+  auto timed = [&](const std::function<cudaError_t()> &enqueue, float &ms) {
     cudaError_t err = launchReplay(nullptr, 0, nullptr, 0, fillerCycles,
                                    rt->numSMs, sink, stream);
     if (err == cudaSuccess)
       err = cudaEventRecord(start, stream);
-    for (int k = 0; k < kernels && err == cudaSuccess; ++k)
-      err = launchReplay(nullptr, 0, nullptr, 0, 0, rt->numSMs, sink, stream);
+    if (err == cudaSuccess)
+      err = enqueue();
     if (err == cudaSuccess)
       err = cudaEventRecord(end, stream);
     if (err == cudaSuccess)
       err = cudaEventSynchronize(end);
-    float ms = 0;
     if (err == cudaSuccess)
       err = cudaEventElapsedTime(&ms, start, end);
+    return err;
+  };
+  auto capture = [&](int count, cudaGraphExec_t &exec) {
+    cudaGraph_t graph = nullptr;
+    cudaError_t err =
+        cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+    if (err == cudaSuccess) {
+      cudaError_t inner = empties(count);
+      err = cudaStreamEndCapture(stream, &graph);
+      if (err == cudaSuccess)
+        err = inner;
+    }
+    if (err == cudaSuccess)
+      err = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph)
+      cudaGraphDestroy(graph);
+    return err;
+  };
+  std::vector<float> eager, graph;
+  cudaGraphExec_t one = nullptr, many = nullptr;
+  cudaError_t err = capture(1, one);
+  if (err == cudaSuccess)
+    err = capture(kernels, many);
+  checkCuda(rt, err, at, "capturing empty replay kernels");
+  for (int i = 0; i < 6 && rt->status == LETHE_RT_OK; ++i) {
+    float ms = 0, oneMs = 0, manyMs = 0;
+    err = timed([&] { return empties(kernels); }, ms);
+    if (err == cudaSuccess)
+      err = timed([&] { return cudaGraphLaunch(one, stream); }, oneMs);
+    if (err == cudaSuccess)
+      err = timed([&] { return cudaGraphLaunch(many, stream); }, manyMs);
     if (checkCuda(rt, err, at, "timing empty replay kernels"))
       break;
-    if (i >= 1)
-      times.push_back(ms / kernels);
+    if (i >= 1) {
+      eager.push_back(ms / kernels);
+      graph.push_back(std::max(0.0f, manyMs - oneMs) / (kernels - 1));
+    }
   }
+  if (one)
+    cudaGraphExecDestroy(one);
+  if (many)
+    cudaGraphExecDestroy(many);
   cudaEventDestroy(start);
   cudaEventDestroy(end);
   if (rt->status != LETHE_RT_OK)
     return rt->status;
-  std::sort(times.begin(), times.end());
-  rt->replayFloorUs = times[times.size() / 2] * 1000.0;
+  std::sort(eager.begin(), eager.end());
+  std::sort(graph.begin(), graph.end());
+  rt->replayFloorUs = eager[eager.size() / 2] * 1000.0;
+  rt->graphReplayFloorUs = graph[graph.size() / 2] * 1000.0;
   return LETHE_RT_OK;
 }
 

@@ -288,6 +288,7 @@ void writeDevice(JsonWriter &json, LetheRt *rt) {
   json.field("sm_clock_mhz_nominal", rt->smClockKHz / 1000.0);
   json.field("sm_clock_mhz_measured", rt->cyclesPerUs);
   json.field("replay_floor_us", rt->replayFloorUs);
+  json.field("graph_replay_floor_us", rt->graphReplayFloorUs);
   json.field("copy_yield_mechanism", letheRtCopyYieldMechanism(rt));
   json.endObject();
 }

@@ -133,7 +133,9 @@ ProfileScope::~ProfileScope() {
 }
 
 uint64_t spinCyclesFor(const LetheRt *rt, double timeUs) {
-  double spinUs = timeUs - rt->replayFloorUs;
+  // Enqueued while capturing: the kernel runs in a graph.
+  double spinUs =
+      timeUs - (rt->capturing ? rt->graphReplayFloorUs : rt->replayFloorUs);
   return spinUs > 0 ? (uint64_t)(spinUs * rt->cyclesPerUs) : 0;
 }
 

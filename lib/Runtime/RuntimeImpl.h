@@ -59,9 +59,11 @@ struct LetheRt {
   std::string deviceName = "none (dry run)";
   int smClockKHz = 0;
   /// Measured SM cycles per microsecond, and how long an empty replay kernel
-  /// occupies the stream back to back, which replay spins subtract.
+  /// occupies the stream back to back, eagerly and inside a CUDA graph,
+  /// which replay spins subtract (spinCyclesFor).
   double cyclesPerUs = 0;
   double replayFloorUs = 0;
+  double graphReplayFloorUs = 0;
 
   cudaStream_t streams[LETHE_RT_NUM_STREAMS] = {};
   std::vector<cudaEvent_t> events;
