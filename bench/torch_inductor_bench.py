@@ -13,7 +13,9 @@ build tree). Methods:
                                                measured peak (bytes), "N%"
                                                of Lethe's unplanned peak,
                                                "least" = the least budget
-                                               Lethe can meet
+                                               Lethe can meet, "at:M" =
+                                               method M's measured peak,
+                                               "at:M*F" = F times it
                                                "B+C": budget B planned
                                                with peak correction C
                                                (bytes; no automatic
@@ -379,7 +381,7 @@ def run(args):
     # Plain compile first (its peak is a Lethe budget), with every method
     # an "at:M" budget names, then Lethe, then compile's budgets, then the
     # eager options: a deadline cuts the least needed runs.
-    named = [b.split("+")[0][3:] for b in args.lethe_budgets
+    named = [b.split("+")[0][3:].split("*")[0] for b in args.lethe_budgets
              if b.startswith("at:")]
     first = list(dict.fromkeys(
         ["compile", "compile-0.5", "compile-0.1"] + named
@@ -397,13 +399,15 @@ def run(args):
         try:
             if key is not None and (base == "compile" or
                                     base.startswith("at:")):
-                c = doc["results"].get(base[3:] if base.startswith("at:")
-                                       else "compile", {})
+                # "at:M*F": F times method M's measured peak.
+                name, _, frac = (base[3:] if base.startswith("at:")
+                                 else "compile").partition("*")
+                c = doc["results"].get(name, {})
                 if not c.get("peak_bytes"):
                     doc["results"][method] = {"skipped": "no compile peak"}
                     continue
-                budgets[key] = str(int(c["peak_bytes"])) + (
-                    f"+{plus}" if plus else "")
+                budgets[key] = str(int(c["peak_bytes"] * float(frac or 1))) \
+                    + (f"+{plus}" if plus else "")
             elif key == "least":
                 budgets[key] = str(least_budget(args.model, args, device))
             elif key is not None:
