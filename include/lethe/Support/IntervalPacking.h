@@ -42,6 +42,9 @@ enum class PackOrder {
   /// Size, lifetime or area with seeded random weights (the fallback when
   /// the fixed orders leave a gap to max-live).
   Perturbed,
+  /// The offsets of best-fit on the skyline (the lowest free segment
+  /// filled by the buffer of largest area living inside it).
+  Skyline,
 };
 
 llvm::StringRef stringifyPackOrder(PackOrder order);
@@ -63,15 +66,16 @@ int64_t alignBytes(int64_t bytes, int64_t alignment);
 int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
                        int64_t alignment);
 
-/// Packs in one order.
+/// Packs in one order (best-fit; the skyline's order first-fit).
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment, PackOrder order);
 
-/// Packs in every fixed order, best-fit and first-fit, then in up to 48
-/// perturbed orders (a fixed seed), until the arena meets max-live or a
-/// work bound is spent (placements cost about n^2/2 checks each: all of
-/// them up to ~2,000 buffers, the eight fixed ones at 10,000, four at
-/// 20,000); returns the smallest arena (ties: the first found).
+/// Packs in every fixed order, best-fit and first-fit, then by best-fit on
+/// the skyline, then in up to 48 perturbed orders (a fixed seed), until the
+/// arena meets max-live or a work bound is spent (placements cost about
+/// n^2/2 checks each: all of them up to ~2,000 buffers, the eight fixed ones
+/// at 10,000, four at 20,000; the skyline has a bound of its own and is
+/// skipped past it); returns the smallest arena (ties: the first found).
 /// Deterministic.
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment);
