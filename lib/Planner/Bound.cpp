@@ -10,8 +10,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Planner/Bound.h"
+#include "lethe/Planner/Activations.h"
 #include "lethe/Planner/ExactModel.h"
 #include "lethe/Simulator/Schedule.h"
+#include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "Milp.h"
@@ -233,14 +235,42 @@ void Relaxation::addContention(const DeviceProfile &device,
                  std::max({1.0, positive(device.copySlowdownWithMatmul),
                            positive(device.copySlowdownWithMemoryBound)});
   double beside = alone * positive(device.duplexFactor);
-  // Kernel-free ops (views) are not slowed: copies may move beside them for
-  // free, so their time counts only (1 - kappaMax) in the row below.
+  // A node whose kernel loses less than kappa per microsecond beside copies
+  // (a view: nothing; a memory-bound kernel whose memory traffic is a small
+  // part of its time: kernelSlowdown's roofline) lets copies move beside it
+  // for less: per microsecond of its work, the step may be `deficit` less
+  // than the row below charges (docs/Bound.md, assumption 6).
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
   const TrainingGraph &graph = model.getGraph();
+  const ActivationAnalysis &analysis = model.getAnalysis();
+  llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
+  std::vector<double> deficit(numNodes, 0.0);
   double unslowed = 0.0;
-  for (NodeId i = 0; i < numNodes; ++i)
-    if (kernelClassOf(graph.getNode(i)) == KernelClass::None)
-      unslowed += model.nodeTimeUs(i);
+  for (NodeId i = 0; i < numNodes; ++i) {
+    const GraphNode &node = graph.getNode(i);
+    KernelClass kernel = kernelClassOf(node);
+    // The bytes the node's op reads and allocates in every schedule (each
+    // storage one buffer, whichever copy of it is current).
+    double moved = 0.0;
+    llvm::SmallVector<int32_t, 8> read;
+    for (int32_t st : analysis.operandStorages(i))
+      if (!llvm::is_contained(read, st)) {
+        read.push_back(st);
+        moved += static_cast<double>(storages[st].bytes);
+      }
+    for (int32_t st : analysis.resultStorages(i))
+      moved += static_cast<double>(storages[st].bytes);
+    double share =
+        memoryShare(device, kernel, std::max(0.0, node.timeUs), moved);
+    double one = kernelSlowdown(device, kernel, true, false, share);
+    double two = kernelSlowdown(device, kernel, true, true, share);
+    // Its wall time is at most max(one, two) times its work, and in each
+    // microsecond of it beside copies it loses 1 - 1/factor, not kappa.
+    deficit[i] = std::max({0.0, kappaOne - (1.0 - 1.0 / one),
+                           kappaBoth - (1.0 - 1.0 / two)}) *
+                 std::max(one, two);
+    unslowed += deficit[i] * model.nodeTimeUs(i);
+  }
   // Columns: microseconds in which copies move both ways, only D2H, only
   // H2D. Each direction's copy work (full-rate microseconds) is done in
   // them.
@@ -267,13 +297,9 @@ void Relaxation::addContention(const DeviceProfile &device,
                                           {both, -kappaBoth},
                                           {d2hOnly, -kappaOne},
                                           {h2dOnly, -kappaOne}};
-  for (auto [node, col] : colZ) {
-    double t = model.nodeTimeUs(node);
-    if (kernelClassOf(graph.getNode(node)) == KernelClass::None)
-      t *= 1.0 - kappaMax;
-    row.push_back({col, -t});
-  }
-  lp.addRow(-slack - kappaMax * unslowed, INFINITY, row);
+  for (auto [node, col] : colZ)
+    row.push_back({col, -model.nodeTimeUs(node) * (1.0 - deficit[node])});
+  lp.addRow(-slack - unslowed, INFINITY, row);
 }
 
 template <typename Weight>
