@@ -45,6 +45,8 @@ constexpr int kPointsPerRound = 32;
 constexpr int kPointSpacingDivisor = 256;
 constexpr int kMaxRounds = 80;
 constexpr double kTimeLimitSec = 30.0;
+/// Pieces of the late-recompute cost per point (addLateRecompute).
+constexpr int kLatePieces = 8;
 
 class Relaxation {
 public:
@@ -62,6 +64,7 @@ private:
   /// Activations in their gap at node p.
   const std::vector<int> &gapAt(NodeId p);
   void addPoint(NodeId p);
+  void addLateRecompute(NodeId p);
   /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
   /// with threshold k, the others the H2D cut with deadline
   /// k - kNumReadyThresholds.
@@ -95,6 +98,9 @@ private:
   milp::Problem lp;
   int colT = -1;
   std::vector<int> colC, colO, pointCol;
+  /// Per point p: a column for the recompute work that runs after p starts
+  /// (-1: none), which the D2H cuts take off the time before p.
+  std::vector<int> lateCol;
   llvm::DenseSet<int64_t> cuts;
   llvm::DenseMap<NodeId, std::vector<int>> gapCache;
   int numPoints = 0;
@@ -211,6 +217,7 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
         lp.addRow(-INFINITY, rate * hi[q], row);
     }
   pointCol.assign(numNodes, -1);
+  lateCol.assign(numNodes, -1);
 }
 
 void Relaxation::addContention(const DeviceProfile &device,
@@ -375,12 +382,73 @@ void Relaxation::addPoint(NodeId p) {
   lp.addRow(need[p], INFINITY, memory);
   // Only offloaded bytes may be absent.
   lp.addRow(-INFINITY, 0, absent);
+  addLateRecompute(p);
+}
+
+void Relaxation::addLateRecompute(NodeId p) {
+  // What the offloads do not free at p, recomputes free, and a recomputed
+  // activation absent at p is re-created after p starts: its chain runs
+  // after p (at its restore point), which leaves that much less of the
+  // step before p for the D2H copies. Each chain node's time is shared
+  // among the gap's activations whose chain has it, by bytes, so any set
+  // of them re-runs at least sum(bytes x mu) (mu: the activation's share
+  // per MiB); freeing x MiB costs at least the cheapest such set, a convex
+  // piecewise-linear phi(x) (fractional knapsack), and each of its pieces
+  // is a valid row: late >= phi_k(need - P).
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  llvm::DenseMap<NodeId, double> chainBytes;
+  for (int a : gapAt(p))
+    if (colC[a] >= 0)
+      for (NodeId node : acts[a].recomputeNodes)
+        chainBytes[node] += bytes[a];
+  std::vector<std::pair<double, double>> items; // (mu, MiB)
+  for (int a : gapAt(p)) {
+    if (colC[a] < 0 || bytes[a] <= 0)
+      continue;
+    double mu = 0.0;
+    for (NodeId node : acts[a].recomputeNodes)
+      mu += model.nodeTimeUs(node) / chainBytes[node];
+    items.push_back({mu, bytes[a]});
+  }
+  llvm::sort(items);
+  if (items.empty() || items.back().first <= 0)
+    return;
+  lateCol[p] = lp.addColumn(0, INFINITY, 0, false);
+  // Pieces: the greedy's slopes at up to kLatePieces byte levels spread
+  // over the bytes it can free (any tangent of a convex function is below
+  // it).
+  double total = 0.0;
+  for (auto [mu, mib] : items)
+    total += mib;
+  double freed = 0.0, cost = 0.0;
+  size_t next = 0;
+  for (int k = 0; k < kLatePieces; ++k) {
+    double level = total * k / kLatePieces;
+    while (next < items.size() && freed + items[next].second <= level) {
+      freed += items[next].second;
+      cost += items[next].first * items[next].second;
+      ++next;
+    }
+    if (next == items.size())
+      break;
+    // The piece of slope mu through (freed, cost): phi(x) >= cost + mu (x -
+    // freed); as a row on late and P: late + mu P >= cost + mu (need -
+    // freed).
+    double mu = items[next].first;
+    if (mu <= 0)
+      continue;
+    lp.addRow(cost + mu * (need[p] - freed), INFINITY,
+              {{lateCol[p], 1}, {pointCol[p], mu}});
+  }
 }
 
 void Relaxation::addCut(NodeId p, int k) {
   cuts.insert(static_cast<int64_t>(p) * 1024 + k);
   std::vector<std::pair<int, double>> row{{pointCol[p], 1},
                                           {colT, -cutRate(k)}};
+  // A D2H cut's window ends when p starts, before the late recomputes.
+  if (k < kNumReadyThresholds && lateCol[p] >= 0)
+    row.push_back({lateCol[p], cutRate(k)});
   for (int a : gapAt(p))
     if (colO[a] >= 0 && cutIncludes(a, k))
       row.push_back({colO[a], -bytes[a]});
@@ -412,6 +480,8 @@ int Relaxation::separate(const std::vector<double> &x) {
       if (!cutValid(p, k))
         continue;
       double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
+      if (k < kNumReadyThresholds && lateCol[p] >= 0)
+        cap -= cutRate(k) * x[lateCol[p]];
       absent = std::min(absent, cap);
       if (pointCol[p] >= 0 && x[pointCol[p]] > cap + tolerance &&
           !cuts.contains(static_cast<int64_t>(p) * 1024 + k)) {
