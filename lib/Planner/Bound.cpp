@@ -10,8 +10,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Planner/Bound.h"
+#include "lethe/Planner/Activations.h"
 #include "lethe/Planner/ExactModel.h"
 #include "lethe/Simulator/Schedule.h"
+#include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "Milp.h"
@@ -43,6 +45,8 @@ constexpr int kPointsPerRound = 32;
 constexpr int kPointSpacingDivisor = 256;
 constexpr int kMaxRounds = 80;
 constexpr double kTimeLimitSec = 30.0;
+/// Pieces of the late-recompute cost per point (addLateRecompute).
+constexpr int kLatePieces = 8;
 
 class Relaxation {
 public:
@@ -60,6 +64,7 @@ private:
   /// Activations in their gap at node p.
   const std::vector<int> &gapAt(NodeId p);
   void addPoint(NodeId p);
+  void addLateRecompute(NodeId p);
   /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
   /// with threshold k, the others the H2D cut with deadline
   /// k - kNumReadyThresholds.
@@ -93,6 +98,9 @@ private:
   milp::Problem lp;
   int colT = -1;
   std::vector<int> colC, colO, pointCol;
+  /// Per point p: a column for the recompute work that runs after p starts
+  /// (-1: none), which the D2H cuts take off the time before p.
+  std::vector<int> lateCol;
   llvm::DenseSet<int64_t> cuts;
   llvm::DenseMap<NodeId, std::vector<int>> gapCache;
   int numPoints = 0;
@@ -209,6 +217,7 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
         lp.addRow(-INFINITY, rate * hi[q], row);
     }
   pointCol.assign(numNodes, -1);
+  lateCol.assign(numNodes, -1);
 }
 
 void Relaxation::addContention(const DeviceProfile &device,
@@ -233,14 +242,42 @@ void Relaxation::addContention(const DeviceProfile &device,
                  std::max({1.0, positive(device.copySlowdownWithMatmul),
                            positive(device.copySlowdownWithMemoryBound)});
   double beside = alone * positive(device.duplexFactor);
-  // Kernel-free ops (views) are not slowed: copies may move beside them for
-  // free, so their time counts only (1 - kappaMax) in the row below.
+  // A node whose kernel loses less than kappa per microsecond beside copies
+  // (a view: nothing; a memory-bound kernel whose memory traffic is a small
+  // part of its time: kernelSlowdown's roofline) lets copies move beside it
+  // for less: per microsecond of its work, the step may be `deficit` less
+  // than the row below charges (docs/Bound.md, assumption 6).
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
   const TrainingGraph &graph = model.getGraph();
+  const ActivationAnalysis &analysis = model.getAnalysis();
+  llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
+  std::vector<double> deficit(numNodes, 0.0);
   double unslowed = 0.0;
-  for (NodeId i = 0; i < numNodes; ++i)
-    if (kernelClassOf(graph.getNode(i)) == KernelClass::None)
-      unslowed += model.nodeTimeUs(i);
+  for (NodeId i = 0; i < numNodes; ++i) {
+    const GraphNode &node = graph.getNode(i);
+    KernelClass kernel = kernelClassOf(node);
+    // The bytes the node's op reads and allocates in every schedule (each
+    // storage one buffer, whichever copy of it is current).
+    double moved = 0.0;
+    llvm::SmallVector<int32_t, 8> read;
+    for (int32_t st : analysis.operandStorages(i))
+      if (!llvm::is_contained(read, st)) {
+        read.push_back(st);
+        moved += static_cast<double>(storages[st].bytes);
+      }
+    for (int32_t st : analysis.resultStorages(i))
+      moved += static_cast<double>(storages[st].bytes);
+    double share =
+        memoryShare(device, kernel, std::max(0.0, node.timeUs), moved);
+    double one = kernelSlowdown(device, kernel, true, false, share);
+    double two = kernelSlowdown(device, kernel, true, true, share);
+    // Its wall time is at most max(one, two) times its work, and in each
+    // microsecond of it beside copies it loses 1 - 1/factor, not kappa.
+    deficit[i] = std::max({0.0, kappaOne - (1.0 - 1.0 / one),
+                           kappaBoth - (1.0 - 1.0 / two)}) *
+                 std::max(one, two);
+    unslowed += deficit[i] * model.nodeTimeUs(i);
+  }
   // Columns: microseconds in which copies move both ways, only D2H, only
   // H2D. Each direction's copy work (full-rate microseconds) is done in
   // them.
@@ -267,13 +304,9 @@ void Relaxation::addContention(const DeviceProfile &device,
                                           {both, -kappaBoth},
                                           {d2hOnly, -kappaOne},
                                           {h2dOnly, -kappaOne}};
-  for (auto [node, col] : colZ) {
-    double t = model.nodeTimeUs(node);
-    if (kernelClassOf(graph.getNode(node)) == KernelClass::None)
-      t *= 1.0 - kappaMax;
-    row.push_back({col, -t});
-  }
-  lp.addRow(-slack - kappaMax * unslowed, INFINITY, row);
+  for (auto [node, col] : colZ)
+    row.push_back({col, -model.nodeTimeUs(node) * (1.0 - deficit[node])});
+  lp.addRow(-slack - unslowed, INFINITY, row);
 }
 
 template <typename Weight>
@@ -349,12 +382,73 @@ void Relaxation::addPoint(NodeId p) {
   lp.addRow(need[p], INFINITY, memory);
   // Only offloaded bytes may be absent.
   lp.addRow(-INFINITY, 0, absent);
+  addLateRecompute(p);
+}
+
+void Relaxation::addLateRecompute(NodeId p) {
+  // What the offloads do not free at p, recomputes free, and a recomputed
+  // activation absent at p is re-created after p starts: its chain runs
+  // after p (at its restore point), which leaves that much less of the
+  // step before p for the D2H copies. Each chain node's time is shared
+  // among the gap's activations whose chain has it, by bytes, so any set
+  // of them re-runs at least sum(bytes x mu) (mu: the activation's share
+  // per MiB); freeing x MiB costs at least the cheapest such set, a convex
+  // piecewise-linear phi(x) (fractional knapsack), and each of its pieces
+  // is a valid row: late >= phi_k(need - P).
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  llvm::DenseMap<NodeId, double> chainBytes;
+  for (int a : gapAt(p))
+    if (colC[a] >= 0)
+      for (NodeId node : acts[a].recomputeNodes)
+        chainBytes[node] += bytes[a];
+  std::vector<std::pair<double, double>> items; // (mu, MiB)
+  for (int a : gapAt(p)) {
+    if (colC[a] < 0 || bytes[a] <= 0)
+      continue;
+    double mu = 0.0;
+    for (NodeId node : acts[a].recomputeNodes)
+      mu += model.nodeTimeUs(node) / chainBytes[node];
+    items.push_back({mu, bytes[a]});
+  }
+  llvm::sort(items);
+  if (items.empty() || items.back().first <= 0)
+    return;
+  lateCol[p] = lp.addColumn(0, INFINITY, 0, false);
+  // Pieces: the greedy's slopes at up to kLatePieces byte levels spread
+  // over the bytes it can free (any tangent of a convex function is below
+  // it).
+  double total = 0.0;
+  for (auto [mu, mib] : items)
+    total += mib;
+  double freed = 0.0, cost = 0.0;
+  size_t next = 0;
+  for (int k = 0; k < kLatePieces; ++k) {
+    double level = total * k / kLatePieces;
+    while (next < items.size() && freed + items[next].second <= level) {
+      freed += items[next].second;
+      cost += items[next].first * items[next].second;
+      ++next;
+    }
+    if (next == items.size())
+      break;
+    // The piece of slope mu through (freed, cost): phi(x) >= cost + mu (x -
+    // freed); as a row on late and P: late + mu P >= cost + mu (need -
+    // freed).
+    double mu = items[next].first;
+    if (mu <= 0)
+      continue;
+    lp.addRow(cost + mu * (need[p] - freed), INFINITY,
+              {{lateCol[p], 1}, {pointCol[p], mu}});
+  }
 }
 
 void Relaxation::addCut(NodeId p, int k) {
   cuts.insert(static_cast<int64_t>(p) * 1024 + k);
   std::vector<std::pair<int, double>> row{{pointCol[p], 1},
                                           {colT, -cutRate(k)}};
+  // A D2H cut's window ends when p starts, before the late recomputes.
+  if (k < kNumReadyThresholds && lateCol[p] >= 0)
+    row.push_back({lateCol[p], cutRate(k)});
   for (int a : gapAt(p))
     if (colO[a] >= 0 && cutIncludes(a, k))
       row.push_back({colO[a], -bytes[a]});
@@ -386,6 +480,8 @@ int Relaxation::separate(const std::vector<double> &x) {
       if (!cutValid(p, k))
         continue;
       double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
+      if (k < kNumReadyThresholds && lateCol[p] >= 0)
+        cap -= cutRate(k) * x[lateCol[p]];
       absent = std::min(absent, cap);
       if (pointCol[p] >= 0 && x[pointCol[p]] > cap + tolerance &&
           !cuts.contains(static_cast<int64_t>(p) * 1024 + k)) {

@@ -130,10 +130,7 @@ static double copyFactorBeside(const DeviceProfile &device,
   return 1.0;
 }
 
-/// How much slower a kernel of `kernel`'s class runs beside the copies.
-/// `memoryShare`: the part of a memory-bound kernel's time its memory
-/// traffic takes at the rate the slowdown was measured at (1 where unknown).
-static double kernelSlowdown(const DeviceProfile &device, KernelClass kernel,
+double lethe::kernelSlowdown(const DeviceProfile &device, KernelClass kernel,
                              bool d2h, bool h2d, double memoryShare) {
   if (kernel == KernelClass::None || !(d2h || h2d))
     return 1.0;
@@ -148,6 +145,15 @@ static double kernelSlowdown(const DeviceProfile &device, KernelClass kernel,
   if (!matrix)
     factor *= memoryShare;
   return factor >= 1.0 ? factor : 1.0;
+}
+
+double lethe::memoryShare(const DeviceProfile &device, KernelClass kernel,
+                          double durationUs, double bytes) {
+  if (kernel != KernelClass::MemoryBound || !(durationUs > 0) ||
+      !(device.memoryKernelBytesPerSec > 0))
+    return 1.0;
+  return std::min(1.0,
+                  bytes / device.memoryKernelBytesPerSec * 1e6 / durationUs);
 }
 
 /// Per op, the part of a memory-bound kernel's time that moving its bytes
@@ -168,8 +174,7 @@ static std::vector<double> memoryShares(const Schedule &schedule,
     for (BufferId b : op.allocs)
       if (b >= 0 && static_cast<size_t>(b) < schedule.buffers.size())
         bytes += static_cast<double>(schedule.buffers[b].bytes);
-    share[index] = std::min(
-        1.0, bytes / device.memoryKernelBytesPerSec * 1e6 / op.durationUs);
+    share[index] = memoryShare(device, op.kernel, op.durationUs, bytes);
   }
   return share;
 }

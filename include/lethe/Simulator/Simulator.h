@@ -121,6 +121,21 @@ struct SimResult {
   std::vector<MemoryPoint> memoryCurve;
 };
 
+/// How many times slower a kernel of class `kernel` runs while host copies
+/// move one way (`d2h` or `h2d`) or both ways beside it (at least 1).
+/// `memoryShare` (see memoryShare) scales a memory-bound kernel's factor:
+/// the copies slow its memory traffic, not the rest of its time. The
+/// simulator's rule; the lower bound's contention rows price with it.
+double kernelSlowdown(const DeviceProfile &device, KernelClass kernel, bool d2h,
+                      bool h2d, double memoryShare);
+
+/// The part of a memory-bound kernel's `durationUs` that moving `bytes`
+/// (the buffers it reads and allocates) takes at the profile's
+/// memory-kernel rate, at most 1; 1 for other kernels or where the rate is
+/// not measured.
+double memoryShare(const DeviceProfile &device, KernelClass kernel,
+                   double durationUs, double bytes);
+
 /// Whether host copies and collectives slow each other down on `device`:
 /// a collective factor above `threshold`, or the copy factor below its
 /// inverse. lethe-schedule's contention rule and the planner's copy model
