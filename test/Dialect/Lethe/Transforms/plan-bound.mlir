@@ -26,11 +26,13 @@
 // SLOW (10 GB/s copies, toy-profile.json): offload may replace part of the
 // mm recompute, but a byte can leave the device only once the D2H channel
 // has copied it (0.0095 MiB/us: about 6 MiB over the whole 645 us forward)
-// and must come back before its first backward use, so the bound only
-// drops to +6.09%; auto's plan (+11.46%) is within 5.37 points. The bound
-// is also in the plan's summary attribute (after the remarks).
-// SLOW: no plan at this budget is faster than 2036.9 us (+6.09%): this plan is within 5.37 points
-// SLOW: lethe.plan = #lethe.plan<{{.*}}, overhead = 1.145830e-01, lower_bound_overhead = 0.06089>
+// and must come back before its first backward use; the recomputes that
+// free what offloads cannot run after the point they free, so they do not
+// lengthen the D2H windows before it. The bound only drops to +6.81%;
+// auto's plan (+11.46%) is within 4.64 points. The bound is also in the
+// plan's summary attribute (after the remarks).
+// SLOW: no plan at this budget is faster than 2050.8 us (+6.81%): this plan is within 4.64 points
+// SLOW: lethe.plan = #lethe.plan<{{.*}}, overhead = 1.145830e-01, lower_bound_overhead = 6.814900e-02>
 //
 // FAST (100 GB/s copies, plan-device.json): auto hides every copy behind
 // compute, the step is not slower at all, and the bound proves it optimal.
