@@ -25,6 +25,9 @@
 !g = tensor<1024x1024xbf16>
 
 // CHECK-LABEL: func.func @step
+// A plan made with replay-rng=true says so on its summary, so that
+// lethe-materialize reads it under the same rule (materialize-plan-options.mlir).
+// REPLAY: func.func @step{{.*}}lethe.plan = #lethe.plan<{{.*}}, replay_rng = true>
 // expected-remark @below {{policy full: peak 11534336 B, no budget (unplanned 13631488 B); step 270.0 us (+3.85%)}}
 func.func @step(%x: !h, %w: !w {lethe.kind = "param"}, %seed: !h {lethe.kind = "tangent"}) -> !h {
   // node 0
