@@ -263,8 +263,7 @@ bool ActivationAnalysis::isRecomputableNode(NodeId node) const {
   return replayRng || !n.hasFlag(NodeFlagRandom);
 }
 
-static std::string whyNotRecomputable(const TrainingGraph &graph,
-                                      NodeId id) {
+static std::string whyNotRecomputable(const TrainingGraph &graph, NodeId id) {
   const GraphNode &node = graph.getNode(id);
   std::string what = node.hasFlag(NodeFlagCollective) ? "a collective"
                      : node.hasFlag(NodeFlagMutates)  ? "a mutating op"

@@ -34,13 +34,12 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
         act.offloadable ? "offload would not hide its copies at the peak"
                         : "cannot be offloaded: " + act.notOffloadableReason;
     size_t n = act.recomputeNodes.size();
-    return llvm::formatv("recomputed: frees {0} from {1} to {2} for {3} of "
-                         "re-run ({4} node{5}); {6}",
-                         humanBytes(act.bytes),
-                         describeNode(graph, act.lastForwardUse),
-                         describeNode(graph, d.firstBackwardUse),
-                         humanUs(act.recomputeUs), n,
-                         n == 1 ? "" : "s", alternative);
+    return llvm::formatv(
+        "recomputed: frees {0} from {1} to {2} for {3} of "
+        "re-run ({4} node{5}); {6}",
+        humanBytes(act.bytes), describeNode(graph, act.lastForwardUse),
+        describeNode(graph, d.firstBackwardUse), humanUs(act.recomputeUs), n,
+        n == 1 ? "" : "s", alternative);
   }
   case Decision::Offload: {
     std::string alternative =
@@ -60,8 +59,8 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
                          "each way, {4}; {5}",
                          humanBytes(act.bytes),
                          describeNode(graph, d.releaseAfter),
-                         describeNode(graph, d.prefetchAfter),
-                         humanUs(copyUs), hidden, alternative);
+                         describeNode(graph, d.prefetchAfter), humanUs(copyUs),
+                         hidden, alternative);
   }
   }
   return "";

@@ -161,14 +161,13 @@ static void explain(const ExactModel &model, const ExactSolveReport &report,
       break;
     }
     case Decision::Offload:
-      d.reason = llvm::formatv("offloaded: D2H {0:F1} us after {1}, H2D "
-                               "{2:F1} us issued after {3} ({4})",
-                               act.d2hUs,
-                               describeNode(model.getGraph(), act.producer),
-                               act.h2dUs,
-                               describeNode(model.getGraph(), d.prefetchAfter),
-                               how)
-                     .str();
+      d.reason =
+          llvm::formatv("offloaded: D2H {0:F1} us after {1}, H2D "
+                        "{2:F1} us issued after {3} ({4})",
+                        act.d2hUs, describeNode(model.getGraph(), act.producer),
+                        act.h2dUs,
+                        describeNode(model.getGraph(), d.prefetchAfter), how)
+              .str();
       break;
     }
   }
@@ -191,7 +190,8 @@ lethe::solveExact(const TrainingGraph &graph, const DeviceProfile &device,
           "exact solver: forward {0}{1} comes after the first backward "
           "{2}; the planner needs every forward node first",
           describeNode(graph, i),
-          graph.getNode(i).name.empty() ? "" : " '" + graph.getNode(i).name + "'",
+          graph.getNode(i).name.empty() ? ""
+                                        : " '" + graph.getNode(i).name + "'",
           describeNode(graph, firstBackward)));
   ExactModel model(graph, device, options);
   Plan plan;

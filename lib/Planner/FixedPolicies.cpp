@@ -224,12 +224,12 @@ void lethe::explainCheckpoints(const ActivationAnalysis &analysis,
       names += ", ...";
     std::string through;
     if (act.recomputable && !act.recomputeNodes.empty()) {
-      through = llvm::formatv("through it they would re-run {0} more nodes "
-                              "({1}) back to {2}",
-                              act.recomputeNodes.size(),
-                              humanUs(act.recomputeUs),
-                              describeNode(graph, act.recomputeNodes.front()))
-                    .str();
+      through =
+          llvm::formatv("through it they would re-run {0} more nodes "
+                        "({1}) back to {2}",
+                        act.recomputeNodes.size(), humanUs(act.recomputeUs),
+                        describeNode(graph, act.recomputeNodes.front()))
+              .str();
     } else {
       through = "they could not run through it: " + act.notRecomputableReason;
     }

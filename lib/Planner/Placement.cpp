@@ -80,15 +80,15 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   bool anyOffload = false;
   for (auto [a, decision] : llvm::enumerate(requested)) {
     if (decision == Decision::Recompute && !acts[a].recomputable)
-      return placementError(llvm::formatv(
-          "value {0} cannot be recomputed: {1}",
-          describeValue(analysis.getGraph(), acts[a].storage),
-          acts[a].notRecomputableReason));
+      return placementError(
+          llvm::formatv("value {0} cannot be recomputed: {1}",
+                        describeValue(analysis.getGraph(), acts[a].storage),
+                        acts[a].notRecomputableReason));
     if (decision == Decision::Offload && !acts[a].offloadable)
-      return placementError(llvm::formatv(
-          "value {0} cannot be offloaded: {1}",
-          describeValue(analysis.getGraph(), acts[a].storage),
-                                          acts[a].notOffloadableReason));
+      return placementError(
+          llvm::formatv("value {0} cannot be offloaded: {1}",
+                        describeValue(analysis.getGraph(), acts[a].storage),
+                        acts[a].notOffloadableReason));
     anyOffload |= decisions[a] == Decision::Offload;
   }
   // Copies take what the simulator will charge them: the rank's share of

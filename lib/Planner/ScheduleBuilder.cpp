@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "lethe/Planner/Placement.h"
 #include "lethe/Analysis/Lifetimes.h"
+#include "lethe/Planner/Placement.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
@@ -102,9 +102,9 @@ llvm::Error Builder::checkPlacement() {
           "would make a copy nothing reads; retain it",
           value(act.storage), node(d.firstBackwardUse)));
     if (d.value != act.storage)
-      return buildError(llvm::formatv(
-          "decision {0} is for value {1}, expected {2}", a, value(d.value),
-          value(act.storage)));
+      return buildError(
+          llvm::formatv("decision {0} is for value {1}, expected {2}", a,
+                        value(d.value), value(act.storage)));
     if (d.decision == Decision::Retain)
       continue;
     if (d.firstBackwardUse <= act.lastForwardUse ||
@@ -230,10 +230,10 @@ llvm::Expected<Schedule> Builder::build() {
         isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
       for (NodeId node : decisions[a].recomputeNodes) {
         if (node < 0 || node >= i)
-          return buildError(llvm::formatv(
-              "value {0} lists {1} to re-run before {2}",
-              describeValue(graph, acts[a].storage),
-              describeNode(graph, node), describeNode(graph, i)));
+          return buildError(
+              llvm::formatv("value {0} lists {1} to re-run before {2}",
+                            describeValue(graph, acts[a].storage),
+                            describeNode(graph, node), describeNode(graph, i)));
         if (!inChain[node]) {
           inChain[node] = 1;
           chain.push_back(node);
@@ -245,8 +245,8 @@ llvm::Expected<Schedule> Builder::build() {
       inChain[node] = 0;
       const GraphNode &n = graph.getNode(node);
       if (!analysis.isRecomputableNode(node))
-        return buildError(llvm::formatv("{0} may not be re-run",
-                                        describeNode(graph, node)));
+        return buildError(
+            llvm::formatv("{0} may not be re-run", describeNode(graph, node)));
       ScheduleOp op;
       op.kind = ScheduleOpKind::Recompute;
       op.stream = Stream::Compute;

@@ -191,11 +191,10 @@ TEST(PlanAttributesTest, ReadScheduledPlanIsThePlannersSchedule) {
         << llvm::toString(simulated.takeError());
     writePlanAttributes(*planned, *plan);
     LetheDialect::PlanAttrHelper(&context).setAttr(
-        func, PlanAttr::get(&context, plan->policy, plan->budgetBytes,
-                            plan->feasible, plan->peakBytes,
-                            plan->baselinePeakBytes, plan->stepUs,
-                            plan->baselineStepUs, 0.0, std::nullopt,
-                            options.replayRng));
+        func, PlanAttr::get(
+                  &context, plan->policy, plan->budgetBytes, plan->feasible,
+                  plan->peakBytes, plan->baselinePeakBytes, plan->stepUs,
+                  plan->baselineStepUs, 0.0, std::nullopt, options.replayRng));
 
     FailureOr<TrainingGraph> reread = TrainingGraph::fromFunction(func);
     ASSERT_TRUE(succeeded(reread));

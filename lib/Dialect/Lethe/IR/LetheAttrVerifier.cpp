@@ -201,12 +201,11 @@ LogicalResult LetheDialect::verifyOperationAttribute(Operation *op,
     if (failed(c.is<PlanAttr>(Host::Function, "a #lethe.plan<...>")))
       return failure();
     auto plan = cast<PlanAttr>(c.value);
-    return PlanAttr::verify([&] { return c.error(); }, plan.getPolicy(),
-                            plan.getBudgetBytes(), plan.getFeasible(),
-                            plan.getPeakBytes(), plan.getBaselinePeakBytes(),
-                            plan.getStepUs(), plan.getBaselineStepUs(),
-                            plan.getOverhead(), plan.getLowerBoundOverhead(),
-                            plan.getReplayRng());
+    return PlanAttr::verify(
+        [&] { return c.error(); }, plan.getPolicy(), plan.getBudgetBytes(),
+        plan.getFeasible(), plan.getPeakBytes(), plan.getBaselinePeakBytes(),
+        plan.getStepUs(), plan.getBaselineStepUs(), plan.getOverhead(),
+        plan.getLowerBoundOverhead(), plan.getReplayRng());
   }
   if (name == PipelineAttrHelper::getNameStr()) {
     if (failed(c.is<PipelineAttr>(Host::Function, "a #lethe.pipeline<...>")))

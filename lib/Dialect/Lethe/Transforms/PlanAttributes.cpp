@@ -144,10 +144,10 @@ PlanOptions lethe::planReadOptions(func::FuncOp func) {
   return options;
 }
 
-FailureOr<ScheduledPlan>
-lethe::readScheduledPlan(func::FuncOp func, const TrainingGraph &graph,
-                         llvm::function_ref<const DeviceProfile *()> device,
-                         llvm::function_ref<void(const llvm::Twine &)> reportError) {
+FailureOr<ScheduledPlan> lethe::readScheduledPlan(
+    func::FuncOp func, const TrainingGraph &graph,
+    llvm::function_ref<const DeviceProfile *()> device,
+    llvm::function_ref<void(const llvm::Twine &)> reportError) {
   ScheduledPlan result;
   result.analysis =
       std::make_unique<ActivationAnalysis>(graph, planReadOptions(func));
