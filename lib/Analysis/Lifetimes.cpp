@@ -132,7 +132,7 @@ std::string lethe::describeValue(const TrainingGraph &graph, ValueId id) {
     return out;
   }
   const GraphNode &node = graph.getNode(value.producer);
-  os << (node.name.empty() ? "node" + std::to_string(value.producer)
+  os << (node.name.empty() ? describeNode(graph, value.producer, false)
                            : node.name);
   if (node.results.size() > 1)
     os << "#" << value.resultIndex;

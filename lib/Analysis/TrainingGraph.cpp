@@ -93,6 +93,28 @@ bool TrainingGraph::alignStorageBytes(int64_t alignment) {
   return true;
 }
 
+std::string lethe::describeNode(const TrainingGraph &graph, NodeId node,
+                                bool withKind) {
+  if (node < 0 || static_cast<size_t>(node) >= graph.numNodes())
+    return "node #" + std::to_string(node) + " (none: out of range)";
+  const GraphNode &info = graph.getNode(node);
+  std::string out = info.sourceId ? "node " + std::to_string(*info.sourceId)
+                                  : "node #" + std::to_string(node);
+  if (withKind)
+    out += " (" + info.kind + ")";
+  return out;
+}
+
+std::string lethe::stableValueId(const TrainingGraph &graph, ValueId id) {
+  const GraphValue &value = graph.getValue(id);
+  if (value.isInput())
+    return "input:" + std::to_string(value.resultIndex);
+  const std::optional<int64_t> &node = graph.getNode(value.producer).sourceId;
+  if (!node)
+    return "#" + std::to_string(id);
+  return std::to_string(*node) + ":" + std::to_string(value.resultIndex);
+}
+
 NodeId TrainingGraph::firstBackwardNode() const {
   for (const auto &[index, node] : llvm::enumerate(nodes))
     if (node.phase != Phase::Fwd)

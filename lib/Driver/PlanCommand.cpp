@@ -114,7 +114,7 @@ llvm::json::Value lethe::planToJson(const Plan &plan,
   llvm::json::Array values;
   for (const ActivationDecision &d : plan.decisions) {
     llvm::json::Object value{
-        {"id", d.value},
+        {"id", stableValueId(graph, d.value)},
         {"name", describeValue(graph, d.value)},
         {"bytes", graph.storageBytes(d.value)},
         {"decision", stringifyDecision(d.decision)},

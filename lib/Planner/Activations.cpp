@@ -263,11 +263,13 @@ bool ActivationAnalysis::isRecomputableNode(NodeId node) const {
   return replayRng || !n.hasFlag(NodeFlagRandom);
 }
 
-static std::string whyNotRecomputable(const GraphNode &node, NodeId id) {
+static std::string whyNotRecomputable(const TrainingGraph &graph, NodeId id) {
+  const GraphNode &node = graph.getNode(id);
   std::string what = node.hasFlag(NodeFlagCollective) ? "a collective"
                      : node.hasFlag(NodeFlagMutates)  ? "a mutating op"
                                                       : "an RNG op";
-  return llvm::formatv("its chain needs {0} ({1} #{2})", what, node.kind, id)
+  return llvm::formatv("its chain needs {0} ({1})", what,
+                       describeNode(graph, id))
       .str();
 }
 
@@ -313,7 +315,7 @@ bool ActivationAnalysis::needValue(ValueId value, ValueId target,
     if (inChain[node])
       continue;
     if (!isRecomputableNode(node)) {
-      reason = whyNotRecomputable(graph.getNode(node), node);
+      reason = whyNotRecomputable(graph, node);
       return false;
     }
     inChain[node] = 1;
@@ -368,8 +370,8 @@ void ActivationAnalysis::computeRecompute(ActivationInfo &act) {
               !inChain[use]) {
             ok = false;
             reason = llvm::formatv("its chain reads a storage written in "
-                                   "place ({0} #{1})",
-                                   user.kind, use)
+                                   "place ({0})",
+                                   describeNode(graph, use))
                          .str();
             break;
           }

@@ -34,11 +34,12 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
         act.offloadable ? "offload would not hide its copies at the peak"
                         : "cannot be offloaded: " + act.notOffloadableReason;
     size_t n = act.recomputeNodes.size();
-    return llvm::formatv("recomputed: frees {0} from node {1} to node {2} "
-                         "for {3} of re-run ({4} node{5}); {6}",
-                         humanBytes(act.bytes), act.lastForwardUse,
-                         d.firstBackwardUse, humanUs(act.recomputeUs), n,
-                         n == 1 ? "" : "s", alternative);
+    return llvm::formatv(
+        "recomputed: frees {0} from {1} to {2} for {3} of "
+        "re-run ({4} node{5}); {6}",
+        humanBytes(act.bytes), describeNode(graph, act.lastForwardUse),
+        describeNode(graph, d.firstBackwardUse), humanUs(act.recomputeUs), n,
+        n == 1 ? "" : "s", alternative);
   }
   case Decision::Offload: {
     std::string alternative =
@@ -54,10 +55,12 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
     std::string hidden = late > 0.0
                              ? "about " + humanUs(late) + " of it exposed"
                              : "hidden behind compute";
-    return llvm::formatv("offloaded: frees {0} from node {1} to node {2}; "
-                         "{3} copy each way, {4}; {5}",
-                         humanBytes(act.bytes), d.releaseAfter, d.prefetchAfter,
-                         humanUs(copyUs), hidden, alternative);
+    return llvm::formatv("offloaded: frees {0} from {1} to {2}; {3} copy "
+                         "each way, {4}; {5}",
+                         humanBytes(act.bytes),
+                         describeNode(graph, d.releaseAfter),
+                         describeNode(graph, d.prefetchAfter), humanUs(copyUs),
+                         hidden, alternative);
   }
   }
   return "";

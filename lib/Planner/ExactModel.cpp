@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Planner/ExactModel.h"
+#include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Planner/Placement.h"
 #include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
@@ -266,9 +267,9 @@ ExactModel::evaluate(llvm::ArrayRef<ActivationDecision> decisions) const {
   for (auto [a, d] : llvm::enumerate(decisions)) {
     const Activation &act = acts[a];
     choice.push_back(d.decision);
-    std::string what = "activation value " + std::to_string(act.value);
+    std::string what = "activation " + describeValue(graph, act.value);
     if (d.value != act.value) {
-      eval.error = "decision " + std::to_string(a) + " is about value " +
+      eval.error = "decision " + std::to_string(a) + " is about value %" +
                    std::to_string(d.value) + ", expected " + what;
       return eval;
     }
@@ -290,7 +291,7 @@ ExactModel::evaluate(llvm::ArrayRef<ActivationDecision> decisions) const {
   for (auto [a, act] : llvm::enumerate(acts)) {
     if (choice[a] != Decision::Offload)
       continue;
-    std::string what = "activation value " + std::to_string(act.value);
+    std::string what = "activation " + describeValue(graph, act.value);
     NodeId release = releaseNode(static_cast<int>(a), d2hEnd[a]);
     if (release >= restore[a]) {
       eval.error = "the D2H copy of " + what +
@@ -301,10 +302,10 @@ ExactModel::evaluate(llvm::ArrayRef<ActivationDecision> decisions) const {
     eval.releaseAfter[a] = release;
     NodeId after = decisions[a].prefetchAfter;
     if (after < std::max(firstBwd - 1, release) || after >= restore[a]) {
-      eval.error = "the prefetch of " + what + " is issued after node " +
-                   std::to_string(after) + ", outside [" +
-                   std::to_string(std::max(firstBwd - 1, release)) + ", " +
-                   std::to_string(restore[a] - 1) + "]";
+      eval.error = "the prefetch of " + what + " is issued after " +
+                   describeNode(graph, after) + ", outside [" +
+                   describeNode(graph, std::max(firstBwd - 1, release), false) +
+                   ", " + describeNode(graph, restore[a] - 1, false) + "]";
       return eval;
     }
   }

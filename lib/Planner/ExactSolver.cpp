@@ -161,11 +161,13 @@ static void explain(const ExactModel &model, const ExactSolveReport &report,
       break;
     }
     case Decision::Offload:
-      d.reason = llvm::formatv("offloaded: D2H {0:F1} us after node {1}, H2D "
-                               "{2:F1} us issued after node {3} ({4})",
-                               act.d2hUs, act.producer, act.h2dUs,
-                               d.prefetchAfter, how)
-                     .str();
+      d.reason =
+          llvm::formatv("offloaded: D2H {0:F1} us after {1}, H2D "
+                        "{2:F1} us issued after {3} ({4})",
+                        act.d2hUs, describeNode(model.getGraph(), act.producer),
+                        act.h2dUs,
+                        describeNode(model.getGraph(), d.prefetchAfter), how)
+              .str();
       break;
     }
   }
@@ -185,11 +187,12 @@ lethe::solveExact(const TrainingGraph &graph, const DeviceProfile &device,
        ++i)
     if (graph.getNode(i).phase == Phase::Fwd)
       return llvm::createStringError(llvm::formatv(
-          "exact solver: forward node {0} ({1}{2}) comes after the first "
-          "backward node {3}; the planner needs every forward node first",
-          i, graph.getNode(i).kind,
-          graph.getNode(i).name.empty() ? "" : " '" + graph.getNode(i).name + "'",
-          firstBackward));
+          "exact solver: forward {0}{1} comes after the first backward "
+          "{2}; the planner needs every forward node first",
+          describeNode(graph, i),
+          graph.getNode(i).name.empty() ? ""
+                                        : " '" + graph.getNode(i).name + "'",
+          describeNode(graph, firstBackward)));
   ExactModel model(graph, device, options);
   Plan plan;
   plan.policy = Policy::Auto;

@@ -218,21 +218,18 @@ void lethe::explainCheckpoints(const ActivationAnalysis &analysis,
     std::string names;
     for (size_t k = 0; k < cut.size() && k < 4; ++k) {
       NodeId producer = graph.getValue(cut[k]).producer;
-      names += llvm::formatv("{0}{1} #{2}", k ? ", " : "",
-                             graph.getNode(producer).kind, producer)
-                   .str();
+      names += (k ? ", " : "") + describeNode(graph, producer);
     }
     if (cut.size() > 4)
       names += ", ...";
     std::string through;
     if (act.recomputable && !act.recomputeNodes.empty()) {
-      const GraphNode &first = graph.getNode(act.recomputeNodes.front());
-      through = llvm::formatv("through it they would re-run {0} more nodes "
-                              "({1}) back to {2} #{3}",
-                              act.recomputeNodes.size(),
-                              humanUs(act.recomputeUs), first.kind,
-                              act.recomputeNodes.front())
-                    .str();
+      through =
+          llvm::formatv("through it they would re-run {0} more nodes "
+                        "({1}) back to {2}",
+                        act.recomputeNodes.size(), humanUs(act.recomputeUs),
+                        describeNode(graph, act.recomputeNodes.front()))
+              .str();
     } else {
       through = "they could not run through it: " + act.notRecomputableReason;
     }

@@ -1,6 +1,7 @@
 //===- Placement.cpp - From decisions to a placed plan --------------------===//
 
 #include "lethe/Planner/Placement.h"
+#include "lethe/Analysis/Lifetimes.h"
 
 #include "lethe/Simulator/Simulator.h"
 
@@ -79,13 +80,15 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   bool anyOffload = false;
   for (auto [a, decision] : llvm::enumerate(requested)) {
     if (decision == Decision::Recompute && !acts[a].recomputable)
-      return placementError(llvm::formatv(
-          "value %{0} cannot be recomputed: {1}", acts[a].storage,
-          acts[a].notRecomputableReason));
+      return placementError(
+          llvm::formatv("value {0} cannot be recomputed: {1}",
+                        describeValue(analysis.getGraph(), acts[a].storage),
+                        acts[a].notRecomputableReason));
     if (decision == Decision::Offload && !acts[a].offloadable)
-      return placementError(llvm::formatv("value %{0} cannot be offloaded: {1}",
-                                          acts[a].storage,
-                                          acts[a].notOffloadableReason));
+      return placementError(
+          llvm::formatv("value {0} cannot be offloaded: {1}",
+                        describeValue(analysis.getGraph(), acts[a].storage),
+                        acts[a].notOffloadableReason));
     anyOffload |= decisions[a] == Decision::Offload;
   }
   // Copies take what the simulator will charge them: the rank's share of
@@ -126,9 +129,11 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
           continue;
         if (point <= acts[x].lastForwardUse)
           return placementError(llvm::formatv(
-              "value %{0} is read by the chain restoring %{1} before node "
-              "{2}, inside its own forward life",
-              acts[x].storage, act.storage, point));
+              "value {0} is read by the chain restoring {1} before {2}, "
+              "inside its own forward life",
+              describeValue(analysis.getGraph(), acts[x].storage),
+              describeValue(analysis.getGraph(), act.storage),
+              describeNode(analysis.getGraph(), point)));
         restore[x] = point;
         targets.push_back(x);
       }

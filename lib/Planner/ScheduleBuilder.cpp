@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Planner/Placement.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -74,6 +75,13 @@ private:
 
 llvm::Error Builder::checkPlacement() {
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  // Messages name values and nodes by their stable identities.
+  auto value = [&](ValueId v) {
+    return v >= 0 && static_cast<size_t>(v) < graph.numValues()
+               ? describeValue(graph, v)
+               : "%" + std::to_string(v);
+  };
+  auto node = [&](NodeId n) { return describeNode(graph, n); };
   if (decisions.size() != acts.size())
     return buildError(llvm::formatv(
         "expected one decision per activation ({0}), got {1}", acts.size(),
@@ -89,45 +97,47 @@ llvm::Error Builder::checkPlacement() {
     const ActivationInfo &act = acts[a];
     if (d.decision != runs[a])
       return buildError(llvm::formatv(
-          "value %{0} is a checkpoint no chain of the plan reads: it is "
-          "freed after its last forward use and restoring it before node "
-          "{1} would make a copy nothing reads; retain it",
-          act.storage, d.firstBackwardUse));
+          "value {0} is a checkpoint no chain of the plan reads: it is "
+          "freed after its last forward use and restoring it before {1} "
+          "would make a copy nothing reads; retain it",
+          value(act.storage), node(d.firstBackwardUse)));
     if (d.value != act.storage)
-      return buildError(llvm::formatv(
-          "decision {0} is for value %{1}, expected %{2}", a, d.value,
-          act.storage));
+      return buildError(
+          llvm::formatv("decision {0} is for value {1}, expected {2}", a,
+                        value(d.value), value(act.storage)));
     if (d.decision == Decision::Retain)
       continue;
     if (d.firstBackwardUse <= act.lastForwardUse ||
         d.firstBackwardUse > act.firstBackwardUse)
       return buildError(llvm::formatv(
-          "value %{0} is restored before node {1}, outside its gap "
-          "(after node {2}, up to node {3})",
-          act.storage, d.firstBackwardUse, act.lastForwardUse,
-          act.firstBackwardUse));
+          "value {0} is restored before {1}, outside its gap (after {2}, "
+          "up to {3})",
+          value(act.storage), node(d.firstBackwardUse),
+          node(act.lastForwardUse), node(act.firstBackwardUse)));
     if (d.decision == Decision::Recompute && !act.recomputable)
-      return buildError(llvm::formatv("value %{0} cannot be recomputed: {1}",
-                                      act.storage,
+      return buildError(llvm::formatv("value {0} cannot be recomputed: {1}",
+                                      value(act.storage),
                                       act.notRecomputableReason));
     if (d.decision != Decision::Offload)
       continue;
     if (!act.offloadable)
-      return buildError(llvm::formatv("value %{0} cannot be offloaded: {1}",
-                                      act.storage, act.notOffloadableReason));
+      return buildError(llvm::formatv("value {0} cannot be offloaded: {1}",
+                                      value(act.storage),
+                                      act.notOffloadableReason));
     if (d.releaseAfter < act.lastForwardUse ||
         d.releaseAfter >= d.firstBackwardUse || d.releaseAfter >= numNodes)
       return buildError(llvm::formatv(
-          "value %{0} is released after node {1}; expected a node from its "
-          "last forward use ({2}) to before its restore point ({3})",
-          act.storage, d.releaseAfter, act.lastForwardUse,
-          d.firstBackwardUse));
+          "value {0} is released after {1}; expected a node from its last "
+          "forward use ({2}) to before its restore point ({3})",
+          value(act.storage), node(d.releaseAfter), node(act.lastForwardUse),
+          node(d.firstBackwardUse)));
     if (d.prefetchAfter < d.releaseAfter ||
         d.prefetchAfter >= d.firstBackwardUse)
       return buildError(llvm::formatv(
-          "value %{0} is prefetched after node {1}; expected a node from its "
+          "value {0} is prefetched after {1}; expected a node from its "
           "release ({2}) to before its restore point ({3})",
-          act.storage, d.prefetchAfter, d.releaseAfter, d.firstBackwardUse));
+          value(act.storage), node(d.prefetchAfter), node(d.releaseAfter),
+          node(d.firstBackwardUse)));
   }
   return llvm::Error::success();
 }
@@ -138,10 +148,10 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
     BufferId buffer = current[s];
     if (buffer < 0)
       return buildError(llvm::formatv(
-          "{0} of node {1} ({2}) reads value %{3} while it is dropped (not "
-          "restored before this point)",
-          recompute ? "the re-run" : "the run", node, graph.getNode(node).kind,
-          analysis.getStorages()[s].storage));
+          "{0} of {1} reads value {2} while it is dropped (not restored "
+          "before this point)",
+          recompute ? "the re-run" : "the run", describeNode(graph, node),
+          describeValue(graph, analysis.getStorages()[s].storage)));
     if (llvm::is_contained(op.reads, buffer))
       continue;
     op.reads.push_back(buffer);
@@ -220,9 +230,10 @@ llvm::Expected<Schedule> Builder::build() {
         isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
       for (NodeId node : decisions[a].recomputeNodes) {
         if (node < 0 || node >= i)
-          return buildError(llvm::formatv(
-              "value %{0} lists node {1} to re-run before node {2}",
-              acts[a].storage, node, i));
+          return buildError(
+              llvm::formatv("value {0} lists {1} to re-run before {2}",
+                            describeValue(graph, acts[a].storage),
+                            describeNode(graph, node), describeNode(graph, i)));
         if (!inChain[node]) {
           inChain[node] = 1;
           chain.push_back(node);
@@ -234,8 +245,8 @@ llvm::Expected<Schedule> Builder::build() {
       inChain[node] = 0;
       const GraphNode &n = graph.getNode(node);
       if (!analysis.isRecomputableNode(node))
-        return buildError(llvm::formatv("node {0} ({1}) may not be re-run",
-                                        node, n.kind));
+        return buildError(
+            llvm::formatv("{0} may not be re-run", describeNode(graph, node)));
       ScheduleOp op;
       op.kind = ScheduleOpKind::Recompute;
       op.stream = Stream::Compute;
@@ -308,9 +319,10 @@ llvm::Expected<Schedule> Builder::build() {
       int32_t s = analysis.storageIndex(acts[a].storage);
       if (offloadOp[a] < 0)
         return buildError(llvm::formatv(
-            "value %{0} is released after node {1}, before its D2H copy is "
-            "issued (after node {2})",
-            acts[a].storage, i, acts[a].contentReadyAfter));
+            "value {0} is released after {1}, before its D2H copy is issued "
+            "(after {2})",
+            describeValue(graph, acts[a].storage), describeNode(graph, i),
+            describeNode(graph, acts[a].contentReadyAfter)));
       ScheduleOp release;
       release.kind = ScheduleOpKind::Release;
       release.stream = Stream::Compute;
@@ -318,8 +330,8 @@ llvm::Expected<Schedule> Builder::build() {
       release.deps.push_back(offloadOp[a]);
       if (current[s] < 0)
         return buildError(llvm::formatv(
-            "value %{0} is released after node {1} but is not on the device",
-            acts[a].storage, i));
+            "value {0} is released after {1} but is not on the device",
+            describeValue(graph, acts[a].storage), describeNode(graph, i)));
       release.frees.push_back(current[s]);
       explicitFree[current[s]] = 1;
       current[s] = -1;

@@ -3,6 +3,7 @@ through ctypes)."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -414,9 +415,16 @@ def test_plan_names_nodes_by_id(policy, budget):
     assert moved, "the test needs a recomputed or offloaded value"
     fields = ("node_id", "restore_before", "release_after", "prefetch_after")
     for value in docs[0]["values"]:
+        # The value's own id is its node's id and output; reasons name
+        # nodes by id too ("node 5 (aten.relu.default)").
+        assert value["id"] == f"{value['node_id']}:{value['output']}"
         for field in fields:
             if field in value:
                 value[field] = new_id(value[field])
+        value["id"] = f"{value['node_id']}:{value['output']}"
+        value["reason"] = re.sub(r"node (\d+) \(",
+                                 lambda m: f"node {new_id(int(m[1]))} (",
+                                 value["reason"])
         for op in value.get("recomputed_ops", []) + value.get(
                 "rederived_views", []):
             op["node_id"] = new_id(op["node_id"])

@@ -1,4 +1,5 @@
-// RUN: lethe-opt %s --lethe-pipeline='budget=3MiB policy=auto device=h200' -mlir-print-op-on-diagnostic=false 2>%t.remarks | FileCheck %s
+// RUN: lethe-opt %s --lethe-pipeline='budget=3MiB policy=auto device=h200' \
+// RUN:   --remarks-filter=lethe-materialize --remark-format=emitRemark -mlir-print-op-on-diagnostic=false 2>%t.remarks | FileCheck %s
 // RUN: FileCheck %s --check-prefix=REMARKS < %t.remarks
 // RUN: lethe-opt %s --lethe-pipeline='policy=none' -o /dev/null -mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: not lethe-opt %s --lethe-pipeline='budget=1MiB' -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIGHT
@@ -13,7 +14,7 @@
 // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.offsets = array<i64: {{[0-9]+}}>, lethe.stream = #lethe<stream compute>
 // CHECK: return
 
-// REMARKS: remark: materialized 3 decisions: 1 recompute regions
+// REMARKS: remark: [Analysis] materialized | Category:lethe-materialize | Function=step | Remark="materialized 3 decisions: 1 recompute regions
 // REMARKS: remark: device arena {{[0-9]+}} bytes for a max-live of {{[0-9]+}} (+0.00%)
 
 // NONE: remark: device arena 4194304 bytes for a max-live of 4194304 (+0.00%)

@@ -153,6 +153,74 @@ TEST(PlanAttributesTest, ReadBackFromReorderedFunction) {
   EXPECT_GT(reordered, 20);
 }
 
+// The plan read back from the IR (readScheduledPlan, what lethe-materialize
+// emits) is the planner's own: the same placed decisions, read under the
+// planner's options (with and without RNG replay, over graphs with
+// dropouts), give the schedule the planner simulated, op for op, and
+// nothing is placed again (the profile is never asked for).
+TEST(PlanAttributesTest, ReadScheduledPlanIsThePlannersSchedule) {
+  MLIRContext context;
+  context.loadDialect<LetheDialect, func::FuncDialect>();
+  DeviceProfile device = testDeviceProfile();
+  int dropped = 0, replayed = 0;
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+    func::FuncOp func = emitGraph(randomLayeredGraph(seed), *module);
+    FailureOr<TrainingGraph> planned = TrainingGraph::fromFunction(func);
+    ASSERT_TRUE(succeeded(planned));
+    PlanOptions options;
+    options.policy = seed % 3 == 0   ? Policy::OffloadAll
+                     : seed % 3 == 1 ? Policy::Full
+                                     : Policy::Auto;
+    options.replayRng = seed % 2 == 1;
+    options.minOffloadBytes = 0;
+    options.solver = SolverKind::Fast;
+    llvm::Expected<Plan> unplanned =
+        planTrainingStep(*planned, device, PlanOptions{});
+    ASSERT_TRUE(static_cast<bool>(unplanned))
+        << llvm::toString(unplanned.takeError());
+    options.budgetBytes = static_cast<int64_t>(
+        0.7 * static_cast<double>(unplanned->baselinePeakBytes));
+    llvm::Expected<Plan> plan = planTrainingStep(*planned, device, options);
+    ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+    Schedule expected;
+    llvm::Expected<SimResult> simulated =
+        simulatePlan(*planned, device, options, *plan, &expected);
+    ASSERT_TRUE(static_cast<bool>(simulated))
+        << llvm::toString(simulated.takeError());
+    writePlanAttributes(*planned, *plan);
+    LetheDialect::PlanAttrHelper(&context).setAttr(
+        func, PlanAttr::get(
+                  &context, plan->policy, plan->budgetBytes, plan->feasible,
+                  plan->peakBytes, plan->baselinePeakBytes, plan->stepUs,
+                  plan->baselineStepUs, 0.0, std::nullopt, options.replayRng));
+
+    FailureOr<TrainingGraph> reread = TrainingGraph::fromFunction(func);
+    ASSERT_TRUE(succeeded(reread));
+    FailureOr<ScheduledPlan> read = readScheduledPlan(
+        func, *reread,
+        [&]() -> const DeviceProfile * {
+          ADD_FAILURE() << "a planned function was placed again";
+          return nullptr;
+        },
+        [](const llvm::Twine &message) { ADD_FAILURE() << message.str(); });
+    ASSERT_TRUE(succeeded(read));
+    std::string want, got;
+    llvm::raw_string_ostream wantOs(want), gotOs(got);
+    expected.print(wantOs, *planned);
+    read->schedule.print(gotOs, *reread);
+    EXPECT_EQ(got, want);
+    for (const ActivationDecision &d : read->decisions)
+      dropped += d.decision != Decision::Retain;
+    replayed += options.replayRng;
+  }
+  // The test means something: decisions were read back, with and without
+  // replay.
+  EXPECT_GT(dropped, 50);
+  EXPECT_GT(replayed, 5);
+}
+
 TEST(PlanAttributesTest, AssignNodeIds) {
   MLIRContext context;
   context.loadDialect<LetheDialect, func::FuncDialect>();

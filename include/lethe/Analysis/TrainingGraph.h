@@ -180,6 +180,19 @@ private:
   std::map<int64_t, NodeId> bySourceId;
 };
 
+/// A node for people, by its stable identity: "node 17 (aten.mm.default)",
+/// 17 being its `lethe.node_id`, which stays the same when the graph is
+/// reordered or re-exported; without one (a graph built without IR) by its
+/// position, "node #5 (aten.mm.default)". `withKind` false drops the op.
+std::string describeNode(const TrainingGraph &graph, NodeId node,
+                         bool withKind = true);
+
+/// A value's stable identity, as plan documents name it: "17:1" is result 1
+/// of the node whose `lethe.node_id` is 17 (the same after reordering or
+/// re-export); "input:3" the step's input 3; a result of a node without an
+/// id (a graph built without IR) "#<value number>", which is not stable.
+std::string stableValueId(const TrainingGraph &graph, ValueId value);
+
 } // namespace lethe
 
 #endif // LETHE_ANALYSIS_TRAININGGRAPH_H

@@ -201,11 +201,11 @@ LogicalResult LetheDialect::verifyOperationAttribute(Operation *op,
     if (failed(c.is<PlanAttr>(Host::Function, "a #lethe.plan<...>")))
       return failure();
     auto plan = cast<PlanAttr>(c.value);
-    return PlanAttr::verify([&] { return c.error(); }, plan.getPolicy(),
-                            plan.getBudgetBytes(), plan.getFeasible(),
-                            plan.getPeakBytes(), plan.getBaselinePeakBytes(),
-                            plan.getStepUs(), plan.getBaselineStepUs(),
-                            plan.getOverhead(), plan.getLowerBoundOverhead());
+    return PlanAttr::verify(
+        [&] { return c.error(); }, plan.getPolicy(), plan.getBudgetBytes(),
+        plan.getFeasible(), plan.getPeakBytes(), plan.getBaselinePeakBytes(),
+        plan.getStepUs(), plan.getBaselineStepUs(), plan.getOverhead(),
+        plan.getLowerBoundOverhead(), plan.getReplayRng());
   }
   if (name == PipelineAttrHelper::getNameStr()) {
     if (failed(c.is<PipelineAttr>(Host::Function, "a #lethe.pipeline<...>")))
@@ -308,7 +308,8 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                bool feasible, int64_t peakBytes,
                                int64_t baselinePeakBytes, APFloat stepUs,
                                APFloat baselineStepUs, APFloat overhead,
-                               std::optional<APFloat> lowerBoundOverhead) {
+                               std::optional<APFloat> lowerBoundOverhead,
+                               bool replayRng) {
   if (budgetBytes < 0 || peakBytes < 0 || baselinePeakBytes < 0)
     return emitError() << "budget_bytes, peak_bytes and baseline_peak_bytes "
                           "must be at least 0";

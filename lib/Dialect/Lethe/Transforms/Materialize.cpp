@@ -1,10 +1,10 @@
 //===- Materialize.cpp - Decisions to an explicit program -----------------===//
 //
-// Reads the plan lethe-plan left on the producing ops (PlanAttributes.h:
-// nodes named by their `lethe.node_id`), rebuilds the
-// planner's placement and schedule (lethe/Planner/Placement.h) and writes
-// that schedule out as IR, op for op, so that the program is the one the
-// planner simulated:
+// Reads the plan lethe-plan left on the producing ops as the schedule the
+// planner simulated (readScheduledPlan, PlanAttributes.h: nodes named by
+// their `lethe.node_id`, read under the planner's own options; nothing is
+// re-planned, and only decisions the IR leaves unplaced are placed) and
+// writes that schedule out as IR, op for op:
 // - graph nodes are cloned in the schedule's order, reading the current
 //   version of every value (a prefetched or recomputed one after restore);
 // - a run of re-run nodes before a restore point becomes one
@@ -22,8 +22,6 @@
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
-#include "lethe/Planner/Activations.h"
-#include "lethe/Planner/Placement.h"
 #include "lethe/Simulator/Schedule.h"
 #include "lethe/Support/DeviceProfile.h"
 
@@ -31,7 +29,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Remarks.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace lethe {
 #define GEN_PASS_DEF_MATERIALIZE
@@ -45,6 +45,7 @@ namespace {
 
 struct Counts {
   unsigned regions = 0, rerun = 0, offloads = 0, prefetches = 0, releases = 0;
+  int64_t offloadedBytes = 0;
 };
 
 class Materializer {
@@ -368,6 +369,7 @@ LogicalResult Materializer::run(Counts &counts) {
       for (BufferId buffer : op.reads)
         foreignReaders[buffer].push_back(index);
       ++counts.offloads;
+      counts.offloadedBytes += op.copyBytes;
       break;
     }
     case ScheduleOpKind::Release: {
@@ -439,66 +441,54 @@ struct MaterializePass : public lethe::impl::MaterializeBase<MaterializePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::optional<DeviceProfile> profile;
-    Counts total;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
       FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
       if (failed(graph))
         return signalPassFailure();
-      // The plan was checked by the planner: accept every decision it may
-      // have made (RNG replay, small offloads).
-      PlanOptions options;
-      options.replayRng = true;
-      options.minOffloadBytes = 0;
-      ActivationAnalysis analysis(*graph, options);
-      FailureOr<PlanOnIR> read = readPlanAttributes(*graph, analysis);
-      if (failed(read))
+      FailureOr<ScheduledPlan> plan = readScheduledPlan(
+          func, *graph,
+          [&]() -> const DeviceProfile * {
+            if (!profile) {
+              llvm::Expected<DeviceProfile> loaded =
+                  DeviceProfile::load(device);
+              if (!loaded) {
+                module.emitError("lethe-materialize: ")
+                    << toString(loaded.takeError());
+                return nullptr;
+              }
+              profile = std::move(*loaded);
+            }
+            return &*profile;
+          },
+          [&](const llvm::Twine &message) {
+            func.emitError("lethe-materialize: ") << message;
+          });
+      if (failed(plan))
         return signalPassFailure();
-      std::vector<ActivationDecision> decisions = std::move(read->decisions);
-      if (!read->complete) {
-        if (!profile) {
-          llvm::Expected<DeviceProfile> loaded = DeviceProfile::load(device);
-          if (!loaded) {
-            module.emitError("lethe-materialize: ")
-                << toString(loaded.takeError());
-            return signalPassFailure();
-          }
-          profile = std::move(*loaded);
-        }
-        Plan plan;
-        plan.decisions = std::move(decisions);
-        if (llvm::Error err = completePlacement(analysis, *profile, plan)) {
-          func.emitError("lethe-materialize: cannot place the plan: ")
-              << toString(std::move(err));
-          return signalPassFailure();
-        }
-        decisions = std::move(plan.decisions);
-      }
-      llvm::Expected<Schedule> schedule = buildSchedule(analysis, decisions);
-      if (!schedule) {
-        func.emitError("lethe-materialize: the plan cannot be followed: ")
-            << toString(schedule.takeError());
-        return signalPassFailure();
-      }
       Counts counts;
-      if (failed(Materializer(func, *graph, *schedule).run(counts)))
+      if (failed(Materializer(func, *graph, plan->schedule).run(counts)))
         return signalPassFailure();
-      func.emitRemark() << "materialized " << read->numPlanned
-                        << " decisions: " << counts.regions
-                        << " recompute regions re-running " << counts.rerun
-                        << " nodes, " << counts.offloads << " offloads, "
-                        << counts.prefetches << " prefetches, "
-                        << counts.releases << " releases";
-      total.regions += counts.regions;
-      total.rerun += counts.rerun;
-      total.offloads += counts.offloads;
-      total.releases += counts.releases;
+      // An analysis remark (MLIR's remark engine: shown with
+      // --remarks-filter=lethe-materialize); the counts are statistics too.
+      remark::analysis(func.getLoc(), remark::RemarkOpts::name("materialized")
+                                          .category("lethe-materialize")
+                                          .function(func.getSymName()))
+          << llvm::formatv("materialized {0} decisions: {1} recompute "
+                           "regions re-running {2} nodes, {3} offloads, {4} "
+                           "prefetches, {5} releases",
+                           plan->numPlanned, counts.regions, counts.rerun,
+                           counts.offloads, counts.prefetches, counts.releases)
+                 .str();
+      numDecisions += plan->numPlanned;
+      numRecomputeRegions += counts.regions;
+      numRerunNodes += counts.rerun;
+      numOffloads += counts.offloads;
+      numPrefetches += counts.prefetches;
+      offloadedBytes += counts.offloadedBytes;
+      numReleases += counts.releases;
     }
-    numRecomputeRegions += total.regions;
-    numRerunNodes += total.rerun;
-    numOffloads += total.offloads;
-    numReleases += total.releases;
   }
 };
 } // namespace

@@ -45,8 +45,7 @@ struct PlanActivationsPass
 private:
   LogicalResult loadDevice(DeviceProfile &profile);
   LogicalResult planFunction(func::FuncOp func, const DeviceProfile &profile);
-  void writeBack(func::FuncOp func, const TrainingGraph &graph,
-                 const Plan &plan);
+  void writeBack(func::FuncOp func, const PlannedStep &step);
 };
 
 } // namespace
@@ -132,7 +131,7 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
     return failure();
   if (!step->plan.feasible)
     return func.emitError() << "lethe-plan: " << infeasibleMessage(step->plan);
-  writeBack(func, step->graph, step->plan);
+  writeBack(func, *step);
   if (!budget.empty())
     LetheDialect::BudgetBytesAttrHelper(getOperation()->getContext())
         .setAttr(getOperation(),
@@ -142,9 +141,10 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
 }
 
 void PlanActivationsPass::writeBack(func::FuncOp func,
-                                    const TrainingGraph &graph,
-                                    const Plan &plan) {
+                                    const PlannedStep &step) {
   MLIRContext *context = &getContext();
+  const TrainingGraph &graph = step.graph;
+  const Plan &plan = step.plan;
   writePlanAttributes(graph, plan);
   for (const ActivationDecision &d : plan.decisions) {
     const GraphValue &value = graph.getValue(d.value);
@@ -155,9 +155,11 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
       break;
     case Decision::Recompute:
       ++numRecomputed;
+      recomputedBytes += graph.getValue(d.value).bytes;
       break;
     case Decision::Offload:
       ++numOffloaded;
+      offloadedBytes += graph.getValue(d.value).bytes;
       break;
     }
     ++numActivations;
@@ -186,7 +188,8 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
       func, PlanAttr::get(context, plan.policy, plan.budgetBytes, plan.feasible,
                           plan.peakBytes, plan.baselinePeakBytes,
                           roundUs(plan.stepUs), roundUs(plan.baselineStepUs),
-                          std::round(overhead * 1e6) / 1e6, lowerBound));
+                          std::round(overhead * 1e6) / 1e6, lowerBound,
+                          step.options.replayRng));
   peakBytes = std::max<uint64_t>(peakBytes, plan.peakBytes);
   baselinePeakBytes =
       std::max<uint64_t>(baselinePeakBytes, plan.baselinePeakBytes);

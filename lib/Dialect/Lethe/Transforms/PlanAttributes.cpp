@@ -2,6 +2,7 @@
 
 #include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Planner/Placement.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -133,4 +134,47 @@ lethe::readPlanAttributes(const TrainingGraph &graph,
     }
   }
   return read;
+}
+
+PlanOptions lethe::planReadOptions(func::FuncOp func) {
+  PlanOptions options;
+  PlanAttr plan = LetheDialect::PlanAttrHelper(func.getContext()).getAttr(func);
+  options.replayRng = plan ? plan.getReplayRng() : true;
+  options.minOffloadBytes = 0;
+  return options;
+}
+
+FailureOr<ScheduledPlan> lethe::readScheduledPlan(
+    func::FuncOp func, const TrainingGraph &graph,
+    llvm::function_ref<const DeviceProfile *()> device,
+    llvm::function_ref<void(const llvm::Twine &)> reportError) {
+  ScheduledPlan result;
+  result.analysis =
+      std::make_unique<ActivationAnalysis>(graph, planReadOptions(func));
+  FailureOr<PlanOnIR> read = readPlanAttributes(graph, *result.analysis);
+  if (failed(read))
+    return failure();
+  result.numPlanned = read->numPlanned;
+  result.decisions = std::move(read->decisions);
+  if (!read->complete) {
+    const DeviceProfile *profile = device();
+    if (!profile)
+      return failure();
+    Plan plan;
+    plan.decisions = std::move(result.decisions);
+    if (llvm::Error err = completePlacement(*result.analysis, *profile, plan)) {
+      reportError("cannot place the plan: " + toString(std::move(err)));
+      return failure();
+    }
+    result.decisions = std::move(plan.decisions);
+  }
+  llvm::Expected<Schedule> schedule =
+      buildSchedule(*result.analysis, result.decisions);
+  if (!schedule) {
+    reportError("the plan cannot be followed: " +
+                toString(schedule.takeError()));
+    return failure();
+  }
+  result.schedule = std::move(*schedule);
+  return result;
 }

@@ -15,7 +15,7 @@ func.func @not_an_activation(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // The placement names nodes by `lethe.node_id` (10: the relu); the message
 // by their position in the function.
-// expected-error @+1 {{lethe-materialize: the plan cannot be followed: value %1 is restored before node 0, outside its gap (after node 0, up to node 1)}}
+// expected-error @+1 {{lethe-materialize: the plan cannot be followed: value node 10 (aten.relu.default) is restored before node 10 (aten.relu.default), outside its gap (after node 10 (aten.relu.default), up to node 11 (aten.neg.default))}}
 func.func @outside_gap(%x: tensor<16xf32>) -> tensor<16xf32> {
   %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 10, lethe.decisions = [#lethe<decision recompute>], lethe.placement = [#lethe.placement<restore_before = 10, nodes = [10]>]} : (tensor<16xf32>) -> tensor<16xf32>
   %1 = lethe.node "aten.neg.default" bwd (%0) {lethe.node_id = 11} : (tensor<16xf32>) -> tensor<16xf32>
@@ -59,7 +59,7 @@ func.func @repeated_id(%x: tensor<16xf32>) -> tensor<16xf32> {
 // (a layer input only the next layer's forward reads) offloaded while its
 // reader %1 is retained. The prefetched copy would have no reader. (Nodes
 // are named by their lethe.node_id, here their positions.)
-// expected-error @+1 {{lethe-materialize: the plan cannot be followed: value %1 is a checkpoint no chain of the plan reads: it is freed after its last forward use and restoring it before node 4 would make a copy nothing reads; retain it}}
+// expected-error @+1 {{lethe-materialize: the plan cannot be followed: value node 0 (aten.relu.default) is a checkpoint no chain of the plan reads: it is freed after its last forward use and restoring it before node 4 (aten.threshold_backward.default) would make a copy nothing reads; retain it}}
 func.func @unread_checkpoint(%x: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {
   %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 0, scope = "m.layers.0", lethe.decisions = [#lethe<decision offload>], lethe.placement = [#lethe.placement<restore_before = 4, release_after = 1, prefetch_after = 2, nodes = []>]} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   %1 = lethe.node "aten.relu.default" fwd (%0) {lethe.node_id = 1, scope = "m.layers.1"} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>

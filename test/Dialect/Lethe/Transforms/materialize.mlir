@@ -1,4 +1,5 @@
-// RUN: lethe-opt %s -split-input-file --lethe-materialize -verify-diagnostics | FileCheck %s
+// RUN: lethe-opt %s -split-input-file --lethe-materialize \
+// RUN:   --remarks-filter=lethe-materialize --remark-format=emitRemark -verify-diagnostics | FileCheck %s
 // RUN: lethe-opt %s -split-input-file --lethe-materialize --lethe-verify=allocated=false -o /dev/null
 // RUN: lethe-opt %s -split-input-file --lethe-materialize --lethe-schedule --lethe-assign-buffers --lethe-verify -o /dev/null
 

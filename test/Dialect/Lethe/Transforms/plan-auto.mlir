@@ -47,29 +47,29 @@ func.func @step(%x: !h,
   // node 0
   // CHECK: lethe.decisions = [#lethe<decision offload>]
   // SLOW: lethe.decisions = [#lethe<decision recompute>]
-  // expected-remark @below {{offloaded: frees 8.00 MiB from node 2 to node 19; 83.89 us copy each way, hidden behind compute; recompute would cost 100.00 us}}
+  // expected-remark @below {{offloaded: frees 8.00 MiB from node 2 (aten.mm.default) to node 19 (aten.add.Tensor); 83.89 us copy each way, hidden behind compute; recompute would cost 100.00 us}}
   %u0 = lethe.node "aten.mm.default" fwd (%x, %w1_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 1
   // CHECK: lethe.decisions = [#lethe<decision offload>]
   // SLOW: lethe.decisions = [#lethe<decision recompute>]
-  // expected-remark @below {{offloaded: frees 8.00 MiB from node 4 to node 17; 83.89 us copy each way, hidden behind compute; recompute would cost 10.00 us}}
+  // expected-remark @below {{offloaded: frees 8.00 MiB from node 4 (aten.mm.default) to node 17 (aten.gelu_backward); 83.89 us copy each way, hidden behind compute; recompute would cost 10.00 us}}
   %v0 = lethe.node "aten.gelu.default" fwd (%u0) {scope = "model.h.0", time_us = 10.0 : f64} : (!a) -> !a
   // node 2
   %o0 = lethe.node "aten.mm.default" fwd (%v0, %w2_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!a, !w2) -> !h
   // node 3
   // CHECK: lethe.decisions = [#lethe<decision offload>]
   // SLOW: lethe.decisions = [#lethe<decision offload>]
-  // expected-remark @below {{offloaded: frees 2.00 MiB from node 7 to node 15; 20.97 us copy each way, hidden behind compute; recompute would cost 105.00 us}}
+  // expected-remark @below {{offloaded: frees 2.00 MiB from node 7 (aten.add.Tensor) to node 15 (aten.add.Tensor); 20.97 us copy each way, hidden behind compute; recompute would cost 105.00 us}}
   %h1 = lethe.node "aten.add.Tensor" fwd (%x, %o0) {scope = "model.h.0", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 4
   // CHECK: lethe.decisions = [#lethe<decision offload>]
   // SLOW: lethe.decisions = [#lethe<decision recompute>]
-  // expected-remark @below {{offloaded: frees 8.00 MiB from node 6 to node 15; 83.89 us copy each way, hidden behind compute; recompute would cost 100.00 us}}
+  // expected-remark @below {{offloaded: frees 8.00 MiB from node 6 (aten.mm.default) to node 15 (aten.add.Tensor); 83.89 us copy each way, hidden behind compute; recompute would cost 100.00 us}}
   %u1 = lethe.node "aten.mm.default" fwd (%h1, %w1_1) {scope = "model.h.1", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 5
   // CHECK: lethe.decisions = [#lethe<decision offload>]
   // SLOW: lethe.decisions = [#lethe<decision recompute>]
-  // expected-remark @below {{offloaded: frees 8.00 MiB from node 8 to node 13; 83.89 us copy each way, hidden behind compute; recompute would cost 10.00 us}}
+  // expected-remark @below {{offloaded: frees 8.00 MiB from node 8 (aten.mm.default) to node 13 (aten.gelu_backward); 83.89 us copy each way, hidden behind compute; recompute would cost 10.00 us}}
   %v1 = lethe.node "aten.gelu.default" fwd (%u1) {scope = "model.h.1", time_us = 10.0 : f64} : (!a) -> !a
   // node 6
   %o1 = lethe.node "aten.mm.default" fwd (%v1, %w2_1) {scope = "model.h.1", time_us = 100.0 : f64} : (!a, !w2) -> !h

@@ -3,6 +3,7 @@
 // RUN:   -verify-diagnostics | FileCheck %s
 // RUN: lethe-opt %s --lethe-plan='policy=full device=%S/Inputs/plan-device.json' \
 // RUN:   --lethe-materialize --lethe-schedule --lethe-assign-buffers \
+// RUN:   --remarks-filter=lethe-materialize --remark-format=emitRemark \
 // RUN:   --lethe-verify 2>&1 | FileCheck %s --check-prefix=PROGRAM
 // RUN: lethe-opt %s --lethe-plan='policy=auto budget=50% min-offload-bytes=16777216 device=%S/Inputs/plan-device.json' \
 // RUN:   --remarks-filter=lethe-plan --remark-format=emitRemark \
@@ -58,7 +59,7 @@ func.func @step(%x: !h,
   %o0 = lethe.node "aten.mm.default" fwd (%v0, %w2_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!a, !w2) -> !h
   // node 4
   // CHECK: lethe.decisions = [#lethe<decision retain>]
-  // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.1; cuts the recompute chains of 1 activation(s) (of aten.norm #5); through it they would re-run 2 more nodes (105.00 us) back to aten.mm.default #3}}
+  // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.1; cuts the recompute chains of 1 activation(s) (of node 5 (aten.norm)); through it they would re-run 2 more nodes (105.00 us) back to node 3 (aten.mm.default)}}
   %h1 = lethe.node "aten.add.Tensor" fwd (%x, %o0) {scope = "model.h.0", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 5
   // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 5 : i64, lethe.placement = [#lethe.placement<restore_before = 20, nodes = [5]>]
@@ -74,7 +75,7 @@ func.func @step(%x: !h,
   %o1 = lethe.node "aten.mm.default" fwd (%v1, %w2_1) {scope = "model.h.1", time_us = 100.0 : f64} : (!a, !w2) -> !h
   // node 9
   // CHECK: lethe.decisions = [#lethe<decision retain>]
-  // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.2; cuts the recompute chains of 1 activation(s) (of aten.norm #10); through it they would re-run 2 more nodes (105.00 us) back to aten.mm.default #8}}
+  // expected-remark @below {{kept as a checkpoint (2.00 MiB): input of layer model.h.2; cuts the recompute chains of 1 activation(s) (of node 10 (aten.norm)); through it they would re-run 2 more nodes (105.00 us) back to node 8 (aten.mm.default)}}
   %h2 = lethe.node "aten.add.Tensor" fwd (%h1, %o1) {scope = "model.h.1", time_us = 5.0 : f64} : (!h, !h) -> !h
   // node 10
   // CHECK: lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 10 : i64, lethe.placement = [#lethe.placement<restore_before = 15, nodes = [10]>]
@@ -123,7 +124,7 @@ func.func @step(%x: !h,
 
 // The compiled program re-runs each layer once (3 nodes per region), reading
 // the kept h1 and h2, and its arena is the planned peak.
-// PROGRAM: remark: materialized 11 decisions: 3 recompute regions re-running 9 nodes
+// PROGRAM: remark: [Analysis] materialized | Category:lethe-materialize | Function=step | Remark="materialized 11 decisions: 3 recompute regions re-running 9 nodes
 // PROGRAM: remark: device arena 34078720 bytes for a max-live of 34078720 (+0.00%)
 
 // `auto` chooses checkpoints like activations. At half the unplanned peak,
@@ -131,5 +132,5 @@ func.func @step(%x: !h,
 // the backward peak of layer 2 and so keeps h2 (2 MiB) until n2's chain has
 // run; h1 stays unread (n1 is retained) and is freed after the forward.
 // AUTO-DAG: remark: {{.*}}retained: input of layer model.h.1, a checkpoint candidate no recompute chain reads in this plan (freed after its last forward use)
-// AUTO-DAG: remark: {{.*}}kept as a checkpoint (2.00 MiB): input of layer model.h.2; cuts the recompute chains of 1 activation(s) (of aten.norm #10); through it they would re-run 2 more nodes (105.00 us) back to aten.mm.default #8
+// AUTO-DAG: remark: {{.*}}kept as a checkpoint (2.00 MiB): input of layer model.h.2; cuts the recompute chains of 1 activation(s) (of node 10 (aten.norm)); through it they would re-run 2 more nodes (105.00 us) back to node 8 (aten.mm.default)
 // AUTO-DAG: remark: {{.*}}policy auto: peak 34078720 B, budget 35913728 B

@@ -17,8 +17,8 @@
 // Bytes only (first RUN line): each reduce-scatter moves half of a 512 KiB
 // gradient, 2.621 us at 100 GB/s, and the copies hardly pause: auto
 // offloads as in plan-auto.mlir, for no slowdown.
-// BYTES: offloaded: frees 8.00 MiB from node 2 to node 23; 83.89 us copy each way, hidden behind compute
-// BYTES: offloaded: frees 8.00 MiB from node 4 to node 20; 83.89 us copy each way, hidden behind compute
+// BYTES: offloaded: frees 8.00 MiB from node 2 (aten.mm.default) to node 23 (aten.add.Tensor); 83.89 us copy each way, hidden behind compute
+// BYTES: offloaded: frees 8.00 MiB from node 4 (aten.mm.default) to node 20 (aten.gelu_backward); 83.89 us copy each way, hidden behind compute
 // BYTES: step 1920.0 us (+0.00%)
 // BYTES: lethe.collective reduce_scatter {{.*}}time_us = 2.621000e+00
 //
@@ -27,10 +27,10 @@
 // prefetches must run, and the last one ends 147.6 us after the compute
 // (the unplanned step: 2067.6 us). The prefetches no longer hide: auto
 // recomputes u and v of the first two layers instead (220 us), +10.64%.
-// FIXED: recomputed: frees 8.00 MiB from node 1 to node 24 for 100.00 us of re-run (1 node)
-// FIXED: recomputed: frees 8.00 MiB from node 2 to node 24 for 10.00 us of re-run (1 node)
-// FIXED: recomputed: frees 8.00 MiB from node 5 to node 18 for 100.00 us of re-run (1 node)
-// FIXED: recomputed: frees 8.00 MiB from node 6 to node 18 for 10.00 us of re-run (1 node)
+// FIXED: recomputed: frees 8.00 MiB from node 1 (aten.gelu.default) to node 24 (aten.mm_backward) for 100.00 us of re-run (1 node)
+// FIXED: recomputed: frees 8.00 MiB from node 2 (aten.mm.default) to node 24 (aten.mm_backward) for 10.00 us of re-run (1 node)
+// FIXED: recomputed: frees 8.00 MiB from node 5 (aten.gelu.default) to node 18 (aten.mm_backward) for 100.00 us of re-run (1 node)
+// FIXED: recomputed: frees 8.00 MiB from node 6 (aten.mm.default) to node 18 (aten.mm_backward) for 10.00 us of re-run (1 node)
 // FIXED: step 2287.6 us (+10.64%)
 // FIXED: lethe.collective reduce_scatter {{.*}}time_us = 1.526210e+02
 

@@ -44,31 +44,31 @@ func.func @step(%x: !h, %w1_0: !w1 {lethe.kind = "param"}, %w2_0: !w2 {lethe.kin
     -> (!w1, !w1, !w2, !w1, !w2) {
   // node 0
   // CHECK: lethe.decisions = [#lethe<decision offload>]
-  // expected-remark @below {{offloaded: frees 8.00 MiB from node 1 to node 14; 83.89 us copy each way, hidden behind compute; recompute would cost 100.00 us}}
+  // expected-remark @below {{offloaded: frees 8.00 MiB from node 1 (aten.gelu.default) to node 14 (aten.mm_backward); 83.89 us copy each way, hidden behind compute; recompute would cost 100.00 us}}
   %u0 = lethe.node "aten.mm.default" fwd (%x, %w1_0) {scope = "model.h.0", time_us = 100.0 : f64} : (!h, !w1) -> !a
   // node 1
   // CHECK: lethe.decisions = [#lethe<decision offload>]
-  // expected-remark @below {{offloaded: frees 8.00 MiB from node 3 to node 13; 83.89 us copy each way, hidden behind compute; recompute would cost 1.00 ms}}
+  // expected-remark @below {{offloaded: frees 8.00 MiB from node 3 (aten.add.Tensor) to node 13 (aten.gelu_backward); 83.89 us copy each way, hidden behind compute; recompute would cost 1.00 ms}}
   %v0 = lethe.node "aten.gelu.default" fwd (%u0) {scope = "model.h.0", time_us = 1000.0 : f64} : (!a) -> !a
   // node 2
   %o0 = lethe.node "aten.mm.default" fwd (%v0, %w2_0) {scope = "model.h.0", time_us = 10.0 : f64} : (!a, !w2) -> !h
   // node 3
   // CHECK: lethe.decisions = [#lethe<decision offload>]
-  // expected-remark @below {{offloaded: frees 4.00 MiB from node 7 to node 13; 41.94 us copy each way, about 41.94 us of it exposed; recompute would cost 510.00 us}}
+  // expected-remark @below {{offloaded: frees 4.00 MiB from node 7 (aten.add.Tensor) to node 13 (aten.gelu_backward); 41.94 us copy each way, about 41.94 us of it exposed; recompute would cost 510.00 us}}
   %h1 = lethe.node "aten.add.Tensor" fwd (%x, %o0) {scope = "model.h.0", time_us = 500.0 : f64} : (!h, !h) -> !h
   // node 4: u1, offloaded with its prefetch after node 11 (late).
   // CHECK: lethe.decisions = [#lethe<decision offload>]
-  // expected-remark @below {{offloaded: frees 8.00 MiB from node 7 to node 11; 83.89 us copy each way, about 83.89 us of it exposed; recompute would cost 10.00 us}}
+  // expected-remark @below {{offloaded: frees 8.00 MiB from node 7 (aten.add.Tensor) to node 11 (aten.mm_backward); 83.89 us copy each way, about 83.89 us of it exposed; recompute would cost 10.00 us}}
   %u1 = lethe.node "aten.mm.default" fwd (%h1, %w1_1) {scope = "model.h.1", time_us = 10.0 : f64} : (!h, !w1) -> !a
   // node 5
   // CHECK: lethe.decisions = [#lethe<decision recompute>]
-  // expected-remark @below {{recomputed: frees 8.00 MiB from node 6 to node 12 for 10.00 us of re-run (1 node); offload would not hide its copies at the peak}}
+  // expected-remark @below {{recomputed: frees 8.00 MiB from node 6 (aten.mm.default) to node 12 (aten.mm_backward) for 10.00 us of re-run (1 node); offload would not hide its copies at the peak}}
   %v1 = lethe.node "aten.gelu.default" fwd (%u1) {scope = "model.h.1", time_us = 10.0 : f64} : (!a) -> !a
   // node 6
   %o1 = lethe.node "aten.mm.default" fwd (%v1, %w2_1) {scope = "model.h.1", time_us = 50.0 : f64} : (!a, !w2) -> !h
   // node 7: h2, its prefetch after node 10 (late).
   // CHECK: lethe.decisions = [#lethe<decision offload>]
-  // expected-remark @below {{offloaded: frees 4.00 MiB from node 8 to node 10; 41.94 us copy each way, about 73.89 us of it exposed; recompute would cost 150.00 us}}
+  // expected-remark @below {{offloaded: frees 4.00 MiB from node 8 (aten.mm.default) to node 10 (aten._log_softmax_backward_data.default); 41.94 us copy each way, about 73.89 us of it exposed; recompute would cost 150.00 us}}
   %h2 = lethe.node "aten.add.Tensor" fwd (%h1, %o1) {scope = "model.h.1", time_us = 100.0 : f64} : (!h, !h) -> !h
   // node 8
   %lg = lethe.node "aten.mm.default" fwd (%h2, %wo) {time_us = 10.0 : f64} : (!h, !w1) -> !l

@@ -1,5 +1,6 @@
 // RUN: lethe-opt %s --lethe-plan='policy=offload-all device=%S/Inputs/plan-device.json' | FileCheck %s
-// RUN: lethe-opt %s --lethe-plan='policy=offload-all device=%S/Inputs/plan-device.json' --lethe-materialize -o /dev/null 2>&1 | FileCheck %s --check-prefix=MAT
+// RUN: lethe-opt %s --lethe-plan='policy=offload-all device=%S/Inputs/plan-device.json' --lethe-materialize \
+// RUN:   --remarks-filter=lethe-materialize --remark-format=emitRemark -o /dev/null 2>&1 | FileCheck %s --check-prefix=MAT
 
 // A plan names nodes by their `lethe.node_id`, never by their position:
 // here the exported ids (30, 20, 10, 5) are not the positions (0 .. 4),
@@ -32,4 +33,4 @@ func.func @step(%x: !t, %w: !t {lethe.kind = "param"},
   return %l, %d : !t, !t
 }
 
-// MAT: remark: materialized 1 decisions: 0 recompute regions re-running 0 nodes, 1 offloads, 1 prefetches
+// MAT: remark: [Analysis] materialized | Category:lethe-materialize | Function=step | Remark="materialized 1 decisions: 0 recompute regions re-running 0 nodes, 1 offloads, 1 prefetches

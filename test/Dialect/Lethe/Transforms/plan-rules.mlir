@@ -25,6 +25,9 @@
 !g = tensor<1024x1024xbf16>
 
 // CHECK-LABEL: func.func @step
+// A plan made with replay-rng=true says so on its summary, so that
+// lethe-materialize reads it under the same rule (materialize-plan-options.mlir).
+// REPLAY: func.func @step{{.*}}lethe.plan = #lethe.plan<{{.*}}, replay_rng = true>
 // expected-remark @below {{policy full: peak 11534336 B, no budget (unplanned 13631488 B); step 270.0 us (+3.85%)}}
 func.func @step(%x: !h, %w: !w {lethe.kind = "param"}, %seed: !h {lethe.kind = "tangent"}) -> !h {
   // node 0
@@ -33,13 +36,13 @@ func.func @step(%x: !h, %w: !w {lethe.kind = "param"}, %seed: !h {lethe.kind = "
   // CHECK: lethe.node "aten.native_dropout.default" fwd {{.*}}lethe.decisions = [unit, #lethe<decision retain>]
   // OFFLOAD: lethe.node "aten.native_dropout.default" fwd {{.*}}lethe.decisions = [unit, #lethe<decision retain>]
   // REPLAY: lethe.node "aten.native_dropout.default" fwd {{.*}}lethe.decisions = [unit, #lethe<decision recompute>]
-  // expected-remark @below {{result 1: retained (policy full): cannot be recomputed: its chain needs an RNG op (aten.native_dropout.default #0)}}
+  // expected-remark @below {{result 1: retained (policy full): cannot be recomputed: its chain needs an RNG op (node 0 (aten.native_dropout.default))}}
   %d:2 = lethe.node "aten.native_dropout.default" fwd (%x) {scope = "model.h.0", time_us = 10.0 : f64} : (!h) -> (!h, !m)
   // node 1
   // CHECK: lethe.collective all_gather {{.*}}lethe.decisions = [#lethe<decision retain>]
   // OFFLOAD: lethe.collective all_gather {{.*}}lethe.decisions = [#lethe<decision offload>]
   // REPLAY: lethe.collective all_gather {{.*}}lethe.decisions = [#lethe<decision retain>]
-  // expected-remark @below {{retained (policy full): cannot be recomputed: its chain needs a collective (lethe.collective.all_gather #1)}}
+  // expected-remark @below {{retained (policy full): cannot be recomputed: its chain needs a collective (node 1 (lethe.collective.all_gather))}}
   %g = lethe.collective all_gather %w group [0, 1] fwd {scope = "model.h.0", time_us = 40.0 : f64} : !w -> !g
   // node 2
   // y is read by the backward through the view %v: it is an activation.
@@ -47,7 +50,7 @@ func.func @step(%x: !h, %w: !w {lethe.kind = "param"}, %seed: !h {lethe.kind = "
   // CHECK: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision retain>]
   // OFFLOAD: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision offload>], lethe.node_id = 2 : i64, lethe.placement = [#lethe.placement<restore_before = {{[0-9]+}}, release_after = {{[0-9]+}}, prefetch_after = {{[0-9]+}}, nodes = [3]>]
   // REPLAY: lethe.node "aten.mm.default" fwd {{.*}}lethe.decisions = [#lethe<decision recompute>], lethe.node_id = 2 : i64, lethe.placement = [#lethe.placement<restore_before = {{[0-9]+}}, nodes = [0, 2, 3]>]
-  // expected-remark @below {{retained (policy full): cannot be recomputed: its chain needs an RNG op (aten.native_dropout.default #0)}}
+  // expected-remark @below {{retained (policy full): cannot be recomputed: its chain needs an RNG op (node 0 (aten.native_dropout.default))}}
   %y = lethe.node "aten.mm.default" fwd (%d#0, %g) {scope = "model.h.0", time_us = 50.0 : f64} : (!h, !g) -> !h
   // node 3
   // A view: no decision of its own. When y is offloaded or recomputed, the

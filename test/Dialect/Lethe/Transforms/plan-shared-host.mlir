@@ -14,11 +14,11 @@
 // One rank on the host (lethe.ranks_per_host = 1, first RUN line): an 8 MiB
 // copy takes 83.89 us and hides behind compute, as in plan-auto.mlir: auto
 // offloads u and v of the first two layers and h1, for no slowdown.
-// ALONE: offloaded: frees 8.00 MiB from node 2 to node 19; 83.89 us copy each way, hidden behind compute
-// ALONE: offloaded: frees 8.00 MiB from node 4 to node 17; 83.89 us copy each way, hidden behind compute
-// ALONE: offloaded: frees 2.00 MiB from node 7 to node 15; 20.97 us copy each way
-// ALONE: offloaded: frees 8.00 MiB from node 6 to node 15; 83.89 us copy each way
-// ALONE: offloaded: frees 8.00 MiB from node 8 to node 13; 83.89 us copy each way
+// ALONE: offloaded: frees 8.00 MiB from node 2 (aten.mm.default) to node 19 (aten.add.Tensor); 83.89 us copy each way, hidden behind compute
+// ALONE: offloaded: frees 8.00 MiB from node 4 (aten.mm.default) to node 17 (aten.gelu_backward); 83.89 us copy each way, hidden behind compute
+// ALONE: offloaded: frees 2.00 MiB from node 7 (aten.add.Tensor) to node 15 (aten.add.Tensor); 20.97 us copy each way
+// ALONE: offloaded: frees 8.00 MiB from node 6 (aten.mm.default) to node 15 (aten.add.Tensor); 83.89 us copy each way
+// ALONE: offloaded: frees 8.00 MiB from node 8 (aten.mm.default) to node 13 (aten.gelu_backward); 83.89 us copy each way
 // ALONE: step 1920.0 us (+0.00%)
 //
 // Two ranks of one host copying at once (= 2, second RUN line: what
@@ -32,11 +32,11 @@
 // 100 GB/s: the same five offloads as one rank, released and prefetched
 // for 83.89 us copies, which the simulation (that shares the host) found
 // exposed: 2203.0 us, +14.74%.
-// SHARED: offloaded: frees 8.00 MiB from node 4 to node 17; 167.77 us copy each way, hidden behind compute; recompute would cost 100.00 us
-// SHARED: recomputed: frees 8.00 MiB from node 2 to node 20 for 10.00 us of re-run (1 node); offload would not hide its copies at the peak
-// SHARED: offloaded: frees 2.00 MiB from node 7 to node 15; 41.94 us copy each way
-// SHARED: offloaded: frees 8.00 MiB from node 8 to node 15; 167.77 us copy each way
-// SHARED: offloaded: frees 8.00 MiB from node 11 to node 13; 167.77 us copy each way, about 5.54 us of it exposed
+// SHARED: offloaded: frees 8.00 MiB from node 4 (aten.mm.default) to node 17 (aten.gelu_backward); 167.77 us copy each way, hidden behind compute; recompute would cost 100.00 us
+// SHARED: recomputed: frees 8.00 MiB from node 2 (aten.mm.default) to node 20 (aten.mm_backward) for 10.00 us of re-run (1 node); offload would not hide its copies at the peak
+// SHARED: offloaded: frees 2.00 MiB from node 7 (aten.add.Tensor) to node 15 (aten.add.Tensor); 41.94 us copy each way
+// SHARED: offloaded: frees 8.00 MiB from node 8 (aten.mm.default) to node 15 (aten.add.Tensor); 167.77 us copy each way
+// SHARED: offloaded: frees 8.00 MiB from node 11 (aten.add.Tensor) to node 13 (aten.gelu_backward); 167.77 us copy each way, about 5.54 us of it exposed
 // SHARED: step 1935.5 us (+0.81%)
 
 !h = tensor<4096x256xbf16>

@@ -145,7 +145,9 @@ def Lethe_OptionalF64Parameter
   let printer = [{ $_printer.printFloat(*$_self) }];
 }
 
-def Lethe_BoolParameter : AttrParameter<"bool", "true or false"> {
+// `defaultValue` empty: always printed; else omitted when equal to it.
+class Lethe_BoolParam<string default> : AttrParameter<"bool", "true or false"> {
+  let defaultValue = default;
   let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
     if (::mlir::succeeded($_parser.parseOptionalKeyword("true")))
       return true;
@@ -155,6 +157,10 @@ def Lethe_BoolParameter : AttrParameter<"bool", "true or false"> {
   }() }];
   let printer = [{ $_printer << ($_self ? "true" : "false") }];
 }
+
+def Lethe_BoolParameter : Lethe_BoolParam<"">;
+// A flag that is false unless printed (`replay_rng = true`).
+def Lethe_DefaultFalseParameter : Lethe_BoolParam<"false">;
 
 // Node ids (`lethe.node_id`), in brackets (`[]` when none).
 def Lethe_NodeListParameter : ArrayRefParameter<"int64_t", "node ids"> {
@@ -209,7 +215,10 @@ def Lethe_PlanAttr : Lethe_Attr<"Plan", "plan"> {
     the budget (bytes; INT64_MAX: none), the planned activation peak and
     step time against the unplanned step's, the relative step-time overhead
     and, with `bound=true`, a lower bound on any plan's overhead at this
-    budget (rounded down, so it stays a bound).
+    budget (rounded down, so it stays a bound). `replay_rng = true` (printed
+    only when set) says the plan may re-run RNG ops: lethe-materialize reads
+    the plan under the same rule, so it refuses a placement re-running a
+    dropout that a plan made without replay names.
 
     ```mlir
     #lethe.plan<policy = auto, budget_bytes = 1048576, feasible = true,
@@ -227,7 +236,8 @@ def Lethe_PlanAttr : Lethe_Attr<"Plan", "plan"> {
     Lethe_F64Parameter:$step_us,
     Lethe_F64Parameter:$baseline_step_us,
     Lethe_F64Parameter:$overhead,
-    Lethe_OptionalF64Parameter:$lower_bound_overhead
+    Lethe_OptionalF64Parameter:$lower_bound_overhead,
+    Lethe_DefaultFalseParameter:$replay_rng
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -236,14 +246,15 @@ def Lethe_PlanAttr : Lethe_Attr<"Plan", "plan"> {
                      "bool":$feasible, "int64_t":$peak_bytes,
                      "int64_t":$baseline_peak_bytes, "double":$step_us,
                      "double":$baseline_step_us, "double":$overhead,
-                     "std::optional<double>":$lower_bound_overhead), [{
+                     "std::optional<double>":$lower_bound_overhead,
+                     CArg<"bool", "false">:$replay_rng), [{
       std::optional<::llvm::APFloat> bound;
       if (lower_bound_overhead)
         bound = ::llvm::APFloat(*lower_bound_overhead);
       return $_get($_ctxt, policy, budget_bytes, feasible, peak_bytes,
                    baseline_peak_bytes, ::llvm::APFloat(step_us),
                    ::llvm::APFloat(baseline_step_us),
-                   ::llvm::APFloat(overhead), bound);
+                   ::llvm::APFloat(overhead), bound, replay_rng);
     }]>
   ];
 }

@@ -106,10 +106,10 @@ def Materialize : Pass<"lethe-materialize", "mlir::ModuleOp"> {
   let summary = "Rewrite the plan's decisions into an explicit program";
   let description = [{
     Reads the decisions lethe-plan recorded on the producing ops
-    (`lethe.decisions`, `lethe.placement`; docs/Pipeline.md §3), rebuilds
-    the planner's schedule from them (the placement and schedule builder of
-    lethe/Planner/Placement.h, so the program is the one the planner
-    simulated) and writes it out as ops (§4):
+    (`lethe.decisions`, `lethe.placement`; docs/Pipeline.md §3) under the
+    planner's own options (`replay_rng` of the function's `#lethe.plan`) as
+    the schedule the planner simulated (readScheduledPlan, PlanAttributes.h:
+    nothing is re-planned) and writes it out as ops (§4):
 
     - graph nodes in the schedule's order, each reading the latest version
       of its operands;
@@ -130,7 +130,9 @@ def Materialize : Pass<"lethe-materialize", "mlir::ModuleOp"> {
     A function without decisions is materialized as planned by `policy
     none` (every activation retained): only releases are added. Decisions
     without a placement are placed with the device profile (`device`).
-    Every function gets a remark counting what was materialized.
+    Every function gets an analysis remark (category `lethe-materialize`,
+    shown with `--remarks-filter=lethe-materialize`) counting what was
+    materialized; the same counts are the pass's statistics.
   }];
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"h200\"",
@@ -140,7 +142,12 @@ def Materialize : Pass<"lethe-materialize", "mlir::ModuleOp"> {
     Statistic<"numRecomputeRegions", "num-recompute-regions",
               "Recompute regions (lethe.recompute) created">,
     Statistic<"numRerunNodes", "num-rerun-nodes", "Nodes re-run in them">,
+    Statistic<"numDecisions", "num-decisions",
+              "Decisions read from the plan (lethe.decisions entries)">,
     Statistic<"numOffloads", "num-offloads", "Offloads created">,
+    Statistic<"numPrefetches", "num-prefetches", "Prefetches created">,
+    Statistic<"offloadedBytes", "offloaded-bytes",
+              "Bytes the offloads copy to the host">,
     Statistic<"numReleases", "num-releases", "Releases created">,
   ];
   let dependentDialects = ["lethe::LetheDialect"];
@@ -573,6 +580,10 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     Statistic<"numRetained", "num-retained", "Activations retained">,
     Statistic<"numRecomputed", "num-recomputed", "Activations recomputed">,
     Statistic<"numOffloaded", "num-offloaded", "Activations offloaded">,
+    Statistic<"recomputedBytes", "recomputed-bytes",
+              "Bytes of the recomputed activations (aligned, as planned)">,
+    Statistic<"offloadedBytes", "offloaded-bytes",
+              "Bytes of the offloaded activations (aligned, as planned)">,
     Statistic<"peakBytes", "peak-bytes",
               "Predicted peak device bytes of the planned step">,
     Statistic<"baselinePeakBytes", "baseline-peak-bytes",

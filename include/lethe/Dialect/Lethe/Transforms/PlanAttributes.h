@@ -3,7 +3,9 @@
 // The one encoding of a plan's decisions on the IR: `lethe.decisions` and
 // `lethe.placement` on each producing node, with every node named by its
 // `lethe.node_id` (never by its position), written by lethe-plan and read
-// by lethe-materialize.
+// by lethe-materialize (readScheduledPlan: the plan read back under the
+// planner's own options, placed where the IR leaves it unplaced, and
+// written out as the schedule the planner simulated).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,9 +15,14 @@
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Plan.h"
+#include "lethe/Simulator/Schedule.h"
+#include "lethe/Support/DeviceProfile.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LLVM.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <memory>
 #include <vector>
 
 namespace lethe {
@@ -45,6 +52,37 @@ struct PlanOnIR {
 mlir::FailureOr<PlanOnIR>
 readPlanAttributes(const TrainingGraph &graph,
                    const ActivationAnalysis &analysis);
+
+/// The planner's options a plan on `func` was made under, as far as they
+/// decide what the plan may contain: which nodes may re-run (the
+/// `replay_rng` of the function's `#lethe.plan`). Reading the plan under
+/// other options would find other recompute chains and checkpoints than
+/// the planner's. Without a `#lethe.plan` (decisions written by hand or by
+/// another tool) RNG replay is accepted. The minimum offload size is not
+/// read: it only narrows what a solver may choose, never what a plan means.
+PlanOptions planReadOptions(mlir::func::FuncOp func);
+
+/// A plan read back from the IR as the program will run it.
+struct ScheduledPlan {
+  /// The analysis under the planner's options (planReadOptions).
+  std::unique_ptr<ActivationAnalysis> analysis;
+  /// How many results carry a decision.
+  unsigned numPlanned = 0;
+  /// One placed decision per activation of `analysis`.
+  std::vector<ActivationDecision> decisions;
+  /// What the planner simulated: buildSchedule of `decisions`.
+  Schedule schedule;
+};
+
+/// Reads the plan on `func` (whose graph is `graph`) under
+/// planReadOptions(func), places the decisions the IR leaves unplaced with
+/// the profile `device()` returns (called only then; null: it reported its
+/// error) and builds the schedule. IR errors go to the context's
+/// diagnostics; placement and schedule errors to `reportError`.
+mlir::FailureOr<ScheduledPlan>
+readScheduledPlan(mlir::func::FuncOp func, const TrainingGraph &graph,
+                  llvm::function_ref<const DeviceProfile *()> device,
+                  llvm::function_ref<void(const llvm::Twine &)> reportError);
 
 } // namespace lethe
 
