@@ -750,7 +750,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
     return eval.takeError();
   solution.evaluation = std::move(*eval);
   for (size_t a = 0; a < acts.size(); ++a)
-    solution.decisions[a] = solution.evaluation.placement->decisions[a].decision;
+    solution.decisions[a] =
+        solution.evaluation.placement->decisions[a].decision;
   solution.chosen = llvm::formatv("ladder level {0}", member.level).str();
   solution.reasons.resize(acts.size());
   for (size_t a = 0; a < acts.size(); ++a)

@@ -52,15 +52,15 @@ EvaluationCache::lookup(llvm::ArrayRef<Decision> decisions,
 void EvaluationCache::insert(llvm::ArrayRef<Decision> decisions,
                              llvm::ArrayRef<CopyHint> hints,
                              std::shared_ptr<const Evaluation> eval) {
-  size_t bytes = approxBytes(*eval) +
-                 decisions.size() * sizeof(Decision) +
+  size_t bytes = approxBytes(*eval) + decisions.size() * sizeof(Decision) +
                  hints.size() * sizeof(CopyHint);
   if (bytes > capacityBytes)
     return;
   while (usedBytes + bytes > capacityBytes && !entries.empty()) {
-    auto oldest = llvm::min_element(entries, [](const Entry &x, const Entry &y) {
-      return x.lastUse < y.lastUse;
-    });
+    auto oldest =
+        llvm::min_element(entries, [](const Entry &x, const Entry &y) {
+          return x.lastUse < y.lastUse;
+        });
     usedBytes -= oldest->bytes;
     *oldest = std::move(entries.back());
     entries.pop_back();

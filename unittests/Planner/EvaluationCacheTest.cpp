@@ -29,6 +29,9 @@ using namespace lethe::testing;
 
 namespace {
 
+/// A cache that holds every evaluation of these solves.
+constexpr int64_t kManyEvaluations = int64_t(256) << 20;
+
 void expectSameDecisions(llvm::ArrayRef<ActivationDecision> x,
                          llvm::ArrayRef<ActivationDecision> y) {
   ASSERT_EQ(x.size(), y.size());
@@ -141,18 +144,19 @@ TEST(EvaluationCacheTest, AutoPlansAreTheSameWithoutTheCache) {
     for (double fraction : {0.9, 0.6, 0.4, 0.25}) {
       options.budgetBytes =
           static_cast<int64_t>(fraction * static_cast<double>(none->peakBytes));
-      options.evaluationCacheBytes = kEvaluationCacheBytes;
-      llvm::Expected<Plan> x = planTrainingStep(g, testDeviceProfile(), options);
+      options.evaluationCacheBytes = kManyEvaluations;
+      llvm::Expected<Plan> x =
+          planTrainingStep(g, testDeviceProfile(), options);
       options.evaluationCacheBytes = 0;
-      llvm::Expected<Plan> y = planTrainingStep(g, testDeviceProfile(), options);
+      llvm::Expected<Plan> y =
+          planTrainingStep(g, testDeviceProfile(), options);
       ASSERT_TRUE(x && y);
       expectSamePlan(*x, *y);
     }
   }
 }
 
-class CorpusEvaluationCache : public ::testing::TestWithParam<const char *> {
-};
+class CorpusEvaluationCache : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(CorpusEvaluationCache, AutoPlansAreTheSameWithoutTheCache) {
   std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
@@ -171,7 +175,7 @@ TEST_P(CorpusEvaluationCache, AutoPlansAreTheSameWithoutTheCache) {
   for (double fraction : {0.7, 0.4}) {
     options.budgetBytes =
         static_cast<int64_t>(fraction * static_cast<double>(none->peakBytes));
-    options.evaluationCacheBytes = kEvaluationCacheBytes;
+    options.evaluationCacheBytes = kManyEvaluations;
     llvm::Expected<Plan> x = planTrainingStep(*graph, *device, options);
     options.evaluationCacheBytes = 0;
     llvm::Expected<Plan> y = planTrainingStep(*graph, *device, options);

@@ -94,8 +94,9 @@ public:
 
 private:
   /// Places, schedules and simulates, without the cache.
-  llvm::Expected<Evaluation> evaluateAfresh(llvm::ArrayRef<Decision> decisions,
-                                            llvm::ArrayRef<CopyHint> hints) const;
+  llvm::Expected<Evaluation>
+  evaluateAfresh(llvm::ArrayRef<Decision> decisions,
+                 llvm::ArrayRef<CopyHint> hints) const;
 
   const ActivationAnalysis &analysis;
   /// A copy: callers may pass a temporary.

@@ -53,14 +53,16 @@ struct ActivationDecision;
 
 /// What the evaluator may keep of the evaluations it made, to answer the
 /// ones asked for again without placing, scheduling and simulating
-/// (Evaluator.h): BERT's 40% solve asks again for evaluations up to 64
-/// others back (about 0.5 MB each); a 100,000-op step's are about 20 MB, so
-/// the last few, and the planner stays in the 1 GB issue 20 allows it.
-constexpr int64_t kEvaluationCacheBytes = int64_t(64) << 20;
+/// (Evaluator.h). Off: on the corpus a fifth to two fifths of a solve's
+/// evaluations repeat one, but keeping 64 MiB of them made the solve no
+/// faster on the development machine (3-4x the page faults: every new
+/// schedule then lands on fresh pages; T5 at 40% 1.75x slower, Swin-T at
+/// 50% 0.77x; bench/results/corpus.md, 2026-11-26 13:00).
+constexpr int64_t kEvaluationCacheBytes = 0;
 
 struct PlanOptions {
   /// Bytes of evaluations kept for reuse (0: none). Plans do not depend on
-  /// it, only the time they take (PlannerPropertyTest).
+  /// it, only the time they take (EvaluationCacheTest).
   int64_t evaluationCacheBytes = kEvaluationCacheBytes;
   /// Device bytes the step may allocate at any instant.
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
