@@ -94,7 +94,7 @@ double Solver::contentionRate() const {
 }
 
 Positions Solver::index(const Evaluation &eval) const {
-  const Schedule &schedule = eval.schedule;
+  const Schedule &schedule = *eval.schedule;
   const size_t numOps = schedule.ops.size();
   const size_t numNodes = graph.numNodes();
   Positions pos;
@@ -218,7 +218,7 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     c.gapBegin = pos.nodeOp[act.lastForwardUse] + 1;
     c.gapEnd = pos.regionStart[restore] - 1;
     c.chainPos = pos.regionStart[restore];
-    computeRecompute(c, eval.placement, batch);
+    computeRecompute(c, *eval.placement, batch);
     batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
   }
   llvm::sort(batch.byRestore);
@@ -244,7 +244,7 @@ Solver::candidatesAt(
     size_t op, const Positions &pos, const Evaluation &eval, Batch &batch,
     const planner::CopyModel &copies, size_t offloadLimit,
     llvm::function_ref<std::pair<size_t, size_t>()> overLevel) {
-  const Placement &placement = eval.placement;
+  const Placement &placement = *eval.placement;
   std::vector<const Candidate *> result;
   std::vector<uint8_t> &offloadable = batch.offloadMark;
   std::vector<int32_t> marked;
@@ -404,7 +404,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
       return true;
     Positions pos = index(currentEval);
     tree.build(currentEval.memory.deviceAtOp);
-    planner::CopyModel copies(analysis, device, currentEval.placement,
+    planner::CopyModel copies(analysis, device, *currentEval.placement,
                               currentHints);
     Batch batch = prepareBatch(pos, currentEval, current);
     std::vector<Decision> next = current;
@@ -419,7 +419,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
       auto overLevel = [&] {
         // The tree's memory, one op at a time: only when a trade is judged.
         size_t first = op, last = op;
-        const size_t numOps = currentEval.schedule.ops.size();
+        const size_t numOps = currentEval.schedule->ops.size();
         while (first > 0 && tree.maxIn(first - 1, first - 1) > level)
           --first;
         while (last + 1 < numOps && tree.maxIn(last + 1, last + 1) > level)
@@ -454,7 +454,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
           tree.add(pick.gapBegin, pick.gapEnd, -pick.bytes);
           if (pick.chainExtra > 0)
             tree.add(pick.chainPos, pick.chainPos, pick.chainExtra);
-          pickRecompute(batch, pick, currentEval.placement);
+          pickRecompute(batch, pick, *currentEval.placement);
           continue;
         }
         if (!offloaded)
@@ -750,7 +750,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
     return eval.takeError();
   solution.evaluation = std::move(*eval);
   for (size_t a = 0; a < acts.size(); ++a)
-    solution.decisions[a] = solution.evaluation.placement.decisions[a].decision;
+    solution.decisions[a] =
+        solution.evaluation.placement->decisions[a].decision;
   solution.chosen = llvm::formatv("ladder level {0}", member.level).str();
   solution.reasons.resize(acts.size());
   for (size_t a = 0; a < acts.size(); ++a)

@@ -20,7 +20,7 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
                             const Evaluation &eval) {
   const ActivationInfo &act = acts[a];
   // As the plan runs it (a checkpoint no chain reads is retained).
-  const ActivationDecision &d = eval.placement.decisions[a];
+  const ActivationDecision &d = eval.placement->decisions[a];
   (void)decisions;
   switch (d.decision) {
   case Decision::Retain:
@@ -47,7 +47,7 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
                          : "cannot be recomputed: " + act.notRecomputableReason;
     const PlannedCopyCosts copy = plannedCopyCosts(device);
     double copyUs = copy.d2hUs(act.bytes);
-    const Placement &p = eval.placement;
+    const Placement &p = *eval.placement;
     double h2dUs = copy.h2dUs(act.bytes);
     double late = std::max(0.0, p.d2hEndUs[a] - p.nodeEndUs[d.releaseAfter]) +
                   std::max(0.0, p.h2dStartUs[a] + h2dUs -

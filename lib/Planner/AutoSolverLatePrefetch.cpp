@@ -31,7 +31,7 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
                                           const Batch &batch) {
   const size_t peakOp = currentEval.memory.peakOp;
   const NodeId peakNode = pos.opNode[peakOp];
-  const Placement &placement = currentEval.placement;
+  const Placement &placement = *currentEval.placement;
   struct Move {
     int32_t act;
     CopyHint hint;
@@ -41,7 +41,7 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
   // (allocated at or before it, freed after it): offloaded instead.
   std::vector<uint8_t> recomputedLive(acts.size(), 0);
   {
-    const Schedule &schedule = currentEval.schedule;
+    const Schedule &schedule = *currentEval.schedule;
     std::vector<int64_t> allocAt(schedule.buffers.size(), -1);
     for (size_t k = 0; k <= peakOp; ++k)
       for (BufferId b : schedule.ops[k].allocs)

@@ -55,7 +55,7 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
 
   // Undo recomputes no longer needed for this level, most exclusive chain
   // time first.
-  const Placement &placement = currentEval.placement;
+  const Placement &placement = *currentEval.placement;
   llvm::DenseMap<uint64_t, int32_t> users;
   for (size_t a = 0; a < acts.size(); ++a) {
     if (current[a] == Decision::Retain)
@@ -114,7 +114,7 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
 }
 
 double Solver::exposedCopyUs(size_t a) const {
-  const Placement &p = currentEval.placement;
+  const Placement &p = *currentEval.placement;
   const ActivationDecision &d = p.decisions[a];
   if (current[a] != Decision::Offload || d.releaseAfter < 0 ||
       d.firstBackwardUse < 0)
@@ -247,7 +247,7 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
     return llvm::Error::success();
   // The costliest decisions: recomputes by chain time, offloads by the
   // time the step waits for their copies.
-  const Placement &placement = currentEval.placement;
+  const Placement &placement = *currentEval.placement;
   std::vector<std::pair<double, int32_t>> order;
   for (size_t a = 0; a < acts.size(); ++a) {
     if (current[a] == Decision::Recompute &&
@@ -287,7 +287,7 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
 }
 
 llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
-  planner::CopyModel copies(analysis, device, currentEval.placement,
+  planner::CopyModel copies(analysis, device, *currentEval.placement,
                             currentHints);
   Batch batch = prepareBatch(pos, currentEval, current);
   const size_t peakOp = currentEval.memory.peakOp;
@@ -345,7 +345,7 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
     if (current[a] != Decision::Offload || widened >= maxWidened)
       continue;
     const ActivationInfo &act = acts[a];
-    const ActivationDecision &d = currentEval.placement.decisions[a];
+    const ActivationDecision &d = currentEval.placement->decisions[a];
     if (peakNode - 1 < act.lastForwardUse || peakNode >= d.firstBackwardUse ||
         (d.releaseAfter < peakNode && peakNode <= d.prefetchAfter))
       continue;

@@ -2,26 +2,104 @@
 
 #include "lethe/Planner/Evaluator.h"
 
+#include "llvm/ADT/Hashing.h"
+
 using namespace lethe;
+
+static uint64_t keyHash(llvm::ArrayRef<Decision> decisions,
+                        llvm::ArrayRef<CopyHint> hints) {
+  llvm::hash_code hash = llvm::hash_combine_range(decisions);
+  for (const CopyHint &hint : hints)
+    hash = llvm::hash_combine(hash, hint.releaseBy, hint.prefetchNotBefore);
+  return llvm::hash_combine(hash, hints.size());
+}
+
+/// About what an evaluation holds, for the cache's capacity.
+static size_t approxBytes(const Evaluation &eval) {
+  size_t bytes = sizeof(Evaluation) +
+                 eval.schedule->ops.capacity() * sizeof(ScheduleOp) +
+                 eval.schedule->buffers.capacity() * sizeof(ScheduleBuffer) +
+                 eval.memory.deviceAtOp.capacity() * sizeof(int64_t);
+  const Placement &p = *eval.placement;
+  bytes += p.decisions.capacity() * sizeof(ActivationDecision) +
+           p.chainNodes.capacity() * sizeof(std::vector<NodeId>) +
+           (p.chainUs.capacity() + p.chainStartUs.capacity() +
+            p.nodeEndUs.capacity() + p.d2hEndUs.capacity() +
+            p.h2dStartUs.capacity()) *
+               sizeof(double);
+  for (const ActivationDecision &d : p.decisions)
+    bytes += d.recomputeNodes.capacity() * sizeof(NodeId);
+  for (const std::vector<NodeId> &nodes : p.chainNodes)
+    bytes += nodes.capacity() * sizeof(NodeId);
+  return bytes;
+}
+
+std::shared_ptr<const Evaluation>
+EvaluationCache::lookup(llvm::ArrayRef<Decision> decisions,
+                        llvm::ArrayRef<CopyHint> hints) {
+  ++lookups;
+  uint64_t hash = keyHash(decisions, hints);
+  for (Entry &entry : entries)
+    if (entry.hash == hash && llvm::ArrayRef(entry.decisions) == decisions &&
+        llvm::ArrayRef(entry.hints) == hints) {
+      entry.lastUse = ++clock;
+      ++hits;
+      return entry.eval;
+    }
+  return nullptr;
+}
+
+void EvaluationCache::insert(llvm::ArrayRef<Decision> decisions,
+                             llvm::ArrayRef<CopyHint> hints,
+                             std::shared_ptr<const Evaluation> eval) {
+  size_t bytes = approxBytes(*eval) + decisions.size() * sizeof(Decision) +
+                 hints.size() * sizeof(CopyHint);
+  if (bytes > capacityBytes)
+    return;
+  while (usedBytes + bytes > capacityBytes && !entries.empty()) {
+    auto oldest =
+        llvm::min_element(entries, [](const Entry &x, const Entry &y) {
+          return x.lastUse < y.lastUse;
+        });
+    usedBytes -= oldest->bytes;
+    *oldest = std::move(entries.back());
+    entries.pop_back();
+  }
+  entries.push_back({keyHash(decisions, hints), decisions.vec(), hints.vec(),
+                     std::move(eval), bytes, ++clock});
+  usedBytes += bytes;
+}
 
 llvm::Expected<Evaluation>
 Evaluator::evaluate(llvm::ArrayRef<Decision> decisions,
                     llvm::ArrayRef<CopyHint> hints) const {
+  if (std::shared_ptr<const Evaluation> kept = cache->lookup(decisions, hints))
+    return *kept;
+  llvm::Expected<Evaluation> eval = evaluateAfresh(decisions, hints);
+  // Errors are not kept: they are rare, and a caller may stop at one.
+  if (eval)
+    cache->insert(decisions, hints, std::make_shared<const Evaluation>(*eval));
+  return eval;
+}
+
+llvm::Expected<Evaluation>
+Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
+                          llvm::ArrayRef<CopyHint> hints) const {
   Evaluation result;
   llvm::Expected<Placement> placement =
       placeDecisions(analysis, device, decisions, hints);
   if (!placement)
     return placement.takeError();
-  result.placement = std::move(*placement);
+  result.placement = std::make_shared<const Placement>(std::move(*placement));
   llvm::Expected<Schedule> schedule =
-      buildSchedule(analysis, result.placement.decisions);
+      buildSchedule(analysis, result.placement->decisions);
   if (!schedule)
     return schedule.takeError();
-  result.schedule = std::move(*schedule);
+  result.schedule = std::make_shared<const Schedule>(std::move(*schedule));
   SimOptions options;
   options.recordTimeline = false;
   options.copiesYieldToCollectives = copiesYield;
-  llvm::Expected<SimResult> sim = simulate(result.schedule, device, options);
+  llvm::Expected<SimResult> sim = simulate(*result.schedule, device, options);
   if (!sim)
     return sim.takeError();
   result.stepUs = sim->stepUs;

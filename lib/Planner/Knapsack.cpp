@@ -120,7 +120,7 @@ llvm::Expected<Plan> lethe::planKnapsack(const TrainingGraph &graph,
   Plan plan;
   plan.policy = Policy::Auto;
   plan.budgetBytes = options.budgetBytes;
-  plan.decisions = eval->placement.decisions;
+  plan.decisions = eval->placement->decisions;
   for (ActivationDecision &d : plan.decisions)
     d.reason = knapsack.solver == KnapsackSolver::Greedy ? "knapsack (greedy)"
                                                          : "knapsack (dp)";

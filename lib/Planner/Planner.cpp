@@ -141,7 +141,8 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
   auto started = std::chrono::steady_clock::now();
   ActivationAnalysis analysis(graph, options);
   bool copiesYield = planCopiesYield(graph, device, options);
-  Evaluator evaluator(analysis, device, copiesYield);
+  Evaluator evaluator(analysis, device, copiesYield,
+                      options.evaluationCacheBytes);
   std::vector<Decision> retainAll(analysis.getActivations().size(),
                                   Decision::Retain);
   llvm::Expected<Evaluation> baseline = evaluator.evaluate(retainAll);
@@ -253,7 +254,7 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
       return solution.takeError();
     if (options.solver == SolverKind::Exact)
       return planExact(analysis, graph, device, options, std::move(plan), started,
-                       solution->evaluation.placement.decisions);
+                       solution->evaluation.placement->decisions);
     decisions = std::move(solution->decisions);
     reasons = std::move(solution->reasons);
     evaluation = std::move(solution->evaluation);
@@ -262,9 +263,9 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
 
   // The decisions as the plan runs them (effectiveDecisions).
   for (size_t a = 0; a < decisions.size(); ++a)
-    decisions[a] = evaluation->placement.decisions[a].decision;
+    decisions[a] = evaluation->placement->decisions[a].decision;
   explainCheckpoints(analysis, decisions, reasons);
-  plan.decisions = evaluation->placement.decisions;
+  plan.decisions = evaluation->placement->decisions;
   for (size_t a = 0; a < plan.decisions.size() && a < reasons.size(); ++a)
     plan.decisions[a].reason = reasons[a];
   plan.peakBytes = evaluation->peakBytes;

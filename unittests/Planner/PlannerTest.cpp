@@ -260,10 +260,10 @@ TEST(PlannerTest, ViewsAreRederivedNotOffloaded) {
   Evaluator evaluator(analysis, testDeviceProfile());
   llvm::Expected<Evaluation> eval = evaluator.evaluate(offload);
   ASSERT_TRUE(static_cast<bool>(eval)) << llvm::toString(eval.takeError());
-  EXPECT_FALSE(static_cast<bool>(eval->schedule.verify()));
+  EXPECT_FALSE(static_cast<bool>(eval->schedule->verify()));
   // The view is re-run after the prefetch, before the backward node.
   bool rerun = false;
-  for (const ScheduleOp &op : eval->schedule.ops)
+  for (const ScheduleOp &op : eval->schedule->ops)
     rerun |= op.kind == ScheduleOpKind::Recompute && op.node == view;
   EXPECT_TRUE(rerun);
 }
@@ -327,7 +327,7 @@ TEST(PlannerTest, PrefetchIsHiddenWhenTheWindowAllows) {
   EXPECT_LT(eval->peakBytes, base->peakBytes);
   // The prefetch is issued late, not right after the release.
   const ActivationDecision &d =
-      eval->placement.decisions[analysis.activationIndex(t.u[0])];
+      eval->placement->decisions[analysis.activationIndex(t.u[0])];
   EXPECT_GT(d.prefetchAfter, d.releaseAfter + 20);
 }
 

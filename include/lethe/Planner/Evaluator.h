@@ -11,13 +11,19 @@
 
 #include "lethe/Planner/Placement.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace lethe {
 
 struct Evaluation {
-  Placement placement;
-  Schedule schedule;
+  /// Shared, not copied, by the copies of an evaluation (a solver's saved
+  /// states, the Evaluator's cache): they never change once evaluated.
+  std::shared_ptr<const Placement> placement;
+  std::shared_ptr<const Schedule> schedule;
   MemoryWalk memory;
   /// Simulated figures (without a timeline).
   double stepUs = 0.0;
@@ -26,13 +32,56 @@ struct Evaluation {
   int64_t hostPeakBytes = 0;
 };
 
+/// Evaluations the Evaluator keeps, to answer a request for decisions (and
+/// hints) it has evaluated before without placing, scheduling and
+/// simulating them again: the `auto` solver asks again for a fifth to two
+/// fifths of its candidate plans (a polish that restores the plan it
+/// started from, a search that retries a level). An evaluation is a
+/// function of its decisions and hints, so a kept one is the evaluation.
+class EvaluationCache {
+public:
+  explicit EvaluationCache(size_t capacityBytes)
+      : capacityBytes(capacityBytes) {}
+
+  /// The kept evaluation of exactly these decisions and hints, or null.
+  std::shared_ptr<const Evaluation> lookup(llvm::ArrayRef<Decision> decisions,
+                                           llvm::ArrayRef<CopyHint> hints);
+  /// Keeps `eval`, dropping the least recently used evaluations beyond the
+  /// capacity (one larger than the capacity is not kept).
+  void insert(llvm::ArrayRef<Decision> decisions,
+              llvm::ArrayRef<CopyHint> hints,
+              std::shared_ptr<const Evaluation> eval);
+  /// Requests answered from the cache, and all requests.
+  size_t getHits() const { return hits; }
+  size_t getLookups() const { return lookups; }
+
+private:
+  struct Entry {
+    uint64_t hash;
+    std::vector<Decision> decisions;
+    std::vector<CopyHint> hints;
+    std::shared_ptr<const Evaluation> eval;
+    size_t bytes;
+    uint64_t lastUse;
+  };
+  std::vector<Entry> entries;
+  size_t capacityBytes;
+  size_t usedBytes = 0;
+  uint64_t clock = 0;
+  size_t hits = 0, lookups = 0;
+};
+
 class Evaluator {
 public:
   /// `copiesYield`: simulate copies that pause while a collective runs
   /// (planCopiesYield decides it for a plan).
+  /// `cacheBytes`: what it may keep of its evaluations for reuse.
   Evaluator(const ActivationAnalysis &analysis, const DeviceProfile &device,
-            bool copiesYield = false)
-      : analysis(analysis), device(device), copiesYield(copiesYield) {}
+            bool copiesYield = false,
+            int64_t cacheBytes = kEvaluationCacheBytes)
+      : analysis(analysis), device(device), copiesYield(copiesYield),
+        cache(std::make_shared<EvaluationCache>(
+            static_cast<size_t>(std::max<int64_t>(0, cacheBytes)))) {}
 
   llvm::Expected<Evaluation>
   evaluate(llvm::ArrayRef<Decision> decisions,
@@ -41,12 +90,21 @@ public:
   const ActivationAnalysis &getAnalysis() const { return analysis; }
   const DeviceProfile &getDevice() const { return device; }
   bool getCopiesYield() const { return copiesYield; }
+  const EvaluationCache &getCache() const { return *cache; }
 
 private:
+  /// Places, schedules and simulates, without the cache.
+  llvm::Expected<Evaluation>
+  evaluateAfresh(llvm::ArrayRef<Decision> decisions,
+                 llvm::ArrayRef<CopyHint> hints) const;
+
   const ActivationAnalysis &analysis;
   /// A copy: callers may pass a temporary.
   DeviceProfile device;
   bool copiesYield;
+  /// Shared by copies of the evaluator (evaluate is const: what it keeps
+  /// does not change what it answers).
+  std::shared_ptr<EvaluationCache> cache;
 };
 
 } // namespace lethe

@@ -51,7 +51,19 @@ enum class CollectiveCopyModel : uint8_t {
 
 struct ActivationDecision;
 
+/// What the evaluator may keep of the evaluations it made, to answer the
+/// ones asked for again without placing, scheduling and simulating
+/// (Evaluator.h). Off: on the corpus a fifth to two fifths of a solve's
+/// evaluations repeat one, but keeping 64 MiB of them made the solve no
+/// faster on the development machine (3-4x the page faults: every new
+/// schedule then lands on fresh pages; T5 at 40% 1.75x slower, Swin-T at
+/// 50% 0.77x; bench/results/corpus.md, 2026-11-26 13:00).
+constexpr int64_t kEvaluationCacheBytes = 0;
+
 struct PlanOptions {
+  /// Bytes of evaluations kept for reuse (0: none). Plans do not depend on
+  /// it, only the time they take (EvaluationCacheTest).
+  int64_t evaluationCacheBytes = kEvaluationCacheBytes;
   /// Device bytes the step may allocate at any instant.
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
   Policy policy = Policy::Auto;
