@@ -103,6 +103,32 @@ byId(const TrainingGraph &graph, ArrayRef<ActivationDecision> decisions) {
   return out;
 }
 
+/// The policy a test seed picks (offload-all, full or auto; every value may
+/// be offloaded), solved fast.
+PlanOptions seededOptions(uint64_t seed) {
+  PlanOptions options;
+  options.policy = seed % 3 == 0   ? Policy::OffloadAll
+                   : seed % 3 == 1 ? Policy::Full
+                                   : Policy::Auto;
+  options.minOffloadBytes = 0;
+  options.solver = SolverKind::Fast;
+  return options;
+}
+
+/// `graph` planned under `options` at 70% of its unplanned peak (the budget
+/// is set in `options`).
+llvm::Expected<Plan> planAt70(const TrainingGraph &graph,
+                              const DeviceProfile &device,
+                              PlanOptions &options) {
+  llvm::Expected<Plan> unplanned =
+      planTrainingStep(graph, device, PlanOptions{});
+  if (!unplanned)
+    return unplanned.takeError();
+  options.budgetBytes = static_cast<int64_t>(
+      0.7 * static_cast<double>(unplanned->baselinePeakBytes));
+  return planTrainingStep(graph, device, options);
+}
+
 TEST(PlanAttributesTest, ReadBackFromReorderedFunction) {
   MLIRContext context;
   context.loadDialect<LetheDialect, func::FuncDialect>();
@@ -115,19 +141,8 @@ TEST(PlanAttributesTest, ReadBackFromReorderedFunction) {
     func::FuncOp func = emitGraph(random, *module);
     FailureOr<TrainingGraph> planned = TrainingGraph::fromFunction(func);
     ASSERT_TRUE(succeeded(planned));
-    PlanOptions options;
-    options.policy = seed % 3 == 0   ? Policy::OffloadAll
-                     : seed % 3 == 1 ? Policy::Full
-                                     : Policy::Auto;
-    options.minOffloadBytes = 0;
-    options.solver = SolverKind::Fast;
-    llvm::Expected<Plan> unplanned =
-        planTrainingStep(*planned, device, PlanOptions{});
-    ASSERT_TRUE(static_cast<bool>(unplanned))
-        << llvm::toString(unplanned.takeError());
-    options.budgetBytes = static_cast<int64_t>(
-        0.7 * static_cast<double>(unplanned->baselinePeakBytes));
-    llvm::Expected<Plan> plan = planTrainingStep(*planned, device, options);
+    PlanOptions options = seededOptions(seed);
+    llvm::Expected<Plan> plan = planAt70(*planned, device, options);
     ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
     writePlanAttributes(*planned, *plan);
     auto expected = byId(*planned, plan->decisions);
@@ -169,20 +184,9 @@ TEST(PlanAttributesTest, ReadScheduledPlanIsThePlannersSchedule) {
     func::FuncOp func = emitGraph(randomLayeredGraph(seed), *module);
     FailureOr<TrainingGraph> planned = TrainingGraph::fromFunction(func);
     ASSERT_TRUE(succeeded(planned));
-    PlanOptions options;
-    options.policy = seed % 3 == 0   ? Policy::OffloadAll
-                     : seed % 3 == 1 ? Policy::Full
-                                     : Policy::Auto;
+    PlanOptions options = seededOptions(seed);
     options.replayRng = seed % 2 == 1;
-    options.minOffloadBytes = 0;
-    options.solver = SolverKind::Fast;
-    llvm::Expected<Plan> unplanned =
-        planTrainingStep(*planned, device, PlanOptions{});
-    ASSERT_TRUE(static_cast<bool>(unplanned))
-        << llvm::toString(unplanned.takeError());
-    options.budgetBytes = static_cast<int64_t>(
-        0.7 * static_cast<double>(unplanned->baselinePeakBytes));
-    llvm::Expected<Plan> plan = planTrainingStep(*planned, device, options);
+    llvm::Expected<Plan> plan = planAt70(*planned, device, options);
     ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
     Schedule expected;
     llvm::Expected<SimResult> simulated =
