@@ -73,6 +73,9 @@ void EvaluationCache::insert(llvm::ArrayRef<Decision> decisions,
 llvm::Expected<Evaluation>
 Evaluator::evaluate(llvm::ArrayRef<Decision> decisions,
                     llvm::ArrayRef<CopyHint> hints) const {
+  // Off by default: no lookup, and no copy of the evaluation to keep.
+  if (cache->keepsNothing())
+    return evaluateAfresh(decisions, hints);
   if (std::shared_ptr<const Evaluation> kept = cache->lookup(decisions, hints))
     return *kept;
   llvm::Expected<Evaluation> eval = evaluateAfresh(decisions, hints);

@@ -51,6 +51,8 @@ public:
   void insert(llvm::ArrayRef<Decision> decisions,
               llvm::ArrayRef<CopyHint> hints,
               std::shared_ptr<const Evaluation> eval);
+  /// A cache of no capacity: the evaluator neither looks up nor keeps.
+  bool keepsNothing() const { return capacityBytes == 0; }
   /// Requests answered from the cache, and all requests.
   size_t getHits() const { return hits; }
   size_t getLookups() const { return lookups; }
