@@ -3,6 +3,7 @@
 #include "lethe/Support/IntervalPacking.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -24,6 +25,8 @@ llvm::StringRef lethe::stringifyPackOrder(PackOrder order) {
     return "perturbed";
   case PackOrder::Skyline:
     return "skyline";
+  case PackOrder::PeakOutward:
+    return "peak-outward";
   }
   return "unknown";
 }
@@ -34,8 +37,10 @@ int64_t lethe::alignBytes(int64_t bytes, int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
-int64_t lethe::computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
-                              int64_t alignment) {
+/// The most (aligned) bytes live at one position, and the first position
+/// where they are.
+static std::pair<int64_t, int64_t>
+livePeak(llvm::ArrayRef<PackInterval> intervals, int64_t alignment) {
   // Frees at a position happen before allocations at it: [begin, end).
   std::vector<std::pair<int64_t, int64_t>> events;
   events.reserve(2 * intervals.size());
@@ -47,12 +52,20 @@ int64_t lethe::computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
     events.push_back({interval.end, -bytes});
   }
   std::sort(events.begin(), events.end());
-  int64_t live = 0, peak = 0;
+  int64_t live = 0, peak = 0, at = 0;
   for (auto [position, delta] : events) {
     live += delta;
-    peak = std::max(peak, live);
+    if (live > peak) {
+      peak = live;
+      at = position;
+    }
   }
-  return peak;
+  return {peak, at};
+}
+
+int64_t lethe::computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
+                              int64_t alignment) {
+  return livePeak(intervals, alignment).first;
 }
 
 static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
@@ -73,6 +86,7 @@ static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
     case PackOrder::ByBegin:
     case PackOrder::Perturbed:
     case PackOrder::Skyline:
+    case PackOrder::PeakOutward:
       return {static_cast<double>(in.begin), -length(i), -in.bytes};
     }
     return {0.0, 0, 0};
@@ -81,6 +95,38 @@ static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
                    [&](int a, int b) { return key(a) < key(b); });
   return indices;
 }
+
+/// The buffers live at the first position of max-live first, then outwards
+/// in time: by bytes / (1 + d)^exponent, d the positions between the
+/// buffer's lifetime and that position (0 for the buffers live there).
+/// An arena at max-live puts the buffers live at the peak side by side
+/// with nothing else between them; the buffers around it must then fit in
+/// the columns the big ones leave free while they are not yet (or no
+/// longer) live. Placing by size alone puts a large buffer far from the
+/// peak before the ones live there and blocks a column; by time alone puts
+/// the small ones first and scatters them. The exponent weighs the two.
+static std::vector<int> peakOutwardOrder(llvm::ArrayRef<PackInterval> intervals,
+                                         int64_t alignment, double exponent) {
+  int64_t at = livePeak(intervals, alignment).second;
+  std::vector<double> key(intervals.size());
+  for (auto [index, in] : llvm::enumerate(intervals)) {
+    int64_t distance =
+        in.end <= at ? at - in.end + 1 : std::max<int64_t>(0, in.begin - at);
+    key[index] = -static_cast<double>(in.bytes) /
+                 std::pow(1.0 + static_cast<double>(distance), exponent);
+  }
+  std::vector<int> indices(intervals.size());
+  std::iota(indices.begin(), indices.end(), 0);
+  std::stable_sort(indices.begin(), indices.end(),
+                   [&](int a, int b) { return key[a] < key[b]; });
+  return indices;
+}
+
+/// The exponents of the peak-outward orders the packer tries, most weight
+/// on the distance first: at 4 a buffer two positions from the peak goes
+/// before one live there only if 81 times larger; at 1, three times (a
+/// large buffer a little further out still goes before a small one).
+static constexpr double kPeakExponents[] = {4.0, 2.0, 1.0};
 
 /// Greedy placement in `order`: each buffer goes in the smallest gap (or,
 /// with `bestFit` false, the lowest gap) that fits among the buffers it
@@ -242,7 +288,11 @@ PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
   PackResult result;
   result.order = order;
   result.maxLiveBytes = computeMaxLive(intervals, alignment);
-  if (order == PackOrder::Skyline)
+  if (order == PackOrder::PeakOutward)
+    result.arenaBytes = place(
+        intervals, peakOutwardOrder(intervals, alignment, kPeakExponents[0]),
+        alignment, /*bestFit=*/true, result.offsets);
+  else if (order == PackOrder::Skyline)
     result.arenaBytes =
         place(intervals,
               *skylineOrder(intervals, alignment,
@@ -306,6 +356,12 @@ PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
   if (std::optional<std::vector<int>> order =
           skylineOrder(intervals, alignment, /*work=*/4e8))
     if (tryOne(*order, PackOrder::Skyline, /*bestFit=*/false) && done())
+      return best;
+  // Peak-outward orders, under the placements' bound (after the skyline,
+  // which has its own, so that no arena that had the skyline loses it).
+  for (double exponent : kPeakExponents)
+    if (consider(peakOutwardOrder(intervals, alignment, exponent),
+                 PackOrder::PeakOutward))
       return best;
 
   // Perturbed orders: the size, lifetime and area keys with random weight,

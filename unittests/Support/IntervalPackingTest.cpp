@@ -118,7 +118,7 @@ TEST(IntervalPackingTest, EveryOrderIsValidOnRandomSets) {
       expectValid(intervals, best, alignment);
       for (PackOrder order :
            {PackOrder::BySize, PackOrder::ByLifetime, PackOrder::ByArea,
-            PackOrder::ByBegin, PackOrder::Skyline}) {
+            PackOrder::ByBegin, PackOrder::Skyline, PackOrder::PeakOutward}) {
         SCOPED_TRACE(std::string(stringifyPackOrder(order)));
         PackResult one = packIntervals(intervals, alignment, order);
         expectValid(intervals, one, alignment);
@@ -155,6 +155,33 @@ TEST(IntervalPackingTest, SkylineFillsBesideTallBuffers) {
   EXPECT_EQ(best.order, PackOrder::Skyline);
 }
 
+TEST(IntervalPackingTest, PeakOutwardFillsAroundThePeak) {
+  // Max-live, 2816, is first reached at position 8 by [4, 9) 1024,
+  // [8, 10) 1024 and [6, 11) 768; an arena at max-live puts these side by
+  // side and the others in the room they leave. By size, [1, 6) takes
+  // offset 0 and pushes [4, 9) to 1024, [9, 12) then takes 0 and [8, 10)
+  // and [6, 11) go above them (3840, +36%); by lifetime, area or
+  // allocation order, or on the skyline, the arena is 3072 or more. Placed
+  // from the peak outwards (bytes / (1 + distance)^4), the peak's three
+  // go in first and the rest fit around them.
+  std::vector<PackInterval> intervals = {{6, 7, 768},  {4, 9, 1024},
+                                         {1, 6, 1024}, {9, 12, 1024},
+                                         {8, 10, 1024}, {6, 11, 768}};
+  for (PackOrder order : {PackOrder::BySize, PackOrder::ByLifetime,
+                          PackOrder::ByArea, PackOrder::ByBegin,
+                          PackOrder::Skyline})
+    EXPECT_GE(packIntervals(intervals, 256, order).arenaBytes, 3072)
+        << stringifyPackOrder(order).str();
+  PackResult peak = packIntervals(intervals, 256, PackOrder::PeakOutward);
+  expectValid(intervals, peak, 256);
+  EXPECT_EQ(peak.arenaBytes, 2816);
+  PackResult best = packIntervals(intervals, 256);
+  expectValid(intervals, best, 256);
+  EXPECT_EQ(best.maxLiveBytes, 2816);
+  EXPECT_EQ(best.arenaBytes, 2816);
+  EXPECT_EQ(best.order, PackOrder::PeakOutward);
+}
+
 /// Many tensors of a few equal sizes whose lifetimes interleave (a
 /// state-space model's scan: each step's big tensors live a few steps),
 /// with small long-lived ones among them.
@@ -186,6 +213,9 @@ TEST(IntervalPackingTest, InterleavedWorkloadsNeverWorseThanFixedOrders) {
     for (PackOrder order : {PackOrder::BySize, PackOrder::ByLifetime,
                             PackOrder::ByArea, PackOrder::ByBegin})
       fixed = std::min(fixed, packIntervals(intervals, 256, order).arenaBytes);
+    PackResult peak = packIntervals(intervals, 256, PackOrder::PeakOutward);
+    expectValid(intervals, peak, 256);
+    EXPECT_LE(best.arenaBytes, peak.arenaBytes) << "trial " << trial;
     PackResult skyline = packIntervals(intervals, 256, PackOrder::Skyline);
     expectValid(intervals, skyline, 256);
     EXPECT_LE(best.arenaBytes, std::min(fixed, skyline.arenaBytes))

@@ -45,6 +45,9 @@ enum class PackOrder {
   /// The offsets of best-fit on the skyline (the lowest free segment
   /// filled by the buffer of largest area living inside it).
   Skyline,
+  /// The buffers live at max-live's first position first, then outwards in
+  /// time, larger before smaller at a like distance (bytes / (1 + d)^4).
+  PeakOutward,
 };
 
 llvm::StringRef stringifyPackOrder(PackOrder order);
@@ -66,12 +69,14 @@ int64_t alignBytes(int64_t bytes, int64_t alignment);
 int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
                        int64_t alignment);
 
-/// Packs in one order (best-fit; the skyline's order first-fit).
+/// Packs in one order (best-fit; the skyline's order first-fit;
+/// peak-outward with exponent 4).
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment, PackOrder order);
 
 /// Packs in every fixed order, best-fit and first-fit, then by best-fit on
-/// the skyline, then in up to 48 perturbed orders (a fixed seed), until the
+/// the skyline, then in three peak-outward orders (exponents 4, 2, 1) and
+/// up to 48 perturbed orders (a fixed seed), until the
 /// arena meets max-live or a work bound is spent (placements cost about
 /// n^2/2 checks each: all of them up to ~2,000 buffers, the eight fixed ones
 /// at 10,000, four at 20,000; the skyline has a bound of its own and is
