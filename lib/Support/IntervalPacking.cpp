@@ -37,10 +37,10 @@ int64_t lethe::alignBytes(int64_t bytes, int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
-/// The most (aligned) bytes live at one position, and the first position
-/// where they are.
-static std::pair<int64_t, int64_t>
-livePeak(llvm::ArrayRef<PackInterval> intervals, int64_t alignment) {
+/// The (aligned) bytes live at each position where a buffer begins or
+/// ends, after all of that position's frees and allocations, ascending.
+static std::vector<std::pair<int64_t, int64_t>>
+liveProfile(llvm::ArrayRef<PackInterval> intervals, int64_t alignment) {
   // Frees at a position happen before allocations at it: [begin, end).
   std::vector<std::pair<int64_t, int64_t>> events;
   events.reserve(2 * intervals.size());
@@ -52,20 +52,24 @@ livePeak(llvm::ArrayRef<PackInterval> intervals, int64_t alignment) {
     events.push_back({interval.end, -bytes});
   }
   std::sort(events.begin(), events.end());
-  int64_t live = 0, peak = 0, at = 0;
+  std::vector<std::pair<int64_t, int64_t>> profile;
+  int64_t live = 0;
   for (auto [position, delta] : events) {
     live += delta;
-    if (live > peak) {
-      peak = live;
-      at = position;
-    }
+    if (!profile.empty() && profile.back().first == position)
+      profile.back().second = live;
+    else
+      profile.push_back({position, live});
   }
-  return {peak, at};
+  return profile;
 }
 
 int64_t lethe::computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
                               int64_t alignment) {
-  return livePeak(intervals, alignment).first;
+  int64_t peak = 0;
+  for (auto [position, live] : liveProfile(intervals, alignment))
+    peak = std::max(peak, live);
+  return peak;
 }
 
 static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
@@ -96,9 +100,10 @@ static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
   return indices;
 }
 
-/// The buffers live at the first position of max-live first, then outwards
-/// in time: by bytes / (1 + d)^exponent, d the positions between the
-/// buffer's lifetime and that position (0 for the buffers live there).
+/// The buffers live where the arena is fullest first, then outwards in
+/// time: by bytes / (1 + d)^exponent, d the positions between the buffer's
+/// lifetime and the nearest position where at least `fraction` of max-live
+/// is live (0 for the buffers live at one).
 /// An arena at max-live puts the buffers live at the peak side by side
 /// with nothing else between them; the buffers around it must then fit in
 /// the columns the big ones leave free while they are not yet (or no
@@ -106,12 +111,26 @@ static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
 /// peak before the ones live there and blocks a column; by time alone puts
 /// the small ones first and scatters them. The exponent weighs the two.
 static std::vector<int> peakOutwardOrder(llvm::ArrayRef<PackInterval> intervals,
-                                         int64_t alignment, double exponent) {
-  int64_t at = livePeak(intervals, alignment).second;
+                                         int64_t alignment, double exponent,
+                                         double fraction) {
+  std::vector<std::pair<int64_t, int64_t>> profile =
+      liveProfile(intervals, alignment);
+  int64_t peak = 0;
+  for (auto [position, live] : profile)
+    peak = std::max(peak, live);
+  std::vector<int64_t> peaks; // ascending
+  for (auto [position, live] : profile)
+    if (static_cast<double>(live) >= fraction * static_cast<double>(peak))
+      peaks.push_back(position);
   std::vector<double> key(intervals.size());
   for (auto [index, in] : llvm::enumerate(intervals)) {
-    int64_t distance =
-        in.end <= at ? at - in.end + 1 : std::max<int64_t>(0, in.begin - at);
+    // The first peak at or after the buffer's begin, and the one before.
+    auto next = std::lower_bound(peaks.begin(), peaks.end(), in.begin);
+    int64_t distance = std::numeric_limits<int64_t>::max();
+    if (next != peaks.end())
+      distance = *next < in.end ? 0 : *next - in.end + 1;
+    if (next != peaks.begin())
+      distance = std::min(distance, in.begin - *std::prev(next));
     key[index] = -static_cast<double>(in.bytes) /
                  std::pow(1.0 + static_cast<double>(distance), exponent);
   }
@@ -127,6 +146,10 @@ static std::vector<int> peakOutwardOrder(llvm::ArrayRef<PackInterval> intervals,
 /// before one live there only if 81 times larger; at 1, three times (a
 /// large buffer a little further out still goes before a small one).
 static constexpr double kPeakExponents[] = {4.0, 2.0, 1.0};
+/// What counts as the peak for them: the positions at max-live, or those
+/// within 5% of it (a step has several near-peaks, the forward's end and
+/// each backward layer's, and a gap left at any of them raises the arena).
+static constexpr double kPeakFractions[] = {1.0, 0.95};
 
 /// Greedy placement in `order`: each buffer goes in the smallest gap (or,
 /// with `bestFit` false, the lowest gap) that fits among the buffers it
@@ -290,7 +313,9 @@ PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
   result.maxLiveBytes = computeMaxLive(intervals, alignment);
   if (order == PackOrder::PeakOutward)
     result.arenaBytes = place(
-        intervals, peakOutwardOrder(intervals, alignment, kPeakExponents[0]),
+        intervals,
+        peakOutwardOrder(intervals, alignment, kPeakExponents[0],
+                         kPeakFractions[0]),
         alignment, /*bestFit=*/true, result.offsets);
   else if (order == PackOrder::Skyline)
     result.arenaBytes =
@@ -360,9 +385,10 @@ PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
   // Peak-outward orders, under the placements' bound (after the skyline,
   // which has its own, so that no arena that had the skyline loses it).
   for (double exponent : kPeakExponents)
-    if (consider(peakOutwardOrder(intervals, alignment, exponent),
-                 PackOrder::PeakOutward))
-      return best;
+    for (double fraction : kPeakFractions)
+      if (consider(peakOutwardOrder(intervals, alignment, exponent, fraction),
+                   PackOrder::PeakOutward))
+        return best;
 
   // Perturbed orders: the size, lifetime and area keys with random weight,
   // which often closes the last few percent.

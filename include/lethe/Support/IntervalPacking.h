@@ -45,7 +45,7 @@ enum class PackOrder {
   /// The offsets of best-fit on the skyline (the lowest free segment
   /// filled by the buffer of largest area living inside it).
   Skyline,
-  /// The buffers live at max-live's first position first, then outwards in
+  /// The buffers live at a position of max-live first, then outwards in
   /// time, larger before smaller at a like distance (bytes / (1 + d)^4).
   PeakOutward,
 };
@@ -75,7 +75,8 @@ PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment, PackOrder order);
 
 /// Packs in every fixed order, best-fit and first-fit, then by best-fit on
-/// the skyline, then in three peak-outward orders (exponents 4, 2, 1) and
+/// the skyline, then in six peak-outward orders (exponents 4, 2, 1; peaks
+/// at max-live or within 5% of it) and
 /// up to 48 perturbed orders (a fixed seed), until the
 /// arena meets max-live or a work bound is spent (placements cost about
 /// n^2/2 checks each: all of them up to ~2,000 buffers, the eight fixed ones
