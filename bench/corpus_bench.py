@@ -168,6 +168,7 @@ def run_graph(build, graph, budgets):
     row = {"graph": name, "problems": []}
     least = least_budget(build, graph)
     row["least"] = least
+    row["working_set"] = largest_working_set(graph)[0]
     full, _ = plan(build, graph, "100%", "full")
     every, _ = plan(build, graph, "100%", "every-n")
     for policy, doc in (("full", full), ("every_n", every)):
@@ -302,6 +303,7 @@ def fmt_bytes(b):
 
 def table(rows, budgets):
     head = ("| graph | unplanned GiB | least GiB (% of unplanned) | "
+            "least / largest op working set | "
             "full / every-n / checkpoint-style peak % | "
             + " | ".join(f"{b}: overhead, solve ms" for b in budgets)
             + " | compile ok | problems |")
@@ -330,7 +332,10 @@ def table(rows, budgets):
                 cells.append(f"+{100 * c['plan']['overhead']:.1f}%, "
                              f"{c['plan']['solve_ms']:.0f}")
         compiled = sum(c["compile_ok"] for c in r["budgets"].values())
-        lines.append(f"| {r['graph']} | {fmt_bytes(base)} | {least} | {fe} | "
+        ws = r.get("working_set")
+        ratio = (f"{r['least'] / ws:.3f}" if r["least"] and ws else "-")
+        lines.append(f"| {r['graph']} | {fmt_bytes(base)} | {least} | "
+                     f"{ratio} | {fe} | "
                      + " | ".join(cells)
                      + f" | {compiled}/{len(r['budgets'])} | "
                      + ("; ".join(r["problems"]) or "none") + " |")
