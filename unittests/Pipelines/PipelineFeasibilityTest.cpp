@@ -160,7 +160,11 @@ TEST_F(PipelineFeasibility, InterleavedPipelineStage) {
 }
 
 TEST_F(PipelineFeasibility, BundledGraphs) {
-  for (const char *name : {"graph_gpt2.json", "graph_resnet50.json"}) {
+  // MobileNet-V3: its least plan packs above max-live (the near-peaks'
+  // orders, docs/Pipeline.md), so the least the pipeline meets is a packed
+  // arena, not a planned peak.
+  for (const char *name :
+       {"graph_gpt2.json", "graph_resnet50.json", "graph_mobilenet_v3.json"}) {
     SCOPED_TRACE(name);
     OwningOpRef<ModuleOp> module = importGraph(name);
     ASSERT_TRUE(module);
