@@ -312,11 +312,11 @@ PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
   result.order = order;
   result.maxLiveBytes = computeMaxLive(intervals, alignment);
   if (order == PackOrder::PeakOutward)
-    result.arenaBytes = place(
-        intervals,
-        peakOutwardOrder(intervals, alignment, kPeakExponents[0],
-                         kPeakFractions[0]),
-        alignment, /*bestFit=*/true, result.offsets);
+    result.arenaBytes =
+        place(intervals,
+              peakOutwardOrder(intervals, alignment, kPeakExponents[0],
+                               kPeakFractions[0]),
+              alignment, /*bestFit=*/true, result.offsets);
   else if (order == PackOrder::Skyline)
     result.arenaBytes =
         place(intervals,

@@ -164,12 +164,12 @@ TEST(IntervalPackingTest, PeakOutwardFillsAroundThePeak) {
   // allocation order, or on the skyline, the arena is 3072 or more. Placed
   // from the peak outwards (bytes / (1 + distance)^4), the peak's three
   // go in first and the rest fit around them.
-  std::vector<PackInterval> intervals = {{6, 7, 768},  {4, 9, 1024},
-                                         {1, 6, 1024}, {9, 12, 1024},
+  std::vector<PackInterval> intervals = {{6, 7, 768},   {4, 9, 1024},
+                                         {1, 6, 1024},  {9, 12, 1024},
                                          {8, 10, 1024}, {6, 11, 768}};
-  for (PackOrder order : {PackOrder::BySize, PackOrder::ByLifetime,
-                          PackOrder::ByArea, PackOrder::ByBegin,
-                          PackOrder::Skyline})
+  for (PackOrder order :
+       {PackOrder::BySize, PackOrder::ByLifetime, PackOrder::ByArea,
+        PackOrder::ByBegin, PackOrder::Skyline})
     EXPECT_GE(packIntervals(intervals, 256, order).arenaBytes, 3072)
         << stringifyPackOrder(order).str();
   PackResult peak = packIntervals(intervals, 256, PackOrder::PeakOutward);
