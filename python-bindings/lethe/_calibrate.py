@@ -176,7 +176,7 @@ class Calibrator:
         if len(records) != 1 or records[0].roots is None:
             return
         r = records[0]
-        r.attribution = _kernel_times.attribute(r.kernels, events, *r.roots)
+        r.attribution = _kernel_times.attribute(r.kernels, events, r.roots)
         self.report.setdefault("profiles", []).append(
             r.attribution.summary() if r.attribution is not None else {
                 "unattributed": "the profile does not hold this graph's "
@@ -276,17 +276,18 @@ class Calibrator:
         elif not fix.replan:
             return False
         att = r.attribution
-        if att is not None and att.times_us:
-            # The generated kernels' times replace the model's for the
-            # values they compute; the scale was the model's error on them.
-            profiled = dict(p.profiled, **att.times_us)
+        if att is not None and att.kernels:
+            # The kernels' times in the step replace the model's and the
+            # times alone; the scale was the model's error on them.
+            profiled = dict(p.profiled, **_kernel_times.priced(att, r.roots))
             time_scale = 1.0
             fix.reasons.append(
-                f"{len(att.times_us)} values priced by their kernels in a "
+                f"{len(profiled)} values priced by their kernels in a "
                 f"profiled step ({att.attributed_us / 1e3:.2f} of "
-                f"{att.kernel_us / 1e3:.2f} ms of generated kernels)")
+                f"{att.kernel_us / 1e3:.2f} ms of generated kernels, "
+                f"{att.library_us / 1e3:.2f} ms of library kernels)")
             self.report.update(time_scale=time_scale,
-                               profiled_nodes=len(att.times_us))
+                               profiled_nodes=len(profiled))
         self.first = dict(attempt, record=r, offload=self.p.offload,
                           compare=compare, profiled=dict(p.profiled),
                           ctx=getattr(self.compiled, "dynamo_ctx", None),

@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, List, Optional, Sequence, Set,
+                    Tuple)
 
 import torch
 
-__all__ = ["KernelProvenance", "StepProfile", "Attribution", "attribute",
-           "supported", "planned_roots", "COMPILE_PATCHES"]
+__all__ = ["KernelProvenance", "StepProfile", "Attribution", "PlannedRoots",
+           "attribute", "priced", "supported", "planned_roots",
+           "COMPILE_PATCHES"]
 
 # What inductor must do while compiling for the profile to be attributed:
 # record kernel provenance; on the CPU stand-in, wrap each generated C++
@@ -85,6 +87,7 @@ class CallSite:
 
     kernel: str
     nodes: List[str]
+    extern: bool = False  # a library call: its device kernels are unnamed
 
 
 @dataclass
@@ -97,14 +100,15 @@ class GraphKernels:
 
 def _call_sites(mapping: Dict[str, List[str]]) -> List[CallSite]:
     """Inductor's provenance map ({"kernel:handle": [FX names]}, handles
-    counting call sites in the order the wrapper runs them) as call sites,
-    library calls left out."""
+    counting call sites in the order the wrapper runs them) as call
+    sites."""
     sites = []
     for key, nodes in mapping.items():
         kernel, _, handle = key.rpartition(":")
-        if not kernel or not handle.isdigit() or kernel.startswith(_EXTERN):
+        if not kernel or not handle.isdigit():
             continue
-        sites.append((int(handle), CallSite(kernel, list(nodes))))
+        sites.append((int(handle), CallSite(kernel, list(nodes),
+                                            kernel.startswith(_EXTERN))))
     return [s for _, s in sorted(sites, key=lambda p: p[0])]
 
 
@@ -173,18 +177,29 @@ def _names(gm: Any) -> frozenset:
                      if n.op == "call_function")
 
 
-def planned_roots(fused: Any) -> Tuple[Dict[str, str],
-                                      Dict[str, List[str]], List[str],
-                                      Dict[str, int]]:
-    """What attributing a kernel to planned values needs of the graph
-    (PartitionRecord.roots) from the FusedGraph it planned: `attribute`'s
-    `root_of`, `feeds`, `forward` and `weight`."""
-    names = {e["id"]: e["name"] for e in fused.doc["nodes"]
-             if e["kind"] == "op"}
+@dataclass
+class PlannedRoots:
+    """What attributing a kernel to planned values needs of a graph."""
+
+    # FX node name -> the planned node (its name) it is.
+    root_of: Dict[str, str]
+    # A folded FX node -> the planned nodes that read it: a kernel that
+    # computes only folded nodes (a pointwise chain before a matmul) is
+    # part of its readers' work.
+    feeds: Dict[str, List[str]]
+    forward: Set[str]           # the forward's planned nodes
+    weight: Dict[str, int]      # planned node -> output bytes
+    library_us: Dict[str, float]  # library nodes -> their time alone
+
+
+def planned_roots(fused: Any) -> PlannedRoots:
+    """PlannedRoots of the FusedGraph the partitioner planned (its node
+    times as planned: library kernels timed alone, lethe._measure)."""
+    from lethe._measure import runs_as_library_kernel
+    ops = [e for e in fused.doc["nodes"] if e["kind"] == "op"]
+    names = {e["id"]: e["name"] for e in ops}
     root_of = {n.name: names[i] for n, i in fused.root_of.items()
                if i in names}
-    # A folded node is computed where it is read: by the planned nodes its
-    # chain of folded readers ends in.
     feeds: Dict[str, List[str]] = {}
     folded = list(fused.folded)
     order = {n: i for i, n in enumerate(folded[0].graph.nodes)} \
@@ -197,11 +212,15 @@ def planned_roots(fused: Any) -> Tuple[Dict[str, str],
                 if r not in out:
                     out.append(r)
         feeds[n.name] = out
-    forward = sorted({names[i] for i, n in fused.fx_of.items()
-                      if i in names and n in fused.forward})
+    forward = {names[i] for i, n in fused.fx_of.items()
+               if i in names and n in fused.forward}
     weight = {e["name"]: sum(o.get("bytes", 0) for o in e.get("outputs", []))
-              for e in fused.doc["nodes"] if e["kind"] == "op"}
-    return root_of, feeds, forward, weight
+              for e in ops}
+    library_us = {e["name"]: float(e["time_us"]) for e in ops
+                  if e.get("time_us") is not None
+                  and fused.fx_of.get(e["id"]) is not None
+                  and runs_as_library_kernel(fused.fx_of[e["id"]])}
+    return PlannedRoots(root_of, feeds, forward, weight, library_us)
 
 
 # --- the profiled step ------------------------------------------------------
@@ -255,12 +274,17 @@ class StepProfile:
 class Attribution:
     """What one profiled step says about one graph's planned values."""
 
+    # Planned node -> its kernels' time in the step (µs).
     times_us: Dict[str, float] = field(default_factory=dict)
+    seen: Set[str] = field(default_factory=set)  # nodes some kernel computes
+    library_nodes: Set[str] = field(default_factory=set)  # timed in-step
     kernels: int = 0            # generated kernel launches matched
     kernel_us: float = 0.0      # their time
     attributed_us: float = 0.0  # of it, given to planned values
     recompute_us: float = 0.0   # backward kernels' recomputed forward share
     unattributed_us: float = 0.0  # kernels none of whose nodes Lethe plans
+    library_us: float = 0.0     # library kernels given to library calls
+    other_us: float = 0.0       # kernels between ours that no call made
 
     def summary(self) -> Dict[str, Any]:
         return {"profiled_nodes": len(self.times_us),
@@ -268,56 +292,147 @@ class Attribution:
                 "kernel_ms": round(self.kernel_us / 1e3, 3),
                 "attributed_ms": round(self.attributed_us / 1e3, 3),
                 "recompute_ms": round(self.recompute_us / 1e3, 3),
-                "unattributed_ms": round(self.unattributed_us / 1e3, 3)}
+                "unattributed_ms": round(self.unattributed_us / 1e3, 3),
+                "library_nodes": len(self.library_nodes),
+                "library_ms": round(self.library_us / 1e3, 3),
+                "other_ms": round(self.other_us / 1e3, 3)}
+
+    def give(self, roots: Sequence[str], us: float, backward: bool,
+             weight: Callable[[str], float]) -> float:
+        """Splits `us` over `roots` by weight; a backward kernel's share of
+        a forward node is its recomputation. Returns the share given."""
+        total = sum(weight(r) for r in roots)
+        given = 0.0
+        for r in roots:
+            share = us * weight(r) / total
+            self.seen.add(r)
+            if backward and r in self._forward:
+                self.recompute_us += share
+                continue
+            self.times_us[r] = self.times_us.get(r, 0.0) + share
+            given += share
+        return given
+
+    _forward: Set[str] = field(default_factory=set, repr=False)
+
+
+# A gap between two generated kernels whose device kernels take more than
+# this many times what its library calls took alone ran something else
+# too (another stream's work, the caller's kernels): left unattributed.
+_GAP_SLACK, _GAP_SLACK_US = 3.0, 20.0
 
 
 def attribute(kernels: GraphKernels, events: Sequence[Tuple[str, float]],
-              root_of: Dict[str, str], feeds: Dict[str, Sequence[str]],
-              forward: Sequence[str],
-              weight: Dict[str, int]) -> Optional[Attribution]:
-    """Attributes a profiled step's kernels to planned values.
-
-    `kernels`: the graph's call sites; `events`: the profile's kernels in
-    start order; `root_of`: FX node name -> the planned node (its name)
-    it is; `feeds`: a folded FX node -> the planned nodes that read it (a
-    kernel that computes only folded nodes, such as a pointwise chain
-    before a matmul, is part of its readers' work); `forward`: the planned
-    nodes of the forward; `weight`: a planned node's output bytes. None
-    when the profile does not hold the graph's forward and backward call
-    sites, in order."""
+              roots: PlannedRoots) -> Optional[Attribution]:
+    """Attributes a profiled step's kernels (`events`: name, µs, in start
+    order) to the planned values of the graph whose call sites are
+    `kernels`. The generated kernels are found by name, in the order
+    compiled; the unnamed device kernels between two of them (cuBLAS,
+    attention) belong to the library calls the wrapper makes between
+    them, split by their times alone. None when the profile does not hold
+    the graph's generated kernels in order."""
     if kernels.forward is None or kernels.backward is None:
         return None
-    fw_at = _find(events, kernels.forward, 0)
+    sites = [(s, False) for s in kernels.forward] + \
+        [(s, True) for s in kernels.backward]
+    generated = [(s, b) for s, b in sites if not s.extern]
+    fw_gen = [s for s, b in generated if not b]
+    fw_at = _find(events, fw_gen, 0)
     if fw_at is None:
         return None
-    bw_at = _find(events, kernels.backward, fw_at[1])
+    bw_at = _find(events, [s for s, b in generated if b], fw_at[1])
     if bw_at is None:
         return None
-    is_forward = set(forward)
-    result = Attribution()
-    for sites, (start, _), backward in ((kernels.forward, fw_at, False),
-                                        (kernels.backward, bw_at, True)):
-        spans = [us for name, us in events[start:] if name in
-                 {s.kernel for s in sites}][:len(sites)]
-        for site, us in zip(sites, spans):
-            result.kernels += 1
-            result.kernel_us += us
-            roots = sorted({root_of[n] for n in site.nodes if n in root_of})
-            if not roots:
-                roots = sorted({r for n in site.nodes
-                                for r in feeds.get(n, ())})
-            if not roots:
-                result.unattributed_us += us
-                continue
-            total = sum(max(weight.get(r, 0), 1) for r in roots)
-            for r in roots:
-                share = us * max(weight.get(r, 0), 1) / total
-                if backward and r in is_forward:
-                    result.recompute_us += share
-                    continue
-                result.times_us[r] = result.times_us.get(r, 0.0) + share
-                result.attributed_us += share
+    names = {s.kernel for s, _ in generated}
+    at = _indices(events, fw_gen, fw_at[0]) + _indices(
+        events, [s for s, b in generated if b], bw_at[0])
+    result = Attribution(_forward=set(roots.forward))
+    weight = lambda r: float(max(roots.weight.get(r, 0), 1))  # noqa: E731
+    lib_weight = lambda r: max(roots.library_us.get(r, 0.0), 1e-3)  # noqa
+
+    def planned(site: CallSite) -> List[str]:
+        out = sorted({roots.root_of[n] for n in site.nodes
+                      if n in roots.root_of})
+        return out or sorted({r for n in site.nodes
+                              for r in roots.feeds.get(n, ())})
+
+    anchor = 0  # generated kernels matched so far
+    last_event: Optional[int] = None
+    pending: List[Tuple[CallSite, bool]] = []  # library calls since it
+    for site, backward in sites:
+        if site.extern:
+            pending.append((site, backward))
+            continue
+        i = at[anchor]
+        anchor += 1
+        if last_event is not None:
+            _library_gap(result, pending, [
+                e for e in events[last_event + 1:i] if e[0] not in names
+                and not e[0].startswith(_COPIES)], planned, lib_weight)
+        pending, last_event = [], i
+        us = events[i][1]
+        result.kernels += 1
+        result.kernel_us += us
+        targets = planned(site)
+        if not targets:
+            result.unattributed_us += us
+            continue
+        result.attributed_us += result.give(targets, us, backward, weight)
     return result
+
+
+# Device activity of the profile that is no kernel of a library call.
+_COPIES = ("Memcpy", "Memset")
+
+
+def _library_gap(result: Attribution, calls: List[Tuple[CallSite, bool]],
+                 gap: List[Tuple[str, float]],
+                 planned: Callable[[CallSite], List[str]],
+                 weight: Callable[[str], float]) -> None:
+    total = sum(us for _, us in gap)
+    if not gap:
+        return
+    roots = [(planned(s), b) for s, b in calls]
+    roots = [(r, b) for r, b in roots if r]
+    alone = sum(weight(x) for r, _ in roots for x in r)
+    if not roots or total > _GAP_SLACK * alone + _GAP_SLACK_US:
+        result.other_us += total
+        return
+    for r, backward in roots:
+        us = total * sum(weight(x) for x in r) / alone
+        result.library_us += result.give(r, us, backward, weight)
+        result.library_nodes.update(r)
+
+
+def priced(att: Attribution, roots: PlannedRoots) -> Dict[str, float]:
+    """The time (µs) each planned node takes in the profiled step, for the
+    partitioner to plan with: its kernels' times; a library node whose
+    kernels the profile could not place keeps its time alone (plus any
+    generated kernel that prepares its operands); when every generated
+    kernel was attributed, a planned node that none computes launches
+    none (a view, or work inductor folded away) and costs nothing."""
+    times = dict(att.times_us)
+    for name, us in roots.library_us.items():
+        if name not in att.library_nodes:
+            times[name] = times.get(name, 0.0) + us
+    if att.unattributed_us <= _COMPLETE * att.kernel_us:
+        for name in roots.weight:
+            if name not in att.seen:
+                times.setdefault(name, 0.0)
+    return times
+
+
+# Generated kernel time left unattributed below which the attribution is
+# taken as complete (nodes no kernel computes then cost nothing).
+_COMPLETE = 0.05
+
+
+def _indices(events: Sequence[Tuple[str, float]], sites: List[CallSite],
+             start: int) -> List[int]:
+    """The events of `sites`' kernels from `start` (a run _find found)."""
+    names = {s.kernel for s in sites}
+    return [i for i in range(start, len(events))
+            if events[i][0] in names][:len(sites)]
 
 
 def _find(events: Sequence[Tuple[str, float]], sites: List[CallSite],
