@@ -563,7 +563,6 @@ def test_calibration_prices_generated_kernels_by_a_profiled_step():
     assert first["attributed_ms"] > 0.5 * first["kernel_ms"]
     # Re-planned once with the profiled times and no scale.
     assert c["replanned"] and c["time_scale"] == 1.0
-    # Every planned value is priced: those no kernel computes at zero.
     assert c["profiled_nodes"] >= first["profiled_nodes"]
     p = b.partitioner
     assert p.time_scale == 1.0 and p.compiles == 2
@@ -613,10 +612,14 @@ def test_kernels_are_attributed_only_in_the_order_compiled():
     assert a.recompute_us == pytest.approx(6.0)
     assert a.unattributed_us == 1.0 and a.library_us == 77.0
     assert a.library_nodes == {"mm", "mm_1", "mm_2"}
-    # What the partitioner plans with: in-step times, and (all but 4% of
-    # the generated kernels' time attributed) view_9, which no kernel
-    # computes, costs nothing.
-    assert priced(a, roots) == pytest.approx(dict(a.times_us, view_9=0.0))
+    # What the partitioner plans with: in-step times; view_9, which no
+    # kernel names, keeps the model's price.
+    assert priced(a, roots) == pytest.approx(a.times_us)
+    # A library call whose kernels were not placed keeps its time alone,
+    # plus the generated kernel that prepares its operand.
+    b = priced(attribute(k, [e for e in events if e[0] not in (
+        "gemm_b", "gemm_c")], roots), roots)
+    assert b["mm_1"] == 30.0 and b["mm_2"] == pytest.approx(3.0 + 10.0)
     # The kernels out of order, or the backward missing: nothing.
     assert attribute(k, events[::-1], roots) is None
     assert attribute(k, events[:5], roots) is None
