@@ -17,9 +17,13 @@ measurement into the two numbers the partitioner plans with:
 
 - the peak correction: predicted - measured peak, added to a byte budget
   (a measured peak over the budget is a negative correction);
-- the time scale of the kernels Lethe prices by its model: the measured
-  step minus the measured library kernels over the predicted step minus
-  them (lethe._measure.scaled_profile applies it to the device profile).
+- the node times of a profiled step (the warm step runs under
+  torch.profiler; lethe._kernel_times attributes its kernels to planned
+  values), which replace the model's and the library kernels' times alone;
+  where no profile could be attributed, the time scale of the kernels
+  Lethe prices by its model: the measured step minus the measured library
+  kernels over the predicted step minus them (lethe._measure.scaled_profile
+  applies it to the device profile).
 
 `lethe.torch.backend` measures steps 3-5 (the first compiles; the second
 warms the GPU's clocks, see `StepMeter`) and, if
