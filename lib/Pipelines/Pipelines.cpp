@@ -5,12 +5,14 @@
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -169,23 +171,34 @@ static std::optional<int64_t> getI64(ModuleOp module, StringRef name) {
 static void recordDecisions(ModuleOp module,
                             std::vector<PipelineOutcome::Decision> &records) {
   records.clear();
-  module.walk([&](NodeOp node) {
+  // Nodes and collectives (a received activation is one) carry decisions.
+  module.walk([&](Operation *op) {
+    std::optional<StringRef> name;
+    StringRef kind;
+    if (auto node = dyn_cast<NodeOp>(op)) {
+      name = node.getName();
+      kind = node.getKind();
+    } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+      name = collective.getName();
+      kind = stringifyCollectiveKind(collective.getKind());
+    } else {
+      return;
+    }
     auto decisions =
-        LetheDialect::DecisionsAttrHelper(node->getContext()).getAttr(node);
+        LetheDialect::DecisionsAttrHelper(op->getContext()).getAttr(op);
     if (!decisions)
       return;
     for (auto [index, entry] : llvm::enumerate(decisions)) {
       auto decision = dyn_cast<DecisionAttr>(entry);
-      if (!decision || index >= node->getNumResults())
+      if (!decision || index >= op->getNumResults())
         continue;
       PipelineOutcome::Decision record;
-      record.node =
-          node.getName() ? node.getName()->str() : node.getKind().str();
+      record.node = name ? name->str() : kind.str();
       if (auto id =
-              LetheDialect::NodeIdAttrHelper(node->getContext()).getAttr(node))
+              LetheDialect::NodeIdAttrHelper(op->getContext()).getAttr(op))
         record.nodeId = id.getInt();
       record.result = index;
-      record.bytes = getTypeBytes(node->getResult(index).getType());
+      record.bytes = getTypeBytes(op->getResult(index).getType());
       record.decision = stringifyDecision(decision.getValue()).str();
       records.push_back(std::move(record));
     }
@@ -260,6 +273,46 @@ public:
     addPlanPass(plan, config, budget);
     if (failed(plan.run(*result.module)))
       return result;
+    compilePlanned(result);
+    return result;
+  }
+  Attempt attempt(int64_t budget) { return attempt(std::to_string(budget)); }
+
+  /// The attempt for `step`, the plan planStep made of `func` (a function
+  /// of the module `costed` was cloned from, with the same costs) for the
+  /// pipeline's budget: what attempt(config.plan.budget) returns, without
+  /// planning again.
+  Attempt attemptPlanned(func::FuncOp func, const PlannedStep &step) {
+    OwningOpRef<ModuleOp> module = costed.clone();
+    auto funcs = module->getOps<func::FuncOp>();
+    auto cloned = llvm::find_if(funcs, [&](func::FuncOp f) {
+      return f.getSymName() == func.getSymName();
+    });
+    // `costed` is a clone of `func`'s module: its ops are the plan graph's,
+    // in the same order, found by walking both at once.
+    SmallVector<Operation *> from, to;
+    func.walk([&](Operation *op) { from.push_back(op); });
+    if (cloned != funcs.end())
+      (*cloned).walk([&](Operation *op) { to.push_back(op); });
+    if (from.size() != to.size())
+      return attempt(config.plan.budget);
+    IRMapping ops;
+    for (auto [original, copy] : llvm::zip_equal(from, to))
+      ops.map(original, copy);
+    Attempt result;
+    ++attempts;
+    result.module = std::move(module);
+    ScopedDiagnosticHandler capture(costed.getContext(), [&](Diagnostic &diag) {
+      result.diagnostics.push_back(std::move(diag));
+      return success();
+    });
+    writePlannedStep(*cloned, step, !config.plan.budget.empty(), &ops);
+    compilePlanned(result);
+    return result;
+  }
+
+  /// The program phase of `result`, whose module has its plan.
+  void compilePlanned(Attempt &result) {
     result.planned = true;
     result.planBudget =
         getI64(*result.module,
@@ -270,19 +323,17 @@ public:
               LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func))
         result.peak = std::max(result.peak, summary.getPeakBytes());
     recordDecisions(*result.module, result.decisions);
-    PassManager program(context);
+    PassManager program(costed.getContext());
     buildProgramPhase(program, config);
     if (failed(program.run(*result.module))) {
       result.broken = true;
-      return result;
+      return;
     }
     result.arena =
         getI64(*result.module,
                LetheDialect::DeviceArenaBytesAttrHelper::getNameStr())
             .value_or(0);
-    return result;
   }
-  Attempt attempt(int64_t budget) { return attempt(std::to_string(budget)); }
 
   /// The plan budget after `tried` that the walk down from `budget` takes.
   int64_t next(const Attempt &tried, int64_t budget) const {
@@ -459,7 +510,11 @@ LogicalResult lethe::agreeWithPipeline(ModuleOp module, func::FuncOp func,
   ScopedDiagnosticHandler quiet(context,
                                 [](Diagnostic &) { return success(); });
   PipelineSearch search(*one, config);
-  Attempt first = search.attempt(config.plan.budget);
+  // `step` is the plan the pass would make on `one` when the cost pass
+  // leaves the costs as they are (the driver's pipeline): compiled as it
+  // is instead of planned a second time.
+  Attempt first = config.annotateCosts ? search.attempt(config.plan.budget)
+                                       : search.attemptPlanned(func, step);
   // A plan the program phase cannot take is the compile's error to report.
   if (!first.planned || first.broken)
     return success();

@@ -9,7 +9,11 @@
 //   below it;
 // - it succeeds at a budget exactly when the budget is at least that least,
 //   so success at B implies success at every larger budget;
-// - a compiled program's arena and max-live are within the budget.
+// - a compiled program's arena and max-live are within the budget;
+// - the plan `lethe plan` reports (planStep, then agreeWithPipeline, which
+//   compiles that plan without planning it again where it packs into the
+//   budget) is the one the pipeline keeps: planStep's for the pipeline's
+//   plan budget, decision for decision.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +22,7 @@
 
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/Pipelines/Pipelines.h"
@@ -29,6 +34,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace lethe;
@@ -109,6 +116,68 @@ protected:
     return replanned;
   }
 
+  /// `lethe plan`'s route (planStep, agreeWithPipeline) against the
+  /// pipeline's at `budget`: the same feasibility and, when feasible, the
+  /// plan planStep makes for the pipeline's plan budget. Returns whether
+  /// the pipeline re-planned for packing.
+  bool checkPlanAgrees(ModuleOp base, const LethePipelineConfig &config,
+                       const std::string &budget) {
+    SCOPED_TRACE("budget " + budget);
+    OwningOpRef<ModuleOp> module = base.clone();
+    ScopedDiagnosticHandler quiet(&context,
+                                  [](Diagnostic &) { return success(); });
+    func::FuncOp func;
+    for (auto f : module->getOps<func::FuncOp>())
+      if (!f.isExternal())
+        func = f;
+    llvm::Expected<DeviceProfile> device =
+        DeviceProfile::load(config.plan.device);
+    EXPECT_TRUE(static_cast<bool>(device));
+    if (!func || !device) {
+      llvm::consumeError(device.takeError());
+      return false;
+    }
+    PlanActivationsOptions options = config.plan;
+    options.budget = budget;
+    FailureOr<PlannedStep> step =
+        planStep(func, options, *device, [](const llvm::Twine &) {});
+    EXPECT_TRUE(succeeded(step));
+    if (failed(step))
+      return false;
+    LethePipelineConfig at = config;
+    at.plan.budget = budget;
+    EXPECT_TRUE(
+        succeeded(agreeWithPipeline(*module, func, at, *device, *step)));
+    OwningOpRef<ModuleOp> compiled = base.clone();
+    PipelineOutcome outcome;
+    bool ok = succeeded(runLethePipeline(*compiled, at, &outcome));
+    EXPECT_EQ(step->plan.feasible, ok);
+    if (!ok || !step->plan.feasible)
+      return false;
+    // The pipeline kept planStep's plan for its plan budget.
+    OwningOpRef<ModuleOp> again = base.clone();
+    func::FuncOp againFunc;
+    for (auto f : again->getOps<func::FuncOp>())
+      if (f.getSymName() == func.getSymName())
+        againFunc = f;
+    options.budget = std::to_string(outcome.planBudgetBytes);
+    FailureOr<PlannedStep> kept =
+        planStep(againFunc, options, *device, [](const llvm::Twine &) {});
+    EXPECT_TRUE(succeeded(kept));
+    if (failed(kept))
+      return false;
+    EXPECT_EQ(step->plan.peakBytes, kept->plan.peakBytes);
+    EXPECT_EQ(step->plan.stepUs, kept->plan.stepUs);
+    EXPECT_EQ(step->plan.decisions.size(), kept->plan.decisions.size());
+    for (size_t a = 0; a < std::min(step->plan.decisions.size(),
+                                    kept->plan.decisions.size());
+         ++a)
+      EXPECT_EQ(step->plan.decisions[a].decision,
+                kept->plan.decisions[a].decision)
+          << "activation " << a;
+    return outcome.attempts > 1;
+  }
+
   OwningOpRef<ModuleOp> importGraph(StringRef name) {
     std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + name.str();
     auto buffer = llvm::MemoryBuffer::getFile(path);
@@ -137,6 +206,8 @@ TEST_F(PipelineFeasibility, RandomGraphs) {
       config.plan.policy = policy;
       config.annotateCosts = false;
       checkMonotone(*module, config, percents);
+      for (const char *budget : {"40%", "60%", "90%"})
+        checkPlanAgrees(*module, config, budget);
     }
   }
 }
@@ -157,6 +228,18 @@ TEST_F(PipelineFeasibility, InterleavedPipelineStage) {
   config.plan.device = "h200-nvlink";
   int replanned = checkMonotone(*module, config, {40, 100});
   EXPECT_GT(replanned, 0);
+  // `lethe plan`'s route (costs annotated once, as the driver loads the
+  // graph): where the first plan does not pack, it reports the plan the
+  // pipeline walks down to.
+  PassManager costs(&context);
+  ASSERT_TRUE(succeeded(parsePassPipeline(
+      "lethe-annotate-costs{device=h200-nvlink}", costs)));
+  ASSERT_TRUE(succeeded(costs.run(*module)));
+  config.annotateCosts = false;
+  int walked = 0;
+  for (const char *budget : {"40%", "100%"})
+    walked += checkPlanAgrees(*module, config, budget);
+  EXPECT_GT(walked, 0);
 }
 
 TEST_F(PipelineFeasibility, BundledGraphs) {

@@ -17,7 +17,6 @@
 #include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/Remarks.h"
 
 #include <cmath>
@@ -41,6 +40,13 @@ struct PlanActivationsPass
 
   /// The pass's options as the struct every route plans with.
   PlanActivationsOptions options() const;
+
+  /// The subcommand the pass's options are registered in (its
+  /// PassOptions): every option names it first, and it holds them all.
+  llvm::cl::SubCommand &optionsSubCommand() const {
+    assert(budget.Subs.size() == 1 && "options registered elsewhere too");
+    return **budget.Subs.begin();
+  }
 
 private:
   LogicalResult loadDevice(DeviceProfile &profile);
@@ -102,6 +108,30 @@ lethe::parsePlanActivationsOptions(llvm::StringRef text) {
   return pass.options();
 }
 
+PlanOptionFlags::PlanOptionFlags() : pass(createPlanActivations()) {
+  // From the pass's own subcommand, so that an option added to Passes.td
+  // is here with no other change.
+  for (const auto &entry :
+       static_cast<PlanActivationsPass &>(*pass).optionsSubCommand().OptionsMap)
+    options.push_back(entry.second);
+  llvm::sort(options, [](const llvm::cl::Option *a, const llvm::cl::Option *b) {
+    return a->ArgStr < b->ArgStr;
+  });
+}
+
+PlanOptionFlags::~PlanOptionFlags() = default;
+
+llvm::cl::Option *PlanOptionFlags::lookup(llvm::StringRef name) const {
+  for (llvm::cl::Option *option : options)
+    if (option->ArgStr == name)
+      return option;
+  return nullptr;
+}
+
+PlanActivationsOptions PlanOptionFlags::getValues() const {
+  return static_cast<const PlanActivationsPass &>(*pass).options();
+}
+
 void PlanActivationsPass::runOnOperation() {
   DeviceProfile profile;
   if (failed(loadDevice(profile)))
@@ -132,20 +162,14 @@ LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
   if (!step->plan.feasible)
     return func.emitError() << "lethe-plan: " << infeasibleMessage(step->plan);
   writeBack(func, *step);
-  if (!budget.empty())
-    LetheDialect::BudgetBytesAttrHelper(getOperation()->getContext())
-        .setAttr(getOperation(),
-                 Builder(&getContext())
-                     .getI64IntegerAttr(step->options.budgetBytes));
   return success();
 }
 
 void PlanActivationsPass::writeBack(func::FuncOp func,
                                     const PlannedStep &step) {
-  MLIRContext *context = &getContext();
   const TrainingGraph &graph = step.graph;
   const Plan &plan = step.plan;
-  writePlanAttributes(graph, plan);
+  writePlannedStep(func, step, !budget.empty());
   for (const ActivationDecision &d : plan.decisions) {
     const GraphValue &value = graph.getValue(d.value);
     const GraphNode &node = graph.getNode(value.producer);
@@ -171,25 +195,13 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
         << ("result " + std::to_string(value.resultIndex) + ": " + d.reason);
   }
 
-  auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };
   double overhead =
       plan.baselineStepUs > 0 ? plan.stepUs / plan.baselineStepUs - 1.0 : 0.0;
-  // With bound=true: no plan's overhead at this budget is lower (rounded
-  // down, so the attribute stays a bound).
-  std::optional<double> lowerBound;
   const std::optional<OverheadBound> &bound = plan.lowerBound;
-  if (bound && bound->feasible) {
-    lowerBound = std::floor(bound->overhead * 1e6) / 1e6;
+  if (bound && bound->feasible)
     lowerBoundOverheadPpm = std::max<uint64_t>(
         lowerBoundOverheadPpm,
         static_cast<uint64_t>(std::max(0.0, std::floor(bound->overhead * 1e6))));
-  }
-  LetheDialect::PlanAttrHelper(context).setAttr(
-      func, PlanAttr::get(context, plan.policy, plan.budgetBytes, plan.feasible,
-                          plan.peakBytes, plan.baselinePeakBytes,
-                          roundUs(plan.stepUs), roundUs(plan.baselineStepUs),
-                          std::round(overhead * 1e6) / 1e6, lowerBound,
-                          step.options.replayRng));
   peakBytes = std::max<uint64_t>(peakBytes, plan.peakBytes);
   baselinePeakBytes =
       std::max<uint64_t>(baselinePeakBytes, plan.baselinePeakBytes);

@@ -2,16 +2,23 @@
 
 #include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Planner/Placement.h"
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
 #include <map>
 
 using namespace mlir;
 using namespace lethe;
 
-void lethe::writePlanAttributes(const TrainingGraph &graph, const Plan &plan) {
+void lethe::writePlanAttributes(const TrainingGraph &graph, const Plan &plan,
+                                const IRMapping *ops) {
+  auto opOf = [&](NodeId node) {
+    Operation *op = graph.getNode(node).irOp;
+    return ops ? ops->lookup(op) : op;
+  };
   auto idOf = [&](NodeId node) {
     const std::optional<int64_t> &id = graph.getNode(node).sourceId;
     assert(id && "every node has its id before it is planned");
@@ -24,7 +31,7 @@ void lethe::writePlanAttributes(const TrainingGraph &graph, const Plan &plan) {
   std::map<NodeId, Entries> byNode;
   for (const ActivationDecision &d : plan.decisions) {
     const GraphValue &value = graph.getValue(d.value);
-    Operation *op = graph.getNode(value.producer).irOp;
+    Operation *op = opOf(value.producer);
     MLIRContext *context = op->getContext();
     Builder builder(context);
     Entries &entries = byNode[value.producer];
@@ -47,7 +54,7 @@ void lethe::writePlanAttributes(const TrainingGraph &graph, const Plan &plan) {
         nodes);
   }
   for (auto &[node, entries] : byNode) {
-    Operation *op = graph.getNode(node).irOp;
+    Operation *op = opOf(node);
     Builder builder(op->getContext());
     LetheDialect::DecisionsAttrHelper(op->getContext())
         .setAttr(op, builder.getArrayAttr(entries.decisions));
@@ -56,6 +63,33 @@ void lethe::writePlanAttributes(const TrainingGraph &graph, const Plan &plan) {
       LetheDialect::PlacementAttrHelper(op->getContext())
           .setAttr(op, builder.getArrayAttr(entries.placements));
   }
+}
+
+void lethe::writePlannedStep(func::FuncOp func, const PlannedStep &step,
+                             bool budgetGiven, const IRMapping *ops) {
+  MLIRContext *context = func.getContext();
+  const Plan &plan = step.plan;
+  writePlanAttributes(step.graph, plan, ops);
+  auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };
+  double overhead =
+      plan.baselineStepUs > 0 ? plan.stepUs / plan.baselineStepUs - 1.0 : 0.0;
+  // With bound=true: no plan's overhead at this budget is lower (rounded
+  // down, so the attribute stays a bound).
+  std::optional<double> lowerBound;
+  if (const std::optional<OverheadBound> &bound = plan.lowerBound;
+      bound && bound->feasible)
+    lowerBound = std::floor(bound->overhead * 1e6) / 1e6;
+  LetheDialect::PlanAttrHelper(context).setAttr(
+      func, PlanAttr::get(context, plan.policy, plan.budgetBytes, plan.feasible,
+                          plan.peakBytes, plan.baselinePeakBytes,
+                          roundUs(plan.stepUs), roundUs(plan.baselineStepUs),
+                          std::round(overhead * 1e6) / 1e6, lowerBound,
+                          step.options.replayRng));
+  if (budgetGiven)
+    if (auto module = func->getParentOfType<ModuleOp>())
+      LetheDialect::BudgetBytesAttrHelper(context).setAttr(
+          module,
+          Builder(context).getI64IntegerAttr(step.options.budgetBytes));
 }
 
 FailureOr<PlanOnIR>

@@ -19,6 +19,7 @@
 #include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -30,8 +31,21 @@ namespace lethe {
 /// Sets `lethe.decisions` (and `lethe.placement` where a result is
 /// recomputed or offloaded) on the node producing each of `plan`'s
 /// activations. Every node must have its id (assignNodeIds; `graph` built
-/// from the IR after that).
-void writePlanAttributes(const TrainingGraph &graph, const Plan &plan);
+/// from the IR after that). With `ops`, on the ops it maps `graph`'s ops
+/// to (those of a clone of the function `graph` was built from).
+void writePlanAttributes(const TrainingGraph &graph, const Plan &plan,
+                         const mlir::IRMapping *ops = nullptr);
+
+struct PlannedStep;
+
+/// What lethe-plan writes for `step`, the plan of `func` (or, with `ops`,
+/// of the function `ops` maps to `func`'s clone): the decisions
+/// (writePlanAttributes) and the function's `#lethe.plan`; with
+/// `budgetGiven`, also the resolved budget on the module
+/// (`lethe.budget_bytes`). The pass writes its plans through it, and the
+/// pipeline a plan made already, so that it need not plan it again.
+void writePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
+                      bool budgetGiven, const mlir::IRMapping *ops = nullptr);
 
 /// What readPlanAttributes found.
 struct PlanOnIR {
