@@ -637,6 +637,15 @@ llvm::Expected<AutoSolution> Solver::solve() {
       if (llvm::Error err = swapCostly(level))
         return std::move(err);
     }
+    if (!tying) {
+      // Never faster than a member above: a larger budget would not see
+      // the plan, and its overhead would be higher (AutoMonotoneTest).
+      double floor = 0.0;
+      for (const Member &m : ladder)
+        floor = std::max(floor, m.step);
+      if (llvm::Error err = flipCostly(level, floor))
+        return std::move(err);
+    }
     record(j);
     if (!firstFit && ladder.back().peak <= budget) {
       firstFit = ladder.size() - 1;
