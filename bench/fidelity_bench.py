@@ -6,8 +6,9 @@
       `lethe compile --build` (100: the unplanned program, --policy none; a
       budget the planner cannot meet is compiled at the least one it can,
       as gpu_e2e.sh does). DIR/programs/NAME/ keeps what lethe compile wrote
-      (step.mlir, step.cpp, plan.json with the predictions); DIR/gpu/ is
-      what travels to the GPU machine: programs/NAME.cpp and manifest.json.
+      (step.mlir, step.cpp, plan.json, simulation.json with the
+      predictions); DIR/gpu/ is what travels to the GPU machine:
+      programs/NAME.cpp and manifest.json.
 
   fidelity_bench.py report --dir DIR --results RESULTS [--out FILE.md]
       RESULTS: the folder holding what bench/gpu_fidelity.sh device wrote
@@ -86,7 +87,8 @@ def compile_one(graph, budget, out, device, build=True):
         if p.returncode != 0:
             return {"name": name, "graph": graph, "budget": budget,
                     "error": p.stderr.strip().splitlines()[-1:]}
-    with open(os.path.join(target, "plan.json")) as f:
+    # The program compiled, as `lethe simulate --json` states it.
+    with open(os.path.join(target, "simulation.json")) as f:
         plan = json.load(f)
     # The .so built here only shows the program builds; the GPU machine
     # builds its own.

@@ -77,10 +77,14 @@ def step_hash(outdir):
 
 
 def cmd_meta(args):
+    # `lethe compile`: plan.json is the plan (`lethe plan --json`),
+    # simulation.json the program compiled (`lethe simulate --json`).
     plan = load(os.path.join(args.outdir, "plan.json"))
+    sim = load(os.path.join(args.outdir, "simulation.json"))
     trace = load(os.path.join(args.outdir, "trace.json")) or {}
-    if plan is None:
-        print(f"gpu_fsdp_report: no plan.json in {args.outdir}", file=sys.stderr)
+    if plan is None or sim is None:
+        print(f"gpu_fsdp_report: no plan.json or simulation.json in "
+              f"{args.outdir}", file=sys.stderr)
         return 1
     coll = sim_collectives(trace)
     offloaded = sum(v.get("bytes", 0) for v in plan.get("values", [])
@@ -94,19 +98,21 @@ def cmd_meta(args):
         "budget_percent": args.budget_percent,
         "variant": args.variant, "options": args.options,
         "step_hash": step_hash(args.outdir),
-        "plan": {k: plan.get(k) for k in (
+        "plan": dict({k: sim.get(k) for k in (
             "budget_bytes", "arena_bytes", "peak_bytes", "host_arena_bytes",
-            "plan_attempts", "plan_budget_bytes", "plan_baseline_peak_bytes",
-            "plan_baseline_step_us", "predicted_step_us", "counts")},
+            "plan_attempts", "plan_budget_bytes", "predicted_step_us",
+            "counts")},
+            plan_baseline_peak_bytes=plan.get("baseline_peak_bytes"),
+            plan_baseline_step_us=plan.get("baseline_step_us")),
         "sim": {
-            "step_ms": (plan.get("step_us") or 0) / 1000.0,
-            "planner_step_ms": (plan.get("predicted_step_us") or 0) / 1000.0,
-            "comm_busy_ms": plan.get("busy_us", {}).get("comm", 0) / 1000.0,
-            "exposed_comm_ms": (plan.get("exposed_comm_us") or 0) / 1000.0,
+            "step_ms": (sim.get("step_us") or 0) / 1000.0,
+            "planner_step_ms": (sim.get("predicted_step_us") or 0) / 1000.0,
+            "comm_busy_ms": sim.get("busy_us", {}).get("comm", 0) / 1000.0,
+            "exposed_comm_ms": (sim.get("exposed_comm_us") or 0) / 1000.0,
             "all_gather_ms": coll.get("all_gather", 0.0),
             "reduce_scatter_ms": coll.get("reduce_scatter", 0.0),
             "offloaded_mib": offloaded / MIB,
-            "arena_mib": (plan.get("arena_bytes") or 0) / MIB,
+            "arena_mib": (sim.get("arena_bytes") or 0) / MIB,
         },
     }
     # An earlier variant of the same row (graph, world, profile, budget

@@ -14,7 +14,7 @@ calls, runs them all, and checks every run against the issue's targets:
              out-of-range number, a misused flag); mutants whose validity
              the mutation does not decide pass when they succeed only if
              their outputs are valid (below)
-  non-JSON   a --json / --trace / plan.json / trace.json output of a
+  non-JSON   a --json / --trace / plan.json / simulation.json / trace.json output of a
              successful run that is not strict JSON or holds a non-finite
              number (and a --plot SVG that is not XML)
   partial    any file left in the run's output directory by a failed run
@@ -475,7 +475,8 @@ def graph_commands(group, kind, work, invalid, json_route):
         json_out=("out/s.json", "out/s.trace"), svg_out=("out/s.svg",))
     add("compile", ["lethe", "compile", source, "--budget", EASY_BUDGET, "-o",
                     "out/c"],
-        json_out=("out/c/plan.json", "out/c/trace.json"),
+        json_out=("out/c/plan.json", "out/c/simulation.json",
+                  "out/c/trace.json"),
         other_out=("out/c/step.mlir", "out/c/step.cpp"))
     if json_route:
         add("translate", ["lethe-translate", "--import-graph-json", source,

@@ -111,7 +111,8 @@ def predict(program, folder, profile):
 
 def lethe_compile(src, target, device, policy, budget):
     """lethe compile at `budget` (a string), or at the least budget when
-    that is infeasible; returns (plan.json, note) or raises."""
+    that is infeasible; returns (simulation.json: the program compiled, as
+    `lethe simulate --json` states it, note) or raises."""
     shutil.rmtree(target, ignore_errors=True)
     base = [bin_path("lethe"), "compile", src, "--device", device,
             "--policy", policy, "-o", target]
@@ -125,7 +126,7 @@ def lethe_compile(src, target, device, policy, budget):
         p = run(base + ["--budget", m.group(1)])
         if p.returncode != 0:
             raise RuntimeError(p.stderr.strip()[-400:])
-    with open(os.path.join(target, "plan.json")) as f:
+    with open(os.path.join(target, "simulation.json")) as f:
         return json.load(f), note
 
 

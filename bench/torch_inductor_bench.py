@@ -291,6 +291,8 @@ def run_method(name, method, args, device, budgets):
             costs=args.lethe_costs,
             measured_nodes=sum(x.measured.get("timed_nodes", 0)
                                for x in records),
+            profiled_nodes=sum(x.measured.get("profiled_nodes", 0)
+                               for x in records),
             measure_s=sum(x.measured.get("measure_s", 0) for x in records),
             measured_rates=r.measured.get("rates"),
             calibration=backend.calibration)
@@ -506,7 +508,11 @@ def check_targets(doc):
                              _rel(v["step_ms"], p) <= 0.05,
                              f"{v['step_ms']:.2f} ms vs predicted {p:.2f} ms"
                              + (f" ({v['measured_nodes']} values' times "
-                                "measured on the GPU)"
+                                "measured on the GPU"
+                                + (f", {v['profiled_nodes']} priced by "
+                                   "their kernels in a profiled step"
+                                   if v.get("profiled_nodes") else "")
+                                + ")"
                                 if v.get("measured_nodes") else
                                 " (analytic costs)")))
             rows.append((f"{n}: loss / grad norm vs compile",

@@ -55,7 +55,8 @@ LETHE_CAPI_EXPORTED const char *letheVersion(void);
 /// content, not the name; a regular file of at most 1 GiB (a device or a
 /// FIFO is refused). `device` names the
 /// device profile that costs nodes without a measured time ("h200", "h100",
-/// ... or a profile file); NULL means "h200".
+/// ... or a profile file); NULL means the `lethe-plan` pass's default
+/// device (lethePlanOptionDefaults).
 LETHE_CAPI_EXPORTED LetheStatus letheGraphLoadFile(const char *path,
                                                    const char *device,
                                                    LetheGraph *graph);
@@ -90,26 +91,27 @@ typedef struct LethePlanImpl *LethePlan;
 
 /// Some of the planner's options, as text (the first version of this API;
 /// letheGraphPlanWithOptions takes every option). NULL strings and zero
-/// numbers mean the `lethe-plan` pass's defaults, as do the options this
-/// struct lacks (`alignment`: 256). Its layout is fixed: programs built
-/// against it keep working.
+/// numbers mean the `lethe-plan` pass's defaults (lethePlanOptionDefaults:
+/// they are declared there alone), as do the options this struct lacks
+/// (`alignment`). Its layout is fixed: programs built against it keep
+/// working.
 typedef struct {
   /// Bytes ("1073741824"), a size ("40GiB", "800 MB") or a percentage of
   /// the unplanned peak ("50%"); NULL: no limit.
   const char *budget;
-  /// none, full, every-n, selective-op, offload-all, auto (default).
+  /// none, full, every-n, selective-op, offload-all, auto.
   const char *policy;
-  /// every-n: checkpoint every n-th layer (default 2).
+  /// every-n: checkpoint every n-th layer.
   int every_n;
   /// selective-op: comma-separated op kinds whose outputs are kept.
   const char *keep_ops;
   /// selective-op: offload the kept outputs instead of retaining them.
   int offload_kept;
-  /// Never offload a storage smaller than this (default "1MiB").
+  /// Never offload a storage smaller than this.
   const char *min_offload_bytes;
-  /// Pinned host bytes for offloads (default: the device profile's).
+  /// Pinned host bytes for offloads (NULL: the device profile's).
   const char *host_budget;
-  /// auto (default), fast or exact.
+  /// auto, fast or exact.
   const char *solver;
   /// Allow recomputing RNG ops (only if their RNG state is replayed).
   int replay_rng;
@@ -117,6 +119,12 @@ typedef struct {
   /// plan's JSON then has `lower_bound_overhead` and `gap`.
   int bound;
 } LethePlanOptions;
+
+/// The `lethe-plan` pass's options with their defaults, as
+/// letheGraphPlanWithOptions takes them ("alignment=256 bound=false
+/// budget= device=h200 ..."; an empty list option is left out): the one
+/// declaration of the defaults (Passes.td), for bindings that show them.
+LETHE_CAPI_EXPORTED LetheStatus lethePlanOptionDefaults(LetheString *options);
 
 /// Plans `graph` with `options` (NULL: the defaults) on the graph's device.
 /// A budget the policy cannot meet is not an error: the plan says it is

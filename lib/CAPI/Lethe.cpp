@@ -301,6 +301,18 @@ void letheStringDestroy(LetheString string) { std::free(string.data); }
 
 const char *letheVersion(void) { return "0.1.0"; }
 
+LetheStatus lethePlanOptionDefaults(LetheString *options) {
+  if (!options)
+    return errorStatus("lethe: null output");
+  // As the pass prints itself: "lethe-plan{alignment=256 bound=false ...}".
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  lethe::createPlanActivations()->printAsTextualPipeline(os);
+  *options =
+      makeString(llvm::StringRef(printed).split('{').second.rsplit('}').first);
+  return okStatus();
+}
+
 LetheStatus letheGraphLoadFile(const char *path, const char *device,
                                LetheGraph *graph) {
   if (!path)

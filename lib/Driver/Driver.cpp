@@ -1,10 +1,13 @@
 //===- Driver.cpp - The `lethe` command-line driver -----------------------===//
 
 #include "lethe/Driver/Driver.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Import/Diagnostics.h"
+#include "lethe/Pipelines/Pipelines.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -13,16 +16,34 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace lethe;
 namespace cl = llvm::cl;
 
 namespace {
-/// Options shared by the commands, registered once per subcommand.
+/// Makes `option`, declared by a pass, a flag of the driver's `commands`
+/// too (it stays its pass's), listed in the driver's help under `category`.
+void addToCommands(cl::Option &option,
+                   llvm::ArrayRef<cl::SubCommand *> commands,
+                   cl::OptionCategory &category) {
+  // addArgument registers an option in the subcommands it names: name only
+  // the commands for the call, then all of them.
+  llvm::SmallPtrSet<cl::SubCommand *, 1> own = option.Subs;
+  option.Subs.clear();
+  for (cl::SubCommand *command : commands)
+    option.addSubCommand(*command);
+  option.addArgument();
+  option.Subs.insert(own.begin(), own.end());
+  option.addCategory(category);
+}
+
+/// The driver's command line. The planner's flags are the lethe-plan
+/// pass's options and `--contention` is lethe-pipeline's (Passes.td,
+/// Pipelines.h): names, help and defaults declared once, there; only the
+/// driver's own flags (files, `--top`, `--build`) are declared here.
 struct DriverCommandLine {
-  /// The planner's defaults: the lethe-plan pass's, declared in Passes.td
-  /// (first, so that the options below are initialized from it).
-  const PlanActivationsOptions defaults;
   cl::OptionCategory category{"Lethe options"};
   cl::SubCommand report{"report",
                         "Memory profile and predicted step time of the "
@@ -34,22 +55,21 @@ struct DriverCommandLine {
                           "on the device profile"};
   cl::SubCommand compile{"compile",
                          "Compile under a budget: write the allocated "
-                         "program, the plan and the trace"};
+                         "program, the plan, the simulated program and the "
+                         "trace"};
+
+  /// `lethe plan`, `simulate`, `compile`: every lethe-plan option (but
+  /// `bound`, which only `lethe plan` reports); `device` for `report` too.
+  PlanOptionFlags planFlags;
+  /// `lethe simulate`, `compile`: lethe-pipeline's `contention`.
+  LethePipelineOptions pipelineFlags;
+  /// `--plan FILE`, the name `plan-file` had before it was the pass's.
+  std::optional<cl::alias> planFileAlias;
 
   cl::opt<std::string> graph{
       cl::Positional,   cl::Required,     cl::desc("<graph.json | graph.mlir>"),
       cl::sub(report),  cl::sub(plan),    cl::sub(simulate),
       cl::sub(compile), cl::cat(category)};
-  cl::opt<std::string> device{
-      "device",
-      cl::init(defaults.device),
-      cl::desc("Device profile: h100, h200, a100, or a JSON file path"),
-      cl::value_desc("name|file"),
-      cl::sub(report),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
   cl::opt<std::string> json{"json",
                             cl::desc("Also write the numbers as JSON"),
                             cl::value_desc("file"),
@@ -74,114 +94,6 @@ struct DriverCommandLine {
       cl::sub(plan),
       cl::cat(category)};
 
-  // `lethe plan`: the options of the lethe-plan pass (docs/Planner.md),
-  // with its defaults; PlanStepTest checks that every one is here.
-  cl::opt<std::string> budget{
-      "budget",
-      cl::Required,
-      cl::desc("Device bytes the step may allocate at any instant: bytes, "
-               "a size (2GiB, 800MB) or a percentage of the unplanned peak "
-               "(60%)"),
-      cl::value_desc("B"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-  cl::opt<std::string> policy{
-      "policy",
-      cl::init(defaults.policy),
-      cl::desc("none, full, every-n, selective-op, offload-all or auto"),
-      cl::value_desc("P"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-  cl::opt<int> everyN{"n",
-                      cl::init(defaults.everyN),
-                      cl::desc("every-n: checkpoint layers 0, n, 2n, ..."),
-                      cl::sub(plan),
-                      cl::sub(simulate),
-                      cl::sub(compile),
-                      cl::cat(category)};
-  cl::list<std::string> keepOps{
-      "keep-ops",
-      cl::CommaSeparated,
-      cl::desc("selective-op: op kinds whose outputs are kept (default: "
-               "matmul-like ops and attention)"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-  cl::opt<bool> offloadKept{"offload-kept",
-                            cl::init(defaults.offloadKept),
-                            cl::desc("selective-op: send the kept outputs to "
-                                     "host instead"),
-                            cl::sub(plan),
-                            cl::sub(simulate),
-                            cl::sub(compile),
-                            cl::cat(category)};
-  cl::opt<std::string> minOffloadBytes{
-      "min-offload-bytes",
-      cl::init(defaults.minOffloadBytes),
-      cl::desc("Never offload a storage smaller than this"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-  cl::opt<std::string> hostBudget{
-      "host-budget",
-      cl::init(defaults.hostBudget),
-      cl::desc("Pinned host bytes offloaded storages may occupy (default: "
-               "the device profile's)"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-  cl::opt<std::string> solver{"solver",
-                              cl::init(defaults.solver),
-                              cl::desc("auto policy: fast, exact or auto"),
-                              cl::sub(plan),
-                              cl::sub(simulate),
-                              cl::sub(compile),
-                              cl::cat(category)};
-  cl::opt<bool> replayRng{
-      "replay-rng",
-      cl::init(defaults.replayRng),
-      cl::desc("Allow recomputing RNG ops (only sound when the runtime "
-               "replays their RNG state)"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-  cl::opt<bool> bound{
-      "bound", cl::init(defaults.bound),
-      cl::desc("Also compute a lower bound on the step-time overhead of "
-               "any plan at the budget, and the plan's gap to it"),
-      cl::sub(plan), cl::cat(category)};
-  cl::opt<int64_t> alignment{
-      "alignment",
-      cl::init(defaults.alignment),
-      cl::desc("Plan every allocated storage at its size rounded up to this "
-               "(a power of two): the device arena's alignment"),
-      cl::value_desc("bytes"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-  cl::opt<std::string> planFile{
-      "plan",
-      cl::init(defaults.planFile),
-      cl::desc("Evaluate (and compile) the decisions in this JSON file "
-               "instead of planning: {\"decisions\": [{\"node_id\": N or "
-               "\"node\": NAME, \"output\": K, \"decision\": retain, "
-               "recompute or offload}]}, as `lethe plan --json` writes "
-               "them"),
-      cl::value_desc("FILE"),
-      cl::sub(plan),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
-
   // `lethe simulate` / `lethe compile`.
   cl::opt<std::string> plot{
       "plot",
@@ -190,44 +102,43 @@ struct DriverCommandLine {
       cl::value_desc("file"), cl::sub(simulate), cl::cat(category)};
   cl::opt<std::string> output{
       "o",
-      cl::desc("Directory for step.mlir, step.cpp, plan.json and trace.json"),
+      cl::desc("Directory for step.mlir, step.cpp, plan.json, "
+               "simulation.json and trace.json"),
       cl::value_desc("dir"), cl::sub(compile), cl::cat(category)};
   cl::opt<bool> build{"build",
                       cl::desc("Also build step.so, the program lethe-run "
                                "loads (needs a C++ compiler, not CUDA)"),
                       cl::sub(compile), cl::cat(category)};
-  cl::opt<std::string> contention{
-      "contention",
-      cl::init("auto"),
-      cl::desc("How host copies share time with collectives: auto (from "
-               "the device profile and a simulation), on (separate), off "
-               "(overlap), yield"),
-      cl::sub(simulate),
-      cl::sub(compile),
-      cl::cat(category)};
+
+  DriverCommandLine() {
+    for (cl::Option *option : planFlags.getOptions()) {
+      StringRef name = option->ArgStr;
+      if (name == "device")
+        addToCommands(*option, {&report, &plan, &simulate, &compile}, category);
+      else if (name == "bound")
+        addToCommands(*option, {&plan}, category);
+      else
+        addToCommands(*option, {&plan, &simulate, &compile}, category);
+    }
+    // Planning needs a budget here (the pass takes none as no limit).
+    cl::Option *budget = planFlags.lookup("budget");
+    assert(budget && "lethe-plan has a budget option");
+    budget->setNumOccurrencesFlag(cl::Required);
+    planFileAlias.emplace("plan", cl::aliasopt(*planFlags.lookup("plan-file")),
+                          cl::desc("Alias for --plan-file"));
+    addToCommands(pipelineFlags.contention, {&simulate, &compile}, category);
+  }
 
   CommandOptions toOptions() const {
     CommandOptions options;
     options.graphPath = graph;
-    options.plan.device = device;
+    options.plan = planFlags.getValues();
     options.jsonPath = json;
     options.tracePath = trace;
     options.top = top;
-    options.plan.budget = budget;
-    options.plan.policy = policy;
-    options.plan.everyN = everyN;
-    options.plan.keepOps.assign(keepOps.begin(), keepOps.end());
-    options.plan.offloadKept = offloadKept;
-    options.plan.minOffloadBytes = minOffloadBytes;
-    options.plan.hostBudget = hostBudget;
-    options.plan.solver = solver;
-    options.plan.replayRng = replayRng;
-    options.plan.bound = bound;
-    options.plan.alignment = alignment;
-    options.plan.planFile = planFile;
     options.plotPath = plot;
     options.outputDir = output;
-    options.contention = contention;
+    options.contention = pipelineFlags.contention;
     options.build = build;
     return options;
   }
@@ -273,7 +184,8 @@ int lethe::runLetheDriver(int argc, char **argv) {
       "Lethe: plan training-step activation memory (retain, recompute, "
       "offload)\n\n"
       "  lethe report GRAPH [--device D] [--json FILE] [--trace FILE]\n"
-      "  lethe plan GRAPH --budget B [--policy P | --plan FILE] [--device D] "
+      "  lethe plan GRAPH --budget B [--policy P | --plan-file FILE] "
+      "[--device D] "
       "[--json FILE] [--trace FILE]\n"
       "  lethe simulate GRAPH --budget B [--policy P] [--device D] "
       "[--json FILE] [--trace FILE] [--plot FILE]\n"
@@ -285,7 +197,9 @@ int lethe::runLetheDriver(int argc, char **argv) {
 
   // `--budget=` would otherwise mean "no limit".
   if ((commandLine.plan || commandLine.simulate || commandLine.compile) &&
-      llvm::StringRef(commandLine.budget).trim().empty()) {
+      llvm::StringRef(commandLine.planFlags.getValues().budget)
+          .trim()
+          .empty()) {
     llvm::errs() << "error: --budget needs a value: bytes, a size (2GiB) or "
                     "a percentage of the unplanned peak (60%)\n";
     return 1;

@@ -1,6 +1,6 @@
 //===- SimulateCommand.cpp - `lethe simulate` and `lethe compile` ---------===//
 
-#include "lethe/Dialect/Lethe/IR/LetheDialect.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Driver/Simulation.h"
@@ -9,6 +9,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
+
+#include <map>
+#include <optional>
 
 using namespace mlir;
 using namespace lethe;
@@ -19,6 +22,8 @@ struct CompiledStep {
   OwningOpRef<ModuleOp> module;
   func::FuncOp func;
   SimulationReport report;
+  /// `lethe compile`: the plan compiled, as `lethe plan` states it.
+  std::optional<PlannedStep> plan;
 };
 } // namespace
 
@@ -30,9 +35,52 @@ LethePipelineConfig lethe::pipelineConfig(const CommandOptions &options) {
   return config;
 }
 
+/// The plan `lethe compile` compiled, as `lethe plan` states it (the same
+/// PlannedStep, written by the same planToJson): planned again for the plan
+/// budget the pipeline kept (the planner is a function of the budget;
+/// agreeWithPipeline does the same), stated for the budget asked for, and
+/// checked to make the decisions the program was compiled from.
+static FailureOr<PlannedStep> compiledPlan(func::FuncOp func,
+                                           const CommandOptions &options,
+                                           const DeviceProfile &device,
+                                           const PipelineOutcome &outcome) {
+  PlanActivationsOptions planOptions = options.plan;
+  if (outcome.planBudgetBytes >= 0)
+    planOptions.budget = std::to_string(outcome.planBudgetBytes);
+  FailureOr<PlannedStep> step =
+      planStep(func, planOptions, device, [](const llvm::Twine &message) {
+        llvm::errs() << "error: " << message << "\n";
+      });
+  if (failed(step))
+    return failure();
+  if (outcome.budgetBytes >= 0) {
+    step->plan.budgetBytes = outcome.budgetBytes;
+    step->options.budgetBytes = outcome.budgetBytes;
+  }
+  // Decisions by (exported node, output), as both name them.
+  std::map<std::pair<int64_t, unsigned>, std::string> compiled, planned;
+  for (const PipelineOutcome::Decision &d : outcome.decisions)
+    compiled[{d.nodeId, d.result}] = d.decision;
+  for (const ActivationDecision &d : step->plan.decisions) {
+    const GraphValue &value = step->graph.getValue(d.value);
+    if (value.isInput())
+      continue;
+    const GraphNode &producer = step->graph.getNode(value.producer);
+    planned[{producer.sourceId.value_or(-1), value.resultIndex}] =
+        stringifyDecision(d.decision).str();
+  }
+  if (!step->plan.feasible || planned != compiled)
+    return func.emitError("lethe compile: planning again for the plan "
+                          "budget (")
+           << outcome.planBudgetBytes
+           << " B) does not give the plan compiled; no plan document";
+  return step;
+}
+
 static FailureOr<CompiledStep> compileStep(const CommandOptions &options,
                                            MLIRContext &context,
-                                           bool withUnplanned) {
+                                           bool withUnplanned,
+                                           bool withPlan = false) {
   CompiledStep step;
   LoadOptions loadOptions;
   loadOptions.device = options.plan.device;
@@ -63,9 +111,20 @@ static FailureOr<CompiledStep> compileStep(const CommandOptions &options,
   for (Operation &op : llvm::make_early_inc_range(*step.module->getBody()))
     if (&op != func.getOperation() && isa<func::FuncOp>(op))
       op.erase();
+  // The step as given, to state the plan from (the pipeline consumes it).
+  OwningOpRef<ModuleOp> source;
+  if (withPlan)
+    source = step.module->clone();
   if (failed(runLethePipeline(*step.module, pipelineConfig(options),
                               &report.outcome)))
     return failure();
+  if (withPlan) {
+    FailureOr<PlannedStep> plan = compiledPlan(
+        getTrainingFunction(*source), options, *device, report.outcome);
+    if (failed(plan))
+      return failure();
+    step.plan = std::move(*plan);
+  }
   step.func = getTrainingFunction(*step.module);
   FailureOr<ProgramSimulation> planned = simulateProgram(step.func, *device);
   if (failed(planned))
@@ -109,28 +168,6 @@ LogicalResult lethe::runSimulateCommand(const CommandOptions &options,
   return commitOutputFiles(outputs);
 }
 
-/// The plan document of `lethe compile`: the planner's predictions, the
-/// decisions and what the program needs at run time.
-static llvm::json::Value compiledPlanJson(const CompiledStep &step) {
-  const SimulationReport &report = step.report;
-  llvm::json::Object json = *simulationToJson(report).getAsObject();
-  if (auto plan = LetheDialect::PlanAttrHelper(step.func->getContext())
-                      .getAttr(step.func)) {
-    json["plan_policy"] = stringifyPolicy(plan.getPolicy()).str();
-    json["plan_budget_bytes"] = plan.getBudgetBytes();
-    json["plan_feasible"] = plan.getFeasible();
-    json["plan_peak_bytes"] = plan.getPeakBytes();
-    json["plan_baseline_peak_bytes"] = plan.getBaselinePeakBytes();
-    json["plan_step_us"] = plan.getStepUs().convertToDouble();
-    json["plan_baseline_step_us"] = plan.getBaselineStepUs().convertToDouble();
-    json["plan_overhead"] = plan.getOverhead().convertToDouble();
-    if (std::optional<llvm::APFloat> bound = plan.getLowerBoundOverhead())
-      json["plan_lower_bound_overhead"] = bound->convertToDouble();
-  }
-  json["values"] = compiledDecisionsToJson(report.outcome);
-  return json;
-}
-
 LogicalResult lethe::runCompileCommand(const CommandOptions &options,
                                        MLIRContext &context) {
   if (options.outputDir.empty()) {
@@ -138,7 +175,8 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
     return failure();
   }
   FailureOr<CompiledStep> step =
-      compileStep(options, context, /*withUnplanned=*/false);
+      compileStep(options, context, /*withUnplanned=*/false,
+                  /*withPlan=*/true);
   if (failed(step))
     return failure();
   // The program the runtime runs, lowered from a copy before anything is
@@ -167,10 +205,21 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
                           [&](raw_ostream &os) { step->module->print(os); })) ||
       failed(writeOutputFile(outputs, path("step.cpp"),
                              [&](raw_ostream &os) { os << program; })) ||
+      // The plan as `lethe plan --json` writes it, the simulated program as
+      // `lethe simulate --json` does: one writer each.
       failed(writeOutputFile(
           outputs, path("plan.json"),
           [&](raw_ostream &os) {
-            os << llvm::formatv("{0:2}", compiledPlanJson(*step)) << "\n";
+            os << llvm::formatv("{0:2}",
+                                planToJson(step->plan->plan, step->plan->graph))
+               << "\n";
+          },
+          /*json=*/true)) ||
+      failed(writeOutputFile(
+          outputs, path("simulation.json"),
+          [&](raw_ostream &os) {
+            os << llvm::formatv("{0:2}", simulationToJson(step->report))
+               << "\n";
           },
           /*json=*/true)) ||
       failed(writeOutputFile(
@@ -189,7 +238,7 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
   printSimulationReport(step->report, llvm::outs());
   llvm::outs() << "  wrote        " << path("step.mlir") << ", "
                << path("step.cpp") << ", " << path("plan.json") << ", "
-               << path("trace.json");
+               << path("simulation.json") << ", " << path("trace.json");
   if (options.build)
     llvm::outs() << ", " << path("step.so");
   llvm::outs() << "\n";

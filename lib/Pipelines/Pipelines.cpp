@@ -169,23 +169,34 @@ static std::optional<int64_t> getI64(ModuleOp module, StringRef name) {
 static void recordDecisions(ModuleOp module,
                             std::vector<PipelineOutcome::Decision> &records) {
   records.clear();
-  module.walk([&](NodeOp node) {
+  // Nodes and collectives (a received activation is one) carry decisions.
+  module.walk([&](Operation *op) {
+    std::optional<StringRef> name;
+    StringRef kind;
+    if (auto node = dyn_cast<NodeOp>(op)) {
+      name = node.getName();
+      kind = node.getKind();
+    } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
+      name = collective.getName();
+      kind = stringifyCollectiveKind(collective.getKind());
+    } else {
+      return;
+    }
     auto decisions =
-        LetheDialect::DecisionsAttrHelper(node->getContext()).getAttr(node);
+        LetheDialect::DecisionsAttrHelper(op->getContext()).getAttr(op);
     if (!decisions)
       return;
     for (auto [index, entry] : llvm::enumerate(decisions)) {
       auto decision = dyn_cast<DecisionAttr>(entry);
-      if (!decision || index >= node->getNumResults())
+      if (!decision || index >= op->getNumResults())
         continue;
       PipelineOutcome::Decision record;
-      record.node =
-          node.getName() ? node.getName()->str() : node.getKind().str();
+      record.node = name ? name->str() : kind.str();
       if (auto id =
-              LetheDialect::NodeIdAttrHelper(node->getContext()).getAttr(node))
+              LetheDialect::NodeIdAttrHelper(op->getContext()).getAttr(op))
         record.nodeId = id.getInt();
       record.result = index;
-      record.bytes = getTypeBytes(node->getResult(index).getType());
+      record.bytes = getTypeBytes(op->getResult(index).getType());
       record.decision = stringifyDecision(decision.getValue()).str();
       records.push_back(std::move(record));
     }

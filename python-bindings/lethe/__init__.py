@@ -219,7 +219,7 @@ def _pass_options(options: Dict[str, Any]) -> str:
 
 
 def plan(graph: GraphSource, budget: Budget = None,
-         policy: Optional[str] = None, device: str = "h200", *,
+         policy: Optional[str] = None, device: Optional[str] = None, *,
          every_n: Optional[int] = None,
          keep_ops: Union[str, Iterable[str]] = (),
          offload_kept: Optional[bool] = None,
@@ -232,8 +232,9 @@ def plan(graph: GraphSource, budget: Budget = None,
     ("40GiB") or a share of the unplanned peak ("50%"); None: no limit.
     `policy`: auto, none, full, every-n, selective-op, offload-all. The
     options are the `lethe-plan` pass's (docs/Generated/LethePasses.md;
-    `every_n` is its `n`), None meaning its default, so that the same graph
-    and options plan as `lethe plan`, `lethe compile` and `lethe-opt` do;
+    `every_n` is its `n`), None meaning its default (`device` too:
+    lethe._native.plan_option_defaults()), so that the same graph and
+    options plan as `lethe plan`, `lethe compile` and `lethe-opt` do;
     `alignment` (default 256, the arena's) rounds every storage up before
     planning. When no plan meets the budget, raises InfeasibleBudgetError
     (carrying the plan) unless `allow_infeasible`. `bound`: also compute a
@@ -268,16 +269,19 @@ def plan(graph: GraphSource, budget: Budget = None,
     return result
 
 
-def load(graph: GraphSource, device: str = "h200") -> Graph:
+def load(graph: GraphSource, device: Optional[str] = None) -> Graph:
     """Loads a training step: the path of a graph file, an exported graph
     dict (as `lethe.torch.export_training_step` returns), or a Graph
-    (returned as it is). `device` costs the ops that carry no time. A file
+    (returned as it is). `device` costs the ops that carry no time (None:
+    the lethe-plan pass's default device, h200). A file
     is read as Lethe's graph JSON when its text starts with `{`, else as
     MLIR, whatever its name (as the `lethe` tools do)."""
     if isinstance(graph, Graph):
         return graph
-    _check_device(device)
     _native.library()  # ImportError first when the library is missing
+    if device is None:
+        device = _native.plan_option_defaults()["device"]
+    _check_device(device)
     if isinstance(graph, dict):
         text = json.dumps(graph, allow_nan=False)
         return Graph(_native.Graph.loads(text, "json", "<dict>", device),
@@ -294,7 +298,7 @@ def load(graph: GraphSource, device: str = "h200") -> Graph:
                     f"{type(graph).__name__}")
 
 
-def report(graph: GraphSource, device: str = "h200",
+def report(graph: GraphSource, device: Optional[str] = None,
            top: int = 10) -> Dict[str, Any]:
     """`lethe report --json` of `graph` (anything `load` takes), as a dict."""
     return load(graph, device).report(top)

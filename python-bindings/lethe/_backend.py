@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from lethe import _calibrate, _inductor, _partition
+from lethe import _calibrate, _inductor, _kernel_times, _partition
 from lethe._joint_graph import JointCapture, build_graph_json
 from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
 from lethe._planclient import (InfeasibleBudgetError, PlanError, PlanRecord,
@@ -60,8 +60,12 @@ def backend(budget="40%", policy="auto", device=None, **options):
       lethe._calibrate) and, if the peak is over a byte budget, a
       byte budget that constrained the plan is under-used by more than 5%,
       or the step is more than 5% off its prediction, re-plan once with the
-      error corrected and recompile. `Backend.calibration` says what was
-      measured and done. Needs the module route (not options=).
+      error corrected and recompile. The warm step runs under
+      torch.profiler: the kernels inductor generated are timed in it and
+      attributed to the values they compute (lethe._kernel_times), and the
+      re-plan prices those values by these times instead of scaling the
+      model. `Backend.calibration` says what was measured and done. Needs
+      the module route (not options=).
     Keyword options: `offload` (True / False / "auto": on CUDA only;
     default False with inductor, whose fused steps leave copies no time to
     hide, and "auto" eager),
@@ -208,7 +212,9 @@ class Backend:
                 compiled = torch.compile(model, backend=self, dynamic=False)
                 if self._calibrate:
                     calibrator = _calibrate.Calibrator(self, compiled)
-                    _calibrate.StepMeter(compiled, calibrator.on_step)
+                    _calibrate.StepMeter(compiled, calibrator.on_step,
+                                         profile=calibrator.wants_profile,
+                                         on_profile=calibrator.on_profile)
                 return compiled
             return self.wrap_module(model)
         # torch.compile calls backends with (GraphModule, example inputs).
@@ -220,7 +226,19 @@ class Backend:
                 # Asynchronous D2H copies read buffers that inductor would
                 # otherwise hand to later kernels (lethe/_inductor.py).
                 patches.setdefault("allow_buffer_reuse", False)
-            return compile_fx(model, example_inputs, config_patches=patches)
+            extra = {}
+            if self._calibrate and _kernel_times.supported():
+                # The calibration profiles a step and prices the generated
+                # kernels by it: their provenance is recorded per graph.
+                from torch._inductor.compile_fx import compile_fx_inner
+                if self.partitioner.provenance is None:
+                    self.partitioner.provenance = \
+                        _kernel_times.KernelProvenance()
+                patches = {**_kernel_times.COMPILE_PATCHES, **patches}
+                extra["inner_compile"] = \
+                    self.partitioner.provenance.wrap(compile_fx_inner)
+            return compile_fx(model, example_inputs, config_patches=patches,
+                              **extra)
         from torch._dynamo.backends.common import aot_autograd
         compiler = aot_autograd(fw_compiler=_boxed_eager,
                                 bw_compiler=_boxed_eager,

@@ -17,9 +17,13 @@ measurement into the two numbers the partitioner plans with:
 
 - the peak correction: predicted - measured peak, added to a byte budget
   (a measured peak over the budget is a negative correction);
-- the time scale of the kernels Lethe prices by its model: the measured
-  step minus the measured library kernels over the predicted step minus
-  them (lethe._measure.scaled_profile applies it to the device profile).
+- the node times of a profiled step (the warm step runs under
+  torch.profiler; lethe._kernel_times attributes its kernels to planned
+  values), which replace the model's and the library kernels' times alone;
+  where no profile could be attributed, the time scale of the kernels
+  Lethe prices by its model: the measured step minus the measured library
+  kernels over the predicted step minus them (lethe._measure.scaled_profile
+  applies it to the device profile).
 
 `lethe.torch.backend` measures steps 3-5 (the first compiles; the second
 warms the GPU's clocks, see `StepMeter`) and, if
@@ -38,6 +42,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
+from lethe import _kernel_times
+
 __all__ = ["Calibrator", "StepMeter", "Measurement", "correction",
            "TOLERANCE"]
 
@@ -49,6 +55,9 @@ TOLERANCE = 0.05
 # Time scales are kept within these bounds: a measurement outside them is
 # a broken step (a recompile, a host stall), not a model error.
 _SCALE_MIN, _SCALE_MAX = 0.2, 5.0
+# Steps profiled per module at most: a plan and the plans compared with it
+# (each profile stops the host while torch.profiler collects its events).
+_MAX_PROFILES = 3
 
 
 @dataclass
@@ -147,10 +156,36 @@ class Calibrator:
         self.fallback: Optional[Dict[str, Any]] = None
         # Peaks are measured on CUDA only.
         self.p.allow_provisional = torch.cuda.is_available()
+        self.profiles = 0  # steps profiled (lethe._kernel_times)
 
     def _new_records(self) -> List[Any]:
         new = self.p.compiles - self.before
         return self.p.records[-new:] if new else []
+
+    def wants_profile(self) -> bool:
+        """Whether the coming warm step should be profiled: the plan that
+        runs was compiled with kernel provenance and is not attributed yet
+        (a few profiles at most: each stops the host for a moment)."""
+        if self.p.provenance is None or self.profiles >= _MAX_PROFILES:
+            return False
+        records = self._new_records()
+        return len(records) == 1 and records[0].kernels is not None \
+            and records[0].attribution is None
+
+    def on_profile(self, events: List[Any]) -> None:
+        """A profiled step's kernels, attributed to the running plan's
+        values (used by the next re-plan, see _first)."""
+        self.profiles += 1
+        records = self._new_records()
+        if len(records) != 1 or records[0].roots is None:
+            return
+        r = records[0]
+        r.attribution = _kernel_times.attribute(r.kernels, events, r.roots)
+        self.report.setdefault("profiles", []).append(
+            r.attribution.summary() if r.attribution is not None else {
+                "unattributed": "the profile does not hold this graph's "
+                "generated kernels in the order they were compiled (or "
+                "they came from inductor's cache)"})
 
     def on_step(self, measured: Measurement) -> bool:
         going_on = self._on_step(measured)
@@ -230,6 +265,7 @@ class Calibrator:
             and self.p.offload is not False \
             and measured.step_ms > (1 + TOLERANCE) * r.plan.step_us / 1e3
         time_scale, peak_correction = fix.time_scale, fix.peak_correction
+        profiled = None
         if compare:
             # The offloading plan's errors are its copies': the recompute-only
             # plan is made with the corrections it was made with (measured
@@ -243,8 +279,21 @@ class Calibrator:
             self.report["offload_compared"] = True
         elif not fix.replan:
             return False
+        att = r.attribution
+        if att is not None and att.kernels:
+            # The kernels' times in the step replace the model's and the
+            # times alone; the scale was the model's error on them.
+            profiled = dict(p.profiled, **_kernel_times.priced(att, r.roots))
+            time_scale = 1.0
+            fix.reasons.append(
+                f"{len(profiled)} values priced by their kernels in a "
+                f"profiled step ({att.attributed_us / 1e3:.2f} of "
+                f"{att.kernel_us / 1e3:.2f} ms of generated kernels, "
+                f"{att.library_us / 1e3:.2f} ms of library kernels)")
+            self.report.update(time_scale=time_scale,
+                               profiled_nodes=len(profiled))
         self.first = dict(attempt, record=r, offload=self.p.offload,
-                          compare=compare,
+                          compare=compare, profiled=dict(p.profiled),
                           ctx=getattr(self.compiled, "dynamo_ctx", None),
                           fits=(budget is None or measured.peak_bytes is None
                                 or measured.peak_bytes <= budget)
@@ -255,7 +304,7 @@ class Calibrator:
         self.p.allow_provisional = measured.peak_bytes is not None
         if compare:
             self.p.offload = False
-        if not self._replan(peak_correction, time_scale):
+        if not self._replan(peak_correction, time_scale, profiled):
             if compare:
                 self.p.offload = self.first["offload"]
             return False
@@ -365,14 +414,17 @@ class Calibrator:
         self.p.set_peak_correction(first["peak_correction"])
         self.p.set_time_scale(first["time_scale"])
         self.p.offload = first["offload"]
+        self.p.profiled = first["profiled"]
         self.report["reverted"] = True
         self.backend.calibrated_plan = first["record"]
         self.report["after"] = {k: v for k, v in first.items()
                                 if k not in ("ctx", "fits", "record",
-                                             "offload", "compare")}
+                                             "offload", "compare",
+                                             "profiled")}
         return True
 
-    def _replan(self, peak_correction: int, time_scale: float) -> bool:
+    def _replan(self, peak_correction: int, time_scale: float,
+                profiled: Optional[Dict[str, float]] = None) -> bool:
         try:
             _recompile(self.compiled, self.backend)
         except AttributeError as e:  # a torch whose OptimizedModule differs
@@ -381,6 +433,8 @@ class Calibrator:
             return False
         self.p.set_peak_correction(peak_correction)
         self.p.set_time_scale(time_scale)
+        if profiled is not None:
+            self.p.profiled = profiled
         self.before = self.p.compiles
         return True
 
@@ -423,8 +477,20 @@ class StepMeter:
 
     def __init__(self, module: torch.nn.Module,
                  on_step: Callable[[Measurement], bool],
-                 warm: int = 1, steps: int = 3) -> None:
+                 warm: int = 1, steps: int = 3,
+                 profile: Optional[Callable[[], bool]] = None,
+                 on_profile: Optional[Callable[[List[Any]], None]] = None
+                 ) -> None:
         self._on_step = on_step
+        # The last warm step runs under torch.profiler when `profile()` says
+        # so; `on_profile` gets its kernels (lethe._kernel_times).
+        self._profile = profile
+        self._on_profile = on_profile
+        # The profiled step's state while its StepProfile runs. It is
+        # stopped at the next call, not where the backward ends: autograd
+        # restores its thread-local state (profiler included) after its
+        # callbacks, which re-enabled a profiler stopped in one.
+        self._profiling: Optional[Dict[str, Any]] = None
         self._warm = warm
         self._steps = max(1, steps)
         # Calls not measured: the first compiles, then `warm`.
@@ -455,8 +521,18 @@ class StepMeter:
             # call's forward before its hooks ran: this call runs the old
             # plan, the next one compiles the new; measure after `warm`.
             self._skip = self._calls + 2 + self._warm
+        if self._profiling is not None:
+            state, self._profiling = self._profiling, None
+            events = state["profile"].stop()
+            # Without a backward (the call did not train) it is no step's.
+            if state.get("ended") and self._on_profile is not None:
+                self._on_profile(events)
         self._calls += 1
         self._pending = None
+        if self._calls == self._skip and self._warm >= 1 \
+                and torch.is_grad_enabled() and self._profile is not None \
+                and self._profile():
+            self._start_profile(_device(module, args))
         if self._calls <= self._skip or not torch.is_grad_enabled():
             return
         device = _device(module, args)
@@ -473,6 +549,16 @@ class StepMeter:
         else:
             state["t0"] = time.perf_counter()
         self._pending = state
+
+    def _start_profile(self, device: Optional[torch.device]) -> None:
+        try:
+            profile = _kernel_times.StepProfile(device)
+        except RuntimeError as e:  # e.g. the user's profiler is running
+            warnings.warn(f"Lethe: the step could not be profiled ({e}); "
+                          "the calibration scales the model instead")
+            return
+        self._pending = self._profiling = {"device": device,
+                                           "profile": profile}
 
     def _after(self, module: torch.nn.Module, args: Any, out: Any) -> None:
         state, self._pending = self._pending, None
@@ -491,6 +577,9 @@ class StepMeter:
         root.register_hook(started)
 
     def _end(self, state: Dict[str, Any]) -> None:
+        if "profile" in state:  # a warm step: profiled, not measured
+            state["ended"] = True
+            return
         device = state["device"]
         if device is not None:
             state["end"] = torch.cuda.Event(enable_timing=True)

@@ -37,6 +37,7 @@ import torch.fx as fx
 
 from lethe import InfeasibleBudgetError, Plan
 from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
+from lethe._kernel_times import KernelProvenance, planned_roots
 from lethe._measure import (CostTable, device_key, measured_profile,
                             runs_as_library_kernel, scaled_profile)
 from lethe._partition import OFFLOAD, RETAIN
@@ -141,6 +142,10 @@ class PartitionRecord(PlanRecord):
         self.measured = measured or {}
         # Dynamo's id of the compiled frame ("0/0"), to name the graph.
         self.compile_id = compile_id
+        # With kernel provenance on: the kernel call sites as inductor
+        # compiles them, planned_roots(), and a profiled step's Attribution
+        # (lethe._kernel_times).
+        self.kernels = self.roots = self.attribution = None
         self.graph = graph
         self.saved = saved
         self.mismatches = mismatches
@@ -152,7 +157,8 @@ class PartitionRecord(PlanRecord):
                     offloaded=len(self.offloaded),
                     mismatches=len(self.mismatches), notes=self.notes,
                     plan_s=self.plan_s,
-                    measured_nodes=self.measured.get("timed_nodes", 0))
+                    measured_nodes=self.measured.get("timed_nodes", 0),
+                    profiled_nodes=self.measured.get("profiled_nodes", 0))
 
 
 def _partitioner_base():
@@ -198,6 +204,11 @@ class LethePartitioner(_partitioner_base()):
             self.costs = dict(costs or {})
             self.cost_source = "table" if self.costs else "model"
         self._cost_tables: Dict[str, Any] = {}
+        # Generated kernels' times (µs) by planned node, from a profiled
+        # step (the backend's calibration), and the provenance capture that
+        # attributes them (the backend owns inductor's inner compile).
+        self.profiled: Dict[str, float] = {}
+        self.provenance: Optional[KernelProvenance] = None
         self.dump_dir = dump_dir
         self.fold = fold
         self.plan_options = plan_options
@@ -242,7 +253,7 @@ class LethePartitioner(_partitioner_base()):
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
         for name in ("_inductor.py", "_fused_graph.py", "_offload_ops.py",
-                     "_planclient.py", "_measure.py"):
+                     "_planclient.py", "_measure.py", "_kernel_times.py"):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         key = json.dumps(
@@ -252,6 +263,8 @@ class LethePartitioner(_partitioner_base()):
              sorted((k, repr(v)) for k, v in self.plan_options.items()),
              sorted(self.costs.items()), self.cost_source,
              self._measure_key(),
+             hashlib.sha256(json.dumps(sorted(self.profiled.items()))
+                            .encode()).hexdigest(),
              None if self.planner is None else repr(self.planner)],
             sort_keys=True)
         digest.update(key.encode())
@@ -294,6 +307,7 @@ class LethePartitioner(_partitioner_base()):
                                   device=str(device), fold=self.fold)
         self._apply_costs(fused)
         profile, measured = self._measure(fused, device)
+        self._apply_profiled(fused, measured)
         measured["library_us"] = sum(
             e["time_us"] for e in fused.doc["nodes"]
             if e["kind"] == "op" and e.get("time_us") is not None)
@@ -345,6 +359,9 @@ class LethePartitioner(_partitioner_base()):
                                  time.perf_counter() - start, measured,
                                  compile_id)
         record.provisional = self.provisional
+        if self.provenance is not None:
+            record.kernels = self.provenance.expect(fw, bw)
+            record.roots = planned_roots(fused)
         self.records.append(record)
         self.compiles += 1
         del self.records[:-_MAX_RECORDS]
@@ -363,6 +380,19 @@ class LethePartitioner(_partitioner_base()):
             t = self.costs.get(e["name"])
             if t is not None and e["kind"] == "op":
                 e["time_us"] = float(t)
+
+    def _apply_profiled(self, fused: FusedGraph,
+                        measured: Dict[str, Any]) -> None:
+        """Node times from a profiled step of the compiled graph: they
+        replace the model's and the library kernels' times alone."""
+        count = 0
+        for e in fused.doc["nodes"]:
+            t = self.profiled.get(e["name"])
+            if t is None or e["kind"] != "op" or e["name"] in self.costs:
+                continue
+            e["time_us"] = t
+            count += 1
+        measured["profiled_nodes"] = count
 
     def _measures(self, device: torch.device) -> bool:
         return self.cost_source == "measured" or (

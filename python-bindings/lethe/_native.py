@@ -65,6 +65,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "lethePlanIsFeasible": (ctypes.c_int, [_Handle]),
     "lethePlanJson": (_Status, [_Handle, ctypes.POINTER(_String)]),
     "lethePlanWriteTrace": (_Status, [_Handle, _Path]),
+    "lethePlanOptionDefaults": (_Status, [ctypes.POINTER(_String)]),
 }
 
 _library: Optional[ctypes.CDLL] = None
@@ -126,6 +127,19 @@ def available() -> bool:
 def version() -> str:
     """The C API's version."""
     return library().letheVersion().decode()
+
+
+def plan_option_defaults() -> dict[str, str]:
+    """The lethe-plan pass's options and their defaults as text, from the
+    one declaration (Passes.td): {"alignment": "256", "device": "h200",
+    ...}; an empty list option is left out."""
+    text = _text(library().lethePlanOptionDefaults)
+    options: dict[str, str] = {}
+    for part in text.split():
+        name, _, value = part.partition("=")
+        # A value with spaces would be in braces; no default has one.
+        options[name] = value.strip("{}")
+    return options
 
 
 def _check(status: _Status) -> None:

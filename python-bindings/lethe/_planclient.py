@@ -36,7 +36,7 @@ _OPTION_NAMES = {"n": "every_n"}
 
 
 def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],
-              policy: Optional[str] = None, device: str = "h200",
+              policy: Optional[str] = None, device: Optional[str] = None,
               **options: Any) -> Dict[str, Any]:
     """Lethe's plan (the `lethe plan --json` document) of `graph`, a graph
     dict in graphs/SCHEMA.md's layout, under `budget` (bytes, "40GiB",

@@ -73,7 +73,9 @@ def test_bad_arguments(tmp_path):
     with pytest.raises(FileNotFoundError):
         lethe.load(tmp_path / "missing.json")
     with pytest.raises(TypeError, match="device"):
-        lethe.load(_tiny_graph(), device=None)
+        lethe.load(_tiny_graph(), device=42)
+    # None: the lethe-plan pass's default device, from the library.
+    assert lethe.load(_tiny_graph(), device=None).device == "h200"
     with pytest.raises(lethe.LetheError, match="unknown device 'tpu'"):
         lethe.load(_tiny_graph(), device="tpu")
     with pytest.raises(ValueError, match="top"):

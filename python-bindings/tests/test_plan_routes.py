@@ -23,10 +23,9 @@ pytestmark = pytest.mark.skipif(
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.join(REPO, os.environ.get("LETHE_BUILD_DIR", "build"), "bin")
 
-# Python keyword -> lethe-plan option; the driver's flag is the option's
-# name, but for plan-file (--plan).
+# Python keyword -> lethe-plan option; the driver's flag is the option
+# itself (PlanOptionFlags).
 OPTION = {"every_n": "n"}
-FLAG = {"plan-file": "plan"}
 
 
 def option_name(key):
@@ -106,7 +105,7 @@ def by_driver(path, options, tmp_path):
     flags = []
     for key, value in options.items():
         name = option_name(key)
-        flags.append(f"--{FLAG.get(name, name)}={value}")
+        flags.append(f"--{name}={value}")
     subprocess.run([os.path.join(BIN, "lethe"), "plan", path, *flags,
                     "--json", str(out)], check=True,
                    stdout=subprocess.DEVNULL)
@@ -203,27 +202,37 @@ def pass_options():
 
 
 def test_driver_has_every_pass_option():
-    """Every lethe-plan option is a flag of `lethe plan` (whose defaults
-    are the pass's: Driver.cpp initializes them from its options
-    struct)."""
+    """Every lethe-plan option is a flag of `lethe plan`, the pass's own
+    option: its name and its help are Passes.td's."""
     usage = subprocess.run([os.path.join(BIN, "lethe"), "plan", "--help"],
                            check=True, capture_output=True,
                            text=True).stdout
+    help_of = dict(re.findall(r"(?m)^\s+--?([\w-]+)(?:=<\w+>| <\w+>)?\s+- (.*)$",
+                              usage))
+    printed = subprocess.run(
+        [os.path.join(BIN, "lethe-opt"), "--help"], check=True,
+        capture_output=True, text=True).stdout
     for name in pass_options():
-        flag = FLAG.get(name, name)
         # (-n: LLVM lists a one-letter flag with one dash.)
-        assert re.search(rf"(?m)^\s+--?{re.escape(flag)}[=\s]", usage), name
+        assert name in help_of, name
+        # The pass's description, as lethe-opt lists the pass's options.
+        assert help_of[name] in printed, name
 
 
-def test_python_has_every_pass_option():
-    """Every lethe-plan option is a keyword of lethe.plan, None by default
-    (the pass's default, one place) but for `device`, the graph's."""
+def test_defaults_are_the_pass_options():
+    """The library's defaults (lethePlanOptionDefaults) are the pass's, as
+    lethe-opt prints it, and lethe.plan's keywords all default to None:
+    the pass's default, one place (`device` too)."""
+    assert _native.plan_option_defaults() == {
+        k: v.strip("{}") for k, v in pass_options().items()
+        if k != "keep-ops"}
     parameters = inspect.signature(lethe.plan).parameters
     keywords = {option_name(k): p for k, p in parameters.items()}
     for name in pass_options():
         assert name in keywords, name
-        if name != "device":
-            assert keywords[name].default in (None, ()), name
+        assert keywords[name].default in (None, ()), name
+    assert lethe.load(odd_chain()).device == \
+        _native.plan_option_defaults()["device"]
 
 
 def test_option_text_errors():

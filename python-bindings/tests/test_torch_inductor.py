@@ -501,7 +501,11 @@ def test_scaled_profile_slows_modelled_kernels_only(tmp_path, monkeypatch):
 
 
 @needs_lethe
-def test_backend_calibrates_after_a_warm_step_and_replans_once():
+def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch):
+    # Without kernel provenance (a torch that lacks it): the model's
+    # kernels are scaled by the measured error.
+    from lethe import _kernel_times
+    monkeypatch.setattr(_kernel_times, "supported", lambda: False)
     model = _model()
     ref = _step(model, model)
     torch._dynamo.reset()
@@ -529,6 +533,97 @@ def test_backend_calibrates_after_a_warm_step_and_replans_once():
     assert c["after"]["predicted_step_ms"] > c["predicted"]["step_ms"]
     with pytest.raises(ValueError, match="calibrate must be"):
         lt.backend(calibrate="yes")
+
+
+@needs_lethe
+def test_calibration_prices_generated_kernels_by_a_profiled_step():
+    # The warm step after the compile runs under torch.profiler; the
+    # kernels inductor generated (C++ here, Triton on a GPU) are matched to
+    # the call sites inductor recorded while compiling and their times
+    # given to the planned values they compute. The re-plan prices those
+    # values by them instead of scaling the model.
+    from lethe import _kernel_times
+    if not _kernel_times.supported():
+        pytest.skip("this torch records no kernel provenance")
+    model = _model()
+    ref = _step(model, model)
+    torch._dynamo.reset()
+    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
+    run = b(model)
+    for _ in range(12):
+        _close(_step(model, run), ref)
+    c = b.calibration
+    first = c["profiles"][0]
+    # Every generated kernel of the forward and the backward was found in
+    # the profile, and most of their time went to planned values.
+    assert first["kernels"] > 0 and first["profiled_nodes"] > 0
+    assert first["attributed_ms"] + first["recompute_ms"] \
+        + first["unattributed_ms"] == pytest.approx(first["kernel_ms"],
+                                                    abs=2e-3)
+    assert first["attributed_ms"] > 0.5 * first["kernel_ms"]
+    # Re-planned once with the profiled times and no scale.
+    assert c["replanned"] and c["time_scale"] == 1.0
+    assert c["profiled_nodes"] >= first["profiled_nodes"]
+    p = b.partitioner
+    assert p.time_scale == 1.0 and p.compiles == 2
+    assert len(p.profiled) == c["profiled_nodes"]
+    assert p.records[-1].measured["profiled_nodes"] == len(p.profiled)
+    assert "priced by their kernels" in " ".join(c["reasons"])
+
+
+def test_kernels_are_attributed_only_in_the_order_compiled():
+    from lethe._kernel_times import (CallSite, GraphKernels, PlannedRoots,
+                                     attribute, priced)
+    k = GraphKernels(
+        forward=[CallSite("k_fused_0", ["gelu", "add"]),
+                 CallSite("extern_kernels.mm:2", ["mm"], extern=True),
+                 CallSite("k_red_1", ["var_mean"])],
+        backward=[CallSite("k_fused_0", ["mul_5", "add"]),
+                  CallSite("k_fused_2", ["renamed_by_inductor"]),
+                  CallSite("extern_kernels.mm:5", ["mm_1"], extern=True),
+                  CallSite("extern_kernels.mm:6", ["mm_2"], extern=True),
+                  CallSite("k_pre_3", ["gelu_1", "view_1"])])
+    # gelu is folded into add; gelu_1 is a chain before the matmul mm_2.
+    roots = PlannedRoots(
+        root_of={n: n for n in ("add", "var_mean", "mul_5", "mm", "mm_1",
+                                "mm_2", "view_9")},
+        feeds={"gelu": ["add"], "gelu_1": ["mm_2"], "view_1": ["mm_2"]},
+        forward={"add", "var_mean", "mm", "view_9"},
+        weight={"add": 300, "var_mean": 100, "mul_5": 100, "mm": 64,
+                "mm_1": 64, "mm_2": 64, "view_9": 64},
+        library_us={"mm": 40.0, "mm_1": 30.0, "mm_2": 10.0})
+    # Another graph's kernel before ours; cuBLAS kernels (unnamed by any
+    # call site) and a copy between ours.
+    events = [("other_0", 5.0), ("k_fused_0", 10.0), ("gemm_a", 45.0),
+              ("k_red_1", 4.0), ("Memcpy DtoH", 99.0), ("k_fused_0", 8.0),
+              ("k_fused_2", 1.0), ("gemm_b", 24.0), ("gemm_c", 8.0),
+              ("k_pre_3", 3.0)]
+    a = attribute(k, events, roots)
+    assert a is not None and a.kernels == 5 and a.kernel_us == 26.0
+    # Forward: each kernel's time to its planned value. Backward: the
+    # kernel re-running the forward's 'add' shares by bytes (300:100), the
+    # recomputed share reported apart; a kernel of folded nodes only goes
+    # to their reader (k_pre_3 to mm_2); a kernel of unknown nodes is
+    # unattributed. The library kernels between two generated ones go to
+    # the library calls made between them, by their times alone (3:1).
+    assert a.times_us == pytest.approx(
+        {"add": 10.0, "var_mean": 4.0, "mul_5": 2.0, "mm": 45.0,
+         "mm_1": 24.0, "mm_2": 8.0 + 3.0})
+    assert a.recompute_us == pytest.approx(6.0)
+    assert a.unattributed_us == 1.0 and a.library_us == 77.0
+    assert a.library_nodes == {"mm", "mm_1", "mm_2"}
+    # What the partitioner plans with: in-step times; view_9, which no
+    # kernel names, keeps the model's price.
+    assert priced(a, roots) == pytest.approx(a.times_us)
+    # A library call whose kernels were not placed keeps its time alone,
+    # plus the generated kernel that prepares its operand.
+    b = priced(attribute(k, [e for e in events if e[0] not in (
+        "gemm_b", "gemm_c")], roots), roots)
+    assert b["mm_1"] == 30.0 and b["mm_2"] == pytest.approx(3.0 + 10.0)
+    # The kernels out of order, or the backward missing: nothing.
+    assert attribute(k, events[::-1], roots) is None
+    assert attribute(k, events[:5], roots) is None
+    assert attribute(GraphKernels(forward=k.forward), events, roots) is None
 
 
 @needs_lethe

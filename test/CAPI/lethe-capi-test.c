@@ -30,6 +30,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   printf("version %s\n", letheVersion());
+  LetheString defaults = {NULL, 0};
+  if (report("defaults", lethePlanOptionDefaults(&defaults))) {
+    printf("defaults: %s\n", defaults.data);
+    letheStringDestroy(defaults);
+  }
+  report("defaults null", lethePlanOptionDefaults(NULL));
 
   LetheGraph graph = NULL;
   if (!report("load", letheGraphLoadFile(argv[1], NULL, &graph)))

@@ -1,5 +1,5 @@
 // RUN: split-file %s %t
-// RUN: lethe-opt %t/planned.mlir --lethe-materialize --lethe-schedule --test-lethe-simulate-program -o /dev/null 2>/dev/null | FileCheck %s
+// RUN: lethe-opt %t/planned.mlir --lethe-materialize --lethe-schedule --test-lethe-simulate-program -o /dev/null | FileCheck %s
 // RUN: lethe-opt %t/exposed.mlir --test-lethe-simulate-program='device=h200-pcie' -o /dev/null | FileCheck %s --check-prefix=COPIES
 
 //--- planned.mlir

@@ -167,6 +167,59 @@ TEST(PlanStepTest, TextRoundTripsEveryOption) {
   EXPECT_EQ(printedOptions(*parsed), printedOptions(expected));
 }
 
+TEST(PlanStepTest, FlagsAreThePassOptions) {
+  // The driver's planning flags are the pass's options: every one of them,
+  // with the pass's defaults, and a value given to a flag reaches the
+  // struct every route plans with.
+  PlanOptionFlags flags;
+  PlanActivationsOptions list;
+  list.keepOps = {"mm"}; // (An empty list option is not printed.)
+  llvm::StringMap<std::string> printed = printedOptions(list);
+  std::vector<std::string> names;
+  for (const llvm::cl::Option *option : flags.getOptions())
+    names.push_back(option->ArgStr.str());
+  std::vector<std::string> expected;
+  for (const auto &option : printed)
+    expected.push_back(option.getKey().str());
+  llvm::sort(expected);
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(printedOptions(flags.getValues()),
+            printedOptions(PlanActivationsOptions()));
+  EXPECT_EQ(flags.lookup("polcy"), nullptr);
+
+  // Each option away from its default, as a command line gives it.
+  const std::pair<const char *, const char *> given[] = {
+      {"budget", "800MB"},
+      {"policy", "every-n"},
+      {"device", "h100"},
+      {"n", "3"},
+      {"keep-ops", "mm,bmm"},
+      {"offload-kept", "true"},
+      {"min-offload-bytes", "4KiB"},
+      {"host-budget", "2GB"},
+      {"solver", "exact"},
+      {"replay-rng", "true"},
+      {"bound", "true"},
+      {"alignment", "1"},
+      {"plan-file", "plan.json"}};
+  for (auto [name, value] : given) {
+    llvm::cl::Option *option = flags.lookup(name);
+    ASSERT_NE(option, nullptr) << name;
+    EXPECT_FALSE(option->addOccurrence(1, name, value)) << name;
+  }
+  PlanActivationsOptions values = flags.getValues();
+  llvm::StringMap<std::string> defaults =
+      printedOptions(PlanActivationsOptions());
+  for (const auto &option : printedOptions(values))
+    EXPECT_NE(option.getValue(), defaults.lookup(option.getKey()))
+        << "option '" << option.getKey().str() << "' was not given above";
+  EXPECT_EQ(values.budget, "800MB");
+  EXPECT_EQ(values.everyN, 3);
+  EXPECT_EQ(values.keepOps.size(), 2u);
+  EXPECT_EQ(values.alignment, 1);
+  EXPECT_EQ(values.planFile, "plan.json");
+}
+
 TEST(PlanStepTest, TextErrorsNameTheOption) {
   llvm::Expected<PlanActivationsOptions> parsed =
       parsePlanActivationsOptions("polcy=full");

@@ -37,7 +37,7 @@ struct CommandOptions {
   /// directory; both: copies vs collectives (auto, on, off).
   std::string plotPath;
   std::string outputDir;
-  std::string contention = "auto";
+  std::string contention = LethePipelineConfig().contention;
   /// `lethe compile --build`: also build DIR/step.so.
   bool build = false;
 };

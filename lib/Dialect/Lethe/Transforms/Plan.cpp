@@ -42,6 +42,13 @@ struct PlanActivationsPass
   /// The pass's options as the struct every route plans with.
   PlanActivationsOptions options() const;
 
+  /// The subcommand the pass's options are registered in (its
+  /// PassOptions): every option names it first, and it holds them all.
+  llvm::cl::SubCommand &optionsSubCommand() const {
+    assert(budget.Subs.size() == 1 && "options registered elsewhere too");
+    return **budget.Subs.begin();
+  }
+
 private:
   LogicalResult loadDevice(DeviceProfile &profile);
   LogicalResult planFunction(func::FuncOp func, const DeviceProfile &profile);
@@ -100,6 +107,30 @@ lethe::parsePlanActivationsOptions(llvm::StringRef text) {
                    : ": " + llvm::StringRef(error).trim()));
   }
   return pass.options();
+}
+
+PlanOptionFlags::PlanOptionFlags() : pass(createPlanActivations()) {
+  // From the pass's own subcommand, so that an option added to Passes.td
+  // is here with no other change.
+  for (const auto &entry :
+       static_cast<PlanActivationsPass &>(*pass).optionsSubCommand().OptionsMap)
+    options.push_back(entry.second);
+  llvm::sort(options, [](const llvm::cl::Option *a, const llvm::cl::Option *b) {
+    return a->ArgStr < b->ArgStr;
+  });
+}
+
+PlanOptionFlags::~PlanOptionFlags() = default;
+
+llvm::cl::Option *PlanOptionFlags::lookup(llvm::StringRef name) const {
+  for (llvm::cl::Option *option : options)
+    if (option->ArgStr == name)
+      return option;
+  return nullptr;
+}
+
+PlanActivationsOptions PlanOptionFlags::getValues() const {
+  return static_cast<const PlanActivationsPass &>(*pass).options();
 }
 
 void PlanActivationsPass::runOnOperation() {

@@ -509,14 +509,14 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     for results that are not activations):
 
     - `lethe.decisions`: `#lethe<decision retain|recompute|offload>`;
-    - `lethe.placement`: for recomputed and offloaded results, a dictionary
-      of node indices (a node's index is its position among the function's
-      `lethe.node` and `lethe.collective` ops): `restore_before` (the value
-      is back on the device before this node), for offload `release_after`
-      and `prefetch_after`, and `nodes` (the nodes re-run: the recompute
-      chain, or the views re-created after a prefetch).
+    - `lethe.placement`: for recomputed and offloaded results, a
+      `#lethe.placement` naming nodes by their `lethe.node_id` (never by
+      position): `restore_before` (the value is back on the device before
+      this node), for offload `release_after` and `prefetch_after`, and
+      `nodes` (the nodes re-run: the recompute chain, or the views
+      re-created after a prefetch).
 
-    On each function, `lethe.plan`: a dictionary with `policy`,
+    On each function, `lethe.plan`: a `#lethe.plan` with `policy`,
     `budget_bytes`, `feasible`, `peak_bytes`, `baseline_peak_bytes`,
     `step_us`, `baseline_step_us`, `overhead` (the predicted numbers of the
     simulator); on the module, `lethe.budget_bytes` (read by
@@ -540,7 +540,8 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "device bytes the step may allocate at any instant: bytes, a size "
            "with a unit (KiB, MiB, GiB, KB, MB, GB) or a percentage of the "
-           "unplanned peak; empty: no limit">,
+           "unplanned peak (60%); empty: no limit (the `lethe` commands "
+           "need one)">,
     Option<"policy", "policy", "std::string", /*default=*/"\"auto\"",
            "none, full, every-n, selective-op, offload-all or auto">,
     Option<"device", "device", "std::string", /*default=*/"\"h200\"",
@@ -572,8 +573,10 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
            "plan every allocated storage at its size rounded up to this "
            "(a power of two): the arena alignment of lethe-assign-buffers">,
     Option<"planFile", "plan-file", "std::string", /*default=*/"\"\"",
-           "evaluate the plan in this JSON file (decisions by exported node "
-           "and output) instead of planning (policy given)">,
+           "evaluate the plan in this JSON file instead of planning (policy "
+           "given): {\"decisions\": [{\"node_id\": N or \"node\": NAME, "
+           "\"output\": K, \"decision\": retain, recompute or offload}]}, "
+           "as `lethe plan --json` writes them (the driver's --plan)">,
   ];
   let statistics = [
     Statistic<"numActivations", "num-activations", "Activations decided">,

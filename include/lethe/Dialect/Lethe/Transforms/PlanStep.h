@@ -20,9 +20,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace lethe {
@@ -38,6 +40,32 @@ llvm::SmallVector<llvm::StringRef> splitPassOptions(llvm::StringRef text);
 /// reaches them with no other change.
 llvm::Expected<PlanActivationsOptions>
 parsePlanActivationsOptions(llvm::StringRef text);
+
+/// The `lethe-plan` pass's options as command-line options, for a tool that
+/// takes them as its own flags (the `lethe` driver): their names, types,
+/// help and defaults are the ones Passes.td declares, with no copy. The
+/// options belong to a pass instance this object owns; the tool registers
+/// them in its subcommands too (cl::Option::addArgument), parses its
+/// command line and reads the values back with getValues.
+class PlanOptionFlags {
+public:
+  PlanOptionFlags();
+  ~PlanOptionFlags();
+  PlanOptionFlags(const PlanOptionFlags &) = delete;
+  PlanOptionFlags &operator=(const PlanOptionFlags &) = delete;
+
+  /// Every option of the pass, ordered by name ("alignment", "bound",
+  /// "budget", ...).
+  llvm::ArrayRef<llvm::cl::Option *> getOptions() const { return options; }
+  /// The option named `name`, or null.
+  llvm::cl::Option *lookup(llvm::StringRef name) const;
+  /// The values the options hold (their defaults where none was given).
+  PlanActivationsOptions getValues() const;
+
+private:
+  std::unique_ptr<mlir::Pass> pass;
+  llvm::SmallVector<llvm::cl::Option *> options;
+};
 
 /// Checks `options` and turns them into the planner's PlanOptions;
 /// `unplannedPeakBytes` resolves a percentage budget. Errors name the

@@ -1,0 +1,445 @@
+"""Per-node times from a profiled compiled step: the kernels inductor
+generates, attributed to the values Lethe plans.
+
+lethe._measure times the library kernels (matmuls, convolutions,
+attention) alone; the kernels inductor generates (fused pointwise chains,
+reductions, concatenations, scatters) cannot be timed alone, because their
+shape is inductor's fusion, and the bandwidth model prices them. On a MoE
+that model priced about 1,000 such nodes at 9.4 ms where the compiled step
+spent about 3.6 ms in them (bench/results/torch-inductor.md), and every
+recompute-versus-offload price followed the error. Here the compiled step
+itself is the measurement:
+
+- while the partitioned forward and backward compile, inductor's
+  provenance tracking (`config.trace.provenance_tracking_level`) records,
+  per kernel call site in program order, the FX nodes the kernel computes
+  (`KernelProvenance`, which wraps inductor's `compile_fx_inner` to keep
+  each graph's record apart);
+- one step runs under torch.profiler (`StepProfile`); the generated
+  kernels' launches, in order, are matched to the call sites of the
+  forward and then the backward (the same names in the same order, or
+  nothing is attributed);
+- a kernel's time goes to the planned values its nodes fold into
+  (`FusedGraph.root_of`), split by their output bytes (these kernels are
+  bound by memory traffic). In the backward, the share of recomputed
+  forward values is recomputation, already priced by their forward time,
+  and is reported, not added.
+
+The result is a table {FX node name: µs} that the partitioner adds to the
+node's measured library time (or uses as its time) when it plans the next
+compile: the nodes inductor generated kernels for are then priced by what
+they cost in this step, and only the rest (views, nodes renamed by
+inductor's post-grad passes) keeps the model and the calibration's scale.
+
+Private inductor APIs, feature-detected: without them (`supported()`),
+or when the compiled graph came from inductor's cache (no codegen, no
+provenance), nothing is attributed and calibration scales the model as
+before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import (Any, Callable, Dict, List, Optional, Sequence, Set,
+                    Tuple)
+
+import torch
+
+__all__ = ["KernelProvenance", "StepProfile", "Attribution", "PlannedRoots",
+           "attribute", "priced", "supported", "planned_roots",
+           "COMPILE_PATCHES"]
+
+# What inductor must do while compiling for the profile to be attributed:
+# record kernel provenance; on the CPU stand-in, wrap each generated C++
+# kernel in a profiler range (Triton kernels on CUDA are profiled as they
+# are).
+COMPILE_PATCHES = {"trace.provenance_tracking_level": 1,
+                   "cpp.enable_kernel_profile": True}
+
+# Library calls inductor records beside its own kernels; their time is
+# lethe._measure's (timed alone), and their device kernels carry library
+# names (cuBLAS, flash attention) that no call site names.
+_EXTERN = ("extern_kernels.", "aten.", "torch.ops.")
+
+# A backward graph compiled lazily (at the first backward) is a copy of
+# the one the partitioner returned: matched by its node names.
+_SAME_GRAPH = 0.9
+
+
+def supported() -> bool:
+    """Whether this torch records inductor's kernel provenance."""
+    try:
+        from torch._inductor import config
+        from torch._inductor import debug
+    except ImportError:
+        return False
+    return (hasattr(config.trace, "provenance_tracking_level")
+            and hasattr(debug,
+                        "_inductor_triton_kernel_to_post_grad_node_info")
+            and hasattr(debug, "_inductor_kernel_provenance_debug_handle"))
+
+
+@dataclass
+class CallSite:
+    """One kernel launch of a compiled graph: the kernel's name and the FX
+    nodes it computes."""
+
+    kernel: str
+    nodes: List[str]
+    extern: bool = False  # a library call: its device kernels are unnamed
+
+
+@dataclass
+class GraphKernels:
+    """The kernel call sites of one partitioned graph, once compiled."""
+
+    forward: Optional[List[CallSite]] = None
+    backward: Optional[List[CallSite]] = None
+
+
+def _call_sites(mapping: Dict[str, List[str]]) -> List[CallSite]:
+    """Inductor's provenance map ({"kernel:handle": [FX names]}, handles
+    counting call sites in the order the wrapper runs them) as call
+    sites."""
+    sites = []
+    for key, nodes in mapping.items():
+        kernel, _, handle = key.rpartition(":")
+        if not kernel or not handle.isdigit():
+            continue
+        sites.append((int(handle), CallSite(kernel, list(nodes),
+                                            kernel.startswith(_EXTERN))))
+    return [s for _, s in sorted(sites, key=lambda p: p[0])]
+
+
+class KernelProvenance:
+    """Wraps inductor's inner compile so that each partitioned graph's
+    kernel provenance is kept apart (inductor's own map is one global,
+    reset per `compile_fx` but not around a lazily compiled backward)."""
+
+    def __init__(self) -> None:
+        # Graphs partitioned, waiting for their compile: (record, forward
+        # GraphModule, backward node names).
+        self._pending: List[Tuple[GraphKernels, Any, frozenset]] = []
+
+    def expect(self, fw: Any, bw: Any) -> GraphKernels:
+        """Registers a partition's forward and backward; the returned
+        GraphKernels fills in as they compile."""
+        kernels = GraphKernels()
+        self._pending.append((kernels, fw, _names(bw)))
+        del self._pending[:-16]  # graphs never compiled (an exception)
+        return kernels
+
+    def wrap(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        def inner_compile(gm: Any, example_inputs: Any, **kwargs: Any):
+            slot = self._claim(gm, bool(kwargs.get("is_backward")))
+            if slot is None:
+                return inner(gm, example_inputs, **kwargs)
+            from torch._inductor import debug
+            saved = (debug._inductor_triton_kernel_to_post_grad_node_info,
+                     debug._inductor_kernel_provenance_debug_handle)
+            mapping: Dict[str, List[str]] = {}
+            debug._inductor_triton_kernel_to_post_grad_node_info = mapping
+            debug._inductor_kernel_provenance_debug_handle = 0
+            try:
+                compiled = inner(gm, example_inputs, **kwargs)
+            finally:
+                (debug._inductor_triton_kernel_to_post_grad_node_info,
+                 debug._inductor_kernel_provenance_debug_handle) = saved
+            kernels, phase = slot
+            setattr(kernels, phase, _call_sites(mapping))
+            return compiled
+        return inner_compile
+
+    def _claim(self, gm: Any,
+               backward: bool) -> Optional[Tuple[GraphKernels, str]]:
+        if not backward:
+            for kernels, fw, _ in self._pending:
+                if fw is gm and kernels.forward is None:
+                    return kernels, "forward"
+            return None
+        names = _names(gm)
+        best, score = None, _SAME_GRAPH
+        for i, (kernels, _, bw_names) in enumerate(self._pending):
+            if kernels.backward is not None or not bw_names:
+                continue
+            overlap = len(names & bw_names) / max(len(names | bw_names), 1)
+            if overlap >= score:
+                best, score = i, overlap
+        if best is None:
+            return None
+        kernels = self._pending.pop(best)[0]
+        return kernels, "backward"
+
+
+def _names(gm: Any) -> frozenset:
+    return frozenset(n.name for n in gm.graph.nodes
+                     if n.op == "call_function")
+
+
+@dataclass
+class PlannedRoots:
+    """What attributing a kernel to planned values needs of a graph."""
+
+    # FX node name -> the planned node (its name) it is.
+    root_of: Dict[str, str]
+    # A folded FX node -> the planned nodes that read it: a kernel that
+    # computes only folded nodes (a pointwise chain before a matmul) is
+    # part of its readers' work.
+    feeds: Dict[str, List[str]]
+    forward: Set[str]           # the forward's planned nodes
+    weight: Dict[str, int]      # planned node -> output bytes
+    library_us: Dict[str, float]  # library nodes -> their time alone
+
+
+def planned_roots(fused: Any) -> PlannedRoots:
+    """PlannedRoots of the FusedGraph the partitioner planned (its node
+    times as planned: library kernels timed alone, lethe._measure)."""
+    from lethe._measure import runs_as_library_kernel
+    ops = [e for e in fused.doc["nodes"] if e["kind"] == "op"]
+    names = {e["id"]: e["name"] for e in ops}
+    root_of = {n.name: names[i] for n, i in fused.root_of.items()
+               if i in names}
+    feeds: Dict[str, List[str]] = {}
+    folded = list(fused.folded)
+    order = {n: i for i, n in enumerate(folded[0].graph.nodes)} \
+        if folded else {}
+    for n in sorted(folded, key=order.__getitem__, reverse=True):
+        out: List[str] = []
+        for u in n.users:
+            for r in ([root_of[u.name]] if u.name in root_of
+                      else feeds.get(u.name, [])):
+                if r not in out:
+                    out.append(r)
+        feeds[n.name] = out
+    forward = {names[i] for i, n in fused.fx_of.items()
+               if i in names and n in fused.forward}
+    weight = {e["name"]: sum(o.get("bytes", 0) for o in e.get("outputs", []))
+              for e in ops}
+    library_us = {e["name"]: float(e["time_us"]) for e in ops
+                  if e.get("time_us") is not None
+                  and fused.fx_of.get(e["id"]) is not None
+                  and runs_as_library_kernel(fused.fx_of[e["id"]])}
+    return PlannedRoots(root_of, feeds, forward, weight, library_us)
+
+
+# --- the profiled step ------------------------------------------------------
+
+# The CPU stand-in names a profiled C++ kernel "graph_<N>_<kernel>".
+_CPU_KERNEL = re.compile(r"^graph_\d+_(cpp_\w+)$")
+
+
+class StepProfile:
+    """torch.profiler around one training step, started and stopped by the
+    step meter's hooks (the step's backward ends in an autograd callback,
+    where no `with` block can reach)."""
+
+    def __init__(self, device: Optional[torch.device]) -> None:
+        from torch.profiler import ProfilerActivity, profile
+        self.cuda = device is not None and device.type == "cuda"
+        activity = ProfilerActivity.CUDA if self.cuda else ProfilerActivity.CPU
+        self._profile = profile(activities=[activity])
+        self._profile.__enter__()
+        self._running = True
+
+    def stop(self) -> List[Tuple[str, float]]:
+        """Ends the profile; returns the generated kernels that ran, in
+        start order, as (kernel name, µs)."""
+        if not self._running:
+            return []
+        self._running = False
+        if self.cuda:
+            torch.cuda.synchronize()
+        self._profile.__exit__(None, None, None)
+        out = []
+        for e in self._profile.events():
+            name = e.name
+            if self.cuda:
+                if getattr(e.device_type, "name", "") != "CUDA":
+                    continue
+            else:
+                m = _CPU_KERNEL.match(name)
+                if not m:
+                    continue
+                name = m.group(1)
+            out.append((e.time_range.start, name,
+                        float(e.time_range.elapsed_us())))
+        out.sort(key=lambda t: t[0])
+        return [(name, us) for _, name, us in out]
+
+
+# --- attribution ------------------------------------------------------------
+
+@dataclass
+class Attribution:
+    """What one profiled step says about one graph's planned values."""
+
+    # Planned node -> its kernels' time in the step (µs).
+    times_us: Dict[str, float] = field(default_factory=dict)
+    seen: Set[str] = field(default_factory=set)  # nodes some kernel computes
+    library_nodes: Set[str] = field(default_factory=set)  # timed in-step
+    kernels: int = 0            # generated kernel launches matched
+    kernel_us: float = 0.0      # their time
+    attributed_us: float = 0.0  # of it, given to planned values
+    recompute_us: float = 0.0   # backward kernels' recomputed forward share
+    unattributed_us: float = 0.0  # kernels none of whose nodes Lethe plans
+    library_us: float = 0.0     # library kernels given to library calls
+    other_us: float = 0.0       # kernels between ours that no call made
+
+    def summary(self) -> Dict[str, Any]:
+        return {"profiled_nodes": len(self.times_us),
+                "kernels": self.kernels,
+                "kernel_ms": round(self.kernel_us / 1e3, 3),
+                "attributed_ms": round(self.attributed_us / 1e3, 3),
+                "recompute_ms": round(self.recompute_us / 1e3, 3),
+                "unattributed_ms": round(self.unattributed_us / 1e3, 3),
+                "library_nodes": len(self.library_nodes),
+                "library_ms": round(self.library_us / 1e3, 3),
+                "other_ms": round(self.other_us / 1e3, 3)}
+
+    def give(self, roots: Sequence[str], us: float, backward: bool,
+             weight: Callable[[str], float]) -> float:
+        """Splits `us` over `roots` by weight; a backward kernel's share of
+        a forward node is its recomputation. Returns the share given."""
+        total = sum(weight(r) for r in roots)
+        given = 0.0
+        for r in roots:
+            share = us * weight(r) / total
+            self.seen.add(r)
+            if backward and r in self._forward:
+                self.recompute_us += share
+                continue
+            self.times_us[r] = self.times_us.get(r, 0.0) + share
+            given += share
+        return given
+
+    _forward: Set[str] = field(default_factory=set, repr=False)
+
+
+# A gap between two generated kernels whose device kernels take more than
+# this many times what its library calls took alone ran something else
+# too (another stream's work, the caller's kernels): left unattributed.
+_GAP_SLACK, _GAP_SLACK_US = 3.0, 20.0
+
+
+def attribute(kernels: GraphKernels, events: Sequence[Tuple[str, float]],
+              roots: PlannedRoots) -> Optional[Attribution]:
+    """Attributes a profiled step's kernels (`events`: name, µs, in start
+    order) to the planned values of the graph whose call sites are
+    `kernels`. The generated kernels are found by name, in the order
+    compiled; the unnamed device kernels between two of them (cuBLAS,
+    attention) belong to the library calls the wrapper makes between
+    them, split by their times alone. None when the profile does not hold
+    the graph's generated kernels in order."""
+    if kernels.forward is None or kernels.backward is None:
+        return None
+    sites = [(s, False) for s in kernels.forward] + \
+        [(s, True) for s in kernels.backward]
+    generated = [(s, b) for s, b in sites if not s.extern]
+    fw_gen = [s for s, b in generated if not b]
+    fw_at = _find(events, fw_gen, 0)
+    if fw_at is None:
+        return None
+    bw_at = _find(events, [s for s, b in generated if b], fw_at[1])
+    if bw_at is None:
+        return None
+    names = {s.kernel for s, _ in generated}
+    at = _indices(events, fw_gen, fw_at[0]) + _indices(
+        events, [s for s, b in generated if b], bw_at[0])
+    result = Attribution(_forward=set(roots.forward))
+    weight = lambda r: float(max(roots.weight.get(r, 0), 1))  # noqa: E731
+    lib_weight = lambda r: max(roots.library_us.get(r, 0.0), 1e-3)  # noqa
+
+    def planned(site: CallSite) -> List[str]:
+        out = sorted({roots.root_of[n] for n in site.nodes
+                      if n in roots.root_of})
+        return out or sorted({r for n in site.nodes
+                              for r in roots.feeds.get(n, ())})
+
+    anchor = 0  # generated kernels matched so far
+    last_event: Optional[int] = None
+    pending: List[Tuple[CallSite, bool]] = []  # library calls since it
+    for site, backward in sites:
+        if site.extern:
+            pending.append((site, backward))
+            continue
+        i = at[anchor]
+        anchor += 1
+        if last_event is not None:
+            _library_gap(result, pending, [
+                e for e in events[last_event + 1:i] if e[0] not in names
+                and not e[0].startswith(_COPIES)], planned, lib_weight)
+        pending, last_event = [], i
+        us = events[i][1]
+        result.kernels += 1
+        result.kernel_us += us
+        targets = planned(site)
+        if not targets:
+            result.unattributed_us += us
+            continue
+        result.attributed_us += result.give(targets, us, backward, weight)
+    return result
+
+
+# Device activity of the profile that is no kernel of a library call.
+_COPIES = ("Memcpy", "Memset")
+
+
+def _library_gap(result: Attribution, calls: List[Tuple[CallSite, bool]],
+                 gap: List[Tuple[str, float]],
+                 planned: Callable[[CallSite], List[str]],
+                 weight: Callable[[str], float]) -> None:
+    total = sum(us for _, us in gap)
+    if not gap:
+        return
+    roots = [(planned(s), b) for s, b in calls]
+    roots = [(r, b) for r, b in roots if r]
+    alone = sum(weight(x) for r, _ in roots for x in r)
+    if not roots or total > _GAP_SLACK * alone + _GAP_SLACK_US:
+        result.other_us += total
+        return
+    for r, backward in roots:
+        us = total * sum(weight(x) for x in r) / alone
+        result.library_us += result.give(r, us, backward, weight)
+        result.library_nodes.update(r)
+
+
+def priced(att: Attribution, roots: PlannedRoots) -> Dict[str, float]:
+    """The time (µs) each planned node takes in the profiled step, for the
+    partitioner to plan with: its kernels' times; a library node whose
+    kernels the profile could not place keeps its time alone (plus any
+    generated kernel that prepares its operands). A node no kernel names
+    keeps the model's price: it may be a view, or work that inductor's
+    post-grad passes renamed, and pricing it at nothing made a re-plan
+    recompute such work for free (measured on an H100: a MoE plan 41 ms
+    against 27 ms, predicted 22 ms)."""
+    times = dict(att.times_us)
+    for name, us in roots.library_us.items():
+        if name not in att.library_nodes:
+            times[name] = times.get(name, 0.0) + us
+    return times
+
+
+def _indices(events: Sequence[Tuple[str, float]], sites: List[CallSite],
+             start: int) -> List[int]:
+    """The events of `sites`' kernels from `start` (a run _find found)."""
+    names = {s.kernel for s in sites}
+    return [i for i in range(start, len(events))
+            if events[i][0] in names][:len(sites)]
+
+
+def _find(events: Sequence[Tuple[str, float]], sites: List[CallSite],
+          start: int) -> Optional[Tuple[int, int]]:
+    """The first run of `events` from `start` whose kernels of the sites'
+    names are the sites' kernels in order (other kernels, such as library
+    ones, may lie between). Returns (index of its first, index past its
+    last)."""
+    if not sites:
+        return start, start
+    names = {s.kernel for s in sites}
+    want = [s.kernel for s in sites]
+    mine = [i for i in range(start, len(events)) if events[i][0] in names]
+    for k in range(len(mine) - len(want) + 1):
+        if all(events[mine[k + j]][0] == want[j] for j in range(len(want))):
+            return mine[k], mine[k + len(want) - 1] + 1
+    return None
