@@ -637,7 +637,22 @@ llvm::Expected<AutoSolution> Solver::solve() {
       if (llvm::Error err = swapCostly(level))
         return std::move(err);
     }
-    record(j);
+    if (!tying) {
+      // The member is the plan with its costliest decisions flipped where
+      // that is faster, but never faster than a member above (a larger
+      // budget would not see it: AutoMonotoneTest); the ladder goes on
+      // from the plan the greedy built, whose path the flips do not change.
+      double floor = 0.0;
+      for (const Member &m : ladder)
+        floor = std::max(floor, m.step);
+      State path = save();
+      if (llvm::Error err = flipCostly(level, floor))
+        return std::move(err);
+      record(j);
+      restore(std::move(path));
+    } else {
+      record(j);
+    }
     if (!firstFit && ladder.back().peak <= budget) {
       firstFit = ladder.size() - 1;
       // Tied picks free a class at a time and overshoot the level: the

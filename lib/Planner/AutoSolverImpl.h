@@ -293,6 +293,15 @@ private:
   /// Swaps the costliest recomputes for free decisions where that holds the
   /// level (small graphs only: it costs a few evaluations per level).
   llvm::Error swapCostly(int64_t level, size_t tries = 3);
+  /// Turns the costliest recomputes into offloads and the costliest exposed
+  /// offloads into recomputes, one at a time, where the plan is faster and
+  /// still holds the level (small graphs only, as swapCostly), and is no
+  /// faster than `floor`.
+  llvm::Error flipCostly(int64_t level, double floor, size_t tries = 4);
+  /// The non-retained activations by what they cost the step, costliest
+  /// first: recomputes by their restore point's chain time, offloads by
+  /// the time the step waits for their copies.
+  std::vector<int32_t> costliestDecisions() const;
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
   /// Keeps values needed only after the peak node off the peak op: moves an
   /// offload's prefetch issued before it to after the peak node, or offloads

@@ -23,6 +23,9 @@ using namespace lethe::autosolver;
 constexpr size_t kRestartSwaps = 32;
 /// How many levels below probeBelow looks.
 constexpr unsigned kProbeLevels = 3;
+/// swapCostly and flipCostly cost a few evaluations per ladder level: only
+/// on graphs with at most this many activations.
+constexpr size_t kMaxSwapActivations = 256;
 
 llvm::Expected<bool> Solver::polish(int64_t level) {
   const double before = currentEval.stepUs;
@@ -241,12 +244,7 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   return probeBelow(level);
 }
 
-llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
-  const size_t maxActivations = 256;
-  if (acts.size() > maxActivations)
-    return llvm::Error::success();
-  // The costliest decisions: recomputes by chain time, offloads by the
-  // time the step waits for their copies.
+std::vector<int32_t> Solver::costliestDecisions() const {
   const Placement &placement = *currentEval.placement;
   std::vector<std::pair<double, int32_t>> order;
   for (size_t a = 0; a < acts.size(); ++a) {
@@ -260,8 +258,18 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
       order.push_back({-late, static_cast<int32_t>(a)});
   }
   llvm::sort(order);
+  std::vector<int32_t> result;
+  for (auto [cost, a] : order)
+    result.push_back(a);
+  return result;
+}
+
+llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
+  if (acts.size() > kMaxSwapActivations)
+    return llvm::Error::success();
+  std::vector<int32_t> order = costliestDecisions();
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
-    int32_t x = order[i].second;
+    int32_t x = order[i];
     if (current[x] == Decision::Retain)
       continue;
     // Retained again, the level is reached by decisions that cost nothing
@@ -282,6 +290,42 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
       return reached.takeError();
     if (!(*reached && currentEval.stepUs < saved.eval.stepUs))
       restore(saved);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
+  // Where the greedy freed a node's bytes by the costlier kind (a 3 MiB
+  // offload whose copy the step waits for, where re-running its producer
+  // costs less; a long chain where the copy would hide), the other kind
+  // frees about the same bytes over the same gap: ExactPropertyTest's
+  // misses were such single decisions.
+  if (acts.size() > kMaxSwapActivations)
+    return llvm::Error::success();
+  std::vector<int32_t> order = costliestDecisions();
+  for (size_t i = 0; i < order.size() && i < tries; ++i) {
+    int32_t x = order[i];
+    const ActivationInfo &act = acts[x];
+    bool toOffload = current[x] == Decision::Recompute;
+    if (toOffload ? !act.offloadable ||
+                        offloadedBytes + act.bytes > options.hostBudgetBytes
+                  : !act.recomputable)
+      continue;
+    std::vector<Decision> trial = current;
+    std::vector<CopyHint> trialHints = currentHints;
+    trial[x] = toOffload ? Decision::Offload : Decision::Recompute;
+    trialHints[x] = CopyHint();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    if (!eval)
+      return eval.takeError();
+    if (eval->peakBytes <= level &&
+        eval->hostPeakBytes <= options.hostBudgetBytes &&
+        eval->stepUs < currentEval.stepUs && eval->stepUs >= floor) {
+      offloadedBytes += toOffload ? act.bytes : -act.bytes;
+      current = std::move(trial);
+      currentHints = std::move(trialHints);
+      currentEval = std::move(*eval);
+    }
   }
   return llvm::Error::success();
 }

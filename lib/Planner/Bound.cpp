@@ -9,17 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "BoundRelaxation.h"
+
 #include "lethe/Planner/Bound.h"
-#include "lethe/Planner/Activations.h"
 #include "lethe/Planner/ExactModel.h"
-#include "lethe/Simulator/Schedule.h"
-#include "lethe/Simulator/Simulator.h"
 #include "lethe/Support/DeviceProfile.h"
 
-#include "Milp.h"
-
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -27,86 +22,7 @@
 #include <cmath>
 
 using namespace lethe;
-
-namespace {
-
-/// Rows are in MiB and microseconds: both stay within a few decades of 1 on
-/// real graphs, which keeps the simplex well scaled.
-constexpr double kMiB = 1024.0 * 1024.0;
-/// Breakpoints of the copy cuts: release thresholds spread over the forward
-/// part's time, restore deadlines over the backward part's nodes. More make
-/// the bound tighter and the LP larger.
-constexpr int kNumReadyThresholds = 16;
-constexpr int kNumDeadlines = 32;
-/// Row generation: nodes added per round (the most violated first), and the
-/// limits after which the bound so far is returned (still valid).
-constexpr int kPointsPerRound = 32;
-/// Nodes added in one round are at least numNodes / this apart.
-constexpr int kPointSpacingDivisor = 256;
-constexpr int kMaxRounds = 80;
-constexpr double kTimeLimitSec = 30.0;
-/// Pieces of the late-recompute cost per point (addLateRecompute).
-constexpr int kLatePieces = 8;
-
-class Relaxation {
-public:
-  Relaxation(const ExactModel &model, const DeviceProfile &device,
-             const PlanOptions &options, double baselineStepUs);
-
-  /// Runs row generation; fills `bound`'s status fields and `overheadUs`
-  /// (the bound on step time minus the unplanned step's).
-  llvm::Error solve(OverheadBound &bound, double &overheadUs);
-
-private:
-  /// Per node p: the sum over activations in their gap at p (last forward
-  /// use < p < first backward use) of `weight(a)`.
-  template <typename Weight> std::vector<double> gapSums(Weight weight) const;
-  /// Activations in their gap at node p.
-  const std::vector<int> &gapAt(NodeId p);
-  void addPoint(NodeId p);
-  void addLateRecompute(NodeId p);
-  /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
-  /// with threshold k, the others the H2D cut with deadline
-  /// k - kNumReadyThresholds.
-  void addCut(NodeId p, int k);
-  bool cutValid(NodeId p, int k) const;
-  /// Right-hand side of cut k at p and its T coefficient (a rate).
-  double cutConstant(NodeId p, int k) const;
-  double cutRate(int k) const;
-  bool cutIncludes(int a, int k) const;
-  /// Kernels slowed by the copies moving beside them (docs/Bound.md, §1
-  /// "Contention"): the step pays for the time the copies move.
-  void addContention(const DeviceProfile &device,
-                     const llvm::DenseMap<NodeId, int> &colZ);
-  /// Adds the rows the answer `x` breaks; returns how many.
-  int separate(const std::vector<double> &x);
-
-  const ExactModel &model;
-  int numNodes = 0;
-  double slack = 0.0;
-  /// Copy rates, MiB per microsecond (the profile's lone rates: no copy in
-  /// the simulator is faster).
-  double rateD2h = 0.0, rateH2d = 0.0;
-  std::vector<double> lo, hi;
-  /// Bytes (MiB) a plan must free at each node: every storage resident in
-  /// the unplanned step minus the budget.
-  std::vector<double> need;
-  std::vector<double> bytes, readyLo;
-  std::vector<double> thresholds;
-  std::vector<NodeId> deadlines;
-
-  milp::Problem lp;
-  int colT = -1;
-  std::vector<int> colC, colO, pointCol;
-  /// Per point p: a column for the recompute work that runs after p starts
-  /// (-1: none), which the D2H cuts take off the time before p.
-  std::vector<int> lateCol;
-  llvm::DenseSet<int64_t> cuts;
-  llvm::DenseMap<NodeId, std::vector<int>> gapCache;
-  int numPoints = 0;
-};
-
-} // namespace
+using namespace lethe::bound;
 
 Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
                        const PlanOptions &options, double baselineStepUs)
@@ -204,6 +120,7 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     }
   }
   lp.addRow(-slack, INFINITY, recompute);
+  chainCols = colZ;
   addContention(device, colZ);
   // Copy channels: an offloaded activation is copied out and back in
   // before its first backward use starts.
@@ -218,95 +135,7 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     }
   pointCol.assign(numNodes, -1);
   lateCol.assign(numNodes, -1);
-}
-
-void Relaxation::addContention(const DeviceProfile &device,
-                               const llvm::DenseMap<NodeId, int> &colZ) {
-  // The least a kernel slows beside copies moving one way (a) and both
-  // ways (b): kernelSlowdown in Simulator.cpp clamps its factors at 1.
-  auto factor = [](double f) { return std::max(1.0, f); };
-  double oneWay = std::min(factor(device.matmulSlowdownWithCopies),
-                           factor(device.memoryBoundSlowdownWithCopies));
-  double bothWays = std::min(factor(device.matmulSlowdownWithBothCopies),
-                             factor(device.memoryBoundSlowdownWithBothCopies));
-  double kappaOne = 1.0 - 1.0 / oneWay, kappaBoth = 1.0 - 1.0 / bothWays;
-  double kappaMax = std::max(kappaOne, kappaBoth);
-  if (kappaMax <= 0.0 || !(device.d2hBytesPerSec > 0) ||
-      !(device.h2dBytesPerSec > 0))
-    return;
-  // The fastest a copy moves, as a fraction of its lone rate (the
-  // simulator's factors beside a collective, a kernel and the other
-  // direction; host caps only slow it).
-  auto positive = [](double f) { return f > 0.0 ? f : 1.0; };
-  double alone = std::max(1.0, positive(device.copySlowdownWithCollectives)) *
-                 std::max({1.0, positive(device.copySlowdownWithMatmul),
-                           positive(device.copySlowdownWithMemoryBound)});
-  double beside = alone * positive(device.duplexFactor);
-  // A node whose kernel loses less than kappa per microsecond beside copies
-  // (a view: nothing; a memory-bound kernel whose memory traffic is a small
-  // part of its time: kernelSlowdown's roofline) lets copies move beside it
-  // for less: per microsecond of its work, the step may be `deficit` less
-  // than the row below charges (docs/Bound.md, assumption 6).
-  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  const TrainingGraph &graph = model.getGraph();
-  const ActivationAnalysis &analysis = model.getAnalysis();
-  llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
-  std::vector<double> deficit(numNodes, 0.0);
-  double unslowed = 0.0;
-  for (NodeId i = 0; i < numNodes; ++i) {
-    const GraphNode &node = graph.getNode(i);
-    KernelClass kernel = kernelClassOf(node);
-    // The bytes the node's op reads and allocates in every schedule (each
-    // storage one buffer, whichever copy of it is current).
-    double moved = 0.0;
-    llvm::SmallVector<int32_t, 8> read;
-    for (int32_t st : analysis.operandStorages(i))
-      if (!llvm::is_contained(read, st)) {
-        read.push_back(st);
-        moved += static_cast<double>(storages[st].bytes);
-      }
-    for (int32_t st : analysis.resultStorages(i))
-      moved += static_cast<double>(storages[st].bytes);
-    double share =
-        memoryShare(device, kernel, std::max(0.0, node.timeUs), moved);
-    double one = kernelSlowdown(device, kernel, true, false, share);
-    double two = kernelSlowdown(device, kernel, true, true, share);
-    // Its wall time is at most max(one, two) times its work, and in each
-    // microsecond of it beside copies it loses 1 - 1/factor, not kappa.
-    deficit[i] = std::max({0.0, kappaOne - (1.0 - 1.0 / one),
-                           kappaBoth - (1.0 - 1.0 / two)}) *
-                 std::max(one, two);
-    unslowed += deficit[i] * model.nodeTimeUs(i);
-  }
-  // Columns: microseconds in which copies move both ways, only D2H, only
-  // H2D. Each direction's copy work (full-rate microseconds) is done in
-  // them.
-  int both = lp.addColumn(0, INFINITY, 0, false);
-  int d2hOnly = lp.addColumn(0, INFINITY, 0, false);
-  int h2dOnly = lp.addColumn(0, INFINITY, 0, false);
-  std::vector<std::pair<int, double>> d2hRow{{both, beside}, {d2hOnly, alone}},
-      h2dRow{{both, beside}, {h2dOnly, alone}};
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (colO[a] < 0)
-      continue;
-    double b = static_cast<double>(acts[a].bytes);
-    d2hRow.push_back({colO[a], -(b / device.d2hBytesPerSec * 1e6 +
-                                 std::max(0.0, device.d2hFixedUs))});
-    h2dRow.push_back({colO[a], -(b / device.h2dBytesPerSec * 1e6 +
-                                 std::max(0.0, device.h2dFixedUs))});
-  }
-  if (d2hRow.size() == 2)
-    return;
-  lp.addRow(0, INFINITY, d2hRow);
-  lp.addRow(0, INFINITY, h2dRow);
-  // The step: every kernel's time, slowed where copies move beside it.
-  std::vector<std::pair<int, double>> row{{colT, 1.0},
-                                          {both, -kappaBoth},
-                                          {d2hOnly, -kappaOne},
-                                          {h2dOnly, -kappaOne}};
-  for (auto [node, col] : colZ)
-    row.push_back({col, -model.nodeTimeUs(node) * (1.0 - deficit[node])});
-  lp.addRow(-slack - unslowed, INFINITY, row);
+  addPhaseSplits();
 }
 
 template <typename Weight>

@@ -166,7 +166,8 @@ class Calibrator:
         """Whether the coming warm step should be profiled: the plan that
         runs was compiled with kernel provenance and is not attributed yet
         (a few profiles at most: each stops the host for a moment)."""
-        if self.p.provenance is None or self.profiles >= _MAX_PROFILES:
+        if getattr(self.p, "provenance", None) is None \
+                or self.profiles >= _MAX_PROFILES:
             return False
         records = self._new_records()
         return len(records) == 1 and records[0].kernels is not None \
@@ -279,7 +280,7 @@ class Calibrator:
             self.report["offload_compared"] = True
         elif not fix.replan:
             return False
-        att = r.attribution
+        att = getattr(r, "attribution", None)
         if att is not None and att.kernels:
             # The kernels' times in the step replace the model's and the
             # times alone; the scale was the model's error on them.
@@ -293,7 +294,8 @@ class Calibrator:
             self.report.update(time_scale=time_scale,
                                profiled_nodes=len(profiled))
         self.first = dict(attempt, record=r, offload=self.p.offload,
-                          compare=compare, profiled=dict(p.profiled),
+                          compare=compare,
+                          profiled=dict(getattr(p, "profiled", {})),
                           ctx=getattr(self.compiled, "dynamo_ctx", None),
                           fits=(budget is None or measured.peak_bytes is None
                                 or measured.peak_bytes <= budget)

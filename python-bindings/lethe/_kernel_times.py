@@ -231,8 +231,8 @@ _CPU_KERNEL = re.compile(r"^graph_\d+_(cpp_\w+)$")
 
 class StepProfile:
     """torch.profiler around one training step, started and stopped by the
-    step meter's hooks (the step's backward ends in an autograd callback,
-    where no `with` block can reach)."""
+    step meter's hooks (a step spans the module's call and the backward
+    after it, which no `with` block in the module can reach)."""
 
     def __init__(self, device: Optional[torch.device]) -> None:
         from torch.profiler import ProfilerActivity, profile
@@ -243,8 +243,9 @@ class StepProfile:
         self._running = True
 
     def stop(self) -> List[Tuple[str, float]]:
-        """Ends the profile; returns the generated kernels that ran, in
-        start order, as (kernel name, µs)."""
+        """Ends the profile; returns the device kernels that ran (on the
+        CPU: the generated kernels' ranges), in start order, as (name,
+        µs)."""
         if not self._running:
             return []
         self._running = False
@@ -276,7 +277,6 @@ class Attribution:
 
     # Planned node -> its kernels' time in the step (µs).
     times_us: Dict[str, float] = field(default_factory=dict)
-    seen: Set[str] = field(default_factory=set)  # nodes some kernel computes
     library_nodes: Set[str] = field(default_factory=set)  # timed in-step
     kernels: int = 0            # generated kernel launches matched
     kernel_us: float = 0.0      # their time
@@ -285,6 +285,7 @@ class Attribution:
     unattributed_us: float = 0.0  # kernels none of whose nodes Lethe plans
     library_us: float = 0.0     # library kernels given to library calls
     other_us: float = 0.0       # kernels between ours that no call made
+    _forward: Set[str] = field(default_factory=set, repr=False)
 
     def summary(self) -> Dict[str, Any]:
         return {"profiled_nodes": len(self.times_us),
@@ -305,7 +306,6 @@ class Attribution:
         given = 0.0
         for r in roots:
             share = us * weight(r) / total
-            self.seen.add(r)
             if backward and r in self._forward:
                 self.recompute_us += share
                 continue
@@ -313,7 +313,6 @@ class Attribution:
             given += share
         return given
 
-    _forward: Set[str] = field(default_factory=set, repr=False)
 
 
 # A gap between two generated kernels whose device kernels take more than

@@ -272,6 +272,71 @@ TEST(BoundTest, NeverAbovePlansWhenMemoryKernelsHideCopies) {
   }
 }
 
+/// Kernels slowed by copies moving one way (by `oneWay`) but not by copies
+/// moving both ways at once, which the bound may price at nothing: only
+/// the contention split (docs/Bound.md, §1 "Contention split") makes it
+/// charge the copies out before a node that must free bytes, and back in
+/// after it, the one-way loss. `ranks` sharing the host's copy bandwidth
+/// (capped at `hostCap` times one rank's lone rate each way and together)
+/// slow the copies further (the split's least moving rate).
+DeviceProfile oneWayProfile(double oneWay, int64_t ranks = 1,
+                            double hostCap = 0) {
+  DeviceProfile device = contendedProfile(1.0);
+  device.matmulSlowdownWithCopies = oneWay;
+  device.memoryBoundSlowdownWithCopies = oneWay;
+  device.matmulSlowdownWithBothCopies = 1.0;
+  device.memoryBoundSlowdownWithBothCopies = 1.0;
+  device.ranksPerHost = ranks;
+  device.hostD2HBytesPerSec = hostCap * device.d2hBytesPerSec;
+  device.hostH2DBytesPerSec = hostCap * device.h2dBytesPerSec;
+  device.hostBothBytesPerSec = hostCap * device.d2hBytesPerSec;
+  return device;
+}
+
+TEST(BoundTest, NeverAbovePlansWhenOnlyOneWayCopiesSlowKernels) {
+  EXPECT_GT(checkPoliciesAndRandomDecisions(oneWayProfile(1.5)), 100);
+  // Two ranks sharing a host that reaches 1.5 times one GPU's link: each
+  // rank's copies move at 0.75 of their lone rate, or less both ways.
+  EXPECT_GT(checkPoliciesAndRandomDecisions(oneWayProfile(1.5, 2, 1.5)), 100);
+}
+
+TEST(BoundTest, ContentionSplitChargesOneWayCopies) {
+  // With copies free both ways at once, the bound without the split is the
+  // bound without contention (every copy priced as moving both ways); with
+  // it, wherever the relaxation needs offloaded bytes absent at a node
+  // that must free the most, their copies before it move one way, and the
+  // bound rises. It never falls: the rows only add.
+  const DeviceProfile plain = testDeviceProfile();
+  DeviceProfile contended = oneWayProfile(1.5);
+  // The same copy rates and fixed costs as `plain`, so that only the
+  // kernels' slowdown differs.
+  contended.duplexFactor = plain.duplexFactor;
+  contended.copySlowdownWithMatmul = 1.0;
+  contended.copySlowdownWithMemoryBound = 1.0;
+  contended.copySlowdownWithCollectives = 1.0;
+  contended.d2hFixedUs = plain.d2hFixedUs;
+  contended.h2dFixedUs = plain.h2dFixedUs;
+  int raised = 0, cases = 0;
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(7000 + seed);
+    Plan unplanned = unplannedPlan(g, plain);
+    for (double fraction : {0.45, 0.6, 0.75, 0.9}) {
+      int64_t budget = static_cast<int64_t>(fraction * unplanned.peakBytes);
+      OverheadBound without = boundAt(g, plain, budget, unplanned);
+      OverheadBound with = boundAt(g, contended, budget, unplanned);
+      if (!without.feasible)
+        continue;
+      ++cases;
+      EXPECT_GE(with.stepUs, without.stepUs * (1 - 1e-6));
+      raised += with.stepUs > without.stepUs * (1 + 1e-6);
+    }
+  }
+  std::cout << "[ note     ] the contention split raised the bound in "
+            << raised << " of " << cases << " cases\n";
+  EXPECT_GT(raised, cases / 4);
+}
+
 class BoundOnSharedGraphs : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(BoundOnSharedGraphs, NeverAboveAutoOrPolicies) {

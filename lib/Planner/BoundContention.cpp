@@ -1,0 +1,289 @@
+//===- BoundContention.cpp - Kernels slowed by copies, in the bound -------===//
+//
+// The contention rows of the lower bound (docs/Bound.md, §1 "Contention"
+// and "Contention split"): where the profile slows kernels beside moving
+// copies, the step pays for the time the copies move, at the least loss
+// per microsecond any kernel takes; and at the nodes that must free the
+// most, the copies of the bytes absent there move out before the node and
+// back in after it, so that mostly one way at a time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "BoundRelaxation.h"
+
+#include "lethe/Planner/Activations.h"
+#include "lethe/Simulator/Simulator.h"
+#include "lethe/Support/DeviceProfile.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace lethe;
+using namespace lethe::bound;
+
+/// The least rate a copy moves at while it moves at all, as a fraction of
+/// its direction's lone rate: Simulator.cpp's factors below 1 (duplex,
+/// beside a collective, beside a kernel), then shareHostBandwidth's caps,
+/// the other direction taken at the most it moves. 0 where the profile
+/// leaves no bound.
+static double leastMovingRate(const DeviceProfile &device, bool h2d) {
+  auto slows = [](double f) { return f > 0.0 ? std::min(1.0, f) : 1.0; };
+  auto speeds = [](double f) { return f > 0.0 ? std::max(1.0, f) : 1.0; };
+  double lone = h2d ? device.h2dBytesPerSec : device.d2hBytesPerSec;
+  double otherLone = h2d ? device.d2hBytesPerSec : device.h2dBytesPerSec;
+  if (!(lone > 0) || !(otherLone > 0))
+    return 0.0;
+  double least = slows(device.duplexFactor) *
+                 slows(device.copySlowdownWithCollectives) *
+                 std::min(slows(device.copySlowdownWithMatmul),
+                          slows(device.copySlowdownWithMemoryBound));
+  double most = speeds(device.copySlowdownWithCollectives) *
+                std::max(speeds(device.copySlowdownWithMatmul),
+                         speeds(device.copySlowdownWithMemoryBound));
+  const double ranks =
+      static_cast<double>(std::max<int64_t>(1, device.ranksPerHost));
+  double own = least * lone, other = most * otherLone;
+  double ownCap = h2d ? device.hostH2DBytesPerSec : device.hostD2HBytesPerSec;
+  double otherCap = h2d ? device.hostD2HBytesPerSec : device.hostH2DBytesPerSec;
+  if (ownCap > 0)
+    own = std::min(own, ownCap / ranks);
+  if (otherCap > 0)
+    other = std::min(other, otherCap / ranks);
+  // Both directions capped together: each scaled by cap / (sum), which for
+  // this direction is least where it is slowest and the other fastest.
+  if (device.hostBothBytesPerSec > 0)
+    own *= std::min(1.0, device.hostBothBytesPerSec / ranks / (own + other));
+  return own / lone;
+}
+
+void Relaxation::addContention(const DeviceProfile &device,
+                               const llvm::DenseMap<NodeId, int> &colZ) {
+  // The least a kernel slows beside copies moving one way (a) and both
+  // ways (b): kernelSlowdown in Simulator.cpp clamps its factors at 1.
+  auto factor = [](double f) { return std::max(1.0, f); };
+  double oneWay = std::min(factor(device.matmulSlowdownWithCopies),
+                           factor(device.memoryBoundSlowdownWithCopies));
+  double bothWays = std::min(factor(device.matmulSlowdownWithBothCopies),
+                             factor(device.memoryBoundSlowdownWithBothCopies));
+  kappaOne = 1.0 - 1.0 / oneWay;
+  kappaBoth = 1.0 - 1.0 / bothWays;
+  double kappaMax = std::max(kappaOne, kappaBoth);
+  if (kappaMax <= 0.0 || !(device.d2hBytesPerSec > 0) ||
+      !(device.h2dBytesPerSec > 0))
+    return;
+  // The fastest a copy moves, as a fraction of its lone rate (the
+  // simulator's factors beside a collective, a kernel and the other
+  // direction; host caps only slow it).
+  auto positive = [](double f) { return f > 0.0 ? f : 1.0; };
+  rateAlone = std::max(1.0, positive(device.copySlowdownWithCollectives)) *
+              std::max({1.0, positive(device.copySlowdownWithMatmul),
+                        positive(device.copySlowdownWithMemoryBound)});
+  rateBeside = rateAlone * positive(device.duplexFactor);
+  leastD2h = leastMovingRate(device, /*h2d=*/false);
+  leastH2d = leastMovingRate(device, /*h2d=*/true);
+  // A node whose kernel loses less than kappa per microsecond beside copies
+  // (a view: nothing; a memory-bound kernel whose memory traffic is a small
+  // part of its time: kernelSlowdown's roofline) lets copies move beside it
+  // for less: per microsecond of its work, the step may be `deficit` less
+  // than the row below charges (docs/Bound.md, assumption 6).
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  const TrainingGraph &graph = model.getGraph();
+  const ActivationAnalysis &analysis = model.getAnalysis();
+  llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
+  std::vector<double> deficit(numNodes, 0.0);
+  unslowedUs.assign(numNodes, 0.0);
+  double unslowed = 0.0;
+  for (NodeId i = 0; i < numNodes; ++i) {
+    const GraphNode &node = graph.getNode(i);
+    KernelClass kernel = kernelClassOf(node);
+    // The bytes the node's op reads and allocates in every schedule (each
+    // storage one buffer, whichever copy of it is current).
+    double moved = 0.0;
+    llvm::SmallVector<int32_t, 8> read;
+    for (int32_t st : analysis.operandStorages(i))
+      if (!llvm::is_contained(read, st)) {
+        read.push_back(st);
+        moved += static_cast<double>(storages[st].bytes);
+      }
+    for (int32_t st : analysis.resultStorages(i))
+      moved += static_cast<double>(storages[st].bytes);
+    double share =
+        memoryShare(device, kernel, std::max(0.0, node.timeUs), moved);
+    double one = kernelSlowdown(device, kernel, true, false, share);
+    double two = kernelSlowdown(device, kernel, true, true, share);
+    // Its wall time is at most max(one, two) times its work, and in each
+    // microsecond of it beside copies it loses 1 - 1/factor, not kappa.
+    deficit[i] = std::max({0.0, kappaOne - (1.0 - 1.0 / one),
+                           kappaBoth - (1.0 - 1.0 / two)}) *
+                 std::max(one, two);
+    unslowedUs[i] = deficit[i] * model.nodeTimeUs(i);
+    unslowed += unslowedUs[i];
+  }
+  // Columns: microseconds in which copies move both ways, only D2H, only
+  // H2D. Each direction's copy work (full-rate microseconds) is done in
+  // them.
+  workD2h.assign(acts.size(), 0.0);
+  workH2d.assign(acts.size(), 0.0);
+  bool anyOffload = false;
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (colO[a] < 0)
+      continue;
+    anyOffload = true;
+    double b = static_cast<double>(acts[a].bytes);
+    workD2h[a] =
+        b / device.d2hBytesPerSec * 1e6 + std::max(0.0, device.d2hFixedUs);
+    workH2d[a] =
+        b / device.h2dBytesPerSec * 1e6 + std::max(0.0, device.h2dFixedUs);
+  }
+  if (!anyOffload)
+    return;
+  colBoth = lp.addColumn(0, INFINITY, 0, false);
+  colD2hOnly = lp.addColumn(0, INFINITY, 0, false);
+  colH2dOnly = lp.addColumn(0, INFINITY, 0, false);
+  std::vector<std::pair<int, double>> d2hRow{{colBoth, rateBeside},
+                                             {colD2hOnly, rateAlone}},
+      h2dRow{{colBoth, rateBeside}, {colH2dOnly, rateAlone}};
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (colO[a] < 0)
+      continue;
+    d2hRow.push_back({colO[a], -workD2h[a]});
+    h2dRow.push_back({colO[a], -workH2d[a]});
+  }
+  lp.addRow(0, INFINITY, d2hRow);
+  lp.addRow(0, INFINITY, h2dRow);
+  // The step: every kernel's time, slowed where copies move beside it.
+  std::vector<std::pair<int, double>> row{{colT, 1.0},
+                                          {colBoth, -kappaBoth},
+                                          {colD2hOnly, -kappaOne},
+                                          {colH2dOnly, -kappaOne}};
+  for (auto [node, col] : colZ) {
+    row.push_back({col, -model.nodeTimeUs(node) * (1.0 - deficit[node])});
+    chainDeficitUs[col] = deficit[node] * model.nodeTimeUs(node);
+  }
+  lp.addRow(-slack - unslowed, INFINITY, row);
+}
+
+void Relaxation::addPhaseSplits() {
+  if (colBoth < 0 || !(leastD2h > 0) || !(leastH2d > 0))
+    return;
+  // The nodes that must free the most, apart as the row generation's
+  // points are (neighbours have nearly the same rows).
+  std::vector<std::pair<double, NodeId>> order;
+  for (NodeId p = 0; p < numNodes; ++p)
+    if (need[p] > 0)
+      order.push_back({-need[p], p});
+  llvm::sort(order);
+  const int spacing = std::max(1, numNodes / kPointSpacingDivisor);
+  std::vector<NodeId> chosen;
+  for (const auto &entry : order) {
+    if (static_cast<int>(chosen.size()) == kPhaseSplits)
+      break;
+    NodeId p = entry.second;
+    if (llvm::all_of(chosen,
+                     [&](NodeId q) { return std::abs(q - p) >= spacing; }))
+      chosen.push_back(p);
+  }
+  for (NodeId p : chosen)
+    addPhaseSplit(p);
+}
+
+void Relaxation::addPhaseSplit(NodeId p) {
+  // Phase 1 is the step until p ends, phase 2 the rest. The bytes absent at
+  // p (P_p) were copied out before p starts and are copied back after it
+  // ends: phase 1 does at least P_p / R_d of D2H work and phase 2 at least
+  // P_p / R_h of H2D work; so phase 1 does at most the rest of the H2D work,
+  // and a copy moving at all moves at least at `least` of its lone rate:
+  // the copies can move both ways at once only for that long. Columns:
+  // the phase-1 parts of the three copy-time columns (phase 2's are the
+  // rest), and each phase's extra time.
+  if (pointCol[p] < 0)
+    addPoint(p);
+  int point = pointCol[p];
+  int both1 = lp.addColumn(0, INFINITY, 0, false);
+  int d2h1 = lp.addColumn(0, INFINITY, 0, false);
+  int h2d1 = lp.addColumn(0, INFINITY, 0, false);
+  lp.addRow(-INFINITY, 0, {{both1, 1}, {colBoth, -1}});
+  lp.addRow(-INFINITY, 0, {{d2h1, 1}, {colD2hOnly, -1}});
+  lp.addRow(-INFINITY, 0, {{h2d1, 1}, {colH2dOnly, -1}});
+  // D2H work before p, H2D work after p.
+  lp.addRow(0, INFINITY,
+            {{both1, rateBeside}, {d2h1, rateAlone}, {point, -1 / rateD2h}});
+  lp.addRow(0, INFINITY,
+            {{colBoth, rateBeside},
+             {both1, -rateBeside},
+             {colH2dOnly, rateAlone},
+             {h2d1, -rateAlone},
+             {point, -1 / rateH2d}});
+  // An H2D copy moving in phase 1 restores an activation not absent at p
+  // whose prefetch is issued before p ends, so after its release, which
+  // follows its last forward use: one whose gap ends by p (both its copies
+  // are in phase 1), or one in its gap at p copied out and back in before p
+  // ends, whose D2H work in phase 1 is at least `ratio` times its H2D
+  // work. So phase 1's D2H work covers P_p / R_d, the former's D2H work,
+  // and ratio x (the H2D work moving in phase 1 less the former's): the
+  // copies cannot move both ways there without moving bytes the memory at
+  // p does not gain from.
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  double ratio = INFINITY;
+  for (int a : gapAt(p))
+    if (colO[a] >= 0 && workH2d[a] > 0)
+      ratio = std::min(ratio, workD2h[a] / workH2d[a]);
+  if (std::isfinite(ratio) && ratio > 0) {
+    std::vector<std::pair<int, double>> roundTrips{
+        {both1, rateBeside - ratio * leastH2d},
+        {d2h1, rateAlone},
+        {h2d1, -ratio * leastH2d},
+        {point, -1 / rateD2h}};
+    for (size_t a = 0; a < acts.size(); ++a)
+      if (colO[a] >= 0 && acts[a].firstBackwardUse <= p)
+        roundTrips.push_back({colO[a], ratio * workH2d[a] - workD2h[a]});
+    lp.addRow(0, INFINITY, roundTrips);
+  }
+  // H2D moving in phase 1 does at most the H2D work phase 2 does not;
+  // D2H moving in phase 2 at most the D2H work phase 1 does not.
+  std::vector<std::pair<int, double>> h2dCap{
+      {both1, leastH2d}, {h2d1, leastH2d}, {point, 1 / rateH2d}};
+  std::vector<std::pair<int, double>> d2hCap{{colBoth, leastD2h},
+                                             {both1, -leastD2h},
+                                             {colD2hOnly, leastD2h},
+                                             {d2h1, -leastD2h},
+                                             {point, 1 / rateD2h}};
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (colO[a] < 0)
+      continue;
+    h2dCap.push_back({colO[a], -workH2d[a]});
+    d2hCap.push_back({colO[a], -workD2h[a]});
+  }
+  lp.addRow(-INFINITY, 0, h2dCap);
+  lp.addRow(-INFINITY, 0, d2hCap);
+  // Each phase lasts at least its nodes' time plus the re-runs in it, and
+  // beside copies at least kappa more per microsecond they move, less the
+  // deficits of its nodes and of the re-runs (all of them: which phase
+  // they run in is not known). E_i >= kappa C_i - U_i - D.
+  double unslowed1 = 0.0, unslowed2 = 0.0;
+  for (NodeId i = 0; i < numNodes; ++i)
+    (i <= p ? unslowed1 : unslowed2) += unslowedUs[i];
+  int extra1 = lp.addColumn(0, INFINITY, 0, false);
+  int extra2 = lp.addColumn(0, INFINITY, 0, false);
+  std::vector<std::pair<int, double>> row1{
+      {extra1, 1}, {both1, -kappaBoth}, {d2h1, -kappaOne}, {h2d1, -kappaOne}};
+  std::vector<std::pair<int, double>> row2{
+      {extra2, 1},        {colBoth, -kappaBoth},
+      {both1, kappaBoth}, {colD2hOnly, -kappaOne},
+      {d2h1, kappaOne},   {colH2dOnly, -kappaOne},
+      {h2d1, kappaOne}};
+  // T >= (re-run time) + E_1 + E_2 - slack.
+  std::vector<std::pair<int, double>> step{
+      {colT, 1}, {extra1, -1}, {extra2, -1}};
+  for (auto [node, col] : chainCols) {
+    double deficitUs = chainDeficitUs.lookup(col);
+    if (deficitUs > 0) {
+      row1.push_back({col, deficitUs});
+      row2.push_back({col, deficitUs});
+    }
+    step.push_back({col, -model.nodeTimeUs(node)});
+  }
+  lp.addRow(-unslowed1, INFINITY, row1);
+  lp.addRow(-unslowed2, INFINITY, row2);
+  lp.addRow(-slack, INFINITY, step);
+}

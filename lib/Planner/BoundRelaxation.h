@@ -1,0 +1,133 @@
+//===- BoundRelaxation.h - The lower bound's LP (private) -------*- C++ -*-===//
+//
+// The relaxation of docs/Bound.md as a class, shared by Bound.cpp (the
+// columns, the memory points and their copy cuts, row generation) and
+// BoundContention.cpp (kernels slowed by the copies beside them).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LETHE_LIB_PLANNER_BOUNDRELAXATION_H
+#define LETHE_LIB_PLANNER_BOUNDRELAXATION_H
+
+#include "lethe/Planner/Bound.h"
+#include "lethe/Planner/ExactModel.h"
+
+#include "Milp.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <vector>
+
+namespace lethe {
+struct DeviceProfile;
+} // namespace lethe
+
+namespace lethe::bound {
+
+/// Rows are in MiB and microseconds: both stay within a few decades of 1 on
+/// real graphs, which keeps the simplex well scaled.
+constexpr double kMiB = 1024.0 * 1024.0;
+/// Breakpoints of the copy cuts: release thresholds spread over the forward
+/// part's time, restore deadlines over the backward part's nodes. More make
+/// the bound tighter and the LP larger.
+constexpr int kNumReadyThresholds = 16;
+constexpr int kNumDeadlines = 32;
+/// Row generation: nodes added per round (the most violated first), and the
+/// limits after which the bound so far is returned (still valid).
+constexpr int kPointsPerRound = 32;
+/// Nodes added in one round are at least numNodes / this apart.
+constexpr int kPointSpacingDivisor = 256;
+constexpr int kMaxRounds = 80;
+constexpr double kTimeLimitSec = 30.0;
+/// Pieces of the late-recompute cost per point (addLateRecompute).
+constexpr int kLatePieces = 8;
+/// Nodes at which the contention is split into before and after
+/// (addPhaseSplit): the nodes that must free the most, at least
+/// numNodes / kPointSpacingDivisor apart. Each adds two dense rows.
+constexpr int kPhaseSplits = 16;
+
+class Relaxation {
+public:
+  Relaxation(const ExactModel &model, const DeviceProfile &device,
+             const PlanOptions &options, double baselineStepUs);
+
+  /// Runs row generation; fills `bound`'s status fields and `overheadUs`
+  /// (the bound on step time minus the unplanned step's).
+  llvm::Error solve(OverheadBound &bound, double &overheadUs);
+
+private:
+  /// Per node p: the sum over activations in their gap at p (last forward
+  /// use < p < first backward use) of `weight(a)`.
+  template <typename Weight> std::vector<double> gapSums(Weight weight) const;
+  /// Activations in their gap at node p.
+  const std::vector<int> &gapAt(NodeId p);
+  void addPoint(NodeId p);
+  void addLateRecompute(NodeId p);
+  /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
+  /// with threshold k, the others the H2D cut with deadline
+  /// k - kNumReadyThresholds.
+  void addCut(NodeId p, int k);
+  bool cutValid(NodeId p, int k) const;
+  /// Right-hand side of cut k at p and its T coefficient (a rate).
+  double cutConstant(NodeId p, int k) const;
+  double cutRate(int k) const;
+  bool cutIncludes(int a, int k) const;
+  /// Kernels slowed by the copies moving beside them (docs/Bound.md, §1
+  /// "Contention"): the step pays for the time the copies move.
+  void addContention(const DeviceProfile &device,
+                     const llvm::DenseMap<NodeId, int> &colZ);
+  /// The contention split at the kPhaseSplits nodes that must free the
+  /// most, where the profile slows kernels beside copies.
+  void addPhaseSplits();
+  /// The contention split at node p (docs/Bound.md, §1 "Contention split"):
+  /// the offloaded bytes absent at p are copied out before p ends and back
+  /// in after it, mostly one way at a time.
+  void addPhaseSplit(NodeId p);
+  /// Adds the rows the answer `x` breaks; returns how many.
+  int separate(const std::vector<double> &x);
+
+  const ExactModel &model;
+  int numNodes = 0;
+  double slack = 0.0;
+  /// Copy rates, MiB per microsecond (the profile's lone rates: no copy in
+  /// the simulator is faster).
+  double rateD2h = 0.0, rateH2d = 0.0;
+  std::vector<double> lo, hi;
+  /// Bytes (MiB) a plan must free at each node: every storage resident in
+  /// the unplanned step minus the budget.
+  std::vector<double> need;
+  std::vector<double> bytes, readyLo;
+  std::vector<double> thresholds;
+  std::vector<NodeId> deadlines;
+
+  milp::Problem lp;
+  int colT = -1;
+  std::vector<int> colC, colO, pointCol;
+  /// Per point p: a column for the recompute work that runs after p starts
+  /// (-1: none), which the D2H cuts take off the time before p.
+  std::vector<int> lateCol;
+  /// The contention rows' state (addContention; colBoth < 0: no contention
+  /// in the profile): the columns of copy time both ways, only D2H, only
+  /// H2D; the least kernel losses per microsecond beside copies; the most
+  /// and the least a moving copy's rate is, as fractions of its lone rate;
+  /// per node the deficit times its time, and per activation its copy work
+  /// each way (full-rate microseconds).
+  int colBoth = -1, colD2hOnly = -1, colH2dOnly = -1;
+  double kappaOne = 0.0, kappaBoth = 0.0;
+  double rateAlone = 1.0, rateBeside = 1.0;
+  double leastD2h = 0.0, leastH2d = 0.0;
+  std::vector<double> unslowedUs;
+  std::vector<double> workD2h, workH2d;
+  /// The recompute chain nodes' columns (z_n), and per such column the
+  /// node's deficit times its time.
+  llvm::DenseMap<NodeId, int> chainCols;
+  llvm::DenseMap<int, double> chainDeficitUs;
+  llvm::DenseSet<int64_t> cuts;
+  llvm::DenseMap<NodeId, std::vector<int>> gapCache;
+  int numPoints = 0;
+};
+
+} // namespace lethe::bound
+
+#endif // LETHE_LIB_PLANNER_BOUNDRELAXATION_H
