@@ -284,17 +284,14 @@ class Calibrator:
         if att is not None and att.kernels:
             # The kernels' times in the step replace the model's and the
             # times alone; the scale was the model's error on them.
-            times, gaps = _kernel_times.priced(att, r.roots,
-                                               measured.step_ms * 1e3)
-            profiled = dict(p.profiled, **times)
+            profiled = dict(p.profiled, **_kernel_times.priced(att, r.roots))
             time_scale = 1.0
             fix.reasons.append(
                 f"{len(profiled)} values priced by their kernels in a "
                 f"profiled step ({att.attributed_us / 1e3:.2f} of "
                 f"{att.kernel_us / 1e3:.2f} ms of generated kernels, "
-                f"{att.library_us / 1e3:.2f} ms of library kernels; "
-                f"x{gaps:.3f} for the gaps between kernels)")
-            self.report.update(time_scale=time_scale, gap_scale=gaps,
+                f"{att.library_us / 1e3:.2f} ms of library kernels)")
+            self.report.update(time_scale=time_scale,
                                profiled_nodes=len(profiled))
         self.first = dict(attempt, record=r, offload=self.p.offload,
                           compare=compare,

@@ -403,8 +403,7 @@ def _library_gap(result: Attribution, calls: List[Tuple[CallSite, bool]],
         result.library_nodes.update(r)
 
 
-def priced(att: Attribution, roots: PlannedRoots,
-           step_us: Optional[float] = None) -> Tuple[Dict[str, float], float]:
+def priced(att: Attribution, roots: PlannedRoots) -> Dict[str, float]:
     """The time (µs) each planned node takes in the profiled step, for the
     partitioner to plan with: its kernels' times; a library node whose
     kernels the profile could not place keeps its time alone (plus any
@@ -412,30 +411,12 @@ def priced(att: Attribution, roots: PlannedRoots,
     keeps the model's price: it may be a view, or work that inductor's
     post-grad passes renamed, and pricing it at nothing made a re-plan
     recompute such work for free (measured on an H100: a MoE plan 41 ms
-    against 27 ms, predicted 22 ms).
-
-    Given the measured step (`step_us`), the times are scaled by the step
-    over the kernels' sum (recomputation included), between 1 and
-    _MAX_GAP_SCALE, and the scale is returned with them: the gaps between
-    kernels (launches the GPU waits for, synchronizations) are in no
-    kernel's time, and grow with the kernels a plan runs (measured on an
-    H100: Llama-8l's kernels 40.1 ms of a 42.6 ms step, its prediction 6.8%
-    under without this)."""
+    against 27 ms, predicted 22 ms)."""
     times = dict(att.times_us)
     for name, us in roots.library_us.items():
         if name not in att.library_nodes:
             times[name] = times.get(name, 0.0) + us
-    total = sum(times.values()) + att.recompute_us
-    if not step_us or total <= 0:
-        return times, 1.0
-    scale = min(_MAX_GAP_SCALE, max(1.0, step_us / total))
-    return {k: v * scale for k, v in times.items()}, scale
-
-
-# A step more than this much longer than its kernels is not waiting on
-# launches: something else ran (the CPU stand-in's Python, a host stall),
-# and the kernels' own times are the better price.
-_MAX_GAP_SCALE = 1.25
+    return times
 
 
 def _indices(events: Sequence[Tuple[str, float]], sites: List[CallSite],

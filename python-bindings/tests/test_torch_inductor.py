@@ -569,7 +569,6 @@ def test_calibration_prices_generated_kernels_by_a_profiled_step():
     assert len(p.profiled) == c["profiled_nodes"]
     assert p.records[-1].measured["profiled_nodes"] == len(p.profiled)
     assert "priced by their kernels" in " ".join(c["reasons"])
-    assert 1.0 <= c["gap_scale"] <= 1.25
 
 
 def test_kernels_are_attributed_only_in_the_order_compiled():
@@ -615,20 +614,11 @@ def test_kernels_are_attributed_only_in_the_order_compiled():
     assert a.library_nodes == {"mm", "mm_1", "mm_2"}
     # What the partitioner plans with: in-step times; view_9, which no
     # kernel names, keeps the model's price.
-    times, gaps = priced(a, roots)
-    assert gaps == 1.0 and times == pytest.approx(a.times_us)
-    # Given the measured step, the gaps between kernels are spread over
-    # them (kernels and recomputation: 10+4+2+45+24+11+6 = 102 us), at
-    # most x1.25.
-    times, gaps = priced(a, roots, step_us=112.2)
-    assert gaps == pytest.approx(1.1)
-    assert times["mm"] == pytest.approx(45.0 * 1.1)
-    assert priced(a, roots, step_us=1e6)[1] == 1.25
-    assert priced(a, roots, step_us=50.0)[1] == 1.0
+    assert priced(a, roots) == pytest.approx(a.times_us)
     # A library call whose kernels were not placed keeps its time alone,
     # plus the generated kernel that prepares its operand.
     b = priced(attribute(k, [e for e in events if e[0] not in (
-        "gemm_b", "gemm_c")], roots), roots)[0]
+        "gemm_b", "gemm_c")], roots), roots)
     assert b["mm_1"] == 30.0 and b["mm_2"] == pytest.approx(3.0 + 10.0)
     # The kernels out of order, or the backward missing: nothing.
     assert attribute(k, events[::-1], roots) is None
