@@ -509,8 +509,17 @@ class StepMeter:
         for h in self._handles:
             h.remove()
         self._handles = []
+        if self._profiling is not None:  # never left running
+            self._profiling["profile"].stop()
+            self._profiling = None
 
     def _before(self, module: torch.nn.Module, args: Any) -> None:
+        if self._profiling is not None:
+            state, self._profiling = self._profiling, None
+            events = state["profile"].stop()
+            # Without a backward (the call did not train) it is no step's.
+            if state.get("ended") and self._on_profile is not None:
+                self._on_profile(events)
         if self._done is not None:
             done, self._done = self._done, None
             self._window.append(_finish(done))
@@ -523,12 +532,6 @@ class StepMeter:
             # call's forward before its hooks ran: this call runs the old
             # plan, the next one compiles the new; measure after `warm`.
             self._skip = self._calls + 2 + self._warm
-        if self._profiling is not None:
-            state, self._profiling = self._profiling, None
-            events = state["profile"].stop()
-            # Without a backward (the call did not train) it is no step's.
-            if state.get("ended") and self._on_profile is not None:
-                self._on_profile(events)
         self._calls += 1
         self._pending = None
         if self._calls == self._skip and self._warm >= 1 \

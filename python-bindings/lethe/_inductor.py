@@ -383,16 +383,13 @@ class LethePartitioner(_partitioner_base()):
 
     def _apply_profiled(self, fused: FusedGraph,
                         measured: Dict[str, Any]) -> None:
-        """Node times from a profiled step of the compiled graph: they
-        replace the model's and the library kernels' times alone."""
-        count = 0
-        for e in fused.doc["nodes"]:
-            t = self.profiled.get(e["name"])
-            if t is None or e["kind"] != "op" or e["name"] in self.costs:
-                continue
-            e["time_us"] = t
-            count += 1
-        measured["profiled_nodes"] = count
+        """Node times from a profiled step (lethe._kernel_times) replace the
+        model's and the library kernels' times alone."""
+        ops = [e for e in fused.doc["nodes"] if e["kind"] == "op"
+               and e["name"] in self.profiled and e["name"] not in self.costs]
+        for e in ops:
+            e["time_us"] = self.profiled[e["name"]]
+        measured["profiled_nodes"] = len(ops)
 
     def _measures(self, device: torch.device) -> bool:
         return self.cost_source == "measured" or (

@@ -238,7 +238,12 @@ class StepProfile:
         from torch.profiler import ProfilerActivity, profile
         self.cuda = device is not None and device.type == "cuda"
         activity = ProfilerActivity.CUDA if self.cuda else ProfilerActivity.CPU
-        self._profile = profile(activities=[activity])
+        try:
+            # One cycle is all there is: keeping its events says so (torch
+            # warns otherwise that a cycle's end clears them).
+            self._profile = profile(activities=[activity], acc_events=True)
+        except TypeError:  # a torch without acc_events
+            self._profile = profile(activities=[activity])
         self._profile.__enter__()
         self._running = True
 

@@ -943,6 +943,35 @@ def test_step_meter_skips_a_warm_step_and_reports_the_median_of_three():
     assert (m.peak_bytes, m.step_ms) == (9, 2.0)
 
 
+def test_step_meter_profiles_the_warm_step_and_stops_the_profiler():
+    # The warm step runs under torch.profiler, stopped at the next call (not
+    # in autograd's end-of-backward callback, whose thread-local state
+    # autograd restores after it); a warm call without a backward gives no
+    # profile, and the profiler is never left running.
+    from lethe import _calibrate
+    enabled = torch.autograd._profiler_enabled
+    profiles = []
+    lin = nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    meter = _calibrate.StepMeter(lin, lambda m: False, profile=lambda: True,
+                                 on_profile=profiles.append)
+    lin(x).sum().backward()  # "compile"
+    lin(x).sum().backward()  # warm: profiled
+    assert enabled() and profiles == []
+    lin(x).sum().backward()  # stops the profile, hands it over
+    assert not enabled() and len(profiles) == 1
+    meter.remove()
+    meter = _calibrate.StepMeter(lin, lambda m: False, profile=lambda: True,
+                                 on_profile=profiles.append)
+    lin(x)  # "compile"
+    lin(x)  # warm, profiled, but no backward follows
+    assert enabled()
+    lin(x)  # stops it: no step's profile
+    assert not enabled() and len(profiles) == 1
+    meter.remove()
+    assert not enabled()
+
+
 def test_calibration_keeps_a_replan_that_fits(monkeypatch):
     from lethe._calibrate import Measurement
     cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
