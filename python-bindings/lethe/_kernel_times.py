@@ -46,6 +46,8 @@ from typing import (Any, Callable, Dict, List, Optional, Sequence, Set,
 
 import torch
 
+from lethe._measure import runs_as_library_kernel
+
 __all__ = ["KernelProvenance", "StepProfile", "Attribution", "PlannedRoots",
            "attribute", "priced", "supported", "planned_roots",
            "COMPILE_PATCHES"]
@@ -195,7 +197,6 @@ class PlannedRoots:
 def planned_roots(fused: Any) -> PlannedRoots:
     """PlannedRoots of the FusedGraph the partitioner planned (its node
     times as planned: library kernels timed alone, lethe._measure)."""
-    from lethe._measure import runs_as_library_kernel
     ops = [e for e in fused.doc["nodes"] if e["kind"] == "op"]
     names = {e["id"]: e["name"] for e in ops}
     root_of = {n.name: names[i] for n, i in fused.root_of.items()

@@ -25,6 +25,25 @@ void expectValid(llvm::ArrayRef<PackInterval> intervals,
   }
 }
 
+/// `order` packs `intervals` at their max-live, `maxLive`, where each of
+/// `others` needs at least `othersAtLeast`, and the packer keeps it.
+void expectOnlyOrderMeetsMaxLive(llvm::ArrayRef<PackInterval> intervals,
+                                 llvm::ArrayRef<PackOrder> others,
+                                 int64_t othersAtLeast, PackOrder order,
+                                 int64_t maxLive) {
+  for (PackOrder other : others)
+    EXPECT_GE(packIntervals(intervals, 256, other).arenaBytes, othersAtLeast)
+        << stringifyPackOrder(other).str();
+  PackResult alone = packIntervals(intervals, 256, order);
+  expectValid(intervals, alone, 256);
+  EXPECT_EQ(alone.arenaBytes, maxLive);
+  PackResult best = packIntervals(intervals, 256);
+  expectValid(intervals, best, 256);
+  EXPECT_EQ(best.arenaBytes, maxLive);
+  EXPECT_EQ(best.maxLiveBytes, maxLive);
+  EXPECT_EQ(best.order, order);
+}
+
 /// A training step's memory: L layers of forward activations (some saved
 /// for backward, some freed at once), then backward layers in reverse that
 /// free the saved ones, with gradient temporaries in between.
@@ -141,18 +160,10 @@ TEST(IntervalPackingTest, SkylineFillsBesideTallBuffers) {
   std::vector<PackInterval> intervals = {
       {4, 8, 768},  {2, 10, 1024}, {11, 16, 768}, {5, 7, 256}, {6, 14, 1024},
       {0, 3, 1024}, {9, 15, 768},  {12, 17, 512}, {1, 13, 256}};
-  for (PackOrder order : {PackOrder::BySize, PackOrder::ByLifetime,
-                          PackOrder::ByArea, PackOrder::ByBegin})
-    EXPECT_GE(packIntervals(intervals, 256, order).arenaBytes, 3584)
-        << stringifyPackOrder(order).str();
-  PackResult skyline = packIntervals(intervals, 256, PackOrder::Skyline);
-  expectValid(intervals, skyline, 256);
-  EXPECT_EQ(skyline.arenaBytes, 3328);
-  PackResult best = packIntervals(intervals, 256);
-  expectValid(intervals, best, 256);
-  EXPECT_EQ(best.arenaBytes, 3328);
-  EXPECT_EQ(best.maxLiveBytes, 3328);
-  EXPECT_EQ(best.order, PackOrder::Skyline);
+  expectOnlyOrderMeetsMaxLive(intervals,
+                              {PackOrder::BySize, PackOrder::ByLifetime,
+                               PackOrder::ByArea, PackOrder::ByBegin},
+                              3584, PackOrder::Skyline, 3328);
 }
 
 TEST(IntervalPackingTest, PeakOutwardFillsAroundThePeak) {
@@ -167,19 +178,11 @@ TEST(IntervalPackingTest, PeakOutwardFillsAroundThePeak) {
   std::vector<PackInterval> intervals = {{6, 7, 768},   {4, 9, 1024},
                                          {1, 6, 1024},  {9, 12, 1024},
                                          {8, 10, 1024}, {6, 11, 768}};
-  for (PackOrder order :
-       {PackOrder::BySize, PackOrder::ByLifetime, PackOrder::ByArea,
-        PackOrder::ByBegin, PackOrder::Skyline})
-    EXPECT_GE(packIntervals(intervals, 256, order).arenaBytes, 3072)
-        << stringifyPackOrder(order).str();
-  PackResult peak = packIntervals(intervals, 256, PackOrder::PeakOutward);
-  expectValid(intervals, peak, 256);
-  EXPECT_EQ(peak.arenaBytes, 2816);
-  PackResult best = packIntervals(intervals, 256);
-  expectValid(intervals, best, 256);
-  EXPECT_EQ(best.maxLiveBytes, 2816);
-  EXPECT_EQ(best.arenaBytes, 2816);
-  EXPECT_EQ(best.order, PackOrder::PeakOutward);
+  expectOnlyOrderMeetsMaxLive(intervals,
+                              {PackOrder::BySize, PackOrder::ByLifetime,
+                               PackOrder::ByArea, PackOrder::ByBegin,
+                               PackOrder::Skyline},
+                              3072, PackOrder::PeakOutward, 2816);
 }
 
 /// Many tensors of a few equal sizes whose lifetimes interleave (a
