@@ -55,8 +55,8 @@ def backend(budget="40%", policy="auto", device=None, **options):
       correction. A measured peak above the budget is a negative
       correction. Takes a byte budget.
     calibrate: "auto" (default; inductor on CUDA), True or False: measure
-      steps 3-5 of the module `backend(...)(model)` returns (the second
-      warms the GPU after the compile; peak and median time,
+      3 steps of the module `backend(...)(model)` returns, after the
+      compile and a second of warm steps (peak and median time,
       lethe._calibrate) and, if the peak is over a byte budget, a
       byte budget that constrained the plan is under-used by more than 5%,
       or the step is more than 5% off its prediction, re-plan once with the

@@ -25,8 +25,8 @@ measurement into the two numbers the partitioner plans with:
   kernels over the predicted step minus them (lethe._measure.scaled_profile
   applies it to the device profile).
 
-`lethe.torch.backend` measures steps 3-5 (the first compiles; the second
-warms the GPU's clocks, see `StepMeter`) and, if
+`lethe.torch.backend` measures 3 steps after the compile and a second of
+warm steps (see `StepMeter`) and, if
 the peak is over the budget, the budget is under-used by a plan the budget
 constrained, or the step is more than 5% off its prediction, re-plans once
 and recompiles (`Backend.calibration` says what it measured and did).
@@ -58,6 +58,13 @@ _SCALE_MIN, _SCALE_MAX = 0.2, 5.0
 # Steps profiled per module at most: a plan and the plans compared with it
 # (each profile stops the host while torch.profiler collects its events).
 _MAX_PROFILES = 3
+# Seconds of steps a plan runs after its compile before it is measured (on
+# CUDA). A GPU that was idle through the compile runs its first steps
+# faster than training does: measured on an H100, Llama-8l's re-plan ran
+# 42.62 ms in the 3 steps after one warm step and 44.15 ms in the bench's
+# 10 steps after 3 (3.5% apart; bench/results/torch-inductor.md, run40),
+# and the calibration predicted from the faster steps.
+_WARM_S = 1.0
 
 
 @dataclass
@@ -140,7 +147,7 @@ class Calibrator:
     re-planned step peaks over the budget while the first plan fitted, one
     more plan is tried between the two (the correction interpolated
     between the two measured peaks), and if that is over too the module
-    goes back to the first plan, which dynamo still holds compiled.
+    goes back to the first plan, compiled again with its settings.
     `backend.calibration` reports each measured attempt."""
 
     def __init__(self, backend: Any, compiled: torch.nn.Module) -> None:
@@ -154,8 +161,10 @@ class Calibrator:
         # The offloading plan that fitted, while the recompute-only plan
         # it is compared with is calibrated (see _check).
         self.fallback: Optional[Dict[str, Any]] = None
-        # Peaks are measured on CUDA only.
-        self.p.allow_provisional = torch.cuda.is_available()
+        # Peaks are measured on CUDA only. The first plan is planned so
+        # (a revert plans it again the same way).
+        self.first_provisional = torch.cuda.is_available()
+        self.p.allow_provisional = self.first_provisional
         self.profiles = 0  # steps profiled (lethe._kernel_times)
 
     def _new_records(self) -> List[Any]:
@@ -296,7 +305,7 @@ class Calibrator:
         self.first = dict(attempt, record=r, offload=self.p.offload,
                           compare=compare,
                           profiled=dict(getattr(p, "profiled", {})),
-                          ctx=getattr(self.compiled, "dynamo_ctx", None),
+                          allow_provisional=self.first_provisional,
                           fits=(budget is None or measured.peak_bytes is None
                                 or measured.peak_bytes <= budget)
                           and not r.provisional)
@@ -407,36 +416,49 @@ class Calibrator:
         return True
 
     def _revert(self) -> bool:
-        """Back to the first plan, which dynamo still holds compiled."""
+        """Back to the first plan: the module compiles again, planned with
+        the first plan's settings (the same plan; inductor's caches serve
+        what they hold). Switching the module back to the dynamo context
+        that compiled the first plan ran the same kernels with a slower
+        host: a ViT-B/16 step took 16-60 ms of host time to issue against
+        10-15 ms for the plan compiled afresh, and its steps ran 24.6-28.8
+        ms against 21.3 (H100, bench/results/torch-inductor.md, run42)."""
         first = self.first
-        if first["ctx"] is None:
-            return False
-        self.compiled.dynamo_ctx = first["ctx"]
-        self.compiled._initialize()
-        self.p.set_peak_correction(first["peak_correction"])
-        self.p.set_time_scale(first["time_scale"])
+        offload, provisional = self.p.offload, self.p.allow_provisional
         self.p.offload = first["offload"]
-        self.p.profiled = first["profiled"]
+        self.p.allow_provisional = first["allow_provisional"]
+        if not self._replan(first["peak_correction"], first["time_scale"],
+                            first["profiled"]):
+            self.p.offload, self.p.allow_provisional = offload, provisional
+            return False
         self.report["reverted"] = True
         self.backend.calibrated_plan = first["record"]
         self.report["after"] = {k: v for k, v in first.items()
-                                if k not in ("ctx", "fits", "record",
-                                             "offload", "compare",
-                                             "profiled")}
+                                if k not in ("fits", "record", "offload",
+                                             "compare", "profiled",
+                                             "allow_provisional")}
         return True
 
     def _replan(self, peak_correction: int, time_scale: float,
                 profiled: Optional[Dict[str, float]] = None) -> bool:
+        """The module compiles again at its next call, planned with these
+        settings (kept as they were if it cannot)."""
+        was = (self.p.peak_correction, self.p.time_scale,
+               getattr(self.p, "profiled", None))
+        self.p.set_peak_correction(peak_correction)
+        self.p.set_time_scale(time_scale)
+        if profiled is not None:
+            self.p.profiled = profiled
         try:
             _recompile(self.compiled, self.backend)
         except AttributeError as e:  # a torch whose OptimizedModule differs
             self.report["skipped"] = f"cannot recompile this torch's " \
                 f"module: {e}"
+            self.p.set_peak_correction(was[0])
+            self.p.set_time_scale(was[1])
+            if profiled is not None:
+                self.p.profiled = was[2]
             return False
-        self.p.set_peak_correction(peak_correction)
-        self.p.set_time_scale(time_scale)
-        if profiled is not None:
-            self.p.profiled = profiled
         self.before = self.p.compiles
         return True
 
@@ -464,7 +486,8 @@ def _recompile(compiled: torch.nn.Module, backend: Any) -> None:
 
 class StepMeter:
     """Measures calls of a module as training steps (see the module
-    docstring). After a compile, `warm` calls run unmeasured, then `steps`
+    docstring). After a compile, `warm` calls run unmeasured (on CUDA, as
+    many more as fill `warm_s`, default _WARM_S seconds), then `steps`
     calls are measured and `on_step(measurement)` gets their median time and
     highest peak, at the start of the call after the last (reading the CUDA
     events waits for that step only). It returns False to stop measuring, or
@@ -480,6 +503,7 @@ class StepMeter:
     def __init__(self, module: torch.nn.Module,
                  on_step: Callable[[Measurement], bool],
                  warm: int = 1, steps: int = 3,
+                 warm_s: Optional[float] = None,
                  profile: Optional[Callable[[], bool]] = None,
                  on_profile: Optional[Callable[[List[Any]], None]] = None
                  ) -> None:
@@ -494,9 +518,15 @@ class StepMeter:
         # callbacks, which re-enabled a profiler stopped in one.
         self._profiling: Optional[Dict[str, Any]] = None
         self._warm = warm
+        # Warm calls go on until `warm_s` seconds have passed since the
+        # first of them started (None: _WARM_S on CUDA, none elsewhere).
+        self._warm_s = warm_s
+        self._warm_t0 = 0.0
         self._steps = max(1, steps)
-        # Calls not measured: the first compiles, then `warm`.
+        # Calls not measured: the first compiles, then `warm` (or more),
+        # from call `_warm_first` on.
         self._skip = 1 + warm
+        self._warm_first = 2
         self._calls = 0
         self._window: List[Measurement] = []
         self._pending: Optional[Dict[str, Any]] = None
@@ -532,8 +562,10 @@ class StepMeter:
             # call's forward before its hooks ran: this call runs the old
             # plan, the next one compiles the new; measure after `warm`.
             self._skip = self._calls + 2 + self._warm
+            self._warm_first = self._calls + 3
         self._calls += 1
         self._pending = None
+        self._extend_warm(module, args)
         if self._calls == self._skip and self._warm >= 1 \
                 and torch.is_grad_enabled() and self._profile is not None \
                 and self._profile():
@@ -554,6 +586,20 @@ class StepMeter:
         else:
             state["t0"] = time.perf_counter()
         self._pending = state
+
+    def _extend_warm(self, module: torch.nn.Module, args: Any) -> None:
+        """Makes this call a warm one, not the last, while the warm calls
+        have run for less than the warm time."""
+        if self._warm < 1 or not self._warm_first <= self._calls <= self._skip:
+            return
+        now = time.perf_counter()
+        if self._calls == self._warm_first:
+            self._warm_t0 = now
+        warm_s = self._warm_s
+        if warm_s is None:
+            warm_s = _WARM_S if _device(module, args) is not None else 0.0
+        if self._calls == self._skip and now - self._warm_t0 < warm_s:
+            self._skip += 1
 
     def _start_profile(self, device: Optional[torch.device]) -> None:
         try:

@@ -673,10 +673,21 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
     p.allow_provisional = provisional
     backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
                               calibrated_plan=None)
-    compiled = SimpleNamespace(dynamo_ctx="first plan", _initialize=lambda: 0)
-    ctxs = iter(f"plan {i}" for i in range(2, 10))
-    monkeypatch.setattr(_calibrate, "_recompile", lambda c, b: setattr(
-        c, "dynamo_ctx", next(ctxs)))
+    # A recompile plans with the partitioner's settings at that moment: the
+    # module's "context" names the plan those settings make ("first plan"
+    # for the first plan's: a revert compiles it again).
+    names = {}
+
+    def settings(p):
+        return (p.peak_correction, p.time_scale, p.offload,
+                len(getattr(p, "profiled", None) or {}))
+
+    def recompile(c, b):
+        key = settings(b.partitioner)
+        c.dynamo_ctx = names.setdefault(key, f"plan {len(names) + 1}")
+    names[settings(p)] = "first plan"
+    compiled = SimpleNamespace(dynamo_ctx="first plan")
+    monkeypatch.setattr(_calibrate, "_recompile", recompile)
     cal = _calibrate.Calibrator(backend, compiled)
     p.allow_provisional = provisional  # as on CUDA, or not
     p.compile()
