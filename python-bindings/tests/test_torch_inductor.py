@@ -910,6 +910,21 @@ def test_calibration_keeps_a_replan_that_fits(monkeypatch):
     assert [a["peak_bytes"] for a in report["attempts"]] == [690, 980]
 
 
+def test_calibration_says_when_the_host_bounds_the_step(monkeypatch):
+    # A step the host took as long to issue as the device to run: the
+    # model's kernel times do not decide it, and the report says so; a
+    # device-bound step says nothing of the host.
+    from lethe._calibrate import Measurement
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    cal.on_step(Measurement(980, 12.0, host_ms=11.8))
+    assert any("host bounds the step: 11.80 ms" in r
+               for r in report["reasons"])
+    assert report["attempts"][0]["host_ms"] == 11.8
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    cal.on_step(Measurement(980, 12.0, host_ms=6.0))
+    assert not any("host" in r for r in report["reasons"])
+
+
 @needs_lethe
 def test_a_plan_that_keeps_everything_is_plain_compiles_partition():
     # No budget: Lethe keeps every value, so the partition is min-cut's own
