@@ -153,6 +153,23 @@ def correction(measured: Measurement, *, predicted_peak: int,
     return Correction(correction, scale, replan, reasons)
 
 
+def _host_launch_us(measured: Measurement, r: Any) -> Optional[float]:
+    """Where the host bounds the measured step: the host's time to issue
+    it over the step's ops (the graph's ops and the ops its recomputations
+    re-run), the time the simulator gives each op's launch. None where the
+    device bounds it (the profile's launch time stands)."""
+    graph = getattr(r, "graph", None)
+    if measured.host_ms is None or not graph \
+            or measured.host_ms < (1 - TOLERANCE) * measured.step_ms:
+        return None
+    ops = sum(1 for n in graph.get("nodes", []) if n.get("kind") == "op")
+    rerun = {o.get("node_id") for d in r.plan.decisions
+             if d.get("decision") == "recompute"
+             for o in d.get("recomputed_ops", [])}
+    ops += len(rerun)
+    return measured.host_ms * 1e3 / ops if ops else None
+
+
 class Calibrator:
     """The backend's automatic calibration of one compiled module
     (`on_step` is the StepMeter's callback). The first measured step gives
@@ -301,6 +318,11 @@ class Calibrator:
                 f"{measured.step_ms:.2f} ms against {r.plan.step_us / 1e3:.2f}"
                 " ms predicted: re-planned without offload to compare")
             self.report["offload_compared"] = True
+        host_us = _host_launch_us(measured, r)
+        if host_us is not None:
+            fix.reasons.append(
+                f"re-planned with the host issuing {host_us:.2f} us an op "
+                "(its time over the step's ops)")
         elif not fix.replan:
             return False
         att = getattr(r, "attribution", None)
@@ -318,6 +340,7 @@ class Calibrator:
                                profiled_nodes=len(profiled))
         self.first = dict(attempt, record=r, offload=self.p.offload,
                           compare=compare,
+                          host_launch_us=getattr(p, "host_launch_us", None),
                           profiled=dict(getattr(p, "profiled", {})),
                           allow_provisional=self.first_provisional,
                           fits=(budget is None or measured.peak_bytes is None
@@ -329,9 +352,13 @@ class Calibrator:
         self.p.allow_provisional = measured.peak_bytes is not None
         if compare:
             self.p.offload = False
+        if host_us is not None:
+            self.p.set_host_launch(host_us)
         if not self._replan(peak_correction, time_scale, profiled):
             if compare:
                 self.p.offload = self.first["offload"]
+            if host_us is not None:
+                self.p.set_host_launch(self.first["host_launch_us"])
             return False
         self.report["replanned"] = True
         return True
@@ -439,18 +466,24 @@ class Calibrator:
         ms against 21.3 (H100, bench/results/torch-inductor.md, run42)."""
         first = self.first
         offload, provisional = self.p.offload, self.p.allow_provisional
+        host = getattr(self.p, "host_launch_us", None)
         self.p.offload = first["offload"]
         self.p.allow_provisional = first["allow_provisional"]
+        if host != first["host_launch_us"]:
+            self.p.set_host_launch(first["host_launch_us"])
         if not self._replan(first["peak_correction"], first["time_scale"],
                             first["profiled"]):
             self.p.offload, self.p.allow_provisional = offload, provisional
+            if host != first["host_launch_us"]:
+                self.p.set_host_launch(host)
             return False
         self.report["reverted"] = True
         self.backend.calibrated_plan = first["record"]
         self.report["after"] = {k: v for k, v in first.items()
                                 if k not in ("fits", "record", "offload",
                                              "compare", "profiled",
-                                             "allow_provisional")}
+                                             "allow_provisional",
+                                             "host_launch_us")}
         return True
 
     def _replan(self, peak_correction: int, time_scale: float,
