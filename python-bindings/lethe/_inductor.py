@@ -42,7 +42,8 @@ from lethe._measure import (CostTable, device_key, host_launch_profile,
                             measured_profile, runs_as_library_kernel,
                             scaled_profile)
 from lethe._partition import OFFLOAD, RETAIN
-from lethe._planclient import PlanRecord, parse_plan, plan_json
+from lethe._planclient import (PlanRecord, default_policy, parse_plan,
+                               plan_json)
 
 __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
            "normalize_budget", "default_device_profile"]
@@ -174,7 +175,7 @@ class LethePartitioner(_partitioner_base()):
     """Inductor's partition function, planned by Lethe. See the module
     docstring; `records` holds the newest PartitionRecords."""
 
-    def __init__(self, budget: Any = "40%", policy: str = "auto",
+    def __init__(self, budget: Any = "40%", policy: Optional[str] = None,
                  device: Optional[str] = None, *, offload: Any = False,
                  replay_rng: bool = False, planner=None,
                  costs: Any = "auto",
@@ -192,7 +193,8 @@ class LethePartitioner(_partitioner_base()):
         # The host's time to issue one op of the compiled step (µs), where
         # the calibration found the host bounding it; None: the profile's.
         self.host_launch_us: Optional[float] = None
-        self.policy = policy
+        # None: the lethe-plan pass's default, stated once (Passes.td).
+        self.policy = policy if policy is not None else default_policy()
         self.device = device or default_device_profile()
         self.offload = offload
         self.replay_rng = replay_rng
