@@ -36,7 +36,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE = re.compile(r'lethe\.(node "(?P<kind>[^"]+)"|collective (?P<ckind>\w+))'
                   r'.*? (?P<phase>fwd|bwd|opt)\b')
 TIME = re.compile(r'\btime_us = (?P<t>[-+0-9.eE]+) : f64')
-SOURCE = re.compile(r'lethe\.cost_source = "(?P<s>\w+)"')
+# The typed attribute (#lethe<cost_source measured>); the quoted string of
+# older builds is read too.
+SOURCE = re.compile(
+    r'lethe\.cost_source = (?:#lethe<cost_source |")(?P<s>\w+)[">]')
 
 
 def run(cmd):

@@ -69,7 +69,7 @@ compile() {
     grep -a -o "remark: .*Category:lethe-schedule.*\|error: .*" "$log" > "$log.short"; mv "$log.short" "$log"
   done
   cat "$dir/fsdp-auto.log"
-  grep -q 'lethe.contention = "yield"' "$dir/fsdp-auto.mlir" ||
+  grep -q 'lethe.contention = #lethe<contention yield>' "$dir/fsdp-auto.mlir" ||
     echo "gpu_contention: note: contention=auto did not choose yield here"
   for name in fsdp-auto fsdp-nooffload; do
     "$bin/lethe-translate" --lethe-to-cpp --lethe-program-name="gpt2-$name" \
