@@ -294,8 +294,8 @@ LogicalResult InsertFsdpCollectivesPass::collectParams(func::FuncOp func) {
             : 0;
     if (padding != 0) {
       ++numPaddedParams;
-      // Counted above; which parameter and how much padding is an analysis
-      // remark (--remarks-filter=lethe-insert-fsdp-collectives).
+      // A count; which parameter and how much padding is an analysis remark
+      // (--remarks-filter=lethe-insert-fsdp-collectives).
       remark::analysis(arg.getLoc(), remark::RemarkOpts::name("padding")
                                          .category(getArgument())
                                          .function(func.getSymName()))

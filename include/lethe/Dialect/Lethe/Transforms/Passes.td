@@ -28,8 +28,8 @@ def AnnotateCosts : Pass<"lethe-annotate-costs"> {
     and each gets one missed remark on its first node
     (`--remarks-filter=lethe-annotate-costs`). `device` is a built-in
     profile (`h200`, `h100`, `a100`, `h200-nvlink`, `h200-pcie`) or the
-    path of a JSON profile; an unknown
-    name or a bad file is an error listing the built-in names.
+    path of a JSON profile; an unknown name or a bad file is an error
+    listing the built-in names.
     docs/CostModel.md has the formulas and the profile format.
 
     ```mlir
