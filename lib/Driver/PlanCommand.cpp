@@ -76,8 +76,8 @@ void printPlan(const Plan &plan, const TrainingGraph &graph,
             "proves it)\n";
     else
       os << llvm::formatv("lower bound:      overhead >= {0:F2}% for any "
-                          "plan; this plan's gap {1:F2} points{2} ({3:F1} "
-                          "ms)\n",
+                          "plan; this plan's gap {1:F2} points{2} (bound "
+                          "solved in {3:F1} ms)\n",
                           100.0 * bound->overhead,
                           100.0 * (overhead - bound->overhead),
                           bound->converged ? "" : " (bound not converged)",

@@ -106,7 +106,8 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   // Recompute: each chain node runs at least once per step in which any
   // activation it re-creates is recomputed; the compute stream is serial.
   llvm::DenseMap<NodeId, int> colZ;
-  std::vector<std::pair<int, double>> recompute{{colT, 1.0}};
+  colRerun = lp.addColumn(0, INFINITY, 0, false);
+  std::vector<std::pair<int, double>> recompute{{colRerun, 1.0}};
   for (size_t a = 0; a < acts.size(); ++a) {
     if (colC[a] < 0)
       continue;
@@ -119,8 +120,10 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
       lp.addRow(0, INFINITY, {{it->second, 1}, {colC[a], -1}});
     }
   }
-  lp.addRow(-slack, INFINITY, recompute);
-  chainCols = colZ;
+  // The re-run time as one column (R = sum(t_n z_n)), which the contention
+  // rows and each contention split read instead of every chain node.
+  lp.addRow(0, 0, recompute);
+  lp.addRow(-slack, INFINITY, {{colT, 1.0}, {colRerun, -1.0}});
   addContention(device, colZ);
   // Copy channels: an offloaded activation is copied out and back in
   // before its first backward use starts.

@@ -140,26 +140,44 @@ void Relaxation::addContention(const DeviceProfile &device,
   colBoth = lp.addColumn(0, INFINITY, 0, false);
   colD2hOnly = lp.addColumn(0, INFINITY, 0, false);
   colH2dOnly = lp.addColumn(0, INFINITY, 0, false);
-  std::vector<std::pair<int, double>> d2hRow{{colBoth, rateBeside},
-                                             {colD2hOnly, rateAlone}},
-      h2dRow{{colBoth, rateBeside}, {colH2dOnly, rateAlone}};
+  // Each direction's whole copy work as one column (an equality row), which
+  // the rows below and every contention split read instead of repeating
+  // every offloadable activation: the same LP, far fewer nonzeros.
+  colWorkD2h = lp.addColumn(0, INFINITY, 0, false);
+  colWorkH2d = lp.addColumn(0, INFINITY, 0, false);
+  std::vector<std::pair<int, double>> d2hWork{{colWorkD2h, 1}},
+      h2dWork{{colWorkH2d, 1}};
   for (size_t a = 0; a < acts.size(); ++a) {
     if (colO[a] < 0)
       continue;
-    d2hRow.push_back({colO[a], -workD2h[a]});
-    h2dRow.push_back({colO[a], -workH2d[a]});
+    d2hWork.push_back({colO[a], -workD2h[a]});
+    h2dWork.push_back({colO[a], -workH2d[a]});
   }
-  lp.addRow(0, INFINITY, d2hRow);
-  lp.addRow(0, INFINITY, h2dRow);
-  // The step: every kernel's time, slowed where copies move beside it.
+  lp.addRow(0, 0, d2hWork);
+  lp.addRow(0, 0, h2dWork);
+  lp.addRow(0, INFINITY,
+            {{colBoth, rateBeside}, {colD2hOnly, rateAlone}, {colWorkD2h, -1}});
+  lp.addRow(0, INFINITY,
+            {{colBoth, rateBeside}, {colH2dOnly, rateAlone}, {colWorkH2d, -1}});
+  // The re-runs' deficits, D = sum(d_n t_n z_n), likewise one column.
+  std::vector<std::pair<int, double>> rerunDeficit;
+  for (auto [node, col] : colZ)
+    if (deficit[node] > 0)
+      rerunDeficit.push_back({col, -deficit[node] * model.nodeTimeUs(node)});
+  if (!rerunDeficit.empty()) {
+    colRerunDeficit = lp.addColumn(0, INFINITY, 0, false);
+    rerunDeficit.push_back({colRerunDeficit, 1});
+    lp.addRow(0, 0, rerunDeficit);
+  }
+  // The step: every kernel's time, slowed where copies move beside it; the
+  // re-runs' sum(t_n (1 - d_n) z_n) is the re-run time less D.
   std::vector<std::pair<int, double>> row{{colT, 1.0},
                                           {colBoth, -kappaBoth},
                                           {colD2hOnly, -kappaOne},
-                                          {colH2dOnly, -kappaOne}};
-  for (auto [node, col] : colZ) {
-    row.push_back({col, -model.nodeTimeUs(node) * (1.0 - deficit[node])});
-    chainDeficitUs[col] = deficit[node] * model.nodeTimeUs(node);
-  }
+                                          {colH2dOnly, -kappaOne},
+                                          {colRerun, -1.0}};
+  if (colRerunDeficit >= 0)
+    row.push_back({colRerunDeficit, 1.0});
   lp.addRow(-slack - unslowed, INFINITY, row);
 }
 
@@ -241,21 +259,18 @@ void Relaxation::addPhaseSplit(NodeId p) {
   }
   // H2D moving in phase 1 does at most the H2D work phase 2 does not;
   // D2H moving in phase 2 at most the D2H work phase 1 does not.
-  std::vector<std::pair<int, double>> h2dCap{
-      {both1, leastH2d}, {h2d1, leastH2d}, {point, 1 / rateH2d}};
-  std::vector<std::pair<int, double>> d2hCap{{colBoth, leastD2h},
-                                             {both1, -leastD2h},
-                                             {colD2hOnly, leastD2h},
-                                             {d2h1, -leastD2h},
-                                             {point, 1 / rateD2h}};
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (colO[a] < 0)
-      continue;
-    h2dCap.push_back({colO[a], -workH2d[a]});
-    d2hCap.push_back({colO[a], -workD2h[a]});
-  }
-  lp.addRow(-INFINITY, 0, h2dCap);
-  lp.addRow(-INFINITY, 0, d2hCap);
+  lp.addRow(-INFINITY, 0,
+            {{both1, leastH2d},
+             {h2d1, leastH2d},
+             {point, 1 / rateH2d},
+             {colWorkH2d, -1}});
+  lp.addRow(-INFINITY, 0,
+            {{colBoth, leastD2h},
+             {both1, -leastD2h},
+             {colD2hOnly, leastD2h},
+             {d2h1, -leastD2h},
+             {point, 1 / rateD2h},
+             {colWorkD2h, -1}});
   // Each phase lasts at least its nodes' time plus the re-runs in it, and
   // beside copies at least kappa more per microsecond they move, less the
   // deficits of its nodes and of the re-runs (all of them: which phase
@@ -272,18 +287,13 @@ void Relaxation::addPhaseSplit(NodeId p) {
       {both1, kappaBoth}, {colD2hOnly, -kappaOne},
       {d2h1, kappaOne},   {colH2dOnly, -kappaOne},
       {h2d1, kappaOne}};
-  // T >= (re-run time) + E_1 + E_2 - slack.
-  std::vector<std::pair<int, double>> step{
-      {colT, 1}, {extra1, -1}, {extra2, -1}};
-  for (auto [node, col] : chainCols) {
-    double deficitUs = chainDeficitUs.lookup(col);
-    if (deficitUs > 0) {
-      row1.push_back({col, deficitUs});
-      row2.push_back({col, deficitUs});
-    }
-    step.push_back({col, -model.nodeTimeUs(node)});
+  if (colRerunDeficit >= 0) {
+    row1.push_back({colRerunDeficit, 1});
+    row2.push_back({colRerunDeficit, 1});
   }
   lp.addRow(-unslowed1, INFINITY, row1);
   lp.addRow(-unslowed2, INFINITY, row2);
-  lp.addRow(-slack, INFINITY, step);
+  // T >= (re-run time) + E_1 + E_2 - slack.
+  lp.addRow(-slack, INFINITY,
+            {{colT, 1}, {extra1, -1}, {extra2, -1}, {colRerun, -1}});
 }

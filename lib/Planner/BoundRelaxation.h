@@ -119,10 +119,12 @@ private:
   double leastD2h = 0.0, leastH2d = 0.0;
   std::vector<double> unslowedUs;
   std::vector<double> workD2h, workH2d;
-  /// The recompute chain nodes' columns (z_n), and per such column the
-  /// node's deficit times its time.
-  llvm::DenseMap<NodeId, int> chainCols;
-  llvm::DenseMap<int, double> chainDeficitUs;
+  /// The re-run time sum(t_n z_n), the re-runs' deficits sum(d_n t_n z_n)
+  /// (-1: no chain node has one) and each direction's copy work
+  /// sum(w_a o_a), each a column defined by an equality row: the rows that
+  /// read them would otherwise repeat every chain node or activation.
+  int colRerun = -1, colRerunDeficit = -1;
+  int colWorkD2h = -1, colWorkH2d = -1;
   llvm::DenseSet<int64_t> cuts;
   llvm::DenseMap<NodeId, std::vector<int>> gapCache;
   int numPoints = 0;
