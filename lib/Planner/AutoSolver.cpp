@@ -438,7 +438,10 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
                              });
       llvm::SmallVector<Candidate, 1> picks = {best};
       if (tying)
-        appendTiedPicks(op, pos, batch, copies, picks);
+        appendTiedPicks(op, pos, batch, copies,
+                        partialTies ? tree.max() - level - best.benefit
+                                    : std::numeric_limits<int64_t>::max(),
+                        picks);
       // Offloads move the other copies too: their freed ranges are compared
       // once for all the picks (a tied pick adds many copies).
       std::vector<std::pair<size_t, size_t>> before;
@@ -674,6 +677,19 @@ llvm::Expected<AutoSolution> Solver::solve() {
             offloadedBytes += acts[a].bytes;
         ladder.resize(*firstFit);
         firstFit.reset();
+        // A tied pick jumps many levels: the untied ladder would refine all
+        // of them. The partially tied greedy goes straight to the level
+        // above the budget, and the untied ladder starts there.
+        llvm::Expected<std::optional<unsigned>> landed =
+            descendTied(j, baselinePeak);
+        if (!landed)
+          return landed.takeError();
+        if (*landed) {
+          j = **landed;
+          record(j);
+          if (ladder.back().peak <= budget)
+            firstFit = ladder.size() - 1;
+        }
         tying = false;
       }
     }
