@@ -1,9 +1,11 @@
 //===- AutoSolverImpl.h - The state of the fast `auto` solver ---*- C++ -*-===//
 //
 // The Solver of AutoSolver.cpp and what it works on, shared by
-// AutoSolver.cpp (the ladder and the greedy that reaches each level) and
+// AutoSolver.cpp (the ladder and the greedy that reaches each level),
+// AutoSolverCandidates.cpp (the greedy's candidates and their prices),
 // AutoSolverSearch.cpp (the improvement searches at a level: polish,
-// restarts, probing below, replacing copy-time trades).
+// restarts, probing below, replacing copy-time trades) and
+// RepeatedLayers.cpp (tied picks, the tied descent).
 //
 //===----------------------------------------------------------------------===//
 
