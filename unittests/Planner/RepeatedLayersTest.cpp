@@ -167,7 +167,7 @@ TEST(RepeatedLayersTest, TiedSolveMatchesUntiedOnAStack) {
 /// The tied descent (AutoSolverOptions::tiedDescent) replaces the untied
 /// ladder's levels between the last tied plan above the budget and the
 /// level above the budget by one partially tied greedy. Over stacks of 8 to
-/// 40 identical layers with random sizes and times, at 30-95% of the
+/// 40 identical layers with random node times, at 30-95% of the
 /// unplanned peak: it plans whenever the ladder it replaces does, its plan
 /// fits, is never more than 0.1% slower than that ladder's, nor than the
 /// untied solve's, and never slower at a larger budget.
