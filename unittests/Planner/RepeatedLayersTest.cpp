@@ -1,5 +1,6 @@
 //===- RepeatedLayersTest.cpp - Classes of identical layers, tied solves --===//
 
+#include "GraphFile.h"
 #include "RandomGraph.h"
 
 #include "lethe/Planner/Activations.h"
@@ -7,6 +8,7 @@
 #include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/RepeatedLayers.h"
 
+#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
@@ -225,5 +227,54 @@ TEST(RepeatedLayersTest, TiedDescentPlansAsTheLadderItReplaces) {
   // 156 of the 168 solves when written.
   EXPECT_GE(shorter, 84);
 }
+
+/// Corpus graphs are below the size at which `auto` ties (8-24 layers): tied
+/// by force, the descent's plans must still fit wherever the ladder it
+/// replaces finds one (its step time may differ: the searches differ, see
+/// docs/Planner.md).
+class CorpusTiedDescent : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(CorpusTiedDescent, PlansFitWhereTheLadderFits) {
+  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  llvm::Expected<TrainingGraph> graph =
+      lethe::testing::loadGraphFile(path, context, module);
+  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
+  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
+  PlanOptions base;
+  ActivationAnalysis analysis(*graph, base);
+  RepeatedLayers repeated = findRepeatedLayers(analysis);
+  ASSERT_FALSE(repeated.classes.empty());
+  EXPECT_FALSE(shouldTieRepeatedLayers(analysis, repeated));
+  Evaluator evaluator(analysis, *device);
+  std::vector<Decision> none(analysis.getActivations().size(),
+                             Decision::Retain);
+  llvm::Expected<Evaluation> unplanned = evaluator.evaluate(none);
+  ASSERT_TRUE(static_cast<bool>(unplanned));
+  AutoSolverOptions descent, ladder;
+  descent.tiedClasses = repeated.classes;
+  ladder.tiedClasses = repeated.classes;
+  ladder.tiedDescent = false;
+  for (int percent : {40, 50, 70, 90}) {
+    SCOPED_TRACE(std::to_string(percent) + "%");
+    PlanOptions options = base;
+    options.budgetBytes = unplanned->peakBytes * percent / 100;
+    llvm::Expected<AutoSolution> fast =
+        solveAuto(evaluator, options, {}, descent);
+    llvm::Expected<AutoSolution> slow =
+        solveAuto(evaluator, options, {}, ladder);
+    ASSERT_TRUE(fast && slow);
+    EXPECT_EQ(fast->feasible, slow->feasible);
+    if (fast->feasible)
+      EXPECT_LE(fast->evaluation.peakBytes, options.budgetBytes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, CorpusTiedDescent,
+                         ::testing::Values("graph_bert_base.json",
+                                           "graph_gpt2_medium.json",
+                                           "graph_vit_b16.json"));
 
 } // namespace
