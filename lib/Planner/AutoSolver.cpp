@@ -10,16 +10,14 @@
 // (a segment tree with range add) after each pick; then it evaluates the
 // whole batch exactly and starts over from the exact memory until the level
 // holds. When a batch does not help, single candidates are tried exactly
-// (trySingles, AutoSolverSearch.cpp). The reasons given for each decision
-// are in AutoSolverExplain.cpp.
+// (trySingles, AutoSolverSearch.cpp). The candidates and their prices are in
+// AutoSolverCandidates.cpp, the reasons given for each decision in
+// AutoSolverExplain.cpp, the tied picks and descent in RepeatedLayers.cpp.
 //
 //===----------------------------------------------------------------------===//
 
 #include "AutoSolverImpl.h"
-#include "PlannerUtils.h"
 
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -30,8 +28,6 @@
 
 using namespace lethe;
 using namespace lethe::autosolver;
-using planner::humanBytes;
-using planner::humanUs;
 
 namespace {
 
@@ -47,355 +43,6 @@ struct Member {
 constexpr unsigned kLookBelow = 3;
 
 } // namespace
-
-/// Candidate order: least time per freed byte, then recompute before
-/// offload (it uses no copy bandwidth), then hardest alternative first, then
-/// largest, then lowest id.
-bool lethe::autosolver::betterCandidate(const Candidate &x, const Candidate &y) {
-  double sx = x.score(), sy = y.score();
-  if (sx != sy)
-    return sx < sy;
-  if (x.decision != y.decision)
-    return x.decision == Decision::Recompute;
-  if (x.difficulty != y.difficulty)
-    return x.difficulty > y.difficulty;
-  if (x.bytes != y.bytes)
-    return x.bytes > y.bytes;
-  return x.act < y.act;
-}
-
-double Solver::contentionRate() const {
-  auto loss = [](double factor) {
-    return factor > 1.0 ? 1.0 - 1.0 / factor : 0.0;
-  };
-  const double matrix = loss(device.matmulSlowdownWithCopies);
-  const double memoryBound = loss(device.memoryBoundSlowdownWithCopies);
-  if (matrix <= 0.0 && memoryBound <= 0.0)
-    return 0.0;
-  double slowed = 0.0, total = 0.0;
-  for (size_t i = 0; i < graph.numNodes(); ++i) {
-    const GraphNode &node = graph.getNode(i);
-    if (node.hasFlag(NodeFlagCollective))
-      continue;
-    double t = std::max(0.0, node.timeUs);
-    total += t;
-    switch (kernelClassOf(node)) {
-    case KernelClass::Matrix:
-      slowed += t * matrix;
-      break;
-    case KernelClass::MemoryBound:
-      slowed += t * memoryBound;
-      break;
-    case KernelClass::None:
-      break;
-    }
-  }
-  return total > 0.0 ? slowed / total : 0.0;
-}
-
-Positions Solver::index(const Evaluation &eval) const {
-  const Schedule &schedule = *eval.schedule;
-  const size_t numOps = schedule.ops.size();
-  const size_t numNodes = graph.numNodes();
-  Positions pos;
-  pos.nodeOp.assign(numNodes, 0);
-  pos.regionStart.assign(numNodes, 0);
-  pos.opNode.assign(numOps, static_cast<NodeId>(numNodes));
-  for (size_t k = 0; k < numOps; ++k)
-    if (schedule.ops[k].kind == ScheduleOpKind::Node)
-      pos.nodeOp[schedule.ops[k].node] = static_cast<OpIndex>(k);
-  for (size_t i = 0; i < numNodes; ++i) {
-    OpIndex k = pos.nodeOp[i];
-    while (k > 0 && schedule.ops[k - 1].kind == ScheduleOpKind::Recompute)
-      --k;
-    pos.regionStart[i] = k;
-  }
-  NodeId next = static_cast<NodeId>(numNodes);
-  for (size_t k = numOps; k-- > 0;) {
-    if (schedule.ops[k].kind == ScheduleOpKind::Node)
-      next = schedule.ops[k].node;
-    pos.opNode[k] = next;
-  }
-  const size_t numActs = acts.size();
-  pos.producedFree.assign(numActs, static_cast<OpIndex>(numOps) - 1);
-  pos.needNode.assign(numActs, -1);
-  pos.releaseOp.assign(numActs, -1);
-  pos.prefetchOp.assign(numActs, -1);
-  std::vector<int32_t> producedOf(schedule.buffers.size(), -1);
-  for (auto [b, buffer] : llvm::enumerate(schedule.buffers))
-    if (buffer.origin == BufferOrigin::Produced)
-      producedOf[b] = analysis.activationIndex(buffer.storage);
-  for (size_t k = 0; k < numOps; ++k) {
-    const ScheduleOp &op = schedule.ops[k];
-    for (BufferId b : op.frees)
-      if (producedOf[b] >= 0)
-        pos.producedFree[producedOf[b]] = static_cast<OpIndex>(k);
-    for (BufferId b : op.reads) {
-      int32_t a = producedOf[b];
-      if (a >= 0 && pos.needNode[a] < 0 &&
-          k > static_cast<size_t>(pos.nodeOp[acts[a].lastForwardUse]) &&
-          op.kind != ScheduleOpKind::Offload)
-        pos.needNode[a] = pos.opNode[k];
-    }
-    int32_t a = op.storage >= 0 ? analysis.activationIndex(op.storage) : -1;
-    if (op.kind == ScheduleOpKind::Release && a >= 0)
-      pos.releaseOp[a] = static_cast<OpIndex>(k);
-    if (op.kind == ScheduleOpKind::Prefetch && a >= 0)
-      pos.prefetchOp[a] = static_cast<OpIndex>(k);
-  }
-  return pos;
-}
-
-void Solver::computeRecompute(Candidate &c, const Placement &placement,
-                              const Batch &batch) const {
-  const ActivationInfo &act = acts[c.act];
-  c.costUs = 0.0;
-  c.chainExtra = 0;
-  c.newChainNodes.clear();
-  const std::vector<NodeId> &existing = placement.chainNodes[c.restore];
-  for (NodeId node : act.recomputeNodes) {
-    if (std::binary_search(existing.begin(), existing.end(), node) ||
-        batch.chain.contains((uint64_t(c.restore) << 32) | uint32_t(node)))
-      continue;
-    c.newChainNodes.push_back(node);
-    const GraphNode &n = graph.getNode(node);
-    if (!n.hasFlag(NodeFlagCollective))
-      c.costUs += std::max(0.0, n.timeUs);
-    for (ValueId r : n.results) {
-      int32_t s = analysis.storageIndex(r);
-      if (s >= 0 && analysis.getStorages()[s].storage == r && r != act.storage)
-        c.chainExtra += analysis.getStorages()[s].bytes;
-    }
-  }
-  // The chain reads its inputs at c.restore: an offloaded input restored
-  // later must now be back by then, and its H2D copy (placed to end just
-  // before its own restore point) is exposed where it cannot end in time.
-  // Unpriced, such a recompute looks free of copy cost and the next level's
-  // polish, finding it undone faster, makes a smaller budget faster.
-  double h2dRate = device.h2dBytesPerSec;
-  for (ValueId input : act.recomputeInputs) {
-    int32_t b = analysis.activationIndex(input);
-    if (b < 0 || placement.decisions[b].decision != Decision::Offload ||
-        placement.decisions[b].firstBackwardUse <= c.restore)
-      continue;
-    double h2dUs = static_cast<double>(acts[b].bytes) / h2dRate * 1e6;
-    double earliestEnd =
-        std::max(placement.d2hEndUs[b],
-                 placement.nodeEndUs[placement.decisions[b].releaseAfter]) +
-        h2dUs;
-    c.costUs += std::max(0.0, earliestEnd - placement.chainStartUs[c.restore]);
-  }
-}
-
-Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
-                           llvm::ArrayRef<Decision> decisions) const {
-  Batch batch;
-  batch.restore.assign(acts.size(), -1);
-  batch.recompute.resize(acts.size());
-  batch.picked.assign(acts.size(), 0);
-  batch.whatIf.resize(acts.size());
-  batch.tradeWhatIf.resize(acts.size());
-  batch.offloadMark.assign(acts.size(), 0);
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (decisions[a] != Decision::Retain)
-      continue;
-    const ActivationInfo &act = acts[a];
-    NodeId restore =
-        pos.needNode[a] >= 0 ? pos.needNode[a] : act.firstBackwardUse;
-    if (restore <= act.lastForwardUse)
-      continue;
-    batch.restore[a] = restore;
-    batch.liveAct.push_back(static_cast<int32_t>(a));
-    batch.liveBegin.push_back(pos.nodeOp[act.producer]);
-    batch.liveEnd.push_back(pos.producedFree[a]);
-    if (!act.recomputable)
-      continue;
-    Candidate &c = batch.recompute[a];
-    c.act = static_cast<int32_t>(a);
-    c.decision = Decision::Recompute;
-    c.bytes = c.benefit = act.bytes;
-    c.restore = restore;
-    c.gapBegin = pos.nodeOp[act.lastForwardUse] + 1;
-    c.gapEnd = pos.regionStart[restore] - 1;
-    c.chainPos = pos.regionStart[restore];
-    computeRecompute(c, *eval.placement, batch);
-    batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
-  }
-  llvm::sort(batch.byRestore);
-  return batch;
-}
-
-void Solver::pickRecompute(Batch &batch, const Candidate &picked,
-                           const Placement &placement) const {
-  for (NodeId node : picked.newChainNodes)
-    batch.chain.insert((uint64_t(picked.restore) << 32) | uint32_t(node));
-  auto range = std::equal_range(
-      batch.byRestore.begin(), batch.byRestore.end(),
-      std::make_pair(picked.restore, int32_t(-1)),
-      [](const std::pair<NodeId, int32_t> &x,
-         const std::pair<NodeId, int32_t> &y) { return x.first < y.first; });
-  for (auto it = range.first; it != range.second; ++it)
-    if (!batch.picked[it->second])
-      computeRecompute(batch.recompute[it->second], placement, batch);
-}
-
-std::vector<const Candidate *>
-Solver::candidatesAt(
-    size_t op, const Positions &pos, const Evaluation &eval, Batch &batch,
-    const planner::CopyModel &copies, size_t offloadLimit,
-    llvm::function_ref<std::pair<size_t, size_t>()> overLevel) {
-  const Placement &placement = *eval.placement;
-  std::vector<const Candidate *> result;
-  std::vector<uint8_t> &offloadable = batch.offloadMark;
-  std::vector<int32_t> marked;
-  const std::vector<NodeId> &restoreOf = batch.restore;
-  for (size_t k = 0; k < batch.liveAct.size(); ++k) {
-    if (op < static_cast<size_t>(batch.liveBegin[k]) ||
-        op > static_cast<size_t>(batch.liveEnd[k]))
-      continue;
-    int32_t a = batch.liveAct[k];
-    if (batch.picked[a])
-      continue;
-    const ActivationInfo &act = acts[a];
-    const Candidate &rc = batch.recompute[a];
-    if (rc.act >= 0 && op >= rc.gapBegin && op <= rc.gapEnd)
-      result.push_back(&rc);
-    if (act.offloadable &&
-        offloadedBytes + act.bytes <= options.hostBudgetBytes) {
-      offloadable[a] = 1;
-      marked.push_back(a);
-    }
-  }
-  batch.offloadScratch.clear();
-  // Offloads cost nothing when their copies hide; judge them hardest to
-  // recompute first, stopping at the first free one (none after it can
-  // beat it).
-  auto freesAt = [&](NodeId release, NodeId prefetch) {
-    return static_cast<size_t>(pos.nodeOp[release]) < op &&
-           op <= static_cast<size_t>(pos.nodeOp[prefetch]);
-  };
-  const std::vector<double> &nodeEnd = placement.nodeEndUs;
-  const PlannedCopyCosts copy = plannedCopyCosts(device);
-  // Offloads whose copies cannot hide around `op` can still free it by
-  // releasing before it (waiting for the D2H copy) and prefetching after it
-  // (waiting for the H2D copy): judged too, a few per call.
-  NodeId peakNode = pos.opNode[op];
-  size_t judged = 0, trades = 0;
-  const size_t tradeLimit = 8;
-  llvm::ArrayRef<planner::CopyEntry> entries = copies.getEntries();
-  // Adds the candidate if it frees `op`; returns whether it costs nothing.
-  auto consider = [&](Candidate c, const planner::CopyWhatIf &effect) {
-    c.gapBegin = pos.nodeOp[effect.release] + 1;
-    c.gapEnd = pos.nodeOp[effect.prefetch];
-    if (op < c.gapBegin || op > c.gapEnd)
-      return false;
-    int64_t lost = 0;
-    for (const planner::CopyWhatIf::Move &m : effect.moved)
-      if (freesAt(m.oldRelease, m.oldPrefetch) &&
-          !freesAt(m.newRelease, m.newPrefetch))
-        lost += entries[m.entry].bytes;
-    c.costUs = effect.extraUs;
-    c.benefit = c.bytes - lost;
-    if (c.benefit <= 0)
-      return false;
-    bool free = c.costUs == 0.0 && lost == 0;
-    // Hidden copies still slow the kernels they run beside.
-    c.contentionUs =
-        contentionPerCopyUs * (copy.d2hUs(c.bytes) + copy.h2dUs(c.bytes));
-    c.costUs += c.contentionUs;
-    batch.offloadScratch.push_back(std::move(c));
-    return free;
-  };
-  auto makeCandidate = [&](int32_t a) {
-    const ActivationInfo &act = acts[a];
-    Candidate c;
-    c.act = a;
-    c.decision = Decision::Offload;
-    c.bytes = act.bytes;
-    c.restore = restoreOf[a];
-    c.difficulty = act.recomputable
-                       ? act.recomputeUs / static_cast<double>(act.bytes)
-                       : std::numeric_limits<double>::infinity();
-    return c;
-  };
-  llvm::SmallVector<int32_t> cannotHide;
-  for (int32_t a : offloadOrder) {
-    if (!offloadable[a])
-      continue;
-    const ActivationInfo &act = acts[a];
-    NodeId restore = restoreOf[a];
-    // Optimistic bounds first: an empty queue on both links.
-    double d2hEnd = nodeEnd[act.contentReadyAfter] + copy.d2hUs(act.bytes);
-    auto releaseIt = std::lower_bound(nodeEnd.begin() + act.lastForwardUse,
-                                      nodeEnd.begin() + restore, d2hEnd - 1e-9);
-    NodeId earliestRelease = std::min<NodeId>(
-        restore - 1, static_cast<NodeId>(releaseIt - nodeEnd.begin()));
-    double latestStart =
-        placement.chainStartUs[restore] - copy.h2dUs(act.bytes);
-    auto issueIt =
-        std::upper_bound(nodeEnd.begin() + earliestRelease,
-                         nodeEnd.begin() + restore, latestStart + 1e-9);
-    NodeId latestIssue = std::max<NodeId>(
-        earliestRelease, static_cast<NodeId>(issueIt - nodeEnd.begin()) - 1);
-    if (static_cast<size_t>(pos.nodeOp[earliestRelease]) + 1 > op ||
-        static_cast<size_t>(pos.nodeOp[latestIssue]) < op) {
-      cannotHide.push_back(a);
-      continue;
-    }
-    if (judged++ >= offloadLimit)
-      break;
-    std::optional<planner::CopyWhatIf> &effect = batch.whatIf[a];
-    if (!effect)
-      effect = copies.whatIf(a, restore);
-    size_t before = batch.offloadScratch.size();
-    if (consider(makeCandidate(a), *effect))
-      break;
-    if (batch.offloadScratch.size() == before)
-      cannotHide.push_back(a);
-  }
-  // Trading copy time for memory where nothing frees `op` for free: the
-  // trade competes on time per byte with the recomputes. It releases before
-  // the nodes above the level around `op` and prefetches after them (one
-  // trade per node would free the peak node and leave its neighbours, which
-  // the same activation can no longer free).
-  auto costsTime = [](const Candidate *c) {
-    return c->costUs - c->contentionUs > 0.0;
-  };
-  bool anyFree =
-      llvm::any_of(result, [&](const Candidate *c) { return !costsTime(c); }) ||
-      llvm::any_of(batch.offloadScratch,
-                   [&](const Candidate &c) { return !costsTime(&c); });
-  if (!anyFree && !noTrades && !cannotHide.empty()) {
-    auto [firstOp, lastOp] = overLevel();
-    NodeId first = pos.opNode[std::min(firstOp, op)];
-    NodeId last = pos.opNode[std::max(lastOp, op)];
-    for (int32_t a : cannotHide) {
-      if (trades >= tradeLimit)
-        break;
-      const ActivationInfo &act = acts[a];
-      if (peakNode - 1 < act.lastForwardUse || peakNode > restoreOf[a] - 1)
-        continue;
-      ++trades;
-      Candidate c = makeCandidate(a);
-      c.hint.releaseBy = std::max<NodeId>(first - 1, act.lastForwardUse);
-      c.hint.prefetchNotBefore = std::min<NodeId>(last, restoreOf[a] - 1);
-      std::optional<std::pair<CopyHint, planner::CopyWhatIf>> &cached =
-          batch.tradeWhatIf[a];
-      if (!cached || !(cached->first == c.hint))
-        cached.emplace(c.hint, copies.whatIf(a, c.restore, c.hint));
-      consider(c, cached->second);
-    }
-  }
-  for (int32_t a : marked)
-    offloadable[a] = 0;
-  for (const Candidate &c : batch.offloadScratch)
-    result.push_back(&c);
-  if (freeOnly)
-    llvm::erase_if(result, [](const Candidate *c) {
-      return c->costUs - c->contentionUs > 0.0;
-    });
-  return result;
-}
 
 llvm::Expected<bool> Solver::reduceTo(int64_t level) {
   MaxTree tree;
@@ -438,7 +85,10 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
                              });
       llvm::SmallVector<Candidate, 1> picks = {best};
       if (tying)
-        appendTiedPicks(op, pos, batch, copies, picks);
+        appendTiedPicks(op, pos, batch, copies,
+                        partialTies ? tree.max() - level - best.benefit
+                                    : std::numeric_limits<int64_t>::max(),
+                        picks);
       // Offloads move the other copies too: their freed ranges are compared
       // once for all the picks (a tied pick adds many copies).
       std::vector<std::pair<size_t, size_t>> before;
@@ -674,6 +324,19 @@ llvm::Expected<AutoSolution> Solver::solve() {
             offloadedBytes += acts[a].bytes;
         ladder.resize(*firstFit);
         firstFit.reset();
+        // A tied pick jumps many levels: the untied ladder would refine all
+        // of them. The partially tied greedy goes straight to the level
+        // above the budget, and the untied ladder starts there.
+        llvm::Expected<std::optional<unsigned>> landed =
+            descendTied(j, baselinePeak);
+        if (!landed)
+          return landed.takeError();
+        if (*landed) {
+          j = **landed;
+          record(j);
+          if (ladder.back().peak <= budget)
+            firstFit = ladder.size() - 1;
+        }
         tying = false;
       }
     }

@@ -1,9 +1,11 @@
 //===- AutoSolverImpl.h - The state of the fast `auto` solver ---*- C++ -*-===//
 //
 // The Solver of AutoSolver.cpp and what it works on, shared by
-// AutoSolver.cpp (the ladder and the greedy that reaches each level) and
+// AutoSolver.cpp (the ladder and the greedy that reaches each level),
+// AutoSolverCandidates.cpp (the greedy's candidates and their prices),
 // AutoSolverSearch.cpp (the improvement searches at a level: polish,
-// restarts, probing below, replacing copy-time trades).
+// restarts, probing below, replacing copy-time trades) and
+// RepeatedLayers.cpp (tied picks, the tied descent).
 //
 //===----------------------------------------------------------------------===//
 
@@ -242,10 +244,19 @@ private:
                      const Placement &placement) const;
   /// The picks that tie `picks.front()` (made at schedule op `op`) to the
   /// other members of its class that free memory there; offloads only as
-  /// far as their copies hide in `copies` (RepeatedLayers.cpp).
+  /// far as their copies hide in `copies`; members in program order, only
+  /// until they free `need` bytes more than the first pick
+  /// (RepeatedLayers.cpp).
   void appendTiedPicks(size_t op, const Positions &pos, const Batch &batch,
-                       const planner::CopyModel &copies,
+                       const planner::CopyModel &copies, int64_t need,
                        llvm::SmallVectorImpl<Candidate> &picks) const;
+  /// From the last tied plan above the budget (the current plan, at ladder
+  /// level `from`), the tied greedy with picks tied only as far as the level
+  /// needs, straight down to the last level above the budget: the level
+  /// reached, or none (the current plan unchanged) where the budget's level
+  /// is next or the greedy is stuck (RepeatedLayers.cpp).
+  llvm::Expected<std::optional<unsigned>> descendTied(unsigned from,
+                                                      int64_t baselinePeak);
   /// Greedy until the peak is <= level. False when stuck.
   llvm::Expected<bool> reduceTo(int64_t level);
   /// Undoes decisions the level no longer needs; true if the step got
@@ -352,6 +363,9 @@ private:
   std::vector<int32_t> tieClass;
   /// While set, reduceTo ties its picks across their classes.
   bool tying = false;
+  /// While set (and tying), a tied pick takes only the members that bring
+  /// its op down to the level (descendTied).
+  bool partialTies = false;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
 };

@@ -154,21 +154,25 @@ bool lethe::shouldTieRepeatedLayers(const ActivationAnalysis &analysis,
 
 void Solver::appendTiedPicks(size_t op, const Positions &pos,
                              const Batch &batch,
-                             const planner::CopyModel &copies,
+                             const planner::CopyModel &copies, int64_t need,
                              llvm::SmallVectorImpl<Candidate> &picks) const {
   const Candidate picked = picks.front();
   int32_t cls = tieClass[picked.act];
   // A copy-time trade is placed around this op's node: no other member
   // shares it.
-  if (cls < 0 || !(picked.hint == CopyHint()))
+  if (cls < 0 || !(picked.hint == CopyHint()) || need <= 0)
     return;
   if (picked.decision == Decision::Recompute) {
     for (int32_t m : solverOptions.tiedClasses[cls]) {
+      if (need <= 0)
+        break;
       if (m == picked.act || batch.picked[m] || batch.restore[m] < 0)
         continue;
       const Candidate &c = batch.recompute[m];
-      if (c.act >= 0 && c.gapBegin <= op && op <= c.gapEnd)
+      if (c.act >= 0 && c.gapBegin <= op && op <= c.gapEnd) {
         picks.push_back(c);
+        need -= c.benefit;
+      }
     }
     return;
   }
@@ -176,6 +180,8 @@ void Solver::appendTiedPicks(size_t op, const Positions &pos,
   int64_t hostBytes = offloadedBytes + picked.bytes;
   std::vector<std::pair<int32_t, NodeId>> members;
   for (int32_t m : solverOptions.tiedClasses[cls]) {
+    if (need <= 0)
+      break;
     if (m == picked.act || batch.picked[m] || batch.restore[m] < 0)
       continue;
     const ActivationInfo &act = acts[m];
@@ -185,6 +191,7 @@ void Solver::appendTiedPicks(size_t op, const Positions &pos,
         op >= static_cast<size_t>(pos.regionStart[restore]))
       continue;
     hostBytes += act.bytes;
+    need -= act.bytes;
     members.push_back({m, restore});
   }
   if (members.empty())
@@ -218,4 +225,29 @@ void Solver::appendTiedPicks(size_t op, const Positions &pos,
     c.restore = restore;
     picks.push_back(std::move(c));
   }
+}
+
+llvm::Expected<std::optional<unsigned>>
+Solver::descendTied(unsigned from, int64_t baselinePeak) {
+  // The first ladder level at or below the budget, and the one above it.
+  const int64_t over = baselinePeak - options.budgetBytes;
+  if (!solverOptions.tiedDescent || over <= 0)
+    return std::nullopt;
+  const int64_t first = (over + stepBytes - 1) / stepBytes;
+  // Where the budget's level is next, the untied ladder is as quick.
+  if (first <= static_cast<int64_t>(from) + 2)
+    return std::nullopt;
+  const unsigned target = static_cast<unsigned>(first - 1);
+  State above = save();
+  partialTies = true;
+  llvm::Expected<bool> reached =
+      reduceTo(baselinePeak - static_cast<int64_t>(target) * stepBytes);
+  partialTies = false;
+  if (!reached)
+    return reached.takeError();
+  if (!*reached) {
+    restore(std::move(above));
+    return std::nullopt;
+  }
+  return target;
 }

@@ -17,7 +17,9 @@
 // - seeds: plans of the fixed policies, evaluated the same way.
 // On a large step of repeated layers the ladder's greedy ties its picks
 // across identical layers (AutoSolverOptions::tiedClasses) down to the
-// budget, then goes on untied from the last tied plan above it.
+// budget; from the last tied plan above it, picks tied only as far as each
+// op needs take it to the level above the budget, and the ladder goes on
+// untied from there.
 // Because neither the ladder nor the seeds depend on the budget, the peak of
 // the chosen plan can only fall as the budget falls, and `auto` is never
 // slower than a fixed policy whose plan fits (docs/Planner.md has the
@@ -64,6 +66,10 @@ struct AutoSolverOptions {
   /// (lethe/Planner/RepeatedLayers.h): a pick of one member is applied to
   /// every member that frees memory at the same op. Empty: no ties.
   std::vector<std::vector<int32_t>> tiedClasses;
+  /// With ties: from the last tied plan above the budget, go straight to
+  /// the last level above it with picks tied as far as each op needs, and
+  /// refine untied only from there (docs/Planner.md). Off only to compare.
+  bool tiedDescent = true;
   /// Where the greedy is stuck and no seed fits the level, keep values
   /// needed only after the peak op off it with late prefetches
   /// (docs/Planner.md). Off only to measure what it adds.
