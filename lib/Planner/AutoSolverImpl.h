@@ -376,6 +376,9 @@ private:
   std::vector<int32_t> tieClass;
   /// While set, reduceTo ties its picks across their classes.
   bool tying = false;
+  /// Set by reduceLate: the plan its first chain-reader move started from,
+  /// which the ladder keeps as a member (faster, its peak higher).
+  std::optional<State> chainReadersFrom;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
 };

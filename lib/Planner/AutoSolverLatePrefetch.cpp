@@ -157,9 +157,14 @@ llvm::Expected<bool> Solver::reduceLate(int64_t level) {
     if (!moved)
       return moved.takeError();
     if (!*moved && solverOptions.chainReaders) {
+      State from = save();
       moved = chainReadersAhead(pos, level);
       if (!moved)
         return moved.takeError();
+      // The first such move of the call: the plan before it is kept as a
+      // member of the ladder (solve).
+      if (*moved && !chainReadersFrom)
+        chainReadersFrom = std::move(from);
     }
     if (!*moved)
       return false;
