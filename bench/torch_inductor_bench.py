@@ -256,10 +256,10 @@ def run_method(name, method, args, device, budgets):
 
     warmup = args.warmup
     if extra.get("calibrate"):
-        # The calibration measures 3 steps after a warm one, re-plans,
-        # recompiles and measures again (up to three plans, 6 calls each):
+        # The calibration measures 3 steps after a second of warm ones,
+        # re-plans, recompiles and measures again (up to four compiles):
         # time the steps after it is done.
-        for _ in range(30):
+        for _ in range(2000):
             for p in params:
                 p.grad = None
             step()
@@ -267,6 +267,12 @@ def run_method(name, method, args, device, budgets):
                 break
     try:
         result = tb.measure(step, params, cuda, warmup, args.steps)
+        if args.profile_kernels and cuda:
+            result["host"] = host_times(step, params)
+            try:
+                result["kernels"] = profile_kernels(step, params)
+            except RuntimeError as e:  # e.g. another profiler running
+                result["kernels"] = {"error": str(e)}
     finally:
         fconfig.activation_memory_budget = 1.0
     result.update(extra)
@@ -304,6 +310,94 @@ def run_method(name, method, args, device, budgets):
                 result["budget_bytes"] = int(extra["budget"])
     del lethe
     return result
+
+
+def host_times(step, params, steps=10):
+    """Per step: the host's time to issue it (the call returns before the
+    device is done), the device's time to finish it, and the time Python's
+    garbage collector ran during it, to tell a host-bound step from a
+    device-bound one."""
+    import gc
+    spent = []
+
+    def on_gc(phase, info):
+        if phase == "start":
+            spent.append(-time.perf_counter())
+        else:
+            spent[-1] += time.perf_counter()
+    gc.callbacks.append(on_gc)
+    out = []
+    try:
+        for _ in range(steps):
+            for p in params:
+                p.grad = None
+            torch.cuda.synchronize()
+            spent.clear()
+            t0 = time.perf_counter()
+            step()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            out.append([round((t1 - t0) * 1e3, 3), round((t2 - t0) * 1e3, 3),
+                        round(sum(spent) * 1e3, 3), len(spent)])
+    finally:
+        gc.callbacks.remove(on_gc)
+    return out
+
+
+def profile_kernels(step, params, top=60):
+    """One more step under torch.profiler: where its device time goes.
+    `busy_ms` is the union of the kernels' intervals, `gaps_ms` the rest of
+    the step's span on the device (host launches, syncs); `generated_ms` is
+    inductor's Triton kernels, `library_ms` the others (cuBLAS, cuDNN,
+    flash attention, copies). `top`: the kernels of most total time by
+    name, to compare two methods' steps kernel by kernel."""
+    from torch.profiler import ProfilerActivity, profile
+    for p in params:
+        p.grad = None
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) \
+            as prof:
+        step()
+        torch.cuda.synchronize()
+    spans, by_name, host = [], {}, {}
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).split(".")[-1] != "CUDA":
+            # Host ops: which ones fill the gaps (dynamo's cache lookup,
+            # guard checks, the compiled regions' wrappers).
+            h = host.setdefault(e.name, [0.0, 0])
+            h[0] += getattr(e, "self_cpu_time_total", 0) / 1e3
+            h[1] += 1
+            continue
+        r = e.time_range
+        spans.append((r.start, r.end))
+        n = by_name.setdefault(e.name, [0.0, 0])
+        n[0] += (r.end - r.start) / 1e3
+        n[1] += 1
+    spans.sort()
+    busy, end = 0.0, None
+    for a, b in spans:
+        if end is None or a >= end:
+            busy += b - a
+            end = b
+        elif b > end:
+            busy += b - end
+            end = b
+    span = (spans[-1][1] - spans[0][0]) / 1e3 if spans else 0.0
+
+    def generated(name):
+        return name.startswith(("triton_", "triton"))
+    gen = sum(t for n, (t, _) in by_name.items() if generated(n))
+    total = sum(t for t, _ in by_name.values())
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
+    return dict(kernels=len(spans), span_ms=round(span, 3),
+                busy_ms=round(busy / 1e3, 3),
+                gaps_ms=round(span - busy / 1e3, 3),
+                kernel_ms=round(total, 3), generated_ms=round(gen, 3),
+                library_ms=round(total - gen, 3),
+                top=[[n, round(t, 4), c] for n, (t, c) in ranked],
+                host_top=[[n, round(t, 4), c] for n, (t, c) in sorted(
+                    host.items(), key=lambda kv: -kv[1][0])[:25]])
 
 
 def _dump_dir(args, method):
@@ -378,7 +472,7 @@ def run(args):
            else platform.processor(), "torch": torch.__version__,
            "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
            "results": {}}
-    methods = args.methods or BASELINES
+    methods = BASELINES if args.methods is None else args.methods
     budgets = {}
     # Plain compile first (its peak is a Lethe budget), with every method
     # an "at:M" budget names, then Lethe, then compile's budgets, then the
@@ -558,6 +652,17 @@ def report_text(docs):
                        f"{r['peak_bytes'] / 1e9:.2f} | {vs} | {pp} | {ps} | "
                        f"{dec} | {mm} | {ld} | {gd} | "
                        f"{r['first_step_s']:.1f} |")
+        prof = [(m, r["kernels"]) for m, r in res.items()
+                if "busy_ms" in (r.get("kernels") or {})]
+        if prof:
+            out.append("\nOne more step profiled (`--profile-kernels`), ms "
+                       "on the device:\n\n| method | span | busy | gaps | "
+                       "generated | library | kernels |\n"
+                       "|---|---:|---:|---:|---:|---:|---:|")
+            for m, k in prof:
+                out.append(f"| {m} | {k['span_ms']:.2f} | {k['busy_ms']:.2f}"
+                           f" | {k['gaps_ms']:.2f} | {k['generated_ms']:.2f} "
+                           f"| {k['library_ms']:.2f} | {k['kernels']} |")
         out.append("\n| target | met | measured |\n|---|---|---|")
         for name, met, text in check_targets(doc):
             out.append(f"| {name} | {'yes' if met else '**no**'} | {text} |")
@@ -636,7 +741,8 @@ def main():
     r.add_argument("--model", required=True, choices=sorted(CONFIGS))
     r.add_argument("--tiny", action="store_true")
     r.add_argument("--out", required=True)
-    r.add_argument("--methods", nargs="*", default=None)
+    r.add_argument("--methods", nargs="*", default=None,
+                   help="baselines to run (default: all; none with an empty list)")
     r.add_argument("--lethe-budgets", nargs="*", default=LETHE_BUDGETS)
     r.add_argument("--lethe-offload", choices=["auto", "off"], default="auto",
                    help="off: recompute-only plans (host budget 0)")
@@ -652,6 +758,9 @@ def main():
                         "none (off)")
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--steps", type=int, default=5)
+    r.add_argument("--profile-kernels", action="store_true",
+                   help="profile one more step of each method: device busy "
+                   "time, gaps, generated vs library kernels, top kernels")
     r.add_argument("--dump-graphs", default=None, metavar="DIR",
                    help="write every graph Lethe plans, its plan and a "
                    "summary under DIR/<method>/ (see corpus_bench.py "

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Remarks.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -24,6 +25,9 @@
 
 using namespace mlir;
 using namespace lethe;
+
+/// The pipeline's name on the command line, and its remarks' category.
+static constexpr llvm::StringLiteral kPipelineArgument = "lethe-pipeline";
 
 llvm::Expected<LethePipelineConfig>
 lethe::parseLethePipelineOptions(StringRef text) {
@@ -118,7 +122,7 @@ public:
 
   explicit ReplanningPipeline(LethePipelineConfig config)
       : config(std::move(config)) {}
-  StringRef getArgument() const final { return "lethe-pipeline"; }
+  StringRef getArgument() const final { return kPipelineArgument; }
   StringRef getDescription() const final {
     return "lethe-pipeline, re-planning for packing";
   }
@@ -141,7 +145,7 @@ private:
 
 void lethe::registerLethePipelines() {
   registerPassPipeline(
-      "lethe-pipeline",
+      kPipelineArgument,
       "Plan, materialize, schedule, allocate and verify a training step "
       "(lethe-annotate-costs, lethe-plan, lethe-materialize, lethe-schedule, "
       "lethe-assign-buffers, lethe-verify), planning again for a lower peak "
@@ -610,11 +614,15 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
       search.walkDown(std::move(first), budget, seen,
                       [&](const Attempt &tried, int64_t lower) {
                         if (keepRemarks)
-                          emitRemark(loc)
-                              << "lethe-pipeline: the packed device arena ("
-                              << tried.arena << " bytes) exceeds the budget ("
-                              << budget << " bytes); planning again for "
-                              << lower << " bytes";
+                          remark::analysis(
+                              loc, remark::RemarkOpts::name("replan").category(
+                                       kPipelineArgument))
+                              << llvm::formatv(
+                                     "the packed device arena ({0} bytes) "
+                                     "exceeds the budget ({1} bytes); "
+                                     "planning again for {2} bytes",
+                                     tried.arena, budget, lower)
+                                     .str();
                       });
   result.attempts = search.attempts;
   if (kept && kept->broken) {

@@ -23,13 +23,13 @@ from lethe import _calibrate, _inductor, _kernel_times, _partition
 from lethe._joint_graph import JointCapture, build_graph_json
 from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
 from lethe._planclient import (InfeasibleBudgetError, PlanError, PlanRecord,
-                               parse_plan, plan_json)
+                               default_policy, parse_plan, plan_json)
 
 __all__ = ["Backend", "backend", "InfeasibleBudgetError", "PlanError",
            "GraphPlan"]
 
 
-def backend(budget="40%", policy="auto", device=None, **options):
+def backend(budget="40%", policy=None, device=None, **options):
     """A Lethe backend: `torch.compile(model, backend=lethe.torch.backend(
     budget="40%"), dynamic=False)` on torch 2.x, or
     `lethe.torch.backend(...)(model)`, which calls torch.compile (with
@@ -40,7 +40,8 @@ def backend(budget="40%", policy="auto", device=None, **options):
       (an int of at least 1 MiB), "12GiB", a percentage of the unplanned
       peak ("40%") or a float share in (0, 1]; None: no limit. The budget
       applies to each compiled graph: after a graph break, give a share.
-    policy: none, full, every-n, selective-op, offload-all or auto.
+    policy: none, full, every-n, selective-op, offload-all or auto; None:
+      the lethe-plan pass's default (auto), read from the library.
     device: the device profile Lethe plans for (h200, h100, a100, or a JSON
       file); None: the profile of this process's GPU.
     compiler: "inductor" (compile with fusion, Lethe as the partitioner;
@@ -55,8 +56,8 @@ def backend(budget="40%", policy="auto", device=None, **options):
       correction. A measured peak above the budget is a negative
       correction. Takes a byte budget.
     calibrate: "auto" (default; inductor on CUDA), True or False: measure
-      steps 3-5 of the module `backend(...)(model)` returns (the second
-      warms the GPU after the compile; peak and median time,
+      3 steps of the module `backend(...)(model)` returns, after the
+      compile and a second of warm steps (peak and median time,
       lethe._calibrate) and, if the peak is over a byte budget, a
       byte budget that constrained the plan is under-used by more than 5%,
       or the step is more than 5% off its prediction, re-plan once with the
@@ -99,7 +100,7 @@ class GraphPlan(PlanRecord):
 class Backend:
     """See `backend`. `plans` lists a GraphPlan per compiled graph."""
 
-    def __init__(self, budget="40%", policy="auto", device=None, *,
+    def __init__(self, budget="40%", policy=None, device=None, *,
                  offload=None, prefetch="plan", replay_rng=False,
                  dump_dir=None, planner=None, compiler=None,
                  inductor_options=None, costs="auto", peak_correction=0,
@@ -123,13 +124,13 @@ class Backend:
         self.compiler = compiler
         self.inductor_options = dict(inductor_options or {})
         self.budget = _inductor.normalize_budget(budget)
-        self.policy = policy
+        self.policy = policy if policy is not None else default_policy()
         self.device = device or _inductor.default_device_profile()
         if compiler == "inductor":
             if prefetch != "plan":
                 raise ValueError("prefetch='layer' is for compiler='eager'")
             self.partitioner = _inductor.LethePartitioner(
-                budget, policy, self.device, offload=offload,
+                budget, self.policy, self.device, offload=offload,
                 replay_rng=replay_rng, planner=planner, costs=costs,
                 dump_dir=dump_dir, peak_correction=peak_correction,
                 **plan_options)

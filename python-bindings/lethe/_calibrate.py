@@ -25,8 +25,8 @@ measurement into the two numbers the partitioner plans with:
   kernels over the predicted step minus them (lethe._measure.scaled_profile
   applies it to the device profile).
 
-`lethe.torch.backend` measures steps 3-5 (the first compiles; the second
-warms the GPU's clocks, see `StepMeter`) and, if
+`lethe.torch.backend` measures 3 steps after the compile and a second of
+warm steps (see `StepMeter`) and, if
 the peak is over the budget, the budget is under-used by a plan the budget
 constrained, or the step is more than 5% off its prediction, re-plans once
 and recompiles (`Backend.calibration` says what it measured and did).
@@ -58,16 +58,27 @@ _SCALE_MIN, _SCALE_MAX = 0.2, 5.0
 # Steps profiled per module at most: a plan and the plans compared with it
 # (each profile stops the host while torch.profiler collects its events).
 _MAX_PROFILES = 3
+# Seconds of steps a plan runs after its compile before it is measured (on
+# CUDA). A GPU that was idle through the compile runs its first steps
+# faster than training does: measured on an H100, Llama-8l's re-plan ran
+# 42.62 ms in the 3 steps after one warm step and 44.15 ms in the bench's
+# 10 steps after 3 (3.5% apart; bench/results/torch-inductor.md, run40),
+# and the calibration predicted from the faster steps.
+_WARM_S = 1.0
 
 
 @dataclass
 class Measurement:
     """One measured step: `peak_bytes` beyond what was allocated when the
-    module was called (None off CUDA), `step_ms` forward + backward."""
+    module was called (None off CUDA), `step_ms` forward + backward;
+    `host_ms` the host's time to issue it (from the call to the end of the
+    backward on the host; close to `step_ms` when the host, not the
+    device, bounds the step)."""
 
     peak_bytes: Optional[int]
     step_ms: float
     steps_ms: List[float] = field(default_factory=list)
+    host_ms: Optional[float] = None
 
 
 @dataclass
@@ -129,8 +140,34 @@ def correction(measured: Measurement, *, predicted_peak: int,
             _SCALE_MIN, time_scale * modelled_meas / modelled_pred))
         reasons.append(f"measured step {measured.step_ms:.2f} ms vs "
                        f"predicted {predicted_ms:.2f} ms")
+    if measured.host_ms is not None \
+            and measured.host_ms >= (1 - TOLERANCE) * measured.step_ms:
+        # The device waited for the host: a plan's kernel time saved (or
+        # spent) shows only where the host is faster (measured on an H100:
+        # MoE-8l steps of 24.9 ms that took the host 17-28 ms to issue).
+        reasons.append(
+            f"the host bounds the step: {measured.host_ms:.2f} ms to issue "
+            f"a {measured.step_ms:.2f} ms step (the model prices the "
+            "device's time)")
     replan = correction != peak_correction or scale != time_scale
     return Correction(correction, scale, replan, reasons)
+
+
+def _host_launch_us(measured: Measurement, r: Any) -> Optional[float]:
+    """Where the host bounds the measured step: the host's time to issue
+    it over the step's ops (the graph's ops and the ops its recomputations
+    re-run), the time the simulator gives each op's launch. None where the
+    device bounds it (the profile's launch time stands)."""
+    graph = getattr(r, "graph", None)
+    if measured.host_ms is None or not graph \
+            or measured.host_ms < (1 - TOLERANCE) * measured.step_ms:
+        return None
+    ops = sum(1 for n in graph.get("nodes", []) if n.get("kind") == "op")
+    rerun = {o.get("node_id") for d in r.plan.decisions
+             if d.get("decision") == "recompute"
+             for o in d.get("recomputed_ops", [])}
+    ops += len(rerun)
+    return measured.host_ms * 1e3 / ops if ops else None
 
 
 class Calibrator:
@@ -140,7 +177,7 @@ class Calibrator:
     re-planned step peaks over the budget while the first plan fitted, one
     more plan is tried between the two (the correction interpolated
     between the two measured peaks), and if that is over too the module
-    goes back to the first plan, which dynamo still holds compiled.
+    goes back to the first plan, compiled again with its settings.
     `backend.calibration` reports each measured attempt."""
 
     def __init__(self, backend: Any, compiled: torch.nn.Module) -> None:
@@ -154,8 +191,10 @@ class Calibrator:
         # The offloading plan that fitted, while the recompute-only plan
         # it is compared with is calibrated (see _check).
         self.fallback: Optional[Dict[str, Any]] = None
-        # Peaks are measured on CUDA only.
-        self.p.allow_provisional = torch.cuda.is_available()
+        # Peaks are measured on CUDA only. The first plan is planned so
+        # (a revert plans it again the same way).
+        self.first_provisional = torch.cuda.is_available()
+        self.p.allow_provisional = self.first_provisional
         self.profiles = 0  # steps profiled (lethe._kernel_times)
 
     def _new_records(self) -> List[Any]:
@@ -208,6 +247,7 @@ class Calibrator:
         attempt = dict(peak_bytes=measured.peak_bytes,
                        step_ms=measured.step_ms,
                        steps_ms=measured.steps_ms,
+                       host_ms=measured.host_ms,
                        predicted_peak_bytes=r.plan.peak_bytes,
                        predicted_step_ms=r.plan.step_us / 1e3,
                        peak_correction=self.p.peak_correction,
@@ -278,6 +318,11 @@ class Calibrator:
                 f"{measured.step_ms:.2f} ms against {r.plan.step_us / 1e3:.2f}"
                 " ms predicted: re-planned without offload to compare")
             self.report["offload_compared"] = True
+        host_us = _host_launch_us(measured, r)
+        if host_us is not None:
+            fix.reasons.append(
+                f"re-planned with the host issuing {host_us:.2f} us an op "
+                "(its time over the step's ops)")
         elif not fix.replan:
             return False
         att = getattr(r, "attribution", None)
@@ -295,8 +340,9 @@ class Calibrator:
                                profiled_nodes=len(profiled))
         self.first = dict(attempt, record=r, offload=self.p.offload,
                           compare=compare,
+                          host_launch_us=getattr(p, "host_launch_us", None),
                           profiled=dict(getattr(p, "profiled", {})),
-                          ctx=getattr(self.compiled, "dynamo_ctx", None),
+                          allow_provisional=self.first_provisional,
                           fits=(budget is None or measured.peak_bytes is None
                                 or measured.peak_bytes <= budget)
                           and not r.provisional)
@@ -306,9 +352,13 @@ class Calibrator:
         self.p.allow_provisional = measured.peak_bytes is not None
         if compare:
             self.p.offload = False
+        if host_us is not None:
+            self.p.set_host_launch(host_us)
         if not self._replan(peak_correction, time_scale, profiled):
             if compare:
                 self.p.offload = self.first["offload"]
+            if host_us is not None:
+                self.p.set_host_launch(self.first["host_launch_us"])
             return False
         self.report["replanned"] = True
         return True
@@ -407,36 +457,55 @@ class Calibrator:
         return True
 
     def _revert(self) -> bool:
-        """Back to the first plan, which dynamo still holds compiled."""
+        """Back to the first plan: the module compiles again, planned with
+        the first plan's settings (the same plan; inductor's caches serve
+        what they hold). Switching the module back to the dynamo context
+        that compiled the first plan ran the same kernels with a slower
+        host: a ViT-B/16 step took 16-60 ms of host time to issue against
+        10-15 ms for the plan compiled afresh, and its steps ran 24.6-28.8
+        ms against 21.3 (H100, bench/results/torch-inductor.md, run42)."""
         first = self.first
-        if first["ctx"] is None:
-            return False
-        self.compiled.dynamo_ctx = first["ctx"]
-        self.compiled._initialize()
-        self.p.set_peak_correction(first["peak_correction"])
-        self.p.set_time_scale(first["time_scale"])
+        offload, provisional = self.p.offload, self.p.allow_provisional
+        host = getattr(self.p, "host_launch_us", None)
         self.p.offload = first["offload"]
-        self.p.profiled = first["profiled"]
+        self.p.allow_provisional = first["allow_provisional"]
+        if host != first["host_launch_us"]:
+            self.p.set_host_launch(first["host_launch_us"])
+        if not self._replan(first["peak_correction"], first["time_scale"],
+                            first["profiled"]):
+            self.p.offload, self.p.allow_provisional = offload, provisional
+            if host != first["host_launch_us"]:
+                self.p.set_host_launch(host)
+            return False
         self.report["reverted"] = True
         self.backend.calibrated_plan = first["record"]
         self.report["after"] = {k: v for k, v in first.items()
-                                if k not in ("ctx", "fits", "record",
-                                             "offload", "compare",
-                                             "profiled")}
+                                if k not in ("fits", "record", "offload",
+                                             "compare", "profiled",
+                                             "allow_provisional",
+                                             "host_launch_us")}
         return True
 
     def _replan(self, peak_correction: int, time_scale: float,
                 profiled: Optional[Dict[str, float]] = None) -> bool:
+        """The module compiles again at its next call, planned with these
+        settings (kept as they were if it cannot)."""
+        was = (self.p.peak_correction, self.p.time_scale,
+               getattr(self.p, "profiled", None))
+        self.p.set_peak_correction(peak_correction)
+        self.p.set_time_scale(time_scale)
+        if profiled is not None:
+            self.p.profiled = profiled
         try:
             _recompile(self.compiled, self.backend)
         except AttributeError as e:  # a torch whose OptimizedModule differs
             self.report["skipped"] = f"cannot recompile this torch's " \
                 f"module: {e}"
+            self.p.set_peak_correction(was[0])
+            self.p.set_time_scale(was[1])
+            if profiled is not None:
+                self.p.profiled = was[2]
             return False
-        self.p.set_peak_correction(peak_correction)
-        self.p.set_time_scale(time_scale)
-        if profiled is not None:
-            self.p.profiled = profiled
         self.before = self.p.compiles
         return True
 
@@ -464,7 +533,8 @@ def _recompile(compiled: torch.nn.Module, backend: Any) -> None:
 
 class StepMeter:
     """Measures calls of a module as training steps (see the module
-    docstring). After a compile, `warm` calls run unmeasured, then `steps`
+    docstring). After a compile, `warm` calls run unmeasured (on CUDA, as
+    many more as fill `warm_s`, default _WARM_S seconds), then `steps`
     calls are measured and `on_step(measurement)` gets their median time and
     highest peak, at the start of the call after the last (reading the CUDA
     events waits for that step only). It returns False to stop measuring, or
@@ -480,6 +550,7 @@ class StepMeter:
     def __init__(self, module: torch.nn.Module,
                  on_step: Callable[[Measurement], bool],
                  warm: int = 1, steps: int = 3,
+                 warm_s: Optional[float] = None,
                  profile: Optional[Callable[[], bool]] = None,
                  on_profile: Optional[Callable[[List[Any]], None]] = None
                  ) -> None:
@@ -494,9 +565,15 @@ class StepMeter:
         # callbacks, which re-enabled a profiler stopped in one.
         self._profiling: Optional[Dict[str, Any]] = None
         self._warm = warm
+        # Warm calls go on until `warm_s` seconds have passed since the
+        # first of them started (None: _WARM_S on CUDA, none elsewhere).
+        self._warm_s = warm_s
+        self._warm_t0 = 0.0
         self._steps = max(1, steps)
-        # Calls not measured: the first compiles, then `warm`.
+        # Calls not measured: the first compiles, then `warm` (or more),
+        # from call `_warm_first` on.
         self._skip = 1 + warm
+        self._warm_first = 2
         self._calls = 0
         self._window: List[Measurement] = []
         self._pending: Optional[Dict[str, Any]] = None
@@ -532,8 +609,10 @@ class StepMeter:
             # call's forward before its hooks ran: this call runs the old
             # plan, the next one compiles the new; measure after `warm`.
             self._skip = self._calls + 2 + self._warm
+            self._warm_first = self._calls + 3
         self._calls += 1
         self._pending = None
+        self._extend_warm(module, args)
         if self._calls == self._skip and self._warm >= 1 \
                 and torch.is_grad_enabled() and self._profile is not None \
                 and self._profile():
@@ -551,9 +630,24 @@ class StepMeter:
             torch.cuda.reset_peak_memory_stats(device)
             state["start"] = torch.cuda.Event(enable_timing=True)
             state["start"].record()
+            state["t0"] = time.perf_counter()
         else:
             state["t0"] = time.perf_counter()
         self._pending = state
+
+    def _extend_warm(self, module: torch.nn.Module, args: Any) -> None:
+        """Makes this call a warm one, not the last, while the warm calls
+        have run for less than the warm time."""
+        if self._warm < 1 or not self._warm_first <= self._calls <= self._skip:
+            return
+        now = time.perf_counter()
+        if self._calls == self._warm_first:
+            self._warm_t0 = now
+        warm_s = self._warm_s
+        if warm_s is None:
+            warm_s = _WARM_S if _device(module, args) is not None else 0.0
+        if self._calls == self._skip and now - self._warm_t0 < warm_s:
+            self._skip += 1
 
     def _start_profile(self, device: Optional[torch.device]) -> None:
         try:
@@ -589,6 +683,7 @@ class StepMeter:
         if device is not None:
             state["end"] = torch.cuda.Event(enable_timing=True)
             state["end"].record()
+            state["t1"] = time.perf_counter()
             state["peak"] = torch.cuda.max_memory_allocated(device)
         else:
             state["t1"] = time.perf_counter()
@@ -600,7 +695,8 @@ def _finish(state: Dict[str, Any]) -> Measurement:
         return Measurement(None, (state["t1"] - state["t0"]) * 1e3)
     state["end"].synchronize()
     return Measurement(state["peak"] - state["base"],
-                       state["start"].elapsed_time(state["end"]))
+                       state["start"].elapsed_time(state["end"]),
+                       host_ms=(state["t1"] - state["t0"]) * 1e3)
 
 
 def _median(window: List[Measurement]) -> Measurement:
@@ -608,9 +704,11 @@ def _median(window: List[Measurement]) -> Measurement:
     one step is not the plan's) and the highest peak (the budget holds for
     every step). `steps_ms` keeps each step's time for the report."""
     peaks = [m.peak_bytes for m in window if m.peak_bytes is not None]
+    hosts = [m.host_ms for m in window if m.host_ms is not None]
     return Measurement(max(peaks) if peaks else None,
                        statistics.median(m.step_ms for m in window),
-                       [m.step_ms for m in window])
+                       [m.step_ms for m in window],
+                       statistics.median(hosts) if hosts else None)
 
 
 def _tensors(x: Any):

@@ -38,10 +38,12 @@ import torch.fx as fx
 from lethe import InfeasibleBudgetError, Plan
 from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
 from lethe._kernel_times import KernelProvenance, planned_roots
-from lethe._measure import (CostTable, device_key, measured_profile,
-                            runs_as_library_kernel, scaled_profile)
+from lethe._measure import (CostTable, device_key, host_launch_profile,
+                            measured_profile, runs_as_library_kernel,
+                            scaled_profile)
 from lethe._partition import OFFLOAD, RETAIN
-from lethe._planclient import PlanRecord, parse_plan, plan_json
+from lethe._planclient import (PlanRecord, default_policy, parse_plan,
+                               plan_json)
 
 __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
            "normalize_budget", "default_device_profile"]
@@ -173,7 +175,7 @@ class LethePartitioner(_partitioner_base()):
     """Inductor's partition function, planned by Lethe. See the module
     docstring; `records` holds the newest PartitionRecords."""
 
-    def __init__(self, budget: Any = "40%", policy: str = "auto",
+    def __init__(self, budget: Any = "40%", policy: Optional[str] = None,
                  device: Optional[str] = None, *, offload: Any = False,
                  replay_rng: bool = False, planner=None,
                  costs: Any = "auto",
@@ -188,7 +190,11 @@ class LethePartitioner(_partitioner_base()):
         self.set_peak_correction(peak_correction)
         self.time_scale = 1.0
         self.set_time_scale(time_scale)
-        self.policy = policy
+        # The host's time to issue one op of the compiled step (µs), where
+        # the calibration found the host bounding it; None: the profile's.
+        self.host_launch_us: Optional[float] = None
+        # None: the lethe-plan pass's default, stated once (Passes.td).
+        self.policy = policy if policy is not None else default_policy()
         self.device = device or default_device_profile()
         self.offload = offload
         self.replay_rng = replay_rng
@@ -243,6 +249,19 @@ class LethePartitioner(_partitioner_base()):
                              f"{scale!r}")
         self.time_scale = float(scale)
 
+    def set_host_launch(self, host_us: Optional[float]) -> None:
+        """Calibration: the host issues the compiled step's ops at
+        `host_us` each (None: the device profile's `host_launch_us`), so
+        the simulator bounds the step by the host where it is slower than
+        the device. Part of uuid()."""
+        if host_us is not None and (
+                isinstance(host_us, bool)
+                or not isinstance(host_us, (int, float))
+                or not 0 < host_us < float("inf")):
+            raise ValueError(f"host_us must be a positive number or None, "
+                             f"got {host_us!r}")
+        self.host_launch_us = None if host_us is None else float(host_us)
+
     # --- CustomPartitionerFn ---------------------------------------------
 
     def uuid(self) -> str:
@@ -258,7 +277,8 @@ class LethePartitioner(_partitioner_base()):
                 digest.update(f.read())
         key = json.dumps(
             [getattr(lethe, "__version__", "?"), self.budget,
-             self.peak_correction, self.time_scale, self.policy,
+             self.peak_correction, self.time_scale, self.host_launch_us,
+             self.policy,
              self.device, self.offload, self.replay_rng, self.fold,
              sorted((k, repr(v)) for k, v in self.plan_options.items()),
              sorted(self.costs.items()), self.cost_source,
@@ -312,6 +332,8 @@ class LethePartitioner(_partitioner_base()):
             e["time_us"] for e in fused.doc["nodes"]
             if e["kind"] == "op" and e.get("time_us") is not None)
         profile = scaled_profile(profile, self.time_scale)
+        if self.host_launch_us is not None:
+            profile = host_launch_profile(profile, self.host_launch_us)
         offload_ok = self.offload is True or (
             self.offload == "auto" and device.type == "cuda")
         compile_id = _compile_id()

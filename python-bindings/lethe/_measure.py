@@ -367,6 +367,27 @@ def scaled_profile(base: str, scale: float) -> str:
         cache_dir(), f"profile-{stem}-x{scale:.4f}.json"))
 
 
+def host_launch_profile(base: str, host_us: float) -> str:
+    """`base` (a profile name or file) with the host's time to issue one op
+    of the step set to `host_us` (`host_launch_us`: the simulator starts no
+    op before the host has issued every op before it). The calibration
+    (lethe._calibrate) measures it where the host bounds the compiled
+    step."""
+    profile = _load_profile(base)
+    if profile is None:
+        return base
+    notes = profile.setdefault("notes", {})
+    notes["host_launch_us"] = (
+        f"measured by lethe.torch on the compiled step, {_now()}: its host "
+        f"time over its ops, {host_us:.2f} us an op (was "
+        f"{profile.get('host_launch_us')})")
+    profile["host_launch_us"] = round(host_us, 3)
+    profile["name"] = f"{profile.get('name', base)}-host{host_us:.2f}"
+    stem = os.path.splitext(os.path.basename(base))[0]
+    return _write_profile(profile, os.path.join(
+        cache_dir(), f"profile-{stem}-host{host_us:.2f}.json"))
+
+
 def _load_profile(base: str) -> Optional[Dict[str, Any]]:
     """A profile file, or a built-in profile by name (None: not shipped)."""
     if os.path.isfile(base):

@@ -16,8 +16,8 @@ import lethe
 from lethe import InfeasibleBudgetError, LetheError, Plan
 from lethe._partition import Decision
 
-__all__ = ["InfeasibleBudgetError", "PlanError", "available", "parse_plan",
-           "plan_json"]
+__all__ = ["InfeasibleBudgetError", "PlanError", "available", "default_policy",
+           "parse_plan", "plan_json"]
 
 
 class PlanError(LetheError, RuntimeError):
@@ -33,6 +33,17 @@ def available() -> bool:
 
 # Planner options: the backend's names -> lethe.plan's keyword names.
 _OPTION_NAMES = {"n": "every_n"}
+
+
+def default_policy() -> str:
+    """The lethe-plan pass's default policy, read from the native library
+    (lethePlanOptionDefaults: Passes.td's declaration), so that a front end
+    that takes `policy=None` states no default of its own."""
+    from lethe import _native
+    try:
+        return _native.plan_option_defaults()["policy"]
+    except ImportError as e:
+        raise PlanError(f"no Lethe planner: {e}") from e
 
 
 def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],

@@ -38,7 +38,7 @@ from lethe._backend import (Backend, GraphPlan, InfeasibleBudgetError,
 from lethe._fused_graph import PlanGraphError
 
 
-def partitioner(budget="40%", policy="auto", device=None, **options):
+def partitioner(budget="40%", policy=None, device=None, **options):
     """Lethe as inductor's partitioner, for users who compile with their own
     options: `torch.compile(model, dynamic=False, options={
     "custom_partitioner_fn": lethe.torch.partitioner(budget="50%")})`.

@@ -5,6 +5,8 @@ scripts/test.sh). The calibration that uses them end to end is in
 test_torch_inductor.py (test_calibration_prices_generated_kernels_...).
 """
 
+import time
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -95,3 +97,36 @@ def test_step_meter_profiles_the_warm_step_and_stops_the_profiler():
     assert not enabled() and len(profiles) == 1
     meter.remove()
     assert not enabled()
+
+
+def test_step_meter_warms_for_its_warm_time_before_measuring():
+    # After the compile (the first call) the plan runs warm calls until the
+    # warm time has passed since the first of them started, then measures:
+    # a GPU idle through the compile runs its first steps faster than
+    # training does (lethe._calibrate._WARM_S).
+    from lethe import _calibrate
+    measured = []
+
+    def run(warm_s):
+        lin = nn.Linear(4, 4)
+        x = torch.randn(2, 4)
+        calls = [0]
+
+        def on_step(m):
+            measured.append((warm_s, calls[0]))
+            return False
+        meter = _calibrate.StepMeter(lin, on_step, warm=1, steps=1,
+                                     warm_s=warm_s)
+        while not any(w == warm_s for w, _ in measured) and calls[0] < 50:
+            calls[0] += 1
+            lin(x).sum().backward()
+            time.sleep(0.02)
+        meter.remove()
+    run(0.0)
+    run(0.1)
+    # No warm time: call 1 compiles, 2 warms, 3 is measured, and on_step
+    # runs at the start of call 4.
+    assert measured[0] == (0.0, 4)
+    # 0.1 s of warm calls 20 ms apart: at least 5 of them before the one
+    # measured.
+    assert measured[1][1] >= 1 + 5 + 1 + 1

@@ -191,6 +191,19 @@ def test_bad_arguments():
         lt.backend()(lambda x: x)
 
 
+@needs_lethe
+def test_policy_default_is_the_pass_option():
+    """The torch front ends state no planning default of their own: policy
+    None is the lethe-plan pass's (lethePlanOptionDefaults, Passes.td), as
+    lethe.plan's keywords and device=None are."""
+    import inspect
+    from lethe import _native
+    for front in (lt.backend, lt.Backend, lt.partitioner):
+        assert inspect.signature(front).parameters["policy"].default is None
+    assert lt.backend().policy == _native.plan_option_defaults()["policy"]
+    assert lt.backend(policy="full").policy == "full"
+
+
 def _infeasible(fn):
     """The InfeasibleBudgetError `fn` raises (torch.compile wraps what a
     backend raises in BackendCompilerFailed; the cause is ours)."""

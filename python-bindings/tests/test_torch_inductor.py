@@ -265,6 +265,29 @@ def test_uuid_keys_the_budget_policy_and_costs():
                                       device="h100").uuid()
     assert a.uuid() != lt.partitioner(budget="50%", device="h100",
                                       costs={"addmm": 3.0}).uuid()
+    b = lt.partitioner(budget="50%", device="h100")
+    b.set_host_launch(25.0)  # the calibration's host time an op
+    assert a.uuid() != b.uuid()
+    with pytest.raises(ValueError, match="host_us"):
+        b.set_host_launch(0.0)
+
+
+def test_host_launch_profile_sets_the_hosts_time_an_op(tmp_path,
+                                                       monkeypatch):
+    # The calibration's host time an op goes to the simulator through the
+    # profile's host_launch_us (the simulator starts no op before the host
+    # has issued all before it); the rest of the profile is the base's.
+    import json
+    from lethe import _measure
+    monkeypatch.setenv("LETHE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_measure, "cache_dir", lambda: str(tmp_path))
+    path = _measure.host_launch_profile("h100", 25.0)
+    with open(path) as f:
+        profile = json.load(f)
+    base = _measure._load_profile("h100")
+    assert profile["host_launch_us"] == 25.0 != base["host_launch_us"]
+    assert profile["hbm_gb_per_s"] == base["hbm_gb_per_s"]
+    assert "25.00 us an op" in profile["notes"]["host_launch_us"]
 
 
 @needs_lethe
@@ -641,6 +664,11 @@ class _FakePartitioner:
         self.allow_provisional = False
         self.offload = False
         self.offloads = []  # what a plan offloads while offload is on
+        self.host_launch_us = None
+        self.graph = {"nodes": [{"kind": "op"}] * 100}
+
+    def set_host_launch(self, us):
+        self.host_launch_us = us
 
     def set_peak_correction(self, c):
         self.peak_correction = c
@@ -656,9 +684,11 @@ class _FakePartitioner:
                 raise RuntimeError("InfeasibleBudgetError")
             c, provisional = self.least - 1000, True
         plan = SimpleNamespace(peak_bytes=self.plan_peak(c),
-                               step_us=10000.0, budget_bytes=1000)
+                               step_us=10000.0, budget_bytes=1000,
+                               decisions=[])
         self.records.append(SimpleNamespace(
             plan=plan, provisional=provisional, measured={"library_us": 0.0},
+            graph=self.graph,
             offloaded=list(self.offloads) if self.offload else []))
         self.compiles += 1
 
@@ -673,10 +703,21 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
     p.allow_provisional = provisional
     backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
                               calibrated_plan=None)
-    compiled = SimpleNamespace(dynamo_ctx="first plan", _initialize=lambda: 0)
-    ctxs = iter(f"plan {i}" for i in range(2, 10))
-    monkeypatch.setattr(_calibrate, "_recompile", lambda c, b: setattr(
-        c, "dynamo_ctx", next(ctxs)))
+    # A recompile plans with the partitioner's settings at that moment: the
+    # module's "context" names the plan those settings make ("first plan"
+    # for the first plan's: a revert compiles it again).
+    names = {}
+
+    def settings(p):
+        return (p.peak_correction, p.time_scale, p.offload,
+                len(getattr(p, "profiled", None) or {}), p.host_launch_us)
+
+    def recompile(c, b):
+        key = settings(b.partitioner)
+        c.dynamo_ctx = names.setdefault(key, f"plan {len(names) + 1}")
+    names[settings(p)] = "first plan"
+    compiled = SimpleNamespace(dynamo_ctx="first plan")
+    monkeypatch.setattr(_calibrate, "_recompile", recompile)
     cal = _calibrate.Calibrator(backend, compiled)
     p.allow_provisional = provisional  # as on CUDA, or not
     p.compile()
@@ -897,6 +938,36 @@ def test_calibration_keeps_a_replan_that_fits(monkeypatch):
     assert compiled.dynamo_ctx == "plan 2" and p.peak_correction == 300
     assert report["replanned"] and not report.get("reverted")
     assert [a["peak_bytes"] for a in report["attempts"]] == [690, 980]
+
+
+def test_calibration_says_when_the_host_bounds_the_step(monkeypatch):
+    # A step the host took as long to issue as the device to run: the
+    # model's kernel times do not decide it, and the report says so; a
+    # device-bound step says nothing of the host.
+    # The re-plan gives each op's launch the host's time over the step's
+    # ops (11.8 ms over 100 ops), so the simulator bounds the step by the
+    # host; a step the plan predicts right is re-planned for it too.
+    from lethe._calibrate import Measurement
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert cal.on_step(Measurement(980, 10.2, host_ms=10.0))
+    assert any("host bounds the step: 10.00 ms" in r
+               for r in report["reasons"])
+    assert report["attempts"][0]["host_ms"] == 10.0
+    assert p.host_launch_us == pytest.approx(100.0)
+    assert compiled.dynamo_ctx == "plan 2"
+    # The re-plan peaks over and the retry too: back to the first plan,
+    # with the profile's launch time again.
+    p.compile()
+    assert cal.on_step(Measurement(1200, 10.0, host_ms=9.9))
+    p.compile()
+    assert not cal.on_step(Measurement(1100, 10.0, host_ms=9.9))
+    assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+    assert p.host_launch_us is None
+    # A device-bound step says nothing of the host and is not re-planned.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert not cal.on_step(Measurement(980, 10.2, host_ms=6.0))
+    assert not any("host" in r for r in report["reasons"])
+    assert p.host_launch_us is None
 
 
 @needs_lethe

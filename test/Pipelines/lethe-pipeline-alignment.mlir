@@ -1,5 +1,5 @@
-// RUN: lethe-opt %s --lethe-pipeline='budget=4000 policy=auto device=h200' -mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s
-// RUN: lethe-opt %s --lethe-pipeline='budget=100% policy=auto device=h200' -mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=FULL
+// RUN: lethe-opt %s --lethe-pipeline='budget=4000 policy=auto device=h200' -mlir-print-op-on-diagnostic=false | FileCheck %s
+// RUN: lethe-opt %s --lethe-pipeline='budget=100% policy=auto device=h200' -mlir-print-op-on-diagnostic=false | FileCheck %s --check-prefix=FULL
 // RUN: lethe-opt %s --lethe-plan='budget=4000' -mlir-print-op-on-diagnostic=false | FileCheck %s --check-prefix=PLAN
 // RUN: not lethe-opt %s --lethe-plan='budget=4000 alignment=1' --lethe-materialize --lethe-schedule --lethe-assign-buffers --lethe-verify -o /dev/null -mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=UNALIGNED
 // RUN: not lethe-opt %s --lethe-plan='alignment=24' -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD

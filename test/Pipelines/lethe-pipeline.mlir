@@ -1,7 +1,7 @@
 // RUN: lethe-opt %s --lethe-pipeline='budget=3MiB policy=auto device=h200' \
-// RUN:   --remarks-filter=lethe-materialize --remark-format=emitRemark -mlir-print-op-on-diagnostic=false 2>%t.remarks | FileCheck %s
+// RUN:   --remarks-filter='lethe-materialize|lethe-assign-buffers' --remark-format=emitRemark -mlir-print-op-on-diagnostic=false 2>%t.remarks | FileCheck %s
 // RUN: FileCheck %s --check-prefix=REMARKS < %t.remarks
-// RUN: lethe-opt %s --lethe-pipeline='policy=none' -o /dev/null -mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: lethe-opt %s --lethe-pipeline='policy=none' --remarks-filter=lethe-assign-buffers --remark-format=emitRemark -o /dev/null -mlir-print-op-on-diagnostic=false 2>&1 | FileCheck %s --check-prefix=NONE
 // RUN: not lethe-opt %s --lethe-pipeline='budget=1MiB' -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIGHT
 
 // The whole pipeline on a small step: plan under 3 MiB (the unplanned peak
@@ -15,9 +15,9 @@
 // CHECK: return
 
 // REMARKS: remark: [Analysis] materialized | Category:lethe-materialize | Function=step | Remark="materialized 3 decisions: 1 recompute regions
-// REMARKS: remark: device arena {{[0-9]+}} bytes for a max-live of {{[0-9]+}} (+0.00%)
+// REMARKS: remark: [Analysis] arena | Category:lethe-assign-buffers | Function=step | Remark="device arena {{[0-9]+}} bytes for a max-live of {{[0-9]+}} (+0.00%)
 
-// NONE: remark: device arena 4194304 bytes for a max-live of 4194304 (+0.00%)
+// NONE: remark: [Analysis] arena | Category:lethe-assign-buffers | Function=step | Remark="device arena 4194304 bytes for a max-live of 4194304 (+0.00%)
 
 // TIGHT: error: lethe-plan: budget 1.00 MiB (1048576 B) is below the least budget policy auto can meet on this graph
 

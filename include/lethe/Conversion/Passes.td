@@ -23,7 +23,9 @@ def LowerToRuntime : Pass<"lethe-lower-to-runtime", "mlir::ModuleOp"> {
       flags on the base buffer — else `letheRtReplay` with the op's
       `time_us`, reading the storages of its tensor operands and writing its
       fresh (and in-place) results. A view is a replay of no buffers (its
-      measured time) unless `replay-views=false`.
+      measured time) unless `replay-views=false`. A matmul-like node that
+      is replayed is counted (`num-gemm-fallbacks`) and gets a missed remark
+      with the reason (`--remarks-filter=lethe-lower-to-runtime`).
     - `lethe.barrier`: `letheRtRecord` of the next event on its stream.
       Events are numbered per timepoint in issue order; a `lethe.join` is
       the set of its inputs' events.

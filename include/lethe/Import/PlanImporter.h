@@ -1,6 +1,6 @@
 //===- PlanImporter.h - Plans from elsewhere, read from JSON ----*- C++ -*-===//
 //
-// `--plan FILE` (lethe plan, simulate, compile; the lethe-plan pass's
+// `--plan-file FILE` (lethe plan, simulate, compile; the lethe-plan pass's
 // plan-file option) evaluates a plan made elsewhere (PyTorch SAC tags,
 // another planner, by hand) instead of planning. The file names each
 // decision the way the plan JSON does (docs/Planner.md, "Plans from

@@ -13,6 +13,7 @@
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 
+#include "mlir/IR/Remarks.h"
 #include "llvm/Support/Format.h"
 
 namespace lethe {
@@ -289,7 +290,12 @@ LogicalResult Lowering::lowerNode(NodeOp node) {
     std::string whyNot;
     if (std::optional<GemmMatch> gemm = matchGemm(node, whyNot))
       return lowerGemm(node, *gemm);
-    node.emitRemark() << "replayed, not a GEMM: " << whyNot;
+    // A missed GEMM: counted (num-gemm-fallbacks) and, with
+    // --remarks-filter=lethe-lower-to-runtime, remarked with the reason.
+    remark::missed(node.getLoc(), remark::RemarkOpts::name("gemm")
+                                      .category(remarkCategory)
+                                      .function(func.getSymName()))
+        << "replayed, not a GEMM: " + whyNot;
     ++numFallbacks;
     comment(describe(node));
     comment("(replayed: " + whyNot + ")");
@@ -762,7 +768,7 @@ struct LowerToRuntimePass
       else
         name = func.getSymName().str();
     }
-    Lowering lowering(module, func, *program, replayViews);
+    Lowering lowering(module, func, *program, replayViews, getArgument());
     if (failed(lowering.run(name)))
       return signalPassFailure();
     numGemms = lowering.numGemms;

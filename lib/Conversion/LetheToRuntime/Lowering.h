@@ -55,10 +55,13 @@ findP2PGroupSpans(llvm::ArrayRef<mlir::Operation *> ops);
 /// constants, init, step, checksum and the LetheRtProgram that names them.
 class Lowering {
 public:
+  /// `remarkCategory`: the pass's argument, the category of its remarks.
   Lowering(mlir::ModuleOp module, mlir::func::FuncOp func,
-           const ExplicitProgram &program, bool replayViews)
+           const ExplicitProgram &program, bool replayViews,
+           llvm::StringRef remarkCategory)
       : module(module), func(func), program(program), asmState(func),
-        builder(module.getContext()), replayViews(replayViews) {}
+        builder(module.getContext()), replayViews(replayViews),
+        remarkCategory(remarkCategory) {}
 
   mlir::LogicalResult run(llvm::StringRef name);
 
@@ -125,6 +128,7 @@ private:
   mlir::AsmState asmState;
   mlir::OpBuilder builder;
   bool replayViews;
+  llvm::StringRef remarkCategory;
 
   std::vector<Slot> slots;
   llvm::DenseMap<mlir::Value, unsigned> slotIndex;

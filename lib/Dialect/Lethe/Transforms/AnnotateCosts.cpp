@@ -6,7 +6,9 @@
 #include "lethe/Support/Limits.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Remarks.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -62,11 +64,17 @@ struct AnnotateCostsPass
           return;
         }
         OpCost cost = model.model(node);
-        if (!cost.knownKind && remarkedKinds.insert(node.getKind()).second)
-          node.emitRemark() << "no cost formula for op kind '" << node.getKind()
-                            << "': modelled as memory-bound ("
-                            << static_cast<int64_t>(cost.bytes)
-                            << " bytes over HBM bandwidth)";
+        if (!cost.knownKind && remarkedKinds.insert(node.getKind()).second) {
+          ++numUnknownKinds;
+          remark::missed(
+              node.getLoc(),
+              remark::RemarkOpts::name("no-formula").category(getArgument()))
+              << llvm::formatv("no cost formula for op kind '{0}': modelled "
+                               "as memory-bound ({1} bytes over HBM "
+                               "bandwidth)",
+                               node.getKind(), static_cast<int64_t>(cost.bytes))
+                     .str();
+        }
         record(op, cost);
       } else if (auto collective = dyn_cast<CollectiveOp>(op)) {
         if (!overwrite && collective.getTimeUsAttr()) {

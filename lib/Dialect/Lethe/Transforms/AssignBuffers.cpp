@@ -9,7 +9,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Remarks.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace lethe {
 #define GEN_PASS_DEF_ASSIGNBUFFERS
@@ -71,6 +73,8 @@ struct AssignBuffersPass
     setBytes(LetheDialect::ArenaAlignmentAttrHelper(ctx), alignment);
     deviceArenaBytes = total.deviceArena;
     maxLiveBytes = total.deviceMaxLive;
+    hostArenaBytes = total.hostArena;
+    hostMaxLiveBytes = total.hostMaxLive;
   }
 
   FailureOr<ArenaSizes> assign(func::FuncOp func) {
@@ -114,12 +118,20 @@ struct AssignBuffersPass
     for (auto &[op, entries] : perOp)
       offsetsAttr.setAttr(op, builder.getDenseI64ArrayAttr(entries));
 
-    func.emitRemark() << "device arena " << sizes.deviceArena
-                      << " bytes for a max-live of " << sizes.deviceMaxLive
-                      << " ("
-                      << percentOver(sizes.deviceArena, sizes.deviceMaxLive)
-                      << "); host arena " << sizes.hostArena
-                      << " bytes for a max-live of " << sizes.hostMaxLive;
+    // The module's largest arenas are statistics; each function's are an
+    // analysis remark (--remarks-filter=lethe-assign-buffers).
+    if (remark::detail::InFlightRemark report =
+            remark::analysis(func.getLoc(), remark::RemarkOpts::name("arena")
+                                                .category(getArgument())
+                                                .function(func.getSymName())))
+      report << llvm::formatv(
+                    "device arena {0} bytes for a max-live of {1} "
+                    "({2}); host arena {3} bytes for a max-live of "
+                    "{4}",
+                    sizes.deviceArena, sizes.deviceMaxLive,
+                    percentOver(sizes.deviceArena, sizes.deviceMaxLive),
+                    sizes.hostArena, sizes.hostMaxLive)
+                    .str();
     return sizes;
   }
 };

@@ -18,6 +18,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Remarks.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/Format.h"
 
@@ -421,32 +422,39 @@ LogicalResult ExpandPipelineSchedulePass::emit(func::FuncOp func,
 }
 
 void ExpandPipelineSchedulePass::remarkPartition(func::FuncOp func) {
+  // The split is a decision: a `passed` remark, built only when the remark
+  // engine wants it (--remarks-filter=lethe-expand-pipeline-schedule).
+  remark::detail::InFlightRemark report =
+      remark::passed(func.getLoc(), remark::RemarkOpts::name("partition")
+                                        .category(getArgument())
+                                        .function(func.getSymName()));
+  if (!report)
+    return;
   SmallVector<double> work(partition.numChunks(), 0.0);
   for (const OpInfo &info : partition.ops)
     work[std::max(info.chunk, 0)] += info.weight;
-  InFlightDiagnostic remark = emitRemark(func.getLoc());
-  remark << "pipeline stage " << static_cast<int64_t>(stage) << " of "
-         << static_cast<int64_t>(stages) << " ("
-         << stringifyPipelineScheduleKind(partition.options.kind) << ", "
-         << static_cast<int64_t>(microbatches) << " micro-batches):";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "pipeline stage " << static_cast<int64_t>(stage) << " of "
+     << static_cast<int64_t>(stages) << " ("
+     << stringifyPipelineScheduleKind(partition.options.kind) << ", "
+     << static_cast<int64_t>(microbatches) << " micro-batches):";
   for (int chunk = static_cast<int>(stage); chunk < partition.numChunks();
        chunk += stages) {
-    remark << " chunk " << chunk << " = layers "
-           << partition.blockNames[partition.chunkStart[chunk]] << " .. "
-           << partition.blockNames[partition.chunkStart[chunk + 1] - 1];
+    os << " chunk " << chunk << " = layers "
+       << partition.blockNames[partition.chunkStart[chunk]] << " .. "
+       << partition.blockNames[partition.chunkStart[chunk + 1] - 1];
     if (chunk == 0)
-      remark << " + embedding";
+      os << " + embedding";
     if (chunk == partition.numChunks() - 1)
-      remark << " + head";
-    std::string share;
-    llvm::raw_string_ostream(share)
-        << llvm::format("%.1f of %.1f", work[chunk],
-                        std::accumulate(work.begin(), work.end(), 0.0));
-    remark << " (" << share << " per micro-batch)";
+      os << " + head";
+    os << llvm::format(" (%.1f of %.1f per micro-batch)", work[chunk],
+                       std::accumulate(work.begin(), work.end(), 0.0));
   }
-  remark << "; order: "
-         << formatPipelineSteps(pipelineSchedule(partition.options, stage),
-                                partition.options);
+  os << "; order: "
+     << formatPipelineSteps(pipelineSchedule(partition.options, stage),
+                            partition.options);
+  report << text;
 }
 
 } // namespace

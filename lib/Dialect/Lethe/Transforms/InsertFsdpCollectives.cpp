@@ -17,9 +17,11 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Remarks.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace lethe {
 #define GEN_PASS_DEF_INSERTFSDPCOLLECTIVES
@@ -286,15 +288,25 @@ LogicalResult InsertFsdpCollectivesPass::collectParams(func::FuncOp func) {
     params.push_back(param);
     if (param.isSharded())
       ++numShardedParams;
-    if (param.isSharded() &&
-        param.shardType.getDimSize(0) * world != type.getDimSize(0))
-      emitRemark(arg.getLoc())
-          << "parameter '" << param.name << "': dimension 0 ("
-          << type.getDimSize(0) << ") is not divisible by "
-          << static_cast<int64_t>(world) << " ranks; each rank holds "
-          << param.shardType.getDimSize(0) << " rows, the last "
-          << param.shardType.getDimSize(0) * world - type.getDimSize(0)
-          << " of them zero padding";
+    int64_t padding =
+        param.isSharded()
+            ? param.shardType.getDimSize(0) * world - type.getDimSize(0)
+            : 0;
+    if (padding != 0) {
+      ++numPaddedParams;
+      // A count; which parameter and how much padding is an analysis remark
+      // (--remarks-filter=lethe-insert-fsdp-collectives).
+      remark::analysis(arg.getLoc(), remark::RemarkOpts::name("padding")
+                                         .category(getArgument())
+                                         .function(func.getSymName()))
+          << llvm::formatv("parameter '{0}': dimension 0 ({1}) is not "
+                           "divisible by {2} ranks; each rank holds {3} "
+                           "rows, the last {4} of them zero padding",
+                           param.name, type.getDimSize(0),
+                           static_cast<int64_t>(world),
+                           param.shardType.getDimSize(0), padding)
+                 .str();
+    }
   }
   numUnits += units.size();
   return success();

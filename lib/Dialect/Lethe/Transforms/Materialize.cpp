@@ -473,7 +473,7 @@ struct MaterializePass : public lethe::impl::MaterializeBase<MaterializePass> {
       // An analysis remark (MLIR's remark engine: shown with
       // --remarks-filter=lethe-materialize); the counts are statistics too.
       remark::analysis(func.getLoc(), remark::RemarkOpts::name("materialized")
-                                          .category("lethe-materialize")
+                                          .category(getArgument())
                                           .function(func.getSymName()))
           << llvm::formatv("materialized {0} decisions: {1} recompute "
                            "regions re-running {2} nodes, {3} offloads, {4} "

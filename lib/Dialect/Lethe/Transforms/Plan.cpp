@@ -189,7 +189,7 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
     ++numActivations;
     remark::passed(node.irOp->getLoc(),
                    remark::RemarkOpts::name("decision")
-                       .category("lethe-plan")
+                       .category(getArgument())
                        .subCategory(stringifyDecision(d.decision))
                        .function(func.getSymName()))
         << ("result " + std::to_string(value.resultIndex) + ": " + d.reason);
@@ -208,7 +208,7 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
   stepUs += static_cast<uint64_t>(std::llround(plan.stepUs));
   baselineStepUs += static_cast<uint64_t>(std::llround(plan.baselineStepUs));
   remark::analysis(func.getLoc(), remark::RemarkOpts::name("summary")
-                                      .category("lethe-plan")
+                                      .category(getArgument())
                                       .subCategory("summary")
                                       .function(func.getSymName()))
       << llvm::formatv("policy {0}: peak {1} B, {2} (unplanned {3} B); step "
@@ -222,7 +222,7 @@ void PlanActivationsPass::writeBack(func::FuncOp func,
              .str();
   if (bound)
     remark::analysis(func.getLoc(), remark::RemarkOpts::name("bound")
-                                        .category("lethe-plan")
+                                        .category(getArgument())
                                         .subCategory("bound")
                                         .function(func.getSymName()))
         << (bound->feasible

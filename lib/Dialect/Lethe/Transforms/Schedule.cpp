@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Remarks.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace lethe {
@@ -176,6 +177,13 @@ struct ScheduleProgramPass
                                            const DeviceProfile &profile,
                                            int64_t &chunkBytes);
 
+  /// The contention choice's remark (--remarks-filter=lethe-schedule).
+  remark::RemarkOpts remarkOpts(func::FuncOp func) const {
+    return remark::RemarkOpts::name("contention")
+        .category(getArgument())
+        .function(func.getSymName());
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     llvm::Expected<DeviceProfile> profile = DeviceProfile::load(device);
@@ -230,10 +238,10 @@ struct ScheduleProgramPass
       int64_t chunkBytes = copyChunkBytes;
       if (simulate && !traits.timed) {
         if (profileContends)
-          func.emitRemark("lethe-schedule: contention=auto keeps copies and "
-                          "collectives apart (separate): the program has ops "
-                          "without time_us, so the variants cannot be "
-                          "simulated");
+          remark::missed(func.getLoc(), remarkOpts(func))
+              << "contention=auto keeps copies and collectives apart "
+                 "(separate): the program has ops without time_us, so the "
+                 "variants cannot be simulated";
         simulate = false;
       }
       // Schedule without separation first; separation only adds waits.
@@ -292,8 +300,10 @@ ScheduleProgramPass::chooseBySimulation(func::FuncOp func,
         << toString(choice.takeError());
     return failure();
   }
-  func.emitRemark("lethe-schedule: contention=auto ")
-      << choice->describe(profile.name, collectiveTolerance);
+  if (remark::detail::InFlightRemark report =
+          remark::passed(func.getLoc(), remarkOpts(func)))
+    report << "contention=auto " +
+                  choice->describe(profile.name, collectiveTolerance);
   chunkBytes = choice->yieldChunkBytes;
   return choice->chosen;
 }

@@ -1,4 +1,4 @@
-// RUN: lethe-opt %s --lethe-assign-buffers -verify-diagnostics | FileCheck %s
+// RUN: lethe-opt %s --lethe-assign-buffers --remarks-filter=lethe-assign-buffers --remark-format=emitRemark -verify-diagnostics | FileCheck %s
 
 // Packing where a fixed placement order leaves a gap: nine buffers, one
 // allocation or release per op (positions 0-17; each buffer's [begin, end)

@@ -1,4 +1,4 @@
-// RUN: lethe-opt %s -split-input-file -verify-diagnostics --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=2'
+// RUN: lethe-opt %s -split-input-file -verify-diagnostics --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=2' --remarks-filter=lethe-expand-pipeline-schedule --remark-format=emitRemark
 // RUN: not lethe-opt %s -split-input-file --lethe-expand-pipeline-schedule='schedule=gpipe' 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not lethe-opt %s -split-input-file --lethe-expand-pipeline-schedule='vpp=2' 2>&1 | FileCheck %s --check-prefix=VPP
 // RUN: not lethe-opt %s -split-input-file --lethe-expand-pipeline-schedule='stages=2 microbatches=3 schedule=interleaved vpp=2' 2>&1 | FileCheck %s --check-prefix=GROUPS

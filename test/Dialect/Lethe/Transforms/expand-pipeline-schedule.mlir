@@ -5,13 +5,13 @@
 // op's phase and micro-batch (lethe.mb), consecutive repeats merged. These
 // are the textbook 1F1B orders (warm-up P-S-1 forwards, then one forward
 // and one backward, then the remaining backwards).
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=4' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P2S0
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P2S1
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=8' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P2M8S0
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=0 microbatches=8' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S0
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=1 microbatches=8' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S1
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=2 microbatches=8' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S2
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=3 microbatches=8' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S3
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=4' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P2S0
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P2S1
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=8' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P2M8S0
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=0 microbatches=8' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S0
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=1 microbatches=8' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S1
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=2 microbatches=8' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S2
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=4 stage=3 microbatches=8' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.mb = ([0-9]+) .*/\1\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=P4S3
 // P2S0: fwd0 fwd1 bwd0 fwd2 bwd1 fwd3 bwd2 bwd3 {{$}}
 // P2S1: fwd0 bwd0 fwd1 bwd1 fwd2 bwd2 fwd3 bwd3 {{$}}
 // P2M8S0: fwd0 fwd1 bwd0 fwd2 bwd1 fwd3 bwd2 fwd4 bwd3 fwd5 bwd4 fwd6 bwd5 fwd7 bwd6 bwd7 {{$}}
@@ -22,23 +22,27 @@
 
 // Megatron's interleaved order with 2 chunks per stage (chunk c runs on
 // stage c % 2): "fwd1.c2" is micro-batch 1 on chunk 2.
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=4 schedule=interleaved vpp=2' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.chunk = ([0-9]+) : i64, lethe.mb = ([0-9]+) .*/\1\3.c\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=V2S0
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4 schedule=interleaved vpp=2' 2>/dev/null | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.chunk = ([0-9]+) : i64, lethe.mb = ([0-9]+) .*/\1\3.c\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=V2S1
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=4 schedule=interleaved vpp=2' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.chunk = ([0-9]+) : i64, lethe.mb = ([0-9]+) .*/\1\3.c\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=V2S0
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4 schedule=interleaved vpp=2' | grep 'lethe.node' | sed -E 's/.*lethe.node "[^"]*" (fwd|bwd) .*lethe.chunk = ([0-9]+) : i64, lethe.mb = ([0-9]+) .*/\1\3.c\2/' | uniq | tr '\n' ' ' | FileCheck %s --check-prefix=V2S1
 // V2S0: fwd0.c0 fwd1.c0 fwd0.c2 fwd1.c2 fwd2.c0 bwd0.c2 fwd3.c0 bwd1.c2 fwd2.c2 bwd0.c0 fwd3.c2 bwd1.c0 bwd2.c2 bwd3.c2 bwd2.c0 bwd3.c0 {{$}}
 // V2S1: fwd0.c1 fwd1.c1 fwd0.c3 bwd0.c3 fwd1.c3 bwd1.c3 fwd2.c1 bwd0.c1 fwd3.c1 bwd1.c1 fwd2.c3 bwd2.c3 fwd3.c3 bwd3.c3 bwd2.c1 bwd3.c1 {{$}}
 
-// The split and the order are reported.
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
-// REMARK: remark: pipeline stage 1 of 2 (1f1b, 4 micro-batches): chunk 1 = layers h.2 .. h.3 + head (70.0 of 143.0 per micro-batch); order: F0 B0 F1 B1 F2 B2 F3 B3
+// The split and the order are a decision, reported as a `passed` remark
+// when the remark engine asks for the pass's category; without it the pass
+// says nothing.
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' --remarks-filter=lethe-expand-pipeline-schedule --remark-format=emitRemark -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// REMARK: remark: [Passed] partition | Category:lethe-expand-pipeline-schedule | Function=step | Remark="pipeline stage 1 of 2 (1f1b, 4 micro-batches): chunk 1 = layers h.2 .. h.3 + head (70.0 of 143.0 per micro-batch); order: F0 B0 F1 B1 F2 B2 F3 B3"
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' -o /dev/null 2>&1 | FileCheck %s --allow-empty --check-prefix=QUIET
+// QUIET-NOT: {{.}}
 
 // Deterministic: two runs print the same program.
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' 2>/dev/null > %t.1.mlir
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' 2>/dev/null > %t.2.mlir
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' > %t.1.mlir
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=4' > %t.2.mlir
 // RUN: diff %t.1.mlir %t.2.mlir
 
 // The whole program of both stages for 2 micro-batches.
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=2' 2>/dev/null | FileCheck %s --check-prefix=S0
-// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=2' 2>/dev/null | lethe-opt | FileCheck %s --check-prefix=S1
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=0 microbatches=2' | FileCheck %s --check-prefix=S0
+// RUN: lethe-opt %s --lethe-expand-pipeline-schedule='stages=2 stage=1 microbatches=2' | lethe-opt | FileCheck %s --check-prefix=S1
 
 // Stage 0: its parameters, shared; the input once per micro-batch.
 // S0-LABEL: func.func @step(

@@ -1,10 +1,10 @@
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 prefetch=0 bandwidth=100 latency-us=5' -verify-diagnostics | FileCheck %s
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 bucket=param prefetch=0' -verify-diagnostics | FileCheck %s --check-prefix=PARAM
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics | FileCheck %s --check-prefix=PREFETCH
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics | lethe-opt | FileCheck %s --check-prefix=ROUND
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 prefetch=0 bandwidth=100 latency-us=5' --remarks-filter=lethe-insert-fsdp-collectives --remark-format=emitRemark -verify-diagnostics | FileCheck %s
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 bucket=param prefetch=0' --remarks-filter=lethe-insert-fsdp-collectives --remark-format=emitRemark -verify-diagnostics | FileCheck %s --check-prefix=PARAM
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' --remarks-filter=lethe-insert-fsdp-collectives --remark-format=emitRemark -verify-diagnostics | FileCheck %s --check-prefix=PREFETCH
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' --remarks-filter=lethe-insert-fsdp-collectives --remark-format=emitRemark -verify-diagnostics | lethe-opt | FileCheck %s --check-prefix=ROUND
 // The rewrite is deterministic: two runs print the same program.
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics > %t.1.mlir
-// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' -verify-diagnostics > %t.2.mlir
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' --remarks-filter=lethe-insert-fsdp-collectives --remark-format=emitRemark -verify-diagnostics > %t.1.mlir
+// RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2' --remarks-filter=lethe-insert-fsdp-collectives --remark-format=emitRemark -verify-diagnostics > %t.2.mlir
 // RUN: diff %t.1.mlir %t.2.mlir
 // RUN: lethe-opt %s --lethe-insert-fsdp-collectives='world=2 ranks-per-host=1' | FileCheck %s --check-prefix=HOST
 // HOST: attributes {lethe.fsdp_world = 2 : i64, lethe.ranks_per_host = 1 : i64}

@@ -3,7 +3,7 @@
 // RUN:   -verify-diagnostics | FileCheck %s
 // RUN: lethe-opt %s --lethe-plan='policy=full device=%S/Inputs/plan-device.json' \
 // RUN:   --lethe-materialize --lethe-schedule --lethe-assign-buffers \
-// RUN:   --remarks-filter=lethe-materialize --remark-format=emitRemark \
+// RUN:   --remarks-filter='lethe-materialize|lethe-assign-buffers' --remark-format=emitRemark \
 // RUN:   --lethe-verify 2>&1 | FileCheck %s --check-prefix=PROGRAM
 // RUN: lethe-opt %s --lethe-plan='policy=auto budget=50% min-offload-bytes=16777216 device=%S/Inputs/plan-device.json' \
 // RUN:   --remarks-filter=lethe-plan --remark-format=emitRemark \
@@ -125,7 +125,7 @@ func.func @step(%x: !h,
 // The compiled program re-runs each layer once (3 nodes per region), reading
 // the kept h1 and h2, and its arena is the planned peak.
 // PROGRAM: remark: [Analysis] materialized | Category:lethe-materialize | Function=step | Remark="materialized 11 decisions: 3 recompute regions re-running 9 nodes
-// PROGRAM: remark: device arena 34078720 bytes for a max-live of 34078720 (+0.00%)
+// PROGRAM: remark: [Analysis] arena | Category:lethe-assign-buffers | Function=step | Remark="device arena 34078720 bytes for a max-live of 34078720 (+0.00%)
 
 // `auto` chooses checkpoints like activations. At half the unplanned peak,
 // with nothing offloadable (min-offload-bytes), it recomputes n2 (4 MiB) at

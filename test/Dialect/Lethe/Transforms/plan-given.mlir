@@ -4,7 +4,7 @@
 // RUN:   -verify-diagnostics | FileCheck %t/step.mlir
 // RUN: not lethe-opt %t/step.mlir --lethe-plan='plan-file=%t/bad.json device=%S/Inputs/plan-device.json' 2>&1 | FileCheck %s --check-prefix=BAD
 
-// `plan-file` (the driver's `--plan FILE`) evaluates a plan made elsewhere
+// `plan-file` (the driver's `--plan-file FILE`) evaluates a plan made elsewhere
 // instead of planning: policy `given`. Each decision names the exported
 // node, by `lethe.node_id` or by `name`, and its output (plan.json below):
 // u is recomputed, v offloaded. The plan is placed, scheduled and

@@ -5,7 +5,7 @@
 // RUN: FileCheck %t/step.mlir < %t/planned.mlir
 // RUN: FileCheck %s --check-prefix=REASON < %t/remarks
 // RUN: lethe-opt %t/planned.mlir --lethe-materialize --lethe-schedule \
-// RUN:   --remarks-filter=lethe-materialize --remark-format=emitRemark \
+// RUN:   --remarks-filter='lethe-materialize|lethe-assign-buffers' --remark-format=emitRemark \
 // RUN:   --lethe-assign-buffers --lethe-verify -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=PROGRAM
 
@@ -31,7 +31,7 @@
 
 // One offload and one prefetch (h2's), and the arena is the planned peak.
 // PROGRAM: remark: [Analysis] materialized | Category:lethe-materialize | Function=step | Remark="materialized 11 decisions: 1 recompute regions re-running 1 nodes, 1 offloads, 1 prefetches
-// PROGRAM: remark: device arena 69730304 bytes for a max-live of 69730304 (+0.00%)
+// PROGRAM: remark: [Analysis] arena | Category:lethe-assign-buffers | Function=step | Remark="device arena 69730304 bytes for a max-live of 69730304 (+0.00%)
 
 //--- plan.json
 {"decisions": [{"node": "h1", "output": 0, "decision": "offload"},

@@ -75,7 +75,7 @@ def Lethe_Policy : I32EnumAttr<"Policy", "how the planner decided", [
       I32EnumAttrCase<"OffloadAll", 4, "offload-all">,
       // Joint recompute + offload minimising step time.
       I32EnumAttrCase<"Auto", 5, "auto">,
-      // Decisions given from elsewhere (`--plan FILE`), evaluated.
+      // Decisions given from elsewhere (`--plan-file FILE`), evaluated.
       I32EnumAttrCase<"Given", 6, "given">]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::lethe";

@@ -24,10 +24,12 @@ def AnnotateCosts : Pass<"lethe-annotate-costs"> {
       link.
 
     An op kind with no formula that is not a known memory-bound kind either
-    gets the bandwidth model and one remark (on its first node) naming the
-    kind. `device` is a built-in profile (`h200`, `h100`, `a100`,
-    `h200-nvlink`, `h200-pcie`) or the path of a JSON profile; an unknown
-    name or a bad file is an error listing the built-in names.
+    gets the bandwidth model; such kinds are counted (`num-unknown-kinds`)
+    and each gets one missed remark on its first node
+    (`--remarks-filter=lethe-annotate-costs`). `device` is a built-in
+    profile (`h200`, `h100`, `a100`, `h200-nvlink`, `h200-pcie`) or the
+    path of a JSON profile; an unknown name or a bad file is an error
+    listing the built-in names.
     docs/CostModel.md has the formulas and the profile format.
 
     ```mlir
@@ -52,6 +54,8 @@ def AnnotateCosts : Pass<"lethe-annotate-costs"> {
     Statistic<"numBandwidth", "num-bandwidth",
               "Ops timed by bytes over bandwidth (views and collectives "
               "included)">,
+    Statistic<"numUnknownKinds", "num-unknown-kinds",
+              "Op kinds with no cost formula, modelled as memory-bound">,
   ];
   let dependentDialects = ["lethe::LetheDialect"];
 }
@@ -77,8 +81,10 @@ def AssignBuffers : Pass<"lethe-assign-buffers", "mlir::ModuleOp"> {
     `lethe.host_arena_bytes`, `lethe.max_live_bytes`,
     `lethe.host_max_live_bytes` (the lower bounds: most bytes live at once)
     and `lethe.arena_alignment`. With several functions the arenas are
-    shared: each size is the largest over the functions. A remark on each
-    function states its arena against its max-live bound.
+    shared: each size is the largest over the functions; the statistics
+    (`-mlir-pass-statistics`) are these sizes. An analysis remark on each
+    function (`--remarks-filter=lethe-assign-buffers`) states its arena
+    against its max-live bound.
 
     ```mlir
     %0 = lethe.node "aten.mm.default" fwd (%a, %b) {lethe.offsets = array<i64: 0>} : ...
@@ -98,6 +104,10 @@ def AssignBuffers : Pass<"lethe-assign-buffers", "mlir::ModuleOp"> {
               "Device arena size, bytes">,
     Statistic<"maxLiveBytes", "max-live-bytes",
               "Most device bytes live at once (the arena's lower bound)">,
+    Statistic<"hostArenaBytes", "host-arena-bytes",
+              "Pinned host arena size, bytes">,
+    Statistic<"hostMaxLiveBytes", "host-max-live-bytes",
+              "Most pinned host bytes live at once">,
   ];
   let dependentDialects = ["lethe::LetheDialect"];
 }
@@ -191,8 +201,9 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
       its inverse); otherwise it simulates the three and picks the fastest
       step among those whose collective time stays within
       `collective-tolerance` of the collectives' time without copies, with
-      a remark giving the numbers (a program without op times keeps the
-      old rule: separate). The function gets `lethe.contention`.
+      a passed remark giving the numbers (`--remarks-filter=lethe-schedule`;
+      a program without op times keeps the old rule, separate, with a
+      missed remark). The function gets `lethe.contention`.
 
     Dependences already covered by the program's own barriers and awaits
     get nothing new, so running the pass twice changes nothing.
@@ -298,7 +309,9 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
       shard: dimension 0 divided by `world`, rounded up (`ceil(d0 / world)`
       rows; the last ranks' rows past `d0` are zero padding). Scalars stay
       whole (replicated). The argument keeps its name and gains
-      `lethe.full_type`, the unsharded type;
+      `lethe.full_type`, the unsharded type. Padded parameters are counted
+      (`num-padded-params`) and each gets an analysis remark
+      (`--remarks-filter=lethe-insert-fsdp-collectives`);
     - parameters are grouped into FSDP units by name: the prefix up to the
       first numeric component (`transformer.h.3.attn.c_attn.weight` ->
       `transformer.h.3`), else the module path (`transformer.wte`);
@@ -350,6 +363,9 @@ def InsertFsdpCollectives : Pass<"lethe-insert-fsdp-collectives",
   let statistics = [
     Statistic<"numShardedParams", "num-sharded-params",
               "Parameters sharded over the ranks">,
+    Statistic<"numPaddedParams", "num-padded-params",
+              "Sharded parameters whose dimension 0 the ranks do not "
+              "divide (zero-padded)">,
     Statistic<"numUnits", "num-units", "FSDP units (parameter groups)">,
     Statistic<"numAllGathers", "num-all-gathers", "All-gathers inserted">,
     Statistic<"numReduceScatters", "num-reduce-scatters",
@@ -445,7 +461,9 @@ def ExpandPipelineSchedule : Pass<"lethe-expand-pipeline-schedule",
     ..., microbatches = ..., vpp = ...>` and
     `lethe.ranks_per_host` (`ranks-per-host`, default all `stages`): the
     stages of one host share its copy bandwidth in the simulator (the device
-    profile's host_* figures). docs/Parallel.md has the details.
+    profile's host_* figures). The split and the stage's order are a
+    passed remark (`--remarks-filter=lethe-expand-pipeline-schedule`).
+    docs/Parallel.md has the details.
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"2",
@@ -576,7 +594,7 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
            "evaluate the plan in this JSON file instead of planning (policy "
            "given): {\"decisions\": [{\"node_id\": N or \"node\": NAME, "
            "\"output\": K, \"decision\": retain, recompute or offload}]}, "
-           "as `lethe plan --json` writes them (the driver's --plan)">,
+           "as `lethe plan --json` writes them (the driver's --plan-file)">,
   ];
   let statistics = [
     Statistic<"numActivations", "num-activations", "Activations decided">,
