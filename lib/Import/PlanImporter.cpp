@@ -150,6 +150,50 @@ LogicalResult lethe::loadGivenPlan(StringRef path, const TrainingGraph &graph,
     ActivationDecision given;
     given.value = value;
     given.decision = *decision;
+    // An offload's copy placement, as `lethe plan --json` writes it: the
+    // release after node `release_after` at the latest, the prefetch issued
+    // after node `prefetch_after` at the earliest (null or absent: the
+    // planner places it).
+    auto placementNode = [&](StringRef field, NodeId &out) -> FailureOr<bool> {
+      const json::Value *v = entry->get(field);
+      if (!v || v->kind() == json::Value::Null)
+        return false;
+      std::optional<int64_t> id = v->getAsInteger();
+      if (!id)
+        return emitError(loc)
+               << "field '" << field << "' must be a node id or null";
+      if (*decision != Decision::Offload)
+        return emitError(loc) << "field '" << field << "' places the copies "
+                              << "of an offload; " << what << " is decided "
+                              << stringifyDecision(*decision);
+      std::optional<NodeId> found = graph.findNodeBySourceId(*id);
+      if (!found)
+        return emitError(loc) << "field '" << field << "': no node with id "
+                              << *id << " in the graph";
+      // Between the value's last forward use and its first backward use,
+      // where its copies run.
+      if (*found < act.lastForwardUse || *found >= act.firstBackwardUse)
+        return emitError(loc)
+               << "field '" << field << "': node " << *id << " is outside "
+               << what << "'s time off the device (after its last forward "
+               << "use, before its first backward use)";
+      out = *found;
+      return true;
+    };
+    FailureOr<bool> release =
+        placementNode("release_after", given.releaseAfter);
+    if (failed(release))
+      return failure();
+    FailureOr<bool> prefetch =
+        placementNode("prefetch_after", given.prefetchAfter);
+    if (failed(prefetch))
+      return failure();
+    if (*release && *prefetch && given.prefetchAfter < given.releaseAfter)
+      return emitError(loc)
+             << what << " is prefetched (after node "
+             << *graph.getNode(given.prefetchAfter).sourceId
+             << ") before it is released (after node "
+             << *graph.getNode(given.releaseAfter).sourceId << ")";
     decisions.push_back(std::move(given));
   }
   options.givenDecisions = std::move(decisions);

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <utility>
 
 using namespace lethe;
 using namespace lethe::autosolver;
@@ -263,6 +264,17 @@ llvm::Expected<AutoSolution> Solver::solve() {
             solverOptions.latePrefetch ? reduceLate(level) : false;
         if (!late)
           return late.takeError();
+        // A chain-reader move paid step time for its lower peak: the plan it
+        // started from is a member too (between two levels), and faster.
+        if (std::optional<State> from = std::exchange(chainReadersFrom, {});
+            from && from->eval.peakBytes < ladder.back().peak) {
+          State reached = save();
+          restore(std::move(*from));
+          if (llvm::Error err = polishFully(currentEval.peakBytes))
+            return std::move(err);
+          record(j);
+          restore(std::move(reached));
+        }
         if (!*late) {
           // The greedy got part of the way and nothing goes further: the
           // last member lies between two levels (else the least peak the

@@ -184,6 +184,21 @@ struct Batch {
   std::vector<uint8_t> offloadMark;
 };
 
+/// A move of the late-prefetch step (AutoSolverLatePrefetch.cpp,
+/// AutoSolverChainReaders.cpp): decisions and copy hints changed together.
+struct LateMove {
+  struct Change {
+    int32_t act;
+    Decision decision;
+    CopyHint hint;
+  };
+  llvm::SmallVector<Change, 2> changes;
+  /// The value it keeps off the peak op, and its bytes (the order moves are
+  /// tried in: the largest first).
+  int32_t act = -1;
+  int64_t bytes = 0;
+};
+
 class Solver {
 public:
   Solver(const Evaluator &evaluator, const PlanOptions &options,
@@ -319,6 +334,15 @@ private:
   /// a retained value live across it with such a prefetch, whichever lowers
   /// the peak for the least step time (AutoSolverLatePrefetch.cpp).
   llvm::Expected<bool> latePrefetch(const Positions &pos, const Batch &batch);
+  /// Moves for values live across the peak op only because a recompute
+  /// chain run at or before the peak node read them: the chains' values
+  /// offloaded instead, the value's prefetch issued after the peak node
+  /// (AutoSolverChainReaders.cpp).
+  std::vector<LateMove> chainReaderMoves(const Positions &pos) const;
+  /// Where no late prefetch lowers the peak: each chain-reader move followed
+  /// by the greedy down to below the peak (or to `level`); true when the
+  /// peak fell (that plan kept), false with the plan as it was.
+  llvm::Expected<bool> chainReadersAhead(const Positions &pos, int64_t level);
   /// Where the ladder is stuck at `level` and no seed fits it: late
   /// prefetches (latePrefetch), each followed by the greedy, until the peak
   /// holds the level (true) or no move lowers it (false).
@@ -366,6 +390,9 @@ private:
   /// While set (and tying), a tied pick takes only the members that bring
   /// its op down to the level (descendTied).
   bool partialTies = false;
+  /// Set by reduceLate: the plan its first chain-reader move started from,
+  /// which the ladder keeps as a member (faster, its peak higher).
+  std::optional<State> chainReadersFrom;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
 };

@@ -10,7 +10,9 @@
 // node, and offloads such retained or recomputed values with the same late
 // prefetch (Placement keeps a prefetch before the value's restore point),
 // paying the copy time the step then waits for. Where the ladder is stuck
-// with no seed to fall back on, reduceLate alternates it with the greedy.
+// with no seed to fall back on, reduceLate alternates it with the greedy;
+// where no such move lowers the peak, it tries keeping off the peak op a
+// value a recompute chain before it read early (AutoSolverChainReaders.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,11 +34,15 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
   const size_t peakOp = currentEval.memory.peakOp;
   const NodeId peakNode = pos.opNode[peakOp];
   const Placement &placement = *currentEval.placement;
-  struct Move {
-    int32_t act;
-    CopyHint hint;
+  std::vector<LateMove> moves;
+  // Every move here offloads one value with the hint given.
+  auto offload = [&](size_t a, CopyHint hint) {
+    LateMove m;
+    m.act = static_cast<int32_t>(a);
+    m.bytes = acts[a].bytes;
+    m.changes.push_back({m.act, Decision::Offload, hint});
+    moves.push_back(std::move(m));
   };
-  std::vector<Move> moves;
   // (3) Recomputed values whose re-run result is live across the peak op
   // (allocated at or before it, freed after it): offloaded instead.
   std::vector<uint8_t> recomputedLive(acts.size(), 0);
@@ -70,7 +76,7 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
         continue;
       CopyHint hint = currentHints[a];
       hint.prefetchNotBefore = peakNode;
-      moves.push_back({static_cast<int32_t>(a), hint});
+      offload(a, hint);
       continue;
     }
     if (recomputedLive[a] && act.offloadable &&
@@ -78,7 +84,7 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
         act.lastForwardUse < peakNode) {
       CopyHint hint;
       hint.prefetchNotBefore = peakNode;
-      moves.push_back({static_cast<int32_t>(a), hint});
+      offload(a, hint);
       continue;
     }
     // (2) Retained, live across the peak op after its last forward use and
@@ -97,12 +103,12 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
     CopyHint hint;
     hint.releaseBy = std::max<NodeId>(act.lastForwardUse, peakNode - 1);
     hint.prefetchNotBefore = peakNode;
-    moves.push_back({static_cast<int32_t>(a), hint});
+    offload(a, hint);
   }
   // The largest first: they free the most at the peak op.
-  llvm::sort(moves, [&](const Move &x, const Move &y) {
-    if (acts[x.act].bytes != acts[y.act].bytes)
-      return acts[x.act].bytes > acts[y.act].bytes;
+  llvm::sort(moves, [&](const LateMove &x, const LateMove &y) {
+    if (x.bytes != y.bytes)
+      return x.bytes > y.bytes;
     return x.act < y.act;
   });
   if (moves.size() > kLatePrefetchTries)
@@ -110,12 +116,14 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
   // Of the moves that lower the peak (or leave fewer ops at it), the one the
   // step waits least for: the price is the exposed copy time, measured.
   std::optional<Evaluation> best;
-  std::optional<Move> bestMove;
-  for (const Move &m : moves) {
+  std::optional<LateMove> bestMove;
+  for (const LateMove &m : moves) {
     std::vector<Decision> trial = current;
     std::vector<CopyHint> trialHints = currentHints;
-    trial[m.act] = Decision::Offload;
-    trialHints[m.act] = m.hint;
+    for (const LateMove::Change &c : m.changes) {
+      trial[c.act] = c.decision;
+      trialHints[c.act] = c.hint;
+    }
     llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
     if (!eval)
       return eval.takeError();
@@ -129,10 +137,12 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
   }
   if (!best)
     return false;
-  if (current[bestMove->act] != Decision::Offload)
-    offloadedBytes += acts[bestMove->act].bytes;
-  current[bestMove->act] = Decision::Offload;
-  currentHints[bestMove->act] = bestMove->hint;
+  for (const LateMove::Change &c : bestMove->changes) {
+    if (current[c.act] != Decision::Offload && c.decision == Decision::Offload)
+      offloadedBytes += acts[c.act].bytes;
+    current[c.act] = c.decision;
+    currentHints[c.act] = c.hint;
+  }
   currentEval = std::move(*best);
   return true;
 }
@@ -146,6 +156,16 @@ llvm::Expected<bool> Solver::reduceLate(int64_t level) {
     llvm::Expected<bool> moved = latePrefetch(pos, batch);
     if (!moved)
       return moved.takeError();
+    if (!*moved && solverOptions.chainReaders) {
+      State from = save();
+      moved = chainReadersAhead(pos, level);
+      if (!moved)
+        return moved.takeError();
+      // The first such move of the call: the plan before it is kept as a
+      // member of the ladder (solve).
+      if (*moved && !chainReadersFrom)
+        chainReadersFrom = std::move(from);
+    }
     if (!*moved)
       return false;
     // The peak has moved: the greedy may go on from there.

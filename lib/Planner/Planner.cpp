@@ -178,6 +178,11 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
     // Lethe's own are; what it does not decide is retained.
     decisions.assign(analysis.getActivations().size(), Decision::Retain);
     reasons.assign(decisions.size(), "retained (not in the given plan)");
+    // An offload's copy placement, where the plan gives one, as the hints
+    // the solver placed it by: the placement a plan JSON records replays
+    // to the same copies, so the same peak and step.
+    std::vector<CopyHint> hints(decisions.size());
+    bool anyHint = false;
     for (const ActivationDecision &given : options.givenDecisions) {
       int32_t a = analysis.activationIndex(given.value);
       if (a < 0 || analysis.getActivations()[a].storage != given.value)
@@ -201,10 +206,15 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
         reasons[a] = llvm::formatv("offloaded (given plan): frees {0}",
                                    planner::humanBytes(act.bytes))
                          .str();
+        hints[a].releaseBy = given.releaseAfter;
+        hints[a].prefetchNotBefore = given.prefetchAfter;
+        anyHint |= given.releaseAfter >= 0 || given.prefetchAfter >= 0;
         break;
       }
     }
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(decisions);
+    if (!anyHint)
+      hints.clear();
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(decisions, hints);
     if (!eval)
       return eval.takeError();
     evaluation = std::move(*eval);

@@ -74,6 +74,10 @@ struct AutoSolverOptions {
   /// needed only after the peak op off it with late prefetches
   /// (docs/Planner.md). Off only to measure what it adds.
   bool latePrefetch = true;
+  /// With latePrefetch: also keep off the peak op a value a recompute chain
+  /// run before it read early, by offloading the chain's values instead
+  /// (docs/Planner.md). Off only to measure what it adds.
+  bool chainReaders = true;
 };
 
 llvm::Expected<AutoSolution> solveAuto(const Evaluator &evaluator,

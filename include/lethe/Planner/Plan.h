@@ -91,9 +91,13 @@ struct PlanOptions {
   /// Also compute a lower bound on the step-time overhead of every plan at
   /// this budget (Plan::lowerBound; docs/Bound.md).
   bool bound = false;
-  /// Policy::Given: the decisions to evaluate instead of planning (only
-  /// `value` and `decision` are read; placement is the planner's).
-  /// Activations not listed are retained.
+  /// Policy::Given: the decisions to evaluate instead of planning (`value`,
+  /// `decision` and, for an offload, `releaseAfter` / `prefetchAfter`, read
+  /// as the solver's copy hints: release after that node at the latest,
+  /// issue the prefetch after it at the earliest, -1 for the planner's own
+  /// placement; the rest of the placement is the planner's). A placement
+  /// written by `lethe plan --json` replays as it was. Activations not
+  /// listed are retained.
   std::vector<ActivationDecision> givenDecisions;
 };
 
