@@ -323,7 +323,7 @@ class Calibrator:
             fix.reasons.append(
                 f"re-planned with the host issuing {host_us:.2f} us an op "
                 "(its time over the step's ops)")
-        elif not fix.replan:
+        elif not fix.replan and not compare:
             return False
         att = getattr(r, "attribution", None)
         if att is not None and att.kernels:
