@@ -25,6 +25,8 @@ build tree). Methods:
                                                (--lethe-calibrate auto).
 
   python3 bench/torch_inductor_bench.py run --model gpt2-medium --out R.json
+      [--profile-kernels]   (and profile one more step of each method:
+                             device busy time, gaps, host issue time)
   python3 bench/torch_inductor_bench.py report R1.json R2.json --md M --svg S
 
 Peak: bytes the step allocates beyond what is resident before it

@@ -361,10 +361,7 @@ def scaled_profile(base: str, scale: float) -> str:
         else:
             continue
         notes[k] = f"{why} (was {value})"
-    profile["name"] = f"{profile.get('name', base)}-x{scale:.4f}"
-    stem = os.path.splitext(os.path.basename(base))[0]
-    return _write_profile(profile, os.path.join(
-        cache_dir(), f"profile-{stem}-x{scale:.4f}.json"))
+    return _write_derived(profile, base, f"x{scale:.4f}")
 
 
 def host_launch_profile(base: str, host_us: float) -> str:
@@ -382,10 +379,16 @@ def host_launch_profile(base: str, host_us: float) -> str:
         f"time over its ops, {host_us:.2f} us an op (was "
         f"{profile.get('host_launch_us')})")
     profile["host_launch_us"] = round(host_us, 3)
-    profile["name"] = f"{profile.get('name', base)}-host{host_us:.2f}"
+    return _write_derived(profile, base, f"host{host_us:.2f}")
+
+
+def _write_derived(profile: Dict[str, Any], base: str, tag: str) -> str:
+    """`profile`, made from `base` by the calibration, named and cached as
+    `base` with `-tag`; returns its path."""
+    profile["name"] = f"{profile.get('name', base)}-{tag}"
     stem = os.path.splitext(os.path.basename(base))[0]
     return _write_profile(profile, os.path.join(
-        cache_dir(), f"profile-{stem}-host{host_us:.2f}.json"))
+        cache_dir(), f"profile-{stem}-{tag}.json"))
 
 
 def _load_profile(base: str) -> Optional[Dict[str, Any]]:

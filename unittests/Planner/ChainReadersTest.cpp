@@ -9,12 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "RandomGraph.h"
+#include "LeastMove.h"
 
-#include "lethe/Planner/AutoSolver.h"
-#include "lethe/Planner/Evaluator.h"
-
-#include <gtest/gtest.h>
+#include <cstdio>
 
 using namespace lethe;
 using namespace lethe::testing;
@@ -22,38 +19,28 @@ using namespace lethe::testing;
 namespace {
 
 TEST(ChainReadersTest, NeverRaisesTheLeastOnRandomGraphs) {
-  const DeviceProfile device = testDeviceProfile();
+  AutoSolverOptions off;
+  off.chainReaders = false;
   unsigned lower = 0;
-  for (uint64_t seed = 0; seed < 60; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    TrainingGraph g = randomLayeredGraph(9100 + seed);
-    PlanOptions options;
-    options.budgetBytes = 1;
-    ActivationAnalysis analysis(g, options);
-    Evaluator evaluator(analysis, device);
-    AutoSolverOptions off;
-    off.chainReaders = false;
-    llvm::Expected<AutoSolution> with = solveAuto(evaluator, options, {});
-    llvm::Expected<AutoSolution> without =
-        solveAuto(evaluator, options, {}, off);
-    ASSERT_TRUE(with && without);
-    EXPECT_LE(with->leastPeakBytes, without->leastPeakBytes);
-    lower += with->leastPeakBytes < without->leastPeakBytes;
-    // From the least up to the unplanned peak the plan fits.
-    const int64_t least = with->leastPeakBytes;
-    llvm::Expected<Evaluation> unplanned =
-        evaluator.evaluate(std::vector<Decision>(
-            analysis.getActivations().size(), Decision::Retain));
-    ASSERT_TRUE(static_cast<bool>(unplanned));
-    for (int step = 0; step <= 4; ++step) {
-      PlanOptions at = options;
-      at.budgetBytes = least + (unplanned->peakBytes - least) * step / 4;
-      llvm::Expected<AutoSolution> fit = solveAuto(evaluator, at, {});
-      ASSERT_TRUE(static_cast<bool>(fit));
-      EXPECT_TRUE(fit->feasible) << "budget " << at.budgetBytes;
-      EXPECT_LE(fit->evaluation.peakBytes, at.budgetBytes);
-    }
-  }
+  expectLeastNeverRises(
+      9100, off, lower,
+      [](Evaluator &evaluator, const ActivationAnalysis &analysis,
+         const PlanOptions &options, const AutoSolution &with) {
+        // From the least up to the unplanned peak the plan fits.
+        const int64_t least = with.leastPeakBytes;
+        llvm::Expected<Evaluation> unplanned =
+            evaluator.evaluate(std::vector<Decision>(
+                analysis.getActivations().size(), Decision::Retain));
+        ASSERT_TRUE(static_cast<bool>(unplanned));
+        for (int step = 0; step <= 4; ++step) {
+          PlanOptions at = options;
+          at.budgetBytes = least + (unplanned->peakBytes - least) * step / 4;
+          llvm::Expected<AutoSolution> fit = solveAuto(evaluator, at, {});
+          ASSERT_TRUE(static_cast<bool>(fit));
+          EXPECT_TRUE(fit->feasible) << "budget " << at.budgetBytes;
+          EXPECT_LE(fit->evaluation.peakBytes, at.budgetBytes);
+        }
+      });
   std::printf("chain-reader moves lowered the least on %u of 60 graphs\n",
               lower);
 }

@@ -8,12 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "RandomGraph.h"
+#include "LeastMove.h"
 
-#include "lethe/Planner/AutoSolver.h"
-#include "lethe/Planner/Evaluator.h"
-
-#include <gtest/gtest.h>
+#include <cstdio>
 
 using namespace lethe;
 using namespace lethe::testing;
@@ -21,32 +18,22 @@ using namespace lethe::testing;
 namespace {
 
 TEST(LatePrefetchTest, NeverRaisesTheLeastOnRandomGraphs) {
-  const DeviceProfile device = testDeviceProfile();
+  AutoSolverOptions off;
+  off.latePrefetch = false;
   unsigned lower = 0;
-  for (uint64_t seed = 0; seed < 60; ++seed) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    TrainingGraph g = randomLayeredGraph(7000 + seed);
-    PlanOptions options;
-    options.budgetBytes = 1;
-    ActivationAnalysis analysis(g, options);
-    Evaluator evaluator(analysis, device);
-    AutoSolverOptions off;
-    off.latePrefetch = false;
-    llvm::Expected<AutoSolution> with = solveAuto(evaluator, options, {});
-    llvm::Expected<AutoSolution> without =
-        solveAuto(evaluator, options, {}, off);
-    ASSERT_TRUE(with && without);
-    EXPECT_LE(with->leastPeakBytes, without->leastPeakBytes);
-    lower += with->leastPeakBytes < without->leastPeakBytes;
-    // At its own least the plan fits, as simulated again from its
-    // decisions and copy placements.
-    PlanOptions atLeast = options;
-    atLeast.budgetBytes = with->leastPeakBytes;
-    llvm::Expected<AutoSolution> fit = solveAuto(evaluator, atLeast, {});
-    ASSERT_TRUE(static_cast<bool>(fit));
-    EXPECT_TRUE(fit->feasible);
-    EXPECT_LE(fit->evaluation.peakBytes, with->leastPeakBytes);
-  }
+  expectLeastNeverRises(
+      7000, off, lower,
+      [](Evaluator &evaluator, const ActivationAnalysis &,
+         const PlanOptions &options, const AutoSolution &with) {
+        // At its own least the plan fits, as simulated again from its
+        // decisions and copy placements.
+        PlanOptions atLeast = options;
+        atLeast.budgetBytes = with.leastPeakBytes;
+        llvm::Expected<AutoSolution> fit = solveAuto(evaluator, atLeast, {});
+        ASSERT_TRUE(static_cast<bool>(fit));
+        EXPECT_TRUE(fit->feasible);
+        EXPECT_LE(fit->evaluation.peakBytes, with.leastPeakBytes);
+      });
   std::printf("late prefetches lowered the least on %u of 60 graphs\n", lower);
 }
 
