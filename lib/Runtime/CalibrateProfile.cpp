@@ -695,3 +695,28 @@ std::string calibrate::writeProfile(const std::vector<ProfileField> &fields) {
     line("  \"notes\": {\n" + notes + "\n  }");
   return out + "\n}\n";
 }
+
+double calibrate::hostLaunchFromRounds(std::vector<double> roundsUs,
+                                       std::string &why) {
+  why.clear();
+  roundsUs.erase(std::remove_if(roundsUs.begin(), roundsUs.end(),
+                                [](double us) {
+                                  return !(us > 0) || !std::isfinite(us);
+                                }),
+                 roundsUs.end());
+  if (roundsUs.size() < 3) {
+    why = std::to_string(roundsUs.size()) +
+          " rounds kept the GPU busy, 3 needed";
+    return 0;
+  }
+  std::sort(roundsUs.begin(), roundsUs.end());
+  double least = roundsUs.front(), median = roundsUs[roundsUs.size() / 2];
+  if (median > kMaxHostLaunchUs)
+    why = "of " + num(median, 2) + " us (median of " +
+          std::to_string(roundsUs.size()) + " rounds) is past " +
+          num(kMaxHostLaunchUs, 0) + " us: the host stalled";
+  else if (median > 1.5 * least)
+    why = "rounds disagree: median " + num(median, 2) + " us, least " +
+          num(least, 2) + " us: the host stalled in most rounds";
+  return why.empty() ? median : 0;
+}

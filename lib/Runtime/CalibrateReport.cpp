@@ -124,7 +124,10 @@ std::string calibrate::summarize(const Measurements &m,
   out += format("| smallest kernel, event to event | %.2f |\n", m.launchUs);
   out += format("| no kernel, event to event | %.2f |\n", m.viewUs);
   out +=
-      format("| host enqueue of one runtime kernel | %.2f |\n", m.hostLaunchUs);
+      format("| host enqueue of one runtime kernel (median of %d rounds; %d "
+             "drained the GPU; 0: not kept) | %.2f |\n",
+             (int)m.hostLaunchRoundsUs.size(), m.hostLaunchDrainedRounds,
+             m.hostLaunchUs);
   out += format("| kernel back to back in a CUDA graph | %.2f |\n",
                 m.graphKernelUs);
   out += format("| CUDA graph launch beyond its kernel | %.2f |\n",
@@ -237,6 +240,11 @@ std::string calibrate::writeSamples(const Measurements &m) {
   j.field("launch_us", m.launchUs);
   j.field("view_us", m.viewUs);
   j.field("host_launch_us", m.hostLaunchUs);
+  j.key("host_launch_rounds_us").beginArray();
+  for (double x : m.hostLaunchRoundsUs)
+    j.value(x);
+  j.endArray();
+  j.field("host_launch_drained_rounds", m.hostLaunchDrainedRounds);
   j.field("graph_kernel_us", m.graphKernelUs);
   j.field("graph_launch_us", m.graphLaunchUs);
   j.field("event_record_us", m.eventRecordUs);

@@ -446,3 +446,40 @@ TEST(CalibrateReport, SummaryListsSkippedAndUngatedMeasurements) {
   EXPECT_EQ(plain.find("## Measured without the start gate"),
             std::string::npos);
 }
+
+TEST(CalibrateLaunch, HostLaunchIsTheMedianOfAgreeingRounds) {
+  std::string why;
+  // One stalled round does not move the median.
+  EXPECT_DOUBLE_EQ(hostLaunchFromRounds({4.1, 3.9, 4.0, 41.0, 4.2}, why), 4.1);
+  EXPECT_TRUE(why.empty()) << why;
+  // Rounds that did not measure (0, NaN) are dropped before counting.
+  EXPECT_DOUBLE_EQ(hostLaunchFromRounds({3.0, 0.0, 3.2, NAN, 3.1}, why), 3.1);
+  EXPECT_TRUE(why.empty()) << why;
+}
+
+TEST(CalibrateLaunch, ImplausibleHostLaunchIsNotKept) {
+  std::string why;
+  // The H100 calibration of 2026-11-26 that read 28.8 us.
+  EXPECT_EQ(hostLaunchFromRounds({28.1, 28.8, 29.5}, why), 0.0);
+  EXPECT_NE(why.find("past 20 us"), std::string::npos) << why;
+  // Most rounds stalled: the median is over 1.5x the least round.
+  EXPECT_EQ(hostLaunchFromRounds({4.0, 9.0, 9.5, 10.0, 11.0}, why), 0.0);
+  EXPECT_NE(why.find("rounds disagree"), std::string::npos) << why;
+  // Too few rounds kept the GPU busy.
+  EXPECT_EQ(hostLaunchFromRounds({4.0, 4.1}, why), 0.0);
+  EXPECT_NE(why.find("3 needed"), std::string::npos) << why;
+}
+
+TEST(CalibrateLaunch, HostLaunchNotKeptKeepsTheBaseProfiles) {
+  // A figure not kept (0) writes no host_launch_us: the base profile's
+  // stays, and the summary lists why.
+  Measurements m = fixtureMeasurements();
+  std::string why;
+  m.hostLaunchUs = hostLaunchFromRounds({28.1, 28.8, 29.5}, why);
+  m.skipped.push_back("host launch: " + why);
+  std::vector<ProfileField> fields = deriveProfile(m, nullptr, "");
+  for (const ProfileField &f : fields)
+    EXPECT_NE(f.key, "host_launch_us");
+  EXPECT_NE(summarize(m, fields).find("- host launch: of 28.8 us"),
+            std::string::npos);
+}

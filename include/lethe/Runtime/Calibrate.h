@@ -110,8 +110,12 @@ struct Measurements {
 
   /// Event to event after a GPU spin: the smallest kernel, and no kernel.
   double launchUs = 0, viewUs = 0;
-  /// Host time to enqueue one runtime kernel (letheRtReplay).
+  /// Host time to enqueue one runtime kernel (letheRtReplay): per round
+  /// (µs per launch, rounds in which the GPU stayed busy), the rounds in
+  /// which it drained first, and the figure kept (hostLaunchFromRounds).
   double hostLaunchUs = 0;
+  std::vector<double> hostLaunchRoundsUs;
+  int hostLaunchDrainedRounds = 0;
   double graphKernelUs = 0, graphLaunchUs = 0;
   double eventRecordUs = 0, waitUs = 0, graphWaitUs = 0;
 
@@ -146,6 +150,21 @@ struct Measurements {
   std::vector<std::string> ungated;
   bool noGate = false;
 };
+
+/// The most host time per runtime kernel launch believed. A launch through
+/// the CUDA driver takes 2-6 us of host time on a server CPU (the recorded
+/// calibrations: 3.2-4.9 us on H100 and H200 hosts); a figure past this
+/// says the host stalled while it was measured (one H100 calibration read
+/// 28.8 us, and predicted unplanned eager steps up to 37% slow).
+constexpr double kMaxHostLaunchUs = 20.0;
+
+/// The host launch figure from per-round means (µs per launch): the median
+/// of the rounds; 0 (not measured: the base profile's figure stays) with
+/// the reason in `why` where fewer than 3 rounds were kept, where the
+/// median is past kMaxHostLaunchUs, or where it is over 1.5x the least
+/// round (most rounds stalled: the least is what the host can do, the
+/// median is not).
+double hostLaunchFromRounds(std::vector<double> roundsUs, std::string &why);
 
 /// The most stream operations (copies, kernels, event records, waits) one
 /// gated round enqueues on one stream. All of a round waits behind the start
