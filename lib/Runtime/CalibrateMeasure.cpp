@@ -89,6 +89,22 @@ struct OneGpu {
             },
             count};
   }
+  /// `count` bf16 8192^3 GEMMs, each followed by `memoryPerGemm`
+  /// memory-bound replays: GEMMs as a training step runs them, between
+  /// memory-bound kernels rather than back to back at the power limit.
+  Lane mixedLoop(int count, int memoryPerGemm) {
+    return {{on(LETHE_STREAM_COMPUTE)},
+            [this, count, memoryPerGemm] {
+              LetheRtBuf in{memoryIn, memoryHalf}, out{memoryOut, memoryHalf};
+              for (int i = 0; i < count; ++i) {
+                ok(letheRtGemm(rt, "calibrate gemm", 0, &gemm));
+                for (int j = 0; j < memoryPerGemm; ++j)
+                  ok(letheRtReplay(rt, "calibrate memory-bound", 0, &in, 1,
+                                   &out, 1));
+              }
+            },
+            count * (1 + memoryPerGemm)};
+  }
   Lane memoryLoop(int count) {
     return {
         {on(LETHE_STREAM_COMPUTE)},
@@ -382,11 +398,11 @@ void OneGpu::contention() {
   double loopMs = options.quick ? 15 : 30;
 
   auto measure = [&](auto loop, KernelContention &k, double &d2hDuring,
-                     double &h2dDuring) {
+                     double &h2dDuring, int opsEach = 1) {
     double oneMs = timer.run({loop(1)}, 2)[0];
     if (!(oneMs > 0) || !errors.ok())
       return;
-    int count = itemsPerRound(loopMs / oneMs);
+    int count = itemsPerRound(loopMs / oneMs, opsEach);
     // Copies outlast the loop (slowed by up to 1.5x), so it never runs
     // uncontended; `oneMs` stands in for the loop's time alone.
     int copies = itemsPerRound(1.5 * count * oneMs / copyMs);
@@ -424,7 +440,7 @@ void OneGpu::contention() {
     k.h2dSlowdown = paired(t[2][0]);
     k.bothSlowdown = paired(t[3][0]);
     // A loop that outlasts one copy.
-    int cover = itemsPerRound(1.5 * copyMs / oneMs);
+    int cover = itemsPerRound(1.5 * copyMs / oneMs, opsEach);
     std::vector<double> d =
         timer.run({loop(cover), this->copies(true, big.bytes, 1)}, reps);
     d2hDuring = d.size() == 2 && d[1] > 0 ? big.bytes / d[1] / 1e6 : 0;
@@ -435,6 +451,26 @@ void OneGpu::contention() {
           m.h2dDuringMatmulGBs);
   measure([this](int c) { return memoryLoop(c); }, m.memoryBound,
           m.d2hDuringMemoryGBs, m.h2dDuringMemoryGBs);
+
+  // The GEMM loop runs at the card's power limit, where copies cost it
+  // clock: x1.015-1.062 between calibrations of one H100, x1.055 on the
+  // H200 whose fidelity run then over-predicted every convolution- and
+  // GEMM-heavy plan (UNet +2.5 points; with no GEMM slowdown all 48 graph
+  // overheads fell within 1.5 points, 2026-11-26). A step's GEMMs alternate
+  // with memory-bound kernels: measured so, GEMMs and memory-bound replays
+  // of about equal time in one loop, the GEMMs' part of its slowdown
+  // (deriveProfile) is what a step sees.
+  double gemmMs = timer.run({gemmLoop(1)}, 2)[0];
+  double memoryMs = timer.run({memoryLoop(1)}, 2)[0];
+  if (!(gemmMs > 0 && memoryMs > 0) || !errors.ok() ||
+      !(m.memoryBound.aloneMs > 0))
+    return;
+  int perGemm = std::clamp((int)std::lround(gemmMs / memoryMs), 1, 8);
+  m.mixedMemoryPerGemm = perGemm;
+  m.mixedGemmShare = gemmMs / (gemmMs + perGemm * memoryMs);
+  double unusedD2H = 0, unusedH2D = 0;
+  measure([this, perGemm](int c) { return mixedLoop(c, perGemm); }, m.mixed,
+          unusedD2H, unusedH2D, 1 + perGemm);
 }
 
 void OneGpu::launches() {

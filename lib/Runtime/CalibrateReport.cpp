@@ -111,6 +111,11 @@ std::string calibrate::summarize(const Measurements &m,
     };
     row("bf16 GEMM 8192^3", m.matmul);
     row("memory-bound replay", m.memoryBound);
+    if (m.mixed.aloneMs > 0)
+      row(format("GEMM + %d memory-bound replays (GEMMs %.2f of the time)",
+                 m.mixedMemoryPerGemm, m.mixedGemmShare)
+              .c_str(),
+          m.mixed);
     out += format("\n| %s copy | alone GB/s | during GEMMs | during "
                   "memory-bound |\n|---|---|---|---|\n",
                   size(m.contentionBytes).c_str());
@@ -263,6 +268,9 @@ std::string calibrate::writeSamples(const Measurements &m) {
   };
   kernel("matmul", m.matmul);
   kernel("memory_bound", m.memoryBound);
+  kernel("mixed", m.mixed);
+  j.field("mixed_memory_per_gemm", m.mixedMemoryPerGemm);
+  j.field("mixed_gemm_share", m.mixedGemmShare);
   j.field("contention_bytes", m.contentionBytes);
   j.field("d2h_alone_gb_per_s", m.d2hAloneGBs);
   j.field("h2d_alone_gb_per_s", m.h2dAloneGBs);

@@ -123,6 +123,12 @@ struct Measurements {
   /// loops, beside copies that outlast them; and copies of `contentionBytes`
   /// (GB/s) alone and during loops that outlast them.
   KernelContention matmul, memoryBound;
+  /// GEMMs alternating with memory-bound replays in one loop (a training
+  /// step's mix): `mixedMemoryPerGemm` replays after each GEMM, the GEMMs
+  /// `mixedGemmShare` of the loop's time alone. 0: not measured.
+  KernelContention mixed;
+  int mixedMemoryPerGemm = 0;
+  double mixedGemmShare = 0;
   uint64_t contentionBytes = 0;
   double d2hAloneGBs = 0, h2dAloneGBs = 0;
   double d2hDuringMatmulGBs = 0, h2dDuringMatmulGBs = 0;
@@ -150,6 +156,12 @@ struct Measurements {
   std::vector<std::string> ungated;
   bool noGate = false;
 };
+
+/// A GEMM's slowdown beside copies inside a loop that alternates GEMMs
+/// (`gemmShare` of its time alone) with memory-bound kernels: the loop's
+/// slowdown less the memory-bound part's at `memoryFactor`,
+/// (mixed - (1 - share) x memory) / share; 0 where either is not measured.
+double gemmSlowdownInMix(double mixed, double memoryFactor, double gemmShare);
 
 /// The most host time per runtime kernel launch believed. A launch through
 /// the CUDA driver takes 2-6 us of host time on a server CPU (the recorded
