@@ -10,8 +10,10 @@ variant, eagerly and as a CUDA graph, against the run's recorded steps.
   device call's $OUT (or a folder of its reports, e.g. an unpacked
   bench/results/fidelity-*-json.tar.gz). --variants: a JSON object
   {name: {field: value or null (removed)}} replacing the built-in set;
-  "calibrated" (no change) is always run first. --table: per-program
-  overhead errors of these variants (markdown).
+  "calibrated" (no change) is always run first; where RESULTS holds
+  calibrate-samples.json, "gemm-loop" (the matmul slowdowns of the pure
+  GEMM loop, as lethe-calibrate derived them before the mixed loop) too.
+  --table: per-program overhead errors of these variants (markdown).
 
 Eager steps whose replay floor was measured while the host set the pace
 (fidelity_bench.bad_replay_floors) are left out, as the report does.
@@ -54,6 +56,17 @@ else:
       'no-host-launch': {'host_launch_us': None},
       'no-fixed-copy': {'d2h_fixed_us': None, 'h2d_fixed_us': None},
     }
+# The same call's GEMM-loop factors (lethe-calibrate --samples): the profile
+# as calibrated before the mixed loop, to compare with on the same run.
+samples_path = os.path.join(args.results, 'calibrate-samples.json')
+if os.path.exists(samples_path):
+    g = json.load(open(samples_path)).get('matmul') or {}
+    one = [g.get('slowdown_beside_d2h', 0), g.get('slowdown_beside_h2d', 0)]
+    if all(x > 0 for x in one) and g.get('slowdown_beside_both', 0) > 0:
+        variants['gemm-loop'] = {
+            'matmul_slowdown_with_copies': round(max(1.0, sum(one) / 2), 3),
+            'matmul_slowdown_with_both_copies':
+                round(max(1.0, g['slowdown_beside_both']), 3)}
 variants = {'calibrated': {}, **{k: v for k, v in variants.items()
                                  if k != 'calibrated'}}
 modes = args.modes.split(",")
