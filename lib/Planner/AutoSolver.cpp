@@ -433,6 +433,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
     return solution;
   }
   const Member &member = ladder[best->index];
+  chosenHints = member.hints;
   solution.decisions = member.decisions;
   llvm::Expected<Evaluation> eval =
       evaluator.evaluate(member.decisions, member.hints);
@@ -453,5 +454,10 @@ llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
                                               const PlanOptions &options,
                                               llvm::ArrayRef<AutoSeed> seeds,
                                               const AutoSolverOptions &solver) {
-  return Solver(evaluator, options, seeds, solver).solve();
+  Solver fast(evaluator, options, seeds, solver);
+  llvm::Expected<AutoSolution> solution = fast.solve();
+  if (solution && solver.refine)
+    if (llvm::Error err = fast.refineSolution(*solution))
+      return std::move(err);
+  return solution;
 }
