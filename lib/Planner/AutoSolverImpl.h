@@ -207,7 +207,7 @@ public:
       : evaluator(evaluator), analysis(evaluator.getAnalysis()),
         graph(analysis.getGraph()), device(evaluator.getDevice()),
         acts(analysis.getActivations()), options(options), seeds(seeds),
-        solverOptions(solver) {
+        solverOptions(solver), evaluationsBefore(evaluator.getEvaluations()) {
     tieClass.assign(acts.size(), -1);
     for (auto [c, members] : llvm::enumerate(solverOptions.tiedClasses))
       for (int32_t a : members)
@@ -408,6 +408,9 @@ private:
   /// The copy hints of the ladder member solve() returned (empty for a
   /// seed: its copies are placed by default).
   std::vector<CopyHint> chosenHints;
+  /// The evaluator's count when the solve began (refine's budget is a share
+  /// of the solve's evaluations).
+  size_t evaluationsBefore = 0;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
 };
