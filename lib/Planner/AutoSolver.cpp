@@ -421,6 +421,17 @@ llvm::Expected<AutoSolution> Solver::solve() {
   } else {
     solution.feasible = true;
   }
+  // refineSolution may not make the plan faster than one a larger budget
+  // gets unrefined: those of the family above the budget no slower than it.
+  const double chosenStep = best->rank == 1 ? seedEvals[best->index].stepUs
+                                            : ladder[best->index].step;
+  refineFloor = 0.0;
+  for (const Member &m : ladder)
+    if (m.peak > budget && m.step <= chosenStep)
+      refineFloor = std::max(refineFloor, m.step);
+  for (const Evaluation &eval : seedEvals)
+    if (eval.peakBytes > budget && hostFits(eval) && eval.stepUs <= chosenStep)
+      refineFloor = std::max(refineFloor, eval.stepUs);
   if (best->rank == 1) {
     const AutoSeed &seed = seeds[best->index];
     solution.decisions = seed.decisions;

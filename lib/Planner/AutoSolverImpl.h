@@ -408,6 +408,10 @@ private:
   /// The copy hints of the ladder member solve() returned (empty for a
   /// seed: its copies are placed by default).
   std::vector<CopyHint> chosenHints;
+  /// The step refineSolution may not go below: that of the slowest plan of
+  /// the family a larger budget could get (above the budget, no slower than
+  /// the plan chosen), so more budget never gets a slower plan.
+  double refineFloor = 0.0;
   /// The evaluator's count when the solve began (refine's budget is a share
   /// of the solve's evaluations).
   size_t evaluationsBefore = 0;

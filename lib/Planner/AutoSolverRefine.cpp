@@ -389,7 +389,7 @@ llvm::Error Solver::refineSolution(AutoSolution &solution) {
     if (current[a] == Decision::Offload)
       offloadedBytes += acts[a].bytes;
   std::vector<std::string> notes;
-  llvm::Expected<unsigned> kept = refine(options.budgetBytes, 0.0, notes);
+  llvm::Expected<unsigned> kept = refine(options.budgetBytes, refineFloor, notes);
   if (!kept)
     return kept.takeError();
   if (*kept == 0)
