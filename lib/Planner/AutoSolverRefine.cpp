@@ -31,7 +31,7 @@ using namespace lethe::autosolver;
 /// most about 1/8 more time on any graph. On the corpus a solve makes
 /// 200-1,000 (Llama-style at 50%: about 960); the moves kept there came
 /// within the first 100 (bench/results/bound.md, 2026-11-26 21:30).
-static double kRefineShare = getenv("LETHE_SHARE") ? atof(getenv("LETHE_SHARE")) : 0.125;
+constexpr double kRefineShare = 0.125;
 /// A small solve still gets a few moves tried.
 constexpr unsigned kMinRefineEvaluations = 16;
 /// Retained activations searched for the partner of a pair per round: the
@@ -41,7 +41,7 @@ constexpr size_t kPairSearches = 24;
 /// the moves it says gain: it does not see which kernels a moved re-run or
 /// copy overlaps (on the Llama-style graph at 50%, recomputing four RMSNorm
 /// rstd values of under 1 MiB each saved 70 us each).
-static double kCheapDropShare = getenv("LETHE_CHEAP") ? atof(getenv("LETHE_CHEAP")) : 0.002;
+constexpr double kCheapDropShare = 0.002;
 
 namespace {
 
@@ -119,8 +119,8 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
     if (d == Decision::Recompute)
       return acts[a].recomputable;
     if (d == Decision::Offload)
-      return acts[a].offloadable && offloadedBytes + acts[a].bytes <=
-                                        options.hostBudgetBytes;
+      return acts[a].offloadable &&
+             offloadedBytes + acts[a].bytes <= options.hostBudgetBytes;
     return true;
   };
 
@@ -204,10 +204,10 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
   // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
   // faster but over the cap gets one more evaluation with the partner that
   // frees the ops it overfills, found on its own exact memory.
-  auto tryPlan = [&](std::vector<Decision> trial,
-                     std::vector<CopyHint> trialHints, int64_t host,
-                     llvm::SmallVectorImpl<int32_t> &changedActs)
-      -> llvm::Expected<bool> {
+  auto tryPlan =
+      [&](std::vector<Decision> trial, std::vector<CopyHint> trialHints,
+          int64_t host,
+          llvm::SmallVectorImpl<int32_t> &changedActs) -> llvm::Expected<bool> {
     for (unsigned attempt = 0; attempt < 2; ++attempt) {
       if (evaluations >= maxEvaluations)
         return false;
@@ -215,19 +215,17 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
       if (!eval)
         return eval.takeError();
-      if (getenv("LETHE_REFINE_DEBUG"))
-        fprintf(stderr, "eval %u attempt %u: act %d: step %.1f -> %.1f peak %lld cap %lld\n", evaluations, attempt, changedActs[0], currentEval.stepUs, eval->stepUs, (long long)eval->peakBytes, (long long)cap);
       const double gainUs = currentEval.stepUs - eval->stepUs;
       if (!(gainUs > 0.0) || eval->stepUs < floor ||
           eval->hostPeakBytes > options.hostBudgetBytes)
         return false;
       if (eval->peakBytes <= cap) {
         for (int32_t a : changedActs)
-          notes[a] = llvm::formatv("refined: was {0} in the plan chosen; the "
-                                   "change saves {1} of step time",
-                                   decisionName(current[a]),
-                                   planner::humanUs(gainUs))
-                         .str();
+          notes[a] =
+              llvm::formatv("refined: was {0} in the plan chosen; the "
+                            "change saves {1} of step time",
+                            decisionName(current[a]), planner::humanUs(gainUs))
+                  .str();
         current = std::move(trial);
         currentHints = std::move(trialHints);
         currentEval = std::move(*eval);
@@ -245,13 +243,8 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
         --last;
       const Positions pos = index(*eval);
       std::vector<Partner> partners = partnersOf(trial, *eval, pos, host);
-      const Partner *p = partnerFor(partners, first, last,
-                                    eval->peakBytes - cap, gainUs);
-      if (getenv("LETHE_REFINE_DEBUG")) {
-        fprintf(stderr, "  over [%zu,%zu] of %zu excess %lld gain %.1f; partners %zu\n", first, last, memory.size(), (long long)(eval->peakBytes-cap), gainUs, partners.size());
-        int shown = 0;
-        for (const Partner &q : partners) if (acts[q.act].bytes >= eval->peakBytes - cap && shown++ < 6) fprintf(stderr, "    act %d dec %d cost %.1f bytes %lld ops [%zu,%zu]\n", q.act, int(q.decision), q.cost, (long long)acts[q.act].bytes, q.ops.first, q.ops.second);
-      }
+      const Partner *p =
+          partnerFor(partners, first, last, eval->peakBytes - cap, gainUs);
       if (!p)
         return false;
       host += (p->decision == Decision::Offload) * acts[p->act].bytes;
@@ -312,9 +305,9 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
         ++first;
       while (last > first && memory[last] + bytes <= cap)
         --last;
-      if (const Partner *p = partnerFor(partners, first, last,
-                                        tree.maxIn(first, last) + bytes - cap,
-                                        now))
+      if (const Partner *p =
+              partnerFor(partners, first, last,
+                         tree.maxIn(first, last) + bytes - cap, now))
         moves.push_back({{{a, Decision::Retain}, {p->act, p->decision}},
                          now - p->cost,
                          bytes + acts[p->act].bytes});
@@ -381,15 +374,16 @@ llvm::Error Solver::refineSolution(AutoSolution &solution) {
   if (!solution.feasible)
     return llvm::Error::success();
   current = solution.decisions;
-  currentHints = chosenHints.empty() ? std::vector<CopyHint>(acts.size())
-                                     : chosenHints;
+  currentHints =
+      chosenHints.empty() ? std::vector<CopyHint>(acts.size()) : chosenHints;
   currentEval = solution.evaluation;
   offloadedBytes = 0;
   for (size_t a = 0; a < acts.size(); ++a)
     if (current[a] == Decision::Offload)
       offloadedBytes += acts[a].bytes;
   std::vector<std::string> notes;
-  llvm::Expected<unsigned> kept = refine(options.budgetBytes, refineFloor, notes);
+  llvm::Expected<unsigned> kept =
+      refine(options.budgetBytes, refineFloor, notes);
   if (!kept)
     return kept.takeError();
   if (*kept == 0)
@@ -399,9 +393,9 @@ llvm::Error Solver::refineSolution(AutoSolution &solution) {
   for (size_t a = 0; a < acts.size(); ++a)
     solution.decisions[a] =
         solution.evaluation.placement->decisions[a].decision;
-  solution.chosen += llvm::formatv(", refined ({0} move{1})", *kept,
-                                   *kept == 1 ? "" : "s")
-                         .str();
+  solution.chosen +=
+      llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
+          .str();
   solution.reasons.resize(acts.size());
   for (size_t a = 0; a < acts.size(); ++a) {
     solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);

@@ -31,18 +31,18 @@ bool expectRefinedNoWorse(const TrainingGraph &g, const DeviceProfile &device,
   PlanOptions options;
   ActivationAnalysis analysis(g, options);
   Evaluator evaluator(analysis, device);
-  llvm::Expected<Evaluation> unplanned = evaluator.evaluate(
-      std::vector<Decision>(analysis.getActivations().size(), Decision::Retain));
+  llvm::Expected<Evaluation> unplanned =
+      evaluator.evaluate(std::vector<Decision>(analysis.getActivations().size(),
+                                               Decision::Retain));
   EXPECT_TRUE(static_cast<bool>(unplanned));
   if (!unplanned)
     return false;
-  options.budgetBytes =
-      static_cast<int64_t>(fraction * static_cast<double>(unplanned->peakBytes));
+  options.budgetBytes = static_cast<int64_t>(
+      fraction * static_cast<double>(unplanned->peakBytes));
   AutoSolverOptions off;
   off.refine = false;
   llvm::Expected<AutoSolution> with = solveAuto(evaluator, options, {});
-  llvm::Expected<AutoSolution> without =
-      solveAuto(evaluator, options, {}, off);
+  llvm::Expected<AutoSolution> without = solveAuto(evaluator, options, {}, off);
   EXPECT_TRUE(with && without);
   if (!with || !without)
     return false;
@@ -71,8 +71,8 @@ TEST(AutoRefineTest, NeverWorseOnRandomGraphs) {
               cases);
 }
 
-class AutoRefineOnSharedGraphs
-    : public ::testing::TestWithParam<const char *> {};
+class AutoRefineOnSharedGraphs : public ::testing::TestWithParam<const char *> {
+};
 
 TEST_P(AutoRefineOnSharedGraphs, NeverWorse) {
   std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
