@@ -381,9 +381,13 @@ llvm::Error Solver::refineSolution(AutoSolution &solution) {
   for (size_t a = 0; a < acts.size(); ++a)
     if (current[a] == Decision::Offload)
       offloadedBytes += acts[a].bytes;
+  // The peak may not rise above the chosen plan's: a plan filled to the
+  // budget's byte packs above it more often, and compiling then plans again
+  // at lower budgets (mamba's least search ran over 20 minutes where it ran
+  // 1); and every budget that chooses this plan refines it alike.
   std::vector<std::string> notes;
-  llvm::Expected<unsigned> kept =
-      refine(options.budgetBytes, refineFloor, notes);
+  llvm::Expected<unsigned> kept = refine(
+      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes);
   if (!kept)
     return kept.takeError();
   if (*kept == 0)
