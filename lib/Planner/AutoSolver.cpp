@@ -58,10 +58,6 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
     std::vector<Decision> next = current;
     std::vector<CopyHint> nextHints = currentHints;
     bool any = false;
-    // Per retained input: the op its produced buffer now lives to, once a
-    // picked chain reads it later than anything did (a checkpoint no chain
-    // read was freed after its forward life).
-    llvm::DenseMap<int32_t, size_t> heldTo;
     auto freedRange = [&](const planner::CopyEntry &e) {
       return std::make_pair<size_t, size_t>(pos.nodeOp[e.release] + 1,
                                             pos.nodeOp[e.prefetch]);
@@ -109,7 +105,6 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
           tree.add(pick.gapBegin, pick.gapEnd, -pick.bytes);
           if (pick.chainExtra > 0)
             tree.add(pick.chainPos, pick.chainPos, pick.chainExtra);
-          holdChainInputs(pick, pos, batch, current, heldTo, tree);
           pickRecompute(batch, pick, *currentEval.placement);
           continue;
         }

@@ -197,29 +197,6 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
   return batch;
 }
 
-void Solver::holdChainInputs(const Candidate &pick, const Positions &pos,
-                             const Batch &batch,
-                             llvm::ArrayRef<Decision> decisions,
-                             llvm::DenseMap<int32_t, size_t> &heldTo,
-                             MaxTree &tree) const {
-  // The batch counts the chain's memory at pick.chainPos (chainExtra): the
-  // inputs are read there.
-  const size_t readAt = pick.chainPos;
-  for (ValueId input : acts[pick.act].recomputeInputs) {
-    int32_t x = analysis.activationIndex(input);
-    // An input picked in this batch is dropped, not held (its restore point
-    // moves instead, which the batch does not model).
-    if (x < 0 || decisions[x] != Decision::Retain || batch.picked[x])
-      continue;
-    auto it =
-        heldTo.try_emplace(x, static_cast<size_t>(pos.producedFree[x])).first;
-    if (readAt <= it->second)
-      continue;
-    tree.add(it->second + 1, readAt, acts[x].bytes);
-    it->second = readAt;
-  }
-}
-
 void Solver::pickRecompute(Batch &batch, const Candidate &picked,
                            const Placement &placement) const {
   for (NodeId node : picked.newChainNodes)

@@ -17,7 +17,6 @@
 #include "CopyModel.h"
 
 #include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -254,16 +253,6 @@ private:
                      llvm::ArrayRef<Decision> decisions) const;
   void computeRecompute(Candidate &c, const Placement &placement,
                         const Batch &batch) const;
-  /// A picked recompute's chain reads its retained inputs at its restore
-  /// point: an input whose produced buffer was freed before that (a
-  /// checkpoint no chain read yet) now holds its bytes up to it, which the
-  /// batch's memory `tree` must show (else a batch of such picks frees half
-  /// of what it predicts: docs/Planner.md). `heldTo`: per input, the op its
-  /// buffer is held to so far in this batch.
-  void holdChainInputs(const Candidate &pick, const Positions &pos,
-                       const Batch &batch, llvm::ArrayRef<Decision> decisions,
-                       llvm::DenseMap<int32_t, size_t> &heldTo,
-                       MaxTree &tree) const;
   /// Records a picked recompute: its chain nodes are now shared at its
   /// restore point, so the candidates restored there cost less.
   void pickRecompute(Batch &batch, const Candidate &picked,
