@@ -36,7 +36,8 @@ import torch
 import torch.fx as fx
 
 from lethe import InfeasibleBudgetError, Plan
-from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
+from lethe._fused_graph import (FusedGraph, _is_tensor_node,
+                                build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
 from lethe._measure import (CostTable, device_key, host_launch_profile,
                             measured_profile, runs_as_library_kernel,
@@ -134,7 +135,7 @@ class PartitionRecord(PlanRecord):
                  saved: List[str], mismatches: List[Dict[str, Any]],
                  offloaded: List[str], notes: List[str], plan_s: float,
                  measured: Optional[Dict[str, Any]] = None,
-                 compile_id: Optional[str] = None):
+                 compile_id: Optional[str] = None, ops: int = 0):
         super().__init__(plan, plan_s)
         # Planned at the model's least, above the budget, to be measured
         # and re-planned (LethePartitioner.allow_provisional).
@@ -149,6 +150,9 @@ class PartitionRecord(PlanRecord):
         # (lethe._kernel_times).
         self.kernels = self.roots = self.attribution = None
         self.graph = graph
+        # The planned graph's ops (kept when the graph itself is not): the
+        # calibration's host time an op divides by them.
+        self.ops = ops
         self.saved = saved
         self.mismatches = mismatches
         self.offloaded = offloaded
@@ -376,10 +380,10 @@ class LethePartitioner(_partitioner_base()):
                     "False}), or plan with offload=False")
             moved = _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded,
                                         plan, fused, device)
-        record = PartitionRecord(plan, fused.doc if self.dump_dir else None,
-                                 saved, mismatches, moved, notes,
-                                 time.perf_counter() - start, measured,
-                                 compile_id)
+        record = PartitionRecord(
+            plan, fused.doc if self.dump_dir else None, saved, mismatches,
+            moved, notes, time.perf_counter() - start, measured, compile_id,
+            ops=sum(1 for e in fused.doc["nodes"] if e["kind"] == "op"))
         record.provisional = self.provisional
         if self.provenance is not None:
             record.kernels = self.provenance.expect(fw, bw)
@@ -571,7 +575,10 @@ class LethePartitioner(_partitioner_base()):
             if "collective" in str(n.target) or \
                     str(n.target).startswith("_c10d_functional"):
                 continue  # never recompute a collective
-            n.meta["recompute"] = CheckpointPolicy.MUST_SAVE if n in kept \
+            # A seed drawn again in the backward would be another seed:
+            # its dropout masks would differ from the forward's.
+            n.meta["recompute"] = CheckpointPolicy.MUST_SAVE \
+                if n in kept or draws_seeds(n) \
                 else CheckpointPolicy.PREFER_RECOMPUTE
             # One region: min-cut's tag cleanup saves a region's output
             # only where a later region reads it.
