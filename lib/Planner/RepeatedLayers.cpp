@@ -17,8 +17,10 @@ using namespace lethe::autosolver;
 
 /// Large enough that the untied ladder takes seconds (one simulation of the
 /// whole step per 1% level, each linear in the step). Below it ties save
-/// little, and forced on the corpus graphs (8-24 layers) they cost up to a
-/// few points of overhead (bench/results/scaling.md).
+/// less, and forced on the corpus graphs (8-24 layers) they cost up to a
+/// few points of overhead; at 1,024 the 10k-op synthetic step would solve
+/// 3.6x faster, but deeper real models would lose up to half a point at
+/// tight budgets (bench/results/scaling.md, "The tie threshold measured").
 constexpr size_t kTieMinActivations = 4096;
 /// Node times of two copies of a layer agree within this share.
 constexpr double kTimeTolerance = 0.1;
