@@ -69,6 +69,17 @@ int64_t alignBytes(int64_t bytes, int64_t alignment);
 int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
                        int64_t alignment);
 
+/// Greedy placement of the buffers in `order` (indices into `intervals`):
+/// each goes in the smallest gap (lowest on ties; with `bestFit` false,
+/// the lowest gap) that fits among the buffers placed before it that it
+/// meets in time, else on top of them. Sets `offsets` (0 for empty
+/// buffers) and returns the arena. The placed buffers are indexed by
+/// lifetime, so each placement looks only at those meeting it: n log n
+/// where the arena's free space is in few pieces, at worst quadratic.
+int64_t placeInOrder(llvm::ArrayRef<PackInterval> intervals,
+                     llvm::ArrayRef<int> order, int64_t alignment, bool bestFit,
+                     std::vector<int64_t> &offsets);
+
 /// Packs in one order (best-fit; the skyline's order first-fit;
 /// peak-outward with exponent 4).
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
