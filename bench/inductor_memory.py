@@ -61,7 +61,7 @@ def _origin(frames):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True, choices=sorted(ib.CONFIGS))
+    ap.add_argument("--model", required=True, choices=ib.model_names())
     ap.add_argument("--budget", required=True,
                     help="Lethe's budget (bytes, N%%)")
     ap.add_argument("--out", required=True)

@@ -27,6 +27,11 @@ build tree). Methods:
   python3 bench/torch_inductor_bench.py run --model gpt2-medium --out R.json
       [--profile-kernels]   (and profile one more step of each method:
                              device busy time, gaps, host issue time)
+  python3 bench/torch_inductor_bench.py run --model corpus:swin_t ...
+                            (a model of the graph corpus, built by
+                             bench/export_corpus.py: torchvision and
+                             transformers, random weights; methods none,
+                             save_on_cpu, aot_eager, compile[-F], lethe:B)
   python3 bench/torch_inductor_bench.py report R1.json R2.json --md M --svg S
 
 Peak: bytes the step allocates beyond what is resident before it
@@ -70,6 +75,10 @@ TINY.update({
     "moe-8l": dict(vocab=128, dim=64, layers=2, heads=4, kv_heads=4, mlp=96,
                    experts=4, top_k=2, seq=32, batch=2, kind="moe"),
 })
+# "corpus:NAME": a model of the graph corpus (bench/export_corpus.py); its
+# modules have no `blocks`, so only the methods below run on it.
+CORPUS_PREFIX = "corpus:"
+CORPUS_METHODS = ("none", "save_on_cpu", "aot_eager", "compile")
 BASELINES = ["none", "full", "every2", "selective", "save_on_cpu",
              "aot_eager", "compile", "compile-0.8", "compile-0.5",
              "compile-0.3", "compile-0.1"]
@@ -181,7 +190,29 @@ def _maybe_checkpoint(model, i, block, x):
     return tb.checkpoint(block, x, use_reentrant=False, **kwargs)
 
 
+def _corpus():
+    """The real-graph corpus's models (bench/export_corpus.py: torchvision,
+    transformers and small definitions, random weights), by name."""
+    import export_corpus
+    return export_corpus.CORPUS
+
+
+def _corpus_model(name, tiny, device, dtype):
+    torch.manual_seed(0)
+    module, (x, y), _ = _corpus()[name][1](tiny)
+    module = module.to(device=device, dtype=dtype).train()
+    x = x.to(device=device, dtype=dtype if x.is_floating_point() else None)
+    return module, x, y.to(device)
+
+
+def model_names():
+    """Every --model: the bench's own models and the corpus's."""
+    return sorted(CONFIGS) + [CORPUS_PREFIX + n for n in sorted(_corpus())]
+
+
 def make_model(name, tiny, device, dtype):
+    if name.startswith(CORPUS_PREFIX):
+        return _corpus_model(name[len(CORPUS_PREFIX):], tiny, device, dtype)
     c = (TINY if tiny else CONFIGS)[name]
     if c["kind"] in ("gpt", "llama"):
         saved = tb.TINY if tiny else tb.CONFIGS
@@ -207,6 +238,11 @@ def run_method(name, method, args, device, budgets):
     import lethe
     import lethe.torch as lt
     cuda = device.type == "cuda"
+    if name.startswith(CORPUS_PREFIX) and not (
+            method.startswith(CORPUS_METHODS) or method.startswith("lethe")):
+        raise ValueError(f"{method} needs the bench's own models (their "
+                         f"blocks); {name} runs {', '.join(CORPUS_METHODS)}"
+                         "[-F] and lethe:B")
     model, a, b = make_model(name, args.tiny, device, torch.bfloat16)
     params = list(model.parameters())
     torch._dynamo.reset()
@@ -740,7 +776,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="measure one model")
-    r.add_argument("--model", required=True, choices=sorted(CONFIGS))
+    r.add_argument("--model", required=True, metavar="MODEL",
+                   choices=model_names(),
+                   help="a bench model (" + ", ".join(sorted(CONFIGS))
+                   + ") or corpus:NAME, a model of bench/export_corpus.py")
     r.add_argument("--tiny", action="store_true")
     r.add_argument("--out", required=True)
     r.add_argument("--methods", nargs="*", default=None,

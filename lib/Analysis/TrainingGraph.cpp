@@ -125,9 +125,10 @@ NodeId TrainingGraph::firstBackwardNode() const {
 uint32_t TrainingGraph::classifyKind(StringRef kind) {
   uint32_t flags = NodeFlagNone;
   // RNG ops of the frameworks we import: ATen dropout/bernoulli/rand*,
-  // StableHLO rng ops.
+  // StableHLO rng ops, inductor's seed draws (prims.inductor_seeds; its
+  // inductor_lookup_seed only reads them).
   for (StringRef rng : {"dropout", "bernoulli", "rand", "normal", "uniform",
-                        "rng", "multinomial"})
+                        "rng", "multinomial", "inductor_seed"})
     if (kind.contains(rng) && !kind.contains("_backward"))
       flags |= NodeFlagRandom;
   for (StringRef collective :

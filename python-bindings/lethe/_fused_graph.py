@@ -14,9 +14,16 @@ joint graph that inductor's partitioner receives (graphs/SCHEMA.md layout):
   chains inside its own kernels, as min-cut arranges. Two readers in its
   own phase do (inductor writes a value two kernels read: the residual
   stream), except for casts and views;
+- inductor's seeded random numbers (`prims.inductor_random` / `_randint`,
+  which its `replace_random` pass makes of dropout and `rand*`, and the
+  `inductor_lookup_seed` they read) are pointwise too: a pure function of
+  a seed and the element's offset that inductor generates inside the
+  kernels reading it, so the backward regenerates a dropout mask from its
+  seed instead of reading a float32 tensor of random numbers. The seeds
+  themselves (`inductor_seeds`, drawn once a step) are never re-run;
 - every other node is *materialized*: outputs of matmuls, convolutions,
-  attention, reductions, gathers, random ops, values read by a kernel that
-  cannot fuse them. Only these carry memory and decisions.
+  attention, reductions, gathers, other random ops, values read by a
+  kernel that cannot fuse them. Only these carry memory and decisions.
 
 Fusibility is inductor's own (`torch._functorch.partitioners.
 get_default_op_list`, the op lists min-cut uses), so the fold follows the
@@ -153,9 +160,12 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
             return "bwd" if n.name.startswith("tangents") else "fwd"
         return "fwd" if n in forward else "bwd"
 
+    seeded = seed_readers()
+
     def fusible(n: fx.Node) -> bool:
-        return n.op == "call_function" and op_types.is_fusible(n) \
-            and not op_types.is_random(n)
+        return n.op == "call_function" and (
+            op_types.is_fusible(n) and not op_types.is_random(n)
+            or n.target in seeded)
 
     # A value is *virtual* (never in device memory) when it is a pointwise
     # or view result that every reader fuses: its readers read its operands
@@ -323,6 +333,31 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                  "torch": torch.__version__, "capture": "inductor-joint",
                  "nodes": doc_nodes, "saved": [list(s) for s in saved]}
     return fused
+
+
+def seed_readers() -> Set[Any]:
+    """Inductor's ops that read a drawn seed (its lookup, and random
+    numbers from it): deterministic given the seeds, lowered as pointwise
+    code. Min-cut's allowlist omits them (they are not tagged pointwise),
+    so without a tag it saves their float32 output or the mask made of
+    it."""
+    try:
+        import torch._inductor.inductor_prims  # noqa: F401 (registers them)
+    except ImportError:
+        return set()
+    prims = torch.ops.prims
+    return {getattr(prims, name).default
+            for name in ("inductor_lookup_seed", "inductor_random",
+                         "inductor_randint")
+            if hasattr(prims, name)}
+
+
+def draws_seeds(n: fx.Node) -> bool:
+    """Whether `n` draws fresh random numbers each run (ops tagged
+    nondeterministic_seeded: inductor_seeds, rand, dropout): never re-run
+    in the backward, where it would draw other numbers."""
+    return n.op == "call_function" and torch.Tag.nondeterministic_seeded \
+        in getattr(n.target, "tags", ())
 
 
 def _realize_thresholds() -> Tuple[int, int, int]:

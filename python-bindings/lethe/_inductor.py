@@ -36,7 +36,8 @@ import torch
 import torch.fx as fx
 
 from lethe import InfeasibleBudgetError, Plan
-from lethe._fused_graph import FusedGraph, _is_tensor_node, build_fused_graph
+from lethe._fused_graph import (FusedGraph, _is_tensor_node,
+                                build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
 from lethe._measure import (CostTable, device_key, host_launch_profile,
                             measured_profile, runs_as_library_kernel,
@@ -571,7 +572,10 @@ class LethePartitioner(_partitioner_base()):
             if "collective" in str(n.target) or \
                     str(n.target).startswith("_c10d_functional"):
                 continue  # never recompute a collective
-            n.meta["recompute"] = CheckpointPolicy.MUST_SAVE if n in kept \
+            # A seed drawn again in the backward would be another seed:
+            # its dropout masks would differ from the forward's.
+            n.meta["recompute"] = CheckpointPolicy.MUST_SAVE \
+                if n in kept or draws_seeds(n) \
                 else CheckpointPolicy.PREFER_RECOMPUTE
             # One region: min-cut's tag cleanup saves a region's output
             # only where a later region reads it.

@@ -69,6 +69,12 @@ TEST(TrainingGraphTest, ClassifiesKinds) {
                NodeFlagRandom);
   EXPECT_TRUE(TrainingGraph::classifyKind("stablehlo.rng_bit_generator") &
               NodeFlagRandom);
+  // Inductor draws a step's seeds once; looking one up re-runs exactly.
+  EXPECT_TRUE(TrainingGraph::classifyKind("prims.inductor_seeds.default") &
+              NodeFlagRandom);
+  EXPECT_FALSE(TrainingGraph::classifyKind(
+                   "prims.inductor_lookup_seed.default") &
+               NodeFlagRandom);
   EXPECT_TRUE(TrainingGraph::classifyKind(
                   "_c10d_functional.all_gather_into_tensor.default") &
               NodeFlagCollective);
