@@ -89,8 +89,8 @@ PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
 /// the skyline, then in six peak-outward orders (exponents 4, 2, 1; peaks
 /// at max-live or within 5% of it) and
 /// up to 48 perturbed orders (a fixed seed), until the
-/// arena meets max-live or a work bound is spent (placements cost about
-/// n^2/2 checks each: all of them up to ~2,000 buffers, the eight fixed ones
+/// arena meets max-live or a work bound is spent (placements cost up to
+/// n^2/2 steps each: all of them up to ~2,000 buffers, the eight fixed ones
 /// at 10,000, four at 20,000; the skyline has a bound of its own and is
 /// skipped past it); returns the smallest arena (ties: the first found).
 /// Deterministic.
