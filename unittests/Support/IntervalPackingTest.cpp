@@ -247,56 +247,11 @@ TEST(IntervalPackingTest, LayeredWorkloadsNearMaxLive) {
   }
 }
 
-/// The greedy placement as first written, for reference: every placed
-/// buffer scanned for each new one (quadratic), kept sorted by offset.
-int64_t scanPlace(llvm::ArrayRef<PackInterval> intervals,
-                  llvm::ArrayRef<int> order, int64_t alignment, bool bestFit,
-                  std::vector<int64_t> &offsets) {
-  struct Placed {
-    int64_t offset, end, begin, finish;
-  };
-  std::vector<Placed> placed;
-  offsets.assign(intervals.size(), 0);
-  int64_t arena = 0;
-  for (int index : order) {
-    const PackInterval &in = intervals[index];
-    if (in.bytes <= 0 || in.begin >= in.end)
-      continue;
-    int64_t bytes = alignBytes(in.bytes, alignment);
-    int64_t top = 0;
-    int64_t bestOffset = -1;
-    int64_t bestGap = std::numeric_limits<int64_t>::max();
-    for (const Placed &other : placed) {
-      if (!(other.begin < in.end && in.begin < other.finish))
-        continue;
-      int64_t gap = other.offset - top;
-      if (gap >= bytes && gap < bestGap) {
-        bestGap = gap;
-        bestOffset = top;
-        if (!bestFit)
-          break;
-      }
-      top = std::max(top, other.end);
-    }
-    int64_t offset = bestOffset >= 0 ? bestOffset : top;
-    offsets[index] = offset;
-    Placed entry{offset, offset + bytes, in.begin, in.end};
-    placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
-                                   [](const Placed &a, const Placed &b) {
-                                     return a.offset < b.offset;
-                                   }),
-                  entry);
-    arena = std::max(arena, offset + bytes);
-  }
-  return arena;
-}
-
 TEST(IntervalPackingTest, IndexedPlacementEqualsScan) {
-  // placeInOrder finds the buffers a new one meets through an index by
-  // lifetime; it must place every buffer where the scan of all placed ones
-  // does, in any order, on sets of every shape: uniform random lifetimes
-  // (few or many distinct positions, some empty or zero-sized), training
-  // steps' layers, interleaved scans.
+  // The index of placed buffers by lifetime must place every buffer where
+  // the scan of all placed ones does, in any order, on sets of every shape:
+  // uniform random lifetimes (few or many distinct positions, some empty or
+  // zero-sized), training steps' layers, interleaved scans.
   std::mt19937_64 rng(20);
   for (int trial = 0; trial < 300; ++trial) {
     std::vector<PackInterval> intervals;
@@ -336,10 +291,10 @@ TEST(IntervalPackingTest, IndexedPlacementEqualsScan) {
                      std::to_string(alignment) +
                      (bestFit ? ", best-fit" : ", first-fit"));
         std::vector<int64_t> indexed, scanned;
-        int64_t arena =
-            placeInOrder(intervals, order, alignment, bestFit, indexed);
-        EXPECT_EQ(arena,
-                  scanPlace(intervals, order, alignment, bestFit, scanned));
+        int64_t arena = placeInOrder(intervals, order, alignment, bestFit,
+                                     indexed, PlacedLookup::Index);
+        EXPECT_EQ(arena, placeInOrder(intervals, order, alignment, bestFit,
+                                      scanned, PlacedLookup::Scan));
         EXPECT_EQ(indexed, scanned);
         auto [a, b] = findOverlap(intervals, indexed, alignment);
         EXPECT_EQ(a, -1) << "intervals " << a << " and " << b << " overlap";

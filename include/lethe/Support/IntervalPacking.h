@@ -69,16 +69,27 @@ int64_t alignBytes(int64_t bytes, int64_t alignment);
 int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
                        int64_t alignment);
 
+/// How placement finds the placed buffers that a new one meets in time.
+enum class PlacedLookup {
+  /// Every placed buffer looked at: quadratic.
+  Scan,
+  /// An index of the placed buffers by lifetime, so that only the free
+  /// gaps among those meeting it are: n log n where the arena's free space
+  /// is in few pieces, at worst quadratic.
+  Index,
+  /// The scan for small sets, the index from 4,096 buffers on.
+  Auto,
+};
+
 /// Greedy placement of the buffers in `order` (indices into `intervals`):
 /// each goes in the smallest gap (lowest on ties; with `bestFit` false,
 /// the lowest gap) that fits among the buffers placed before it that it
 /// meets in time, else on top of them. Sets `offsets` (0 for empty
-/// buffers) and returns the arena. The placed buffers are indexed by
-/// lifetime, so each placement looks only at those meeting it: n log n
-/// where the arena's free space is in few pieces, at worst quadratic.
+/// buffers) and returns the arena; every lookup gives the same offsets.
 int64_t placeInOrder(llvm::ArrayRef<PackInterval> intervals,
                      llvm::ArrayRef<int> order, int64_t alignment, bool bestFit,
-                     std::vector<int64_t> &offsets);
+                     std::vector<int64_t> &offsets,
+                     PlacedLookup lookup = PlacedLookup::Auto);
 
 /// Packs in one order (best-fit; the skyline's order first-fit;
 /// peak-outward with exponent 4).
