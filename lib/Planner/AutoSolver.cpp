@@ -421,6 +421,17 @@ llvm::Expected<AutoSolution> Solver::solve() {
   } else {
     solution.feasible = true;
   }
+  // refineSolution may not make the plan faster than one a larger budget
+  // gets unrefined: those of the family above the budget no slower than it.
+  const double chosenStep = best->rank == 1 ? seedEvals[best->index].stepUs
+                                            : ladder[best->index].step;
+  refineFloor = 0.0;
+  for (const Member &m : ladder)
+    if (m.peak > budget && m.step <= chosenStep)
+      refineFloor = std::max(refineFloor, m.step);
+  for (const Evaluation &eval : seedEvals)
+    if (eval.peakBytes > budget && hostFits(eval) && eval.stepUs <= chosenStep)
+      refineFloor = std::max(refineFloor, eval.stepUs);
   if (best->rank == 1) {
     const AutoSeed &seed = seeds[best->index];
     solution.decisions = seed.decisions;
@@ -433,6 +444,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
     return solution;
   }
   const Member &member = ladder[best->index];
+  chosenHints = member.hints;
   solution.decisions = member.decisions;
   llvm::Expected<Evaluation> eval =
       evaluator.evaluate(member.decisions, member.hints);
@@ -453,5 +465,10 @@ llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
                                               const PlanOptions &options,
                                               llvm::ArrayRef<AutoSeed> seeds,
                                               const AutoSolverOptions &solver) {
-  return Solver(evaluator, options, seeds, solver).solve();
+  Solver fast(evaluator, options, seeds, solver);
+  llvm::Expected<AutoSolution> solution = fast.solve();
+  if (solution && solver.refine)
+    if (llvm::Error err = fast.refineSolution(*solution))
+      return std::move(err);
+  return solution;
 }

@@ -5,7 +5,8 @@
 // AutoSolverCandidates.cpp (the greedy's candidates and their prices),
 // AutoSolverSearch.cpp (the improvement searches at a level: polish,
 // restarts, probing below, replacing copy-time trades) and
-// RepeatedLayers.cpp (tied picks, the tied descent).
+// RepeatedLayers.cpp (tied picks, the tied descent) and AutoSolverRefine.cpp
+// (the local search on the plan returned).
 //
 //===----------------------------------------------------------------------===//
 
@@ -206,7 +207,7 @@ public:
       : evaluator(evaluator), analysis(evaluator.getAnalysis()),
         graph(analysis.getGraph()), device(evaluator.getDevice()),
         acts(analysis.getActivations()), options(options), seeds(seeds),
-        solverOptions(solver) {
+        solverOptions(solver), evaluationsBefore(evaluator.getEvaluations()) {
     tieClass.assign(acts.size(), -1);
     for (auto [c, members] : llvm::enumerate(solverOptions.tiedClasses))
       for (int32_t a : members)
@@ -232,6 +233,9 @@ public:
   }
 
   llvm::Expected<AutoSolution> solve();
+  /// Refines a feasible solution of solve() at the budget (refine), its
+  /// decisions, evaluation and reasons replaced where a move was kept.
+  llvm::Error refineSolution(AutoSolution &solution);
 
 private:
   /// Compute time a moving copy costs per microsecond: the kernels beside it
@@ -349,6 +353,14 @@ private:
   llvm::Expected<bool> reduceLate(int64_t level);
   std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
                       const Evaluation &eval);
+  /// The last step of the solve: a bounded local search on the current plan
+  /// (moves of one or two decisions, ranked by estimated step time saved per
+  /// byte, each evaluated whole), keeping a move where the peak stays <= `cap`,
+  /// the host budget holds and the step gets faster but no faster than
+  /// `floor`. The moves kept; `notes` gets what each changed activation was
+  /// (AutoSolverRefine.cpp).
+  llvm::Expected<unsigned> refine(int64_t cap, double floor,
+                                  std::vector<std::string> &notes);
 
   static bool improves(const Evaluation &next, const Evaluation &prev) {
     if (next.peakBytes != prev.peakBytes)
@@ -393,6 +405,16 @@ private:
   /// Set by reduceLate: the plan its first chain-reader move started from,
   /// which the ladder keeps as a member (faster, its peak higher).
   std::optional<State> chainReadersFrom;
+  /// The copy hints of the ladder member solve() returned (empty for a
+  /// seed: its copies are placed by default).
+  std::vector<CopyHint> chosenHints;
+  /// The step refineSolution may not go below: that of the slowest plan of
+  /// the family a larger budget could get (above the budget, no slower than
+  /// the plan chosen), so more budget never gets a slower plan.
+  double refineFloor = 0.0;
+  /// The evaluator's count when the solve began (refine's budget is a share
+  /// of the solve's evaluations).
+  size_t evaluationsBefore = 0;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
 };

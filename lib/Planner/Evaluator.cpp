@@ -73,6 +73,7 @@ void EvaluationCache::insert(llvm::ArrayRef<Decision> decisions,
 llvm::Expected<Evaluation>
 Evaluator::evaluate(llvm::ArrayRef<Decision> decisions,
                     llvm::ArrayRef<CopyHint> hints) const {
+  ++evaluations;
   // Off by default: no lookup, and no copy of the evaluation to keep.
   if (cache->keepsNothing())
     return evaluateAfresh(decisions, hints);

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 using namespace lethe::rt;
@@ -87,6 +88,22 @@ struct OneGpu {
                 ok(letheRtGemm(rt, "calibrate gemm", 0, &gemm));
             },
             count};
+  }
+  /// `count` bf16 8192^3 GEMMs, each followed by `memoryPerGemm`
+  /// memory-bound replays: GEMMs as a training step runs them, between
+  /// memory-bound kernels rather than back to back at the power limit.
+  Lane mixedLoop(int count, int memoryPerGemm) {
+    return {{on(LETHE_STREAM_COMPUTE)},
+            [this, count, memoryPerGemm] {
+              LetheRtBuf in{memoryIn, memoryHalf}, out{memoryOut, memoryHalf};
+              for (int i = 0; i < count; ++i) {
+                ok(letheRtGemm(rt, "calibrate gemm", 0, &gemm));
+                for (int j = 0; j < memoryPerGemm; ++j)
+                  ok(letheRtReplay(rt, "calibrate memory-bound", 0, &in, 1,
+                                   &out, 1));
+              }
+            },
+            count * (1 + memoryPerGemm)};
   }
   Lane memoryLoop(int count) {
     return {
@@ -381,11 +398,11 @@ void OneGpu::contention() {
   double loopMs = options.quick ? 15 : 30;
 
   auto measure = [&](auto loop, KernelContention &k, double &d2hDuring,
-                     double &h2dDuring) {
+                     double &h2dDuring, int opsEach = 1) {
     double oneMs = timer.run({loop(1)}, 2)[0];
     if (!(oneMs > 0) || !errors.ok())
       return;
-    int count = itemsPerRound(loopMs / oneMs);
+    int count = itemsPerRound(loopMs / oneMs, opsEach);
     // Copies outlast the loop (slowed by up to 1.5x), so it never runs
     // uncontended; `oneMs` stands in for the loop's time alone.
     int copies = itemsPerRound(1.5 * count * oneMs / copyMs);
@@ -423,7 +440,7 @@ void OneGpu::contention() {
     k.h2dSlowdown = paired(t[2][0]);
     k.bothSlowdown = paired(t[3][0]);
     // A loop that outlasts one copy.
-    int cover = itemsPerRound(1.5 * copyMs / oneMs);
+    int cover = itemsPerRound(1.5 * copyMs / oneMs, opsEach);
     std::vector<double> d =
         timer.run({loop(cover), this->copies(true, big.bytes, 1)}, reps);
     d2hDuring = d.size() == 2 && d[1] > 0 ? big.bytes / d[1] / 1e6 : 0;
@@ -434,6 +451,26 @@ void OneGpu::contention() {
           m.h2dDuringMatmulGBs);
   measure([this](int c) { return memoryLoop(c); }, m.memoryBound,
           m.d2hDuringMemoryGBs, m.h2dDuringMemoryGBs);
+
+  // The GEMM loop runs at the card's power limit, where copies cost it
+  // clock: x1.015-1.062 between calibrations of one H100, x1.055 on the
+  // H200 whose fidelity run then over-predicted every convolution- and
+  // GEMM-heavy plan (UNet +2.5 points; with no GEMM slowdown all 48 graph
+  // overheads fell within 1.5 points, 2026-11-26). A step's GEMMs alternate
+  // with memory-bound kernels: measured so, GEMMs and memory-bound replays
+  // of about equal time in one loop, the GEMMs' part of its slowdown
+  // (deriveProfile) is what a step sees.
+  double gemmMs = timer.run({gemmLoop(1)}, 2)[0];
+  double memoryMs = timer.run({memoryLoop(1)}, 2)[0];
+  if (!(gemmMs > 0 && memoryMs > 0) || !errors.ok() ||
+      !(m.memoryBound.aloneMs > 0))
+    return;
+  int perGemm = std::clamp((int)std::lround(gemmMs / memoryMs), 1, 8);
+  m.mixedMemoryPerGemm = perGemm;
+  m.mixedGemmShare = gemmMs / (gemmMs + perGemm * memoryMs);
+  double unusedD2H = 0, unusedH2D = 0;
+  measure([this, perGemm](int c) { return mixedLoop(c, perGemm); }, m.mixed,
+          unusedD2H, unusedH2D, 1 + perGemm);
 }
 
 void OneGpu::launches() {
@@ -451,24 +488,55 @@ void OneGpu::launches() {
   m.launchUs = timer.run({kernels(1)}, many)[0] * 1000;
   m.viewUs = timer.run({kernels(0)}, many)[0] * 1000;
 
-  // Host enqueue time of the runtime's kernel, the GPU busy meanwhile.
+  // Host enqueue time of the runtime's kernel, the GPU busy meanwhile. The
+  // 400 launches of one round behind a 20 ms spin once read 28.8 us on an
+  // H100 whose other calibrations read 3.2-4.8 (2026-11-26): a stall of
+  // the host in most rounds, or a hardware queue that filled and blocked
+  // the host until the spin ended. Hence short rounds (well within the
+  // queue), two warm-up rounds, a spin that must still run when the host
+  // is done (an event after it, queried without waiting), the median of
+  // the rounds kept, and a figure that fails hostLaunchFromRounds' checks
+  // not written (the base profile's kept, the reason listed as skipped).
   {
-    const int count = 400;
-    std::vector<double> us;
-    for (int r = 0; r < 4 && errors.ok(); ++r) {
-      ok(letheRtReplay(rt, "calibrate filler", 20000.0, nullptr, 0, nullptr,
+    const int count = kMaxOpsPerStream - kGateOps;
+    const int rounds = options.quick ? 7 : 15, warmUp = 2;
+    // The spin outlasts `count` launches at kMaxHostLaunchUs each.
+    const double spinUs = 2.0 * count * kMaxHostLaunchUs;
+    cudaEvent_t spun = nullptr;
+    errors.cuda(cudaEventCreateWithFlags(&spun, cudaEventDisableTiming),
+                "cudaEventCreate");
+    m.hostLaunchRoundsUs.clear();
+    m.hostLaunchDrainedRounds = 0;
+    for (int r = 0; r < warmUp + rounds && errors.ok(); ++r) {
+      ok(letheRtReplay(rt, "calibrate filler", spinUs, nullptr, 0, nullptr,
                        0));
+      errors.cuda(cudaEventRecord(spun, compute), "cudaEventRecord");
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < count; ++i)
         ok(letheRtReplay(rt, "calibrate launch", 0, nullptr, 0, nullptr, 0));
       auto t1 = std::chrono::steady_clock::now();
+      // cudaSuccess: the spin had ended, the GPU waited for the host.
+      bool drained = cudaEventQuery(spun) == cudaSuccess;
       ok(letheRtSynchronize(rt));
-      if (r > 0)
-        us.push_back(
-            std::chrono::duration<double, std::micro>(t1 - t0).count() / count);
+      if (r < warmUp)
+        continue;
+      if (drained) {
+        ++m.hostLaunchDrainedRounds;
+        continue;
+      }
+      m.hostLaunchRoundsUs.push_back(
+          std::chrono::duration<double, std::micro>(t1 - t0).count() / count);
     }
-    std::sort(us.begin(), us.end());
-    m.hostLaunchUs = us.empty() ? 0 : us[us.size() / 2];
+    if (spun)
+      cudaEventDestroy(spun);
+    std::string why;
+    m.hostLaunchUs = hostLaunchFromRounds(m.hostLaunchRoundsUs, why);
+    if (!why.empty()) {
+      m.skipped.push_back("host launch: " + why +
+                          "; the base profile's host_launch_us kept");
+      std::fprintf(stderr, "lethe-calibrate: warning: host launch %s\n",
+                   why.c_str());
+    }
   }
 
   // Chains of empty kernels: plain, with an event recorded after each, and

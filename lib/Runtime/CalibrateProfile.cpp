@@ -336,6 +336,48 @@ void deriveCopies(Deriver &d) {
               " and " + num(hx, 3) + " of the lone figures; the lower kept");
 }
 
+/// matmul_slowdown_* from the mixed loop: the GEMMs' part of its slowdown
+/// beside one direction (the mean of D2H and H2D) and both.
+void mixedGemm(Deriver &d) {
+  const Measurements &m = d.m;
+  const KernelContention &x = m.mixed, &mb = m.memoryBound, &g = m.matmul;
+  double share = m.mixedGemmShare;
+  double d2h = gemmSlowdownInMix(x.slowdownBesideD2H(), mb.slowdownBesideD2H(),
+                                 share);
+  double h2d = gemmSlowdownInMix(x.slowdownBesideH2D(), mb.slowdownBesideH2D(),
+                                 share);
+  double both = gemmSlowdownInMix(x.slowdownBesideBoth(),
+                                  mb.slowdownBesideBoth(), share);
+  std::string how =
+      "bf16 8192^3 GEMMs (cuBLASLt) each followed by " +
+      std::to_string(m.mixedMemoryPerGemm) +
+      " memory-bound replays in one loop (GEMMs " + num(share, 2) +
+      " of its " + num(x.aloneMs, 2) + " ms alone), beside " +
+      sizeName(m.contentionBytes) +
+      " pinned copies that outlast it; the GEMMs' part: (loop factor - (1 - " +
+      "share) x the memory-bound loop's) / share";
+  std::string pure = g.aloneMs > 0
+                         ? "; a loop of GEMMs alone, at the power limit, read x" +
+                               num((g.slowdownBesideD2H() +
+                                    g.slowdownBesideH2D()) /
+                                       2,
+                                   3) +
+                               " / x" + num(g.slowdownBesideBoth(), 3) +
+                               " (not used)"
+                         : "";
+  if (d2h > 0 && h2d > 0)
+    d.add("matmul_slowdown_with_copies", num(atLeastOne((d2h + h2d) / 2), 3),
+          how + ": loop x" + num(x.slowdownBesideD2H(), 3) + " beside D2H, x" +
+              num(x.slowdownBesideH2D(), 3) + " beside H2D; GEMMs x" +
+              num(d2h, 3) + " and x" + num(h2d, 3) +
+              ", the mean kept (at least 1)" + pure);
+  if (both > 0)
+    d.add("matmul_slowdown_with_both_copies", num(atLeastOne(both), 3),
+          how + ": loop x" + num(x.slowdownBesideBoth(), 3) +
+              " beside D2H and H2D at once; GEMMs x" + num(both, 3) +
+              " (at least 1)" + pure);
+}
+
 void deriveContention(Deriver &d) {
   const Measurements &m = d.m;
   auto kernel = [&](const char *prefix, const KernelContention &k,
@@ -360,7 +402,11 @@ void deriveContention(Deriver &d) {
           what + ": x" + num(both, 3) + " beside D2H and H2D copies at once (" +
               copies + "; at least 1)");
   };
-  kernel("matmul", m.matmul, "a loop of bf16 8192^3 GEMMs (cuBLASLt)");
+  if (m.mixed.aloneMs > 0 && m.mixedGemmShare > 0 &&
+      m.memoryBound.aloneMs > 0)
+    mixedGemm(d);
+  else
+    kernel("matmul", m.matmul, "a loop of bf16 8192^3 GEMMs (cuBLASLt)");
   kernel("memory_bound", m.memoryBound,
          "a loop of the runtime's replay kernel streaming through HBM "
          "(memory-bound)");
@@ -694,4 +740,36 @@ std::string calibrate::writeProfile(const std::vector<ProfileField> &fields) {
   if (!notes.empty())
     line("  \"notes\": {\n" + notes + "\n  }");
   return out + "\n}\n";
+}
+
+double calibrate::hostLaunchFromRounds(std::vector<double> roundsUs,
+                                       std::string &why) {
+  why.clear();
+  roundsUs.erase(std::remove_if(roundsUs.begin(), roundsUs.end(),
+                                [](double us) {
+                                  return !(us > 0) || !std::isfinite(us);
+                                }),
+                 roundsUs.end());
+  if (roundsUs.size() < 3) {
+    why = std::to_string(roundsUs.size()) +
+          " rounds kept the GPU busy, 3 needed";
+    return 0;
+  }
+  std::sort(roundsUs.begin(), roundsUs.end());
+  double least = roundsUs.front(), median = roundsUs[roundsUs.size() / 2];
+  if (median > kMaxHostLaunchUs)
+    why = "of " + num(median, 2) + " us (median of " +
+          std::to_string(roundsUs.size()) + " rounds) is past " +
+          num(kMaxHostLaunchUs, 0) + " us: the host stalled";
+  else if (median > 1.5 * least)
+    why = "rounds disagree: median " + num(median, 2) + " us, least " +
+          num(least, 2) + " us: the host stalled in most rounds";
+  return why.empty() ? median : 0;
+}
+
+double calibrate::gemmSlowdownInMix(double mixed, double memoryFactor,
+                                    double gemmShare) {
+  if (!(mixed > 0 && memoryFactor > 0 && gemmShare > 0 && gemmShare <= 1))
+    return 0;
+  return (mixed - (1 - gemmShare) * memoryFactor) / gemmShare;
 }

@@ -111,6 +111,11 @@ std::string calibrate::summarize(const Measurements &m,
     };
     row("bf16 GEMM 8192^3", m.matmul);
     row("memory-bound replay", m.memoryBound);
+    if (m.mixed.aloneMs > 0)
+      row(format("GEMM + %d memory-bound replays (GEMMs %.2f of the time)",
+                 m.mixedMemoryPerGemm, m.mixedGemmShare)
+              .c_str(),
+          m.mixed);
     out += format("\n| %s copy | alone GB/s | during GEMMs | during "
                   "memory-bound |\n|---|---|---|---|\n",
                   size(m.contentionBytes).c_str());
@@ -124,7 +129,10 @@ std::string calibrate::summarize(const Measurements &m,
   out += format("| smallest kernel, event to event | %.2f |\n", m.launchUs);
   out += format("| no kernel, event to event | %.2f |\n", m.viewUs);
   out +=
-      format("| host enqueue of one runtime kernel | %.2f |\n", m.hostLaunchUs);
+      format("| host enqueue of one runtime kernel (median of %d rounds; %d "
+             "drained the GPU; 0: not kept) | %.2f |\n",
+             (int)m.hostLaunchRoundsUs.size(), m.hostLaunchDrainedRounds,
+             m.hostLaunchUs);
   out += format("| kernel back to back in a CUDA graph | %.2f |\n",
                 m.graphKernelUs);
   out += format("| CUDA graph launch beyond its kernel | %.2f |\n",
@@ -237,6 +245,11 @@ std::string calibrate::writeSamples(const Measurements &m) {
   j.field("launch_us", m.launchUs);
   j.field("view_us", m.viewUs);
   j.field("host_launch_us", m.hostLaunchUs);
+  j.key("host_launch_rounds_us").beginArray();
+  for (double x : m.hostLaunchRoundsUs)
+    j.value(x);
+  j.endArray();
+  j.field("host_launch_drained_rounds", m.hostLaunchDrainedRounds);
   j.field("graph_kernel_us", m.graphKernelUs);
   j.field("graph_launch_us", m.graphLaunchUs);
   j.field("event_record_us", m.eventRecordUs);
@@ -255,6 +268,9 @@ std::string calibrate::writeSamples(const Measurements &m) {
   };
   kernel("matmul", m.matmul);
   kernel("memory_bound", m.memoryBound);
+  kernel("mixed", m.mixed);
+  j.field("mixed_memory_per_gemm", m.mixedMemoryPerGemm);
+  j.field("mixed_gemm_share", m.mixedGemmShare);
   j.field("contention_bytes", m.contentionBytes);
   j.field("d2h_alone_gb_per_s", m.d2hAloneGBs);
   j.field("h2d_alone_gb_per_s", m.h2dAloneGBs);

@@ -289,6 +289,7 @@ void writeDevice(JsonWriter &json, LetheRt *rt) {
   json.field("sm_clock_mhz_measured", rt->cyclesPerUs);
   json.field("replay_floor_us", rt->replayFloorUs);
   json.field("graph_replay_floor_us", rt->graphReplayFloorUs);
+  json.field("replay_floor_host_bound_rounds", rt->replayFloorHostBoundRounds);
   json.field("copy_yield_mechanism", letheRtCopyYieldMechanism(rt));
   json.endObject();
 }

@@ -64,6 +64,9 @@ struct LetheRt {
   double cyclesPerUs = 0;
   double replayFloorUs = 0;
   double graphReplayFloorUs = 0;
+  /// Rounds of the eager floor's measurement not kept: the GPU had drained
+  /// before the host had enqueued the round's kernels.
+  int replayFloorHostBoundRounds = 0;
 
   cudaStream_t streams[LETHE_RT_NUM_STREAMS] = {};
   std::vector<cudaEvent_t> events;

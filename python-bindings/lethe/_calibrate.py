@@ -158,11 +158,10 @@ def _host_launch_us(measured: Measurement, r: Any) -> Optional[float]:
     it over the step's ops (the graph's ops and the ops its recomputations
     re-run), the time the simulator gives each op's launch. None where the
     device bounds it (the profile's launch time stands)."""
-    graph = getattr(r, "graph", None)
-    if measured.host_ms is None or not graph \
+    ops = getattr(r, "ops", 0)
+    if measured.host_ms is None or not ops \
             or measured.host_ms < (1 - TOLERANCE) * measured.step_ms:
         return None
-    ops = sum(1 for n in graph.get("nodes", []) if n.get("kind") == "op")
     rerun = {o.get("node_id") for d in r.plan.decisions
              if d.get("decision") == "recompute"
              for o in d.get("recomputed_ops", [])}

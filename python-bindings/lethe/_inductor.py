@@ -135,7 +135,7 @@ class PartitionRecord(PlanRecord):
                  saved: List[str], mismatches: List[Dict[str, Any]],
                  offloaded: List[str], notes: List[str], plan_s: float,
                  measured: Optional[Dict[str, Any]] = None,
-                 compile_id: Optional[str] = None):
+                 compile_id: Optional[str] = None, ops: int = 0):
         super().__init__(plan, plan_s)
         # Planned at the model's least, above the budget, to be measured
         # and re-planned (LethePartitioner.allow_provisional).
@@ -150,6 +150,9 @@ class PartitionRecord(PlanRecord):
         # (lethe._kernel_times).
         self.kernels = self.roots = self.attribution = None
         self.graph = graph
+        # The planned graph's ops (kept when the graph itself is not): the
+        # calibration's host time an op divides by them.
+        self.ops = ops
         self.saved = saved
         self.mismatches = mismatches
         self.offloaded = offloaded
@@ -377,10 +380,10 @@ class LethePartitioner(_partitioner_base()):
                     "False}), or plan with offload=False")
             moved = _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded,
                                         plan, fused, device)
-        record = PartitionRecord(plan, fused.doc if self.dump_dir else None,
-                                 saved, mismatches, moved, notes,
-                                 time.perf_counter() - start, measured,
-                                 compile_id)
+        record = PartitionRecord(
+            plan, fused.doc if self.dump_dir else None, saved, mismatches,
+            moved, notes, time.perf_counter() - start, measured, compile_id,
+            ops=sum(1 for e in fused.doc["nodes"] if e["kind"] == "op"))
         record.provisional = self.provisional
         if self.provenance is not None:
             record.kernels = self.provenance.expect(fw, bw)

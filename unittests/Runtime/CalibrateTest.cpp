@@ -446,3 +446,78 @@ TEST(CalibrateReport, SummaryListsSkippedAndUngatedMeasurements) {
   EXPECT_EQ(plain.find("## Measured without the start gate"),
             std::string::npos);
 }
+
+TEST(CalibrateLaunch, HostLaunchIsTheMedianOfAgreeingRounds) {
+  std::string why;
+  // One stalled round does not move the median.
+  EXPECT_DOUBLE_EQ(hostLaunchFromRounds({4.1, 3.9, 4.0, 41.0, 4.2}, why), 4.1);
+  EXPECT_TRUE(why.empty()) << why;
+  // Rounds that did not measure (0, NaN) are dropped before counting.
+  EXPECT_DOUBLE_EQ(hostLaunchFromRounds({3.0, 0.0, 3.2, NAN, 3.1}, why), 3.1);
+  EXPECT_TRUE(why.empty()) << why;
+}
+
+TEST(CalibrateLaunch, ImplausibleHostLaunchIsNotKept) {
+  std::string why;
+  // The H100 calibration of 2026-11-26 that read 28.8 us.
+  EXPECT_EQ(hostLaunchFromRounds({28.1, 28.8, 29.5}, why), 0.0);
+  EXPECT_NE(why.find("past 20 us"), std::string::npos) << why;
+  // Most rounds stalled: the median is over 1.5x the least round.
+  EXPECT_EQ(hostLaunchFromRounds({4.0, 9.0, 9.5, 10.0, 11.0}, why), 0.0);
+  EXPECT_NE(why.find("rounds disagree"), std::string::npos) << why;
+  // Too few rounds kept the GPU busy.
+  EXPECT_EQ(hostLaunchFromRounds({4.0, 4.1}, why), 0.0);
+  EXPECT_NE(why.find("3 needed"), std::string::npos) << why;
+}
+
+TEST(CalibrateLaunch, HostLaunchNotKeptKeepsTheBaseProfiles) {
+  // A figure not kept (0) writes no host_launch_us: the base profile's
+  // stays, and the summary lists why.
+  Measurements m = fixtureMeasurements();
+  std::string why;
+  m.hostLaunchUs = hostLaunchFromRounds({28.1, 28.8, 29.5}, why);
+  m.skipped.push_back("host launch: " + why);
+  std::vector<ProfileField> fields = deriveProfile(m, nullptr, "");
+  for (const ProfileField &f : fields)
+    EXPECT_NE(f.key, "host_launch_us");
+  EXPECT_NE(summarize(m, fields).find("- host launch: of 28.8 us"),
+            std::string::npos);
+}
+
+TEST(CalibrateProfile, GemmSlowdownComesFromTheMixedLoopWhereMeasured) {
+  // Half the mixed loop's time is GEMMs; the memory-bound loop is x1.05
+  // beside one direction, x1.10 beside both. A mixed loop of x1.03 leaves
+  // the GEMMs x1.01 ((1.03 - 0.5 x 1.05) / 0.5); of x1.06, x1.02.
+  EXPECT_NEAR(gemmSlowdownInMix(1.03, 1.05, 0.5), 1.01, 1e-12);
+  EXPECT_EQ(gemmSlowdownInMix(1.03, 1.05, 0.0), 0.0);
+  EXPECT_EQ(gemmSlowdownInMix(0.0, 1.05, 0.5), 0.0);
+  Measurements m = fixtureMeasurements();
+  m.memoryBound.d2hSlowdown = m.memoryBound.h2dSlowdown = 1.05;
+  m.memoryBound.bothSlowdown = 1.10;
+  m.matmul.d2hSlowdown = m.matmul.h2dSlowdown = 1.06; // the power limit's
+  m.mixed = {20.0, 20.6, 20.6, 21.2};
+  m.mixed.d2hSlowdown = m.mixed.h2dSlowdown = 1.03;
+  m.mixed.bothSlowdown = 1.06;
+  m.mixedMemoryPerGemm = 3;
+  m.mixedGemmShare = 0.5;
+  std::string one, both, note;
+  for (const ProfileField &f : deriveProfile(m, nullptr, "")) {
+    if (f.key == "matmul_slowdown_with_copies") {
+      one = f.json;
+      note = f.noteJson;
+    }
+    if (f.key == "matmul_slowdown_with_both_copies")
+      both = f.json;
+  }
+  EXPECT_EQ(one, "1.01");
+  EXPECT_EQ(both, "1.02");
+  EXPECT_NE(note.find("each followed by 3 memory-bound replays"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("read x1.06"), std::string::npos) << note;
+  // Without the mixed loop the GEMM loop's own factors are written.
+  m.mixed = {};
+  for (const ProfileField &f : deriveProfile(m, nullptr, ""))
+    if (f.key == "matmul_slowdown_with_copies")
+      EXPECT_EQ(f.json, "1.06");
+}

@@ -78,6 +78,9 @@ struct AutoSolverOptions {
   /// run before it read early, by offloading the chain's values instead
   /// (docs/Planner.md). Off only to measure what it adds.
   bool chainReaders = true;
+  /// The plan chosen is improved at the budget by a bounded local search
+  /// (docs/Planner.md, "Refining"). Off only to measure what it adds.
+  bool refine = true;
 };
 
 llvm::Expected<AutoSolution> solveAuto(const Evaluator &evaluator,

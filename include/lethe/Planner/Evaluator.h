@@ -93,6 +93,9 @@ public:
   const DeviceProfile &getDevice() const { return device; }
   bool getCopiesYield() const { return copiesYield; }
   const EvaluationCache &getCache() const { return *cache; }
+  /// Evaluations asked for so far (answered by the cache or not): what a
+  /// search that must stay a fraction of the solve measures.
+  size_t getEvaluations() const { return evaluations; }
 
 private:
   /// Places, schedules and simulates, without the cache.
@@ -107,6 +110,7 @@ private:
   /// Shared by copies of the evaluator (evaluate is const: what it keeps
   /// does not change what it answers).
   std::shared_ptr<EvaluationCache> cache;
+  mutable size_t evaluations = 0;
 };
 
 } // namespace lethe

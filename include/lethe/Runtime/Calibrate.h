@@ -110,8 +110,12 @@ struct Measurements {
 
   /// Event to event after a GPU spin: the smallest kernel, and no kernel.
   double launchUs = 0, viewUs = 0;
-  /// Host time to enqueue one runtime kernel (letheRtReplay).
+  /// Host time to enqueue one runtime kernel (letheRtReplay): per round
+  /// (µs per launch, rounds in which the GPU stayed busy), the rounds in
+  /// which it drained first, and the figure kept (hostLaunchFromRounds).
   double hostLaunchUs = 0;
+  std::vector<double> hostLaunchRoundsUs;
+  int hostLaunchDrainedRounds = 0;
   double graphKernelUs = 0, graphLaunchUs = 0;
   double eventRecordUs = 0, waitUs = 0, graphWaitUs = 0;
 
@@ -119,6 +123,12 @@ struct Measurements {
   /// loops, beside copies that outlast them; and copies of `contentionBytes`
   /// (GB/s) alone and during loops that outlast them.
   KernelContention matmul, memoryBound;
+  /// GEMMs alternating with memory-bound replays in one loop (a training
+  /// step's mix): `mixedMemoryPerGemm` replays after each GEMM, the GEMMs
+  /// `mixedGemmShare` of the loop's time alone. 0: not measured.
+  KernelContention mixed;
+  int mixedMemoryPerGemm = 0;
+  double mixedGemmShare = 0;
   uint64_t contentionBytes = 0;
   double d2hAloneGBs = 0, h2dAloneGBs = 0;
   double d2hDuringMatmulGBs = 0, h2dDuringMatmulGBs = 0;
@@ -146,6 +156,27 @@ struct Measurements {
   std::vector<std::string> ungated;
   bool noGate = false;
 };
+
+/// A GEMM's slowdown beside copies inside a loop that alternates GEMMs
+/// (`gemmShare` of its time alone) with memory-bound kernels: the loop's
+/// slowdown less the memory-bound part's at `memoryFactor`,
+/// (mixed - (1 - share) x memory) / share; 0 where either is not measured.
+double gemmSlowdownInMix(double mixed, double memoryFactor, double gemmShare);
+
+/// The most host time per runtime kernel launch believed. A launch through
+/// the CUDA driver takes 2-6 us of host time on a server CPU (the recorded
+/// calibrations: 3.2-4.9 us on H100 and H200 hosts); a figure past this
+/// says the host stalled while it was measured (one H100 calibration read
+/// 28.8 us, and predicted unplanned eager steps up to 37% slow).
+constexpr double kMaxHostLaunchUs = 20.0;
+
+/// The host launch figure from per-round means (µs per launch): the median
+/// of the rounds; 0 (not measured: the base profile's figure stays) with
+/// the reason in `why` where fewer than 3 rounds were kept, where the
+/// median is past kMaxHostLaunchUs, or where it is over 1.5x the least
+/// round (most rounds stalled: the least is what the host can do, the
+/// median is not).
+double hostLaunchFromRounds(std::vector<double> roundsUs, std::string &why);
 
 /// The most stream operations (copies, kernels, event records, waits) one
 /// gated round enqueues on one stream. All of a round waits behind the start

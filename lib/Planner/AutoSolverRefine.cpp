@@ -1,0 +1,410 @@
+//===- AutoSolverRefine.cpp - A last local search on auto's plan ----------===//
+//
+// The ladder's searches act on the plan a level's greedy built, at the
+// level; the plan returned is then that of a level, not of the budget, and
+// single decisions the greedy's order never revisits are left as they are
+// (a 32 MiB add offloaded early where retaining it fits, a recompute whose
+// offload would hide). `refine` is a bounded first-improvement local search
+// on the returned plan at the budget: moves of one or two decisions ranked
+// by a cheap estimate (step time saved per byte moved, from the current
+// placement and its exact memory), each confirmed by a whole-step
+// evaluation, the fastest plan kept (docs/Planner.md, "Refining").
+//
+//===----------------------------------------------------------------------===//
+
+#include "AutoSolverImpl.h"
+#include "PlannerUtils.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+using namespace lethe;
+using namespace lethe::autosolver;
+
+/// The evaluations one refinement may make, as a share of those the solve
+/// made before it (at least kMinRefineEvaluations): so it costs the solve at
+/// most about 1/8 more time on any graph. On the corpus a solve makes
+/// 200-1,000 (Llama-style at 50%: about 960); the moves kept there came
+/// within the first 100 (bench/results/bound.md, 2026-11-26 21:30).
+constexpr double kRefineShare = 0.125;
+/// A small solve still gets a few moves tried.
+constexpr unsigned kMinRefineEvaluations = 16;
+/// Retained activations searched for the partner of a pair per round: the
+/// cheapest droppable one that frees the ops the first move overfills.
+constexpr size_t kPairSearches = 24;
+/// Drops the estimate prices under this share of the step are tried after
+/// the moves it says gain: it does not see which kernels a moved re-run or
+/// copy overlaps (on the Llama-style graph at 50%, recomputing four RMSNorm
+/// rstd values of under 1 MiB each saved 70 us each).
+constexpr double kCheapDropShare = 0.002;
+
+namespace {
+
+/// One or two decisions changed together, with the estimated step time it
+/// saves.
+struct Move {
+  llvm::SmallVector<std::pair<int32_t, Decision>, 2> changes;
+  double gainUs = 0.0;
+  int64_t bytes = 1;
+  double score() const {
+    return gainUs / static_cast<double>(std::max<int64_t>(1, bytes));
+  }
+  std::array<int32_t, 4> key() const {
+    std::array<int32_t, 4> k = {-1, -1, -1, -1};
+    for (auto [i, c] : llvm::enumerate(changes)) {
+      k[2 * i] = c.first;
+      k[2 * i + 1] = static_cast<int32_t>(c.second);
+    }
+    return k;
+  }
+};
+
+const char *decisionName(Decision d) {
+  switch (d) {
+  case Decision::Retain:
+    return "retained";
+  case Decision::Recompute:
+    return "recomputed";
+  case Decision::Offload:
+    return "offloaded";
+  }
+  return "";
+}
+
+} // namespace
+
+llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
+                                        std::vector<std::string> &notes) {
+  notes.assign(acts.size(), "");
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  auto copyUs = [&](size_t a) {
+    return copy.d2hUs(acts[a].bytes) + copy.h2dUs(acts[a].bytes);
+  };
+  // What the current decision of `a` costs the step, as the greedy prices
+  // it: a recompute its exclusive chain time, an offload the compute time
+  // its copies take from the kernels beside them plus what the step waits
+  // for them. And what the other decisions would (their copies hidden, a
+  // chain of its own).
+  auto costNow = [&](size_t a, const llvm::DenseMap<uint64_t, int32_t> &users) {
+    const Placement &p = *currentEval.placement;
+    const ActivationDecision &d = p.decisions[a];
+    if (current[a] == Decision::Offload)
+      return contentionPerCopyUs * copyUs(a) + exposedCopyUs(a);
+    if (current[a] != Decision::Recompute || d.decision != Decision::Recompute)
+      return 0.0;
+    double own = 0.0;
+    for (NodeId node : d.recomputeNodes)
+      if (users.lookup((uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)) ==
+          1)
+        own += std::max(0.0, graph.getNode(node).timeUs);
+    return own;
+  };
+  auto costOf = [&](size_t a, Decision d) {
+    switch (d) {
+    case Decision::Retain:
+      return 0.0;
+    case Decision::Recompute:
+      return acts[a].recomputeUs;
+    case Decision::Offload:
+      return contentionPerCopyUs * copyUs(a);
+    }
+    return 0.0;
+  };
+  auto allowed = [&](size_t a, Decision d) {
+    if (d == Decision::Recompute)
+      return acts[a].recomputable;
+    if (d == Decision::Offload)
+      return acts[a].offloadable &&
+             offloadedBytes + acts[a].bytes <= options.hostBudgetBytes;
+    return true;
+  };
+
+  // The ops where `a` is off the device in `eval`'s plan (retaining it adds
+  // its bytes there), or would be if a retained `a` were dropped: its
+  // forward life's end to its restore point. Empty: first > second.
+  auto absentOps = [&](size_t a, llvm::ArrayRef<Decision> decisions,
+                       const Evaluation &eval,
+                       const Positions &pos) -> std::pair<size_t, size_t> {
+    const ActivationDecision &d = eval.placement->decisions[a];
+    if (decisions[a] == Decision::Offload && pos.releaseOp[a] >= 0 &&
+        pos.prefetchOp[a] > pos.releaseOp[a])
+      return {pos.releaseOp[a] + 1, pos.prefetchOp[a] - 1};
+    NodeId restore = decisions[a] == Decision::Retain
+                         ? (pos.needNode[a] >= 0 ? pos.needNode[a]
+                                                 : acts[a].firstBackwardUse)
+                         : d.firstBackwardUse;
+    if (restore < 0 || restore <= acts[a].lastForwardUse)
+      return {1, 0};
+    return {static_cast<size_t>(pos.nodeOp[acts[a].lastForwardUse]) + 1,
+            static_cast<size_t>(pos.regionStart[restore]) - 1};
+  };
+  // Retained activations of `eval`'s plan that may be dropped, cheapest per
+  // byte first: the partners that free what a move costs.
+  struct Partner {
+    double cost;
+    int32_t act;
+    Decision decision;
+    std::pair<size_t, size_t> ops;
+  };
+  auto partnersOf = [&](llvm::ArrayRef<Decision> decisions,
+                        const Evaluation &eval, const Positions &pos,
+                        int64_t host) {
+    std::vector<Partner> partners;
+    for (size_t a = 0; a < acts.size(); ++a) {
+      if (decisions[a] != Decision::Retain)
+        continue;
+      std::pair<size_t, size_t> ops = absentOps(a, decisions, eval, pos);
+      if (ops.first > ops.second)
+        continue;
+      for (Decision d : {Decision::Recompute, Decision::Offload})
+        if (d == Decision::Recompute
+                ? acts[a].recomputable
+                : acts[a].offloadable &&
+                      host + acts[a].bytes <= options.hostBudgetBytes)
+          partners.push_back({costOf(a, d), static_cast<int32_t>(a), d, ops});
+    }
+    llvm::sort(partners, [&](const Partner &x, const Partner &y) {
+      double bx = x.cost / static_cast<double>(acts[x.act].bytes);
+      double by = y.cost / static_cast<double>(acts[y.act].bytes);
+      if (bx != by)
+        return bx < by;
+      return std::make_pair(x.act, int(x.decision)) <
+             std::make_pair(y.act, int(y.decision));
+    });
+    return partners;
+  };
+  // The cheapest partner that frees `excess` bytes over ops [first, last]
+  // for less than `gainUs`.
+  auto partnerFor = [&](llvm::ArrayRef<Partner> partners, size_t first,
+                        size_t last, int64_t excess,
+                        double gainUs) -> const Partner * {
+    for (const Partner &p : partners) {
+      if (p.cost >= gainUs)
+        break;
+      if (acts[p.act].bytes >= excess && p.ops.first <= first &&
+          last <= p.ops.second)
+        return &p;
+    }
+    return nullptr;
+  };
+
+  const State start = save();
+  std::set<std::array<int32_t, 4>> tried;
+  unsigned evaluations = 0, kept = 0;
+  const unsigned maxEvaluations = std::max<unsigned>(
+      kMinRefineEvaluations,
+      static_cast<unsigned>(
+          kRefineShare *
+          static_cast<double>(evaluator.getEvaluations() - evaluationsBefore)));
+  // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
+  // faster but over the cap gets one more evaluation with the partner that
+  // frees the ops it overfills, found on its own exact memory.
+  auto tryPlan =
+      [&](std::vector<Decision> trial, std::vector<CopyHint> trialHints,
+          int64_t host,
+          llvm::SmallVectorImpl<int32_t> &changedActs) -> llvm::Expected<bool> {
+    for (unsigned attempt = 0; attempt < 2; ++attempt) {
+      if (evaluations >= maxEvaluations)
+        return false;
+      ++evaluations;
+      llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+      if (!eval)
+        return eval.takeError();
+      const double gainUs = currentEval.stepUs - eval->stepUs;
+      if (!(gainUs > 0.0) || eval->stepUs < floor ||
+          eval->hostPeakBytes > options.hostBudgetBytes)
+        return false;
+      if (eval->peakBytes <= cap) {
+        for (int32_t a : changedActs)
+          notes[a] =
+              llvm::formatv("refined: was {0} in the plan chosen; the "
+                            "change saves {1} of step time",
+                            decisionName(current[a]), planner::humanUs(gainUs))
+                  .str();
+        current = std::move(trial);
+        currentHints = std::move(trialHints);
+        currentEval = std::move(*eval);
+        offloadedBytes = host;
+        ++kept;
+        return true;
+      }
+      if (attempt > 0)
+        return false;
+      llvm::ArrayRef<int64_t> memory = eval->memory.deviceAtOp;
+      size_t first = 0, last = memory.size() - 1;
+      while (memory[first] <= cap)
+        ++first;
+      while (memory[last] <= cap)
+        --last;
+      const Positions pos = index(*eval);
+      std::vector<Partner> partners = partnersOf(trial, *eval, pos, host);
+      const Partner *p =
+          partnerFor(partners, first, last, eval->peakBytes - cap, gainUs);
+      if (!p)
+        return false;
+      host += (p->decision == Decision::Offload) * acts[p->act].bytes;
+      trial[p->act] = p->decision;
+      trialHints[p->act] = CopyHint();
+      changedActs.push_back(p->act);
+    }
+    return false;
+  };
+
+  bool changed = true;
+  while (changed && evaluations < maxEvaluations) {
+    changed = false;
+    const Placement &placement = *currentEval.placement;
+    const Positions pos = index(currentEval);
+    MaxTree tree;
+    tree.build(currentEval.memory.deviceAtOp);
+    llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
+    llvm::DenseMap<uint64_t, int32_t> users;
+    for (size_t a = 0; a < acts.size(); ++a) {
+      const ActivationDecision &d = placement.decisions[a];
+      if (current[a] != Decision::Retain)
+        for (NodeId node : d.recomputeNodes)
+          ++users[(uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)];
+    }
+    std::vector<Partner> partners =
+        partnersOf(current, currentEval, pos, offloadedBytes);
+
+    std::vector<Move> moves;
+    size_t pairSearches = 0;
+    std::vector<std::pair<double, int32_t>> dropped;
+    for (size_t a = 0; a < acts.size(); ++a)
+      if (current[a] != Decision::Retain)
+        dropped.push_back({-costNow(a, users), static_cast<int32_t>(a)});
+    llvm::sort(dropped);
+    for (auto [negCost, a] : dropped) {
+      const double now = -negCost;
+      const int64_t bytes = acts[a].bytes;
+      // The other kind of drop: about the same bytes over the same gap (an
+      // offload's narrower: tryPlan pairs it where that overfills).
+      Decision other = current[a] == Decision::Recompute ? Decision::Offload
+                                                         : Decision::Recompute;
+      if (allowed(a, other) && now - costOf(a, other) > 0.0)
+        moves.push_back({{{a, other}}, now - costOf(a, other), bytes});
+      if (now <= 0.0)
+        continue;
+      // Retained: fits where the ops it is absent from have room.
+      auto [lo, hi] = absentOps(a, current, currentEval, pos);
+      if (lo > hi || tree.maxIn(lo, hi) + bytes <= cap) {
+        moves.push_back({{{a, Decision::Retain}}, now, bytes});
+        continue;
+      }
+      // Else with a partner that frees those ops for less than it saves.
+      if (pairSearches++ >= kPairSearches)
+        continue;
+      size_t first = lo, last = hi;
+      while (first <= hi && memory[first] + bytes <= cap)
+        ++first;
+      while (last > first && memory[last] + bytes <= cap)
+        --last;
+      if (const Partner *p =
+              partnerFor(partners, first, last,
+                         tree.maxIn(first, last) + bytes - cap, now))
+        moves.push_back({{{a, Decision::Retain}, {p->act, p->decision}},
+                         now - p->cost,
+                         bytes + acts[p->act].bytes});
+    }
+    // Most step time saved per byte moved first (bytes are what the budget
+    // rations), then in a fixed order.
+    llvm::sort(moves, [](const Move &x, const Move &y) {
+      if (x.score() != y.score())
+        return x.score() > y.score();
+      return x.key() < y.key();
+    });
+    // Then, with what is left of the evaluations, drops the estimate prices
+    // nearly free, the cheapest first: it does not see where copies overlap
+    // which kernels, and a re-run that moves the compute under a copy can
+    // make the step faster.
+    std::vector<Move> cheap;
+    for (const Partner &p : partners)
+      if (p.cost < kCheapDropShare * currentEval.stepUs)
+        cheap.push_back({{{p.act, p.decision}}, -p.cost, acts[p.act].bytes});
+    llvm::sort(cheap, [](const Move &x, const Move &y) {
+      if (x.gainUs != y.gainUs)
+        return x.gainUs > y.gainUs;
+      return x.key() < y.key();
+    });
+    moves.insert(moves.end(), cheap.begin(), cheap.end());
+
+    for (const Move &move : moves) {
+      if (evaluations >= maxEvaluations)
+        break;
+      if (!tried.insert(move.key()).second)
+        continue;
+      std::vector<Decision> trial = current;
+      std::vector<CopyHint> trialHints = currentHints;
+      int64_t host = offloadedBytes;
+      llvm::SmallVector<int32_t, 3> changedActs;
+      for (auto [a, d] : move.changes) {
+        host += (d == Decision::Offload) * acts[a].bytes -
+                (trial[a] == Decision::Offload) * acts[a].bytes;
+        trial[a] = d;
+        trialHints[a] = CopyHint();
+        changedActs.push_back(a);
+      }
+      llvm::Expected<bool> improved =
+          tryPlan(std::move(trial), std::move(trialHints), host, changedActs);
+      if (!improved)
+        return improved.takeError();
+      if (*improved) {
+        changed = true;
+        break;
+      }
+    }
+  }
+  // Every kept move made the step faster, so the plan is never worse; this
+  // only guards the invariant.
+  if (currentEval.stepUs > start.eval.stepUs) {
+    restore(start);
+    notes.assign(acts.size(), "");
+    return 0u;
+  }
+  return kept;
+}
+
+llvm::Error Solver::refineSolution(AutoSolution &solution) {
+  if (!solution.feasible)
+    return llvm::Error::success();
+  current = solution.decisions;
+  currentHints =
+      chosenHints.empty() ? std::vector<CopyHint>(acts.size()) : chosenHints;
+  currentEval = solution.evaluation;
+  offloadedBytes = 0;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (current[a] == Decision::Offload)
+      offloadedBytes += acts[a].bytes;
+  // The peak may not rise above the chosen plan's: a plan filled to the
+  // budget's byte packs above it more often, and compiling then plans again
+  // at lower budgets (mamba's least search ran over 20 minutes where it ran
+  // 1); and every budget that chooses this plan refines it alike.
+  std::vector<std::string> notes;
+  llvm::Expected<unsigned> kept = refine(
+      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes);
+  if (!kept)
+    return kept.takeError();
+  if (*kept == 0)
+    return llvm::Error::success();
+  solution.evaluation = currentEval;
+  solution.decisions = current;
+  for (size_t a = 0; a < acts.size(); ++a)
+    solution.decisions[a] =
+        solution.evaluation.placement->decisions[a].decision;
+  solution.chosen +=
+      llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
+          .str();
+  solution.reasons.resize(acts.size());
+  for (size_t a = 0; a < acts.size(); ++a) {
+    solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);
+    if (!notes[a].empty())
+      solution.reasons[a] += " [" + notes[a] + "]";
+  }
+  return llvm::Error::success();
+}
