@@ -4,7 +4,9 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <limits>
+#include <numeric>
 #include <random>
 
 using namespace lethe;
@@ -242,6 +244,62 @@ TEST(IntervalPackingTest, LayeredWorkloadsNearMaxLive) {
               1.03 * static_cast<double>(result.maxLiveBytes))
         << "trial " << trial << " via "
         << stringifyPackOrder(result.order).str();
+  }
+}
+
+TEST(IntervalPackingTest, IndexedPlacementEqualsScan) {
+  // The index of placed buffers by lifetime must place every buffer where
+  // the scan of all placed ones does, in any order, on sets of every shape:
+  // uniform random lifetimes (few or many distinct positions, some empty or
+  // zero-sized), training steps' layers, interleaved scans.
+  std::mt19937_64 rng(20);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<PackInterval> intervals;
+    switch (trial % 3) {
+    case 0: {
+      std::uniform_int_distribution<int> count(0, 400);
+      // Spans of a few positions too (every begin taken, in a tree of
+      // exactly that many leaves), and lifetimes up to all of it.
+      int64_t span = std::uniform_int_distribution<int64_t>(
+          1, int64_t(1) << std::uniform_int_distribution<int>(0, 9)(rng))(rng);
+      std::uniform_int_distribution<int64_t> position(0, span);
+      std::uniform_int_distribution<int64_t> length(0, trial % 2 ? span / 2 + 1
+                                                                 : 2 * span);
+      std::uniform_int_distribution<int64_t> bytes(0, 1 << 12);
+      for (int i = 0, n = count(rng); i < n; ++i) {
+        int64_t begin = position(rng);
+        intervals.push_back({begin, begin + length(rng), bytes(rng)});
+      }
+      break;
+    }
+    case 1:
+      intervals =
+          layeredWorkload(rng, std::uniform_int_distribution<int>(1, 24)(rng),
+                          std::uniform_int_distribution<int>(1, 20)(rng));
+      break;
+    default:
+      intervals = interleavedWorkload(
+          rng, std::uniform_int_distribution<int>(1, 400)(rng));
+      break;
+    }
+    std::vector<int> order(intervals.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int64_t alignment : {1, 256}) {
+      for (bool bestFit : {true, false}) {
+        SCOPED_TRACE("trial " + std::to_string(trial) + ", alignment " +
+                     std::to_string(alignment) +
+                     (bestFit ? ", best-fit" : ", first-fit"));
+        std::vector<int64_t> indexed, scanned;
+        int64_t arena = placeInOrder(intervals, order, alignment, bestFit,
+                                     indexed, PlacedLookup::Index);
+        EXPECT_EQ(arena, placeInOrder(intervals, order, alignment, bestFit,
+                                      scanned, PlacedLookup::Scan));
+        EXPECT_EQ(indexed, scanned);
+        auto [a, b] = findOverlap(intervals, indexed, alignment);
+        EXPECT_EQ(a, -1) << "intervals " << a << " and " << b << " overlap";
+      }
+    }
   }
 }
 

@@ -69,6 +69,28 @@ int64_t alignBytes(int64_t bytes, int64_t alignment);
 int64_t computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
                        int64_t alignment);
 
+/// How placement finds the placed buffers that a new one meets in time.
+enum class PlacedLookup {
+  /// Every placed buffer looked at: quadratic.
+  Scan,
+  /// An index of the placed buffers by lifetime, so that only the free
+  /// gaps among those meeting it are: n log n where the arena's free space
+  /// is in few pieces, at worst quadratic.
+  Index,
+  /// The scan for small sets, the index from 4,096 buffers on.
+  Auto,
+};
+
+/// Greedy placement of the buffers in `order` (indices into `intervals`):
+/// each goes in the smallest gap (lowest on ties; with `bestFit` false,
+/// the lowest gap) that fits among the buffers placed before it that it
+/// meets in time, else on top of them. Sets `offsets` (0 for empty
+/// buffers) and returns the arena; every lookup gives the same offsets.
+int64_t placeInOrder(llvm::ArrayRef<PackInterval> intervals,
+                     llvm::ArrayRef<int> order, int64_t alignment, bool bestFit,
+                     std::vector<int64_t> &offsets,
+                     PlacedLookup lookup = PlacedLookup::Auto);
+
 /// Packs in one order (best-fit; the skyline's order first-fit;
 /// peak-outward with exponent 4).
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
@@ -78,8 +100,8 @@ PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
 /// the skyline, then in six peak-outward orders (exponents 4, 2, 1; peaks
 /// at max-live or within 5% of it) and
 /// up to 48 perturbed orders (a fixed seed), until the
-/// arena meets max-live or a work bound is spent (placements cost about
-/// n^2/2 checks each: all of them up to ~2,000 buffers, the eight fixed ones
+/// arena meets max-live or a work bound is spent (placements cost up to
+/// n^2/2 steps each: all of them up to ~2,000 buffers, the eight fixed ones
 /// at 10,000, four at 20,000; the skyline has a bound of its own and is
 /// skipped past it); returns the smallest arena (ties: the first found).
 /// Deterministic.
