@@ -1,0 +1,109 @@
+"""What the inductor tests share (test_torch_inductor.py,
+test_calibration.py): torch >= 2.9 or the importing module is skipped, the
+fixture that turns inductor's compile caches off, a small model and its
+step, and a hand-made planner. CI imports it with torch 2.11 from PyPI
+(scripts/test.sh)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not hasattr(torch, "compile"):
+    pytest.skip("torch.compile is missing (torch < 2)", allow_module_level=True)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import lethe  # noqa: E402
+import lethe.torch as lt  # noqa: E402
+from lethe import _inductor  # noqa: E402
+from lethe._planclient import available  # noqa: E402
+
+try:
+    _inductor.require_inductor_hooks()
+except RuntimeError as e:  # torch < 2.9
+    pytest.skip(str(e), allow_module_level=True)
+
+needs_lethe = pytest.mark.skipif(not available(),
+                                 reason="Lethe's native library is not built")
+
+
+@pytest.fixture(autouse=True)
+def _no_compile_caches():
+    """Each test plans afresh: inductor's FX-graph and AOT caches would
+    replay an earlier test's compile of the same graph and partitioner key
+    without calling the partitioner (test_cached_compile_... checks that)."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+    with inductor_config.patch(fx_graph_cache=False), \
+            functorch_config.patch(enable_autograd_cache=False):
+        yield
+
+
+class Block(nn.Module):
+    """Pre-norm MLP block: a LayerNorm, two matmuls around a GELU and a
+    residual add, the pattern whose pointwise chains inductor fuses."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+def _model(layers=3):
+    torch.manual_seed(0)
+    return nn.Sequential(*[Block() for _ in range(layers)])
+
+
+def _step(model, run):
+    torch.manual_seed(1)
+    x = torch.randn(8, 32, 64)
+    loss = run(x).pow(2).mean()
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+    for p in model.parameters():
+        p.grad = None
+    return loss.detach(), grads
+
+
+def _compile(model, partitioner):
+    torch._dynamo.reset()
+    return torch.compile(model, dynamic=False,
+                         options={"custom_partitioner_fn": partitioner})
+
+
+def _close(a, b):
+    loss_a, grad_a = a
+    loss_b, grad_b = b
+    assert torch.allclose(loss_a, loss_b, rtol=1e-5, atol=1e-6)
+    assert float((grad_a - grad_b).norm() / grad_b.norm()) < 1e-5
+
+
+def _planner(kinds):
+    """A hand-made planner: `kinds(entry)` decides each saved value."""
+    def plan(doc, budget, policy, device, **options):
+        values = []
+        for nid, index in doc["saved"]:
+            entry = doc["nodes"][nid]
+            if entry["kind"] == "op":
+                values.append({"node": entry["name"], "result": index,
+                               "decision": kinds(entry)})
+        return {"feasible": True, "policy": policy, "values": values,
+                "peak_bytes": 0, "step_us": 0.0}
+    return plan
+
+
+# --- the graph Lethe plans ------------------------------------------------
+
+def _fused_doc(model):
+    """The graph the partitioner builds for `model`'s step."""
+    docs = []
+
+    def record(doc, **kwargs):
+        docs.append(doc)
+        return _planner(lambda e: "retain")(doc, **kwargs)
+    p = lt.partitioner(budget=None, planner=record)
+    _step(model, _compile(model, p))
+    return docs[0]

@@ -1,0 +1,519 @@
+"""The calibration of Lethe's plans on the compiled step (lethe/_calibrate.py):
+corrections from a measured step, the step meter, and the calibrator's
+re-plans, reverts and fall-backs, with a fake partitioner or a real CPU
+compile (torch >= 2.9; CI runs this file with torch 2.11 from PyPI,
+scripts/test.sh)."""
+
+import json
+import os
+import warnings
+
+from inductor_common import (  # noqa: F401 (the fixture is autouse)
+    pytest, torch, nn, lethe, lt, available, needs_lethe,
+    _no_compile_caches, Block, _model, _step, _compile, _close)
+
+
+def _correction(peak, step_ms, **kw):
+    from lethe._calibrate import Measurement, correction
+    args = dict(predicted_peak=1000, predicted_step_us=10000.0,
+                library_us=4000.0, budget_bytes=1000, byte_budget=True,
+                peak_correction=0, time_scale=1.0)
+    args.update(kw)
+    return correction(Measurement(peak, step_ms), **args)
+
+
+def test_calibration_corrects_a_peak_over_the_budget_and_an_unused_one():
+    over = _correction(1100, 10.0)
+    assert over.replan and over.peak_correction == -100
+    assert over.time_scale == 1.0  # the step matched its prediction
+    unused = _correction(800, 10.0)  # the plan was at its budget
+    assert unused.replan and unused.peak_correction == 200
+    # A plan the budget did not constrain: its low peak is no error.
+    free = _correction(500, 10.0, predicted_peak=600)
+    assert not free.replan and free.peak_correction == 0
+    # A share budget is never moved by bytes: the error is only said.
+    share = _correction(1100, 10.0, byte_budget=False)
+    assert not share.replan and "share budget" in share.reasons[0]
+
+
+def test_calibration_scales_only_the_modelled_kernels():
+    # Predicted 10 ms of which 4 ms measured library kernels; measured 7 ms:
+    # the modelled 6 ms took 3 ms.
+    fast = _correction(1000, 7.0)
+    assert fast.replan and abs(fast.time_scale - 0.5) < 1e-9
+    # Within the tolerance: no re-plan for noise.
+    assert not _correction(1000, 10.3).replan
+    # Composes with the scale the plan was made with; bounded.
+    again = _correction(1000, 7.0, time_scale=0.5)
+    assert abs(again.time_scale - 0.25) < 1e-9
+    assert _correction(1000, 1e6).time_scale == 5.0
+
+
+def test_scaled_profile_slows_modelled_kernels_only(tmp_path, monkeypatch):
+    from lethe._measure import scaled_profile
+    monkeypatch.setenv("LETHE_CACHE_DIR", str(tmp_path))
+    base = json.load(open(os.path.join(
+        os.path.dirname(lethe.__file__), "devices", "h100.json")))
+    path = scaled_profile("h100", 2.0)
+    scaled = json.load(open(path))
+    assert scaled["hbm_gb_per_s"] == base["hbm_gb_per_s"] / 2
+    assert scaled["launch_overhead_us"] == base["launch_overhead_us"] * 2
+    assert scaled["peak_tflops"]["bf16"] == base["peak_tflops"]["bf16"] / 2
+    assert scaled["d2h_gb_per_s"] == base["d2h_gb_per_s"]  # copies measured
+    assert scaled_profile("h100", 1.0) == "h100"
+    # The planner reads it: a graph priced by the model is predicted slower.
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "graphs",
+                           "graph_gpt2.json")) as f:
+        g = json.load(f)
+    for e in g["nodes"]:
+        e.pop("time_us", None)
+    if available():
+        assert lethe.plan(g, budget=None, device=path).step_us > \
+            lethe.plan(g, budget=None, device="h100").step_us
+
+
+@needs_lethe
+def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch):
+    # Without kernel provenance (a torch that lacks it): the model's
+    # kernels are scaled by the measured error.
+    from lethe import _kernel_times
+    monkeypatch.setattr(_kernel_times, "supported", lambda: False)
+    model = _model()
+    ref = _step(model, model)
+    torch._dynamo.reset()
+    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
+    run = b(model)
+    # Compile; warm; measure 3; the old plan (its forward was looked up
+    # before the hook re-planned); recompile; warm; measure 3; report.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for i in range(12):
+            _close(_step(model, run), ref)
+            if i == 9:
+                assert "after" not in b.calibration  # one step short
+    # The recompile is the same frame, not a graph break.
+    assert not [w for w in seen if "each compiled graph" in str(w.message)]
+    c = b.calibration
+    assert len(c["attempts"]) == 2
+    assert all(len(a["steps_ms"]) == 3 for a in c["attempts"])
+    # On the CPU the step is far from the H100's predicted time: the
+    # modelled kernels are scaled (to the bound) and the graph re-planned
+    # once, with the same numbers.
+    assert c["measured"]["peak_bytes"] is None  # no CUDA memory stats
+    assert c["replanned"] and c["time_scale"] == 5.0
+    assert b.partitioner.time_scale == 5.0 and b.partitioner.compiles == 2
+    assert c["after"]["predicted_step_ms"] > c["predicted"]["step_ms"]
+    with pytest.raises(ValueError, match="calibrate must be"):
+        lt.backend(calibrate="yes")
+
+
+@needs_lethe
+def test_calibration_prices_generated_kernels_by_a_profiled_step():
+    # The warm step after the compile runs under torch.profiler; the
+    # kernels inductor generated (C++ here, Triton on a GPU) are matched to
+    # the call sites inductor recorded while compiling and their times
+    # given to the planned values they compute. The re-plan prices those
+    # values by them instead of scaling the model.
+    from lethe import _kernel_times
+    if not _kernel_times.supported():
+        pytest.skip("this torch records no kernel provenance")
+    model = _model()
+    ref = _step(model, model)
+    torch._dynamo.reset()
+    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
+    run = b(model)
+    for _ in range(12):
+        _close(_step(model, run), ref)
+    c = b.calibration
+    first = c["profiles"][0]
+    # Every generated kernel of the forward and the backward was found in
+    # the profile, and most of their time went to planned values.
+    assert first["kernels"] > 0 and first["profiled_nodes"] > 0
+    assert first["attributed_ms"] + first["recompute_ms"] \
+        + first["unattributed_ms"] == pytest.approx(first["kernel_ms"],
+                                                    abs=2e-3)
+    assert first["attributed_ms"] > 0.5 * first["kernel_ms"]
+    # Re-planned once with the profiled times and no scale.
+    assert c["replanned"] and c["time_scale"] == 1.0
+    assert c["profiled_nodes"] >= first["profiled_nodes"]
+    p = b.partitioner
+    assert p.time_scale == 1.0 and p.compiles == 2
+    assert len(p.profiled) == c["profiled_nodes"]
+    assert p.records[-1].measured["profiled_nodes"] == len(p.profiled)
+    assert "priced by their kernels" in " ".join(c["reasons"])
+
+
+@needs_lethe
+def test_a_budget_below_the_models_least_runs_the_least_once_to_measure():
+    # Calibrating on CUDA, a byte budget under the model's least is planned
+    # at that least for one step (the model's peak of a compiled step is an
+    # estimate), marked provisional; without calibration it is an error
+    # that names the graph and the budget that works.
+    model = _model(2)
+    p = lt.partitioner(budget=str(1 << 20), device="h100")
+    p.allow_provisional = True
+    with pytest.warns(UserWarning, match="running that plan for one step"):
+        _step(model, _compile(model, p))
+    r = p.records[-1]
+    assert r.provisional and r.plan.feasible
+    assert r.plan.budget_bytes > 1 << 20
+    fix = _correction(r.plan.peak_bytes - 100, 1.0,
+                      predicted_peak=r.plan.peak_bytes,
+                      budget_bytes=1 << 20, provisional=True)
+    assert fix.replan and fix.peak_correction == 100
+    p = lt.partitioner(budget=str(1 << 20), device="h100")
+    with pytest.raises(Exception) as info:
+        _step(model, _compile(model, p))
+    message = str(info.value)
+    assert "compiled graph" in message and "pass budget=" in message
+
+
+class _Broken(nn.Module):
+    """Two blocks with a graph break between them: two dynamo frames."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = Block(), Block()
+
+    def forward(self, x):
+        x = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(x)
+
+
+@needs_lethe
+def test_a_byte_budget_over_a_graph_break_is_said_once():
+    # Each graph is planned to the whole byte budget; after a break the
+    # first graph's saved activations are live while the second runs.
+    model = _Broken()
+    p = lt.partitioner(budget=str(64 << 20), device="h100")
+    with pytest.warns(UserWarning, match="applies to each compiled graph"):
+        _step(model, _compile(model, p))
+    assert len(p._frames) == 2
+    # A share of the peak is a share of each graph's own peak: no warning
+    # (one block alone cannot go much below its peak).
+    p = lt.partitioner(budget="100%", device="h100")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _step(model, _compile(model, p))
+    assert len(p._frames) == 2
+    assert not [w for w in seen if "each compiled graph" in str(w.message)]
+
+
+class _FakePartitioner:
+    """What the Calibrator reads of a LethePartitioner: each compile makes
+    a record whose predicted peak follows `plan_peak(correction)`."""
+
+    def __init__(self, plan_peak, least=None):
+        self.plan_peak = plan_peak
+        self.least = least  # the model's least planning budget
+        self.compiles, self.records = 0, []
+        self.peak_correction, self.time_scale = 0, 1.0
+        self.allow_provisional = False
+        self.offload = False
+        self.offloads = []  # what a plan offloads while offload is on
+        self.host_launch_us = None
+        self.ops = 100  # the planned graph's ops
+
+    def set_host_launch(self, us):
+        self.host_launch_us = us
+
+    def set_peak_correction(self, c):
+        self.peak_correction = c
+
+    def set_time_scale(self, s):
+        self.time_scale = s
+
+    def compile(self):
+        from types import SimpleNamespace
+        c, provisional = self.peak_correction, False
+        if self.least is not None and 1000 + c < self.least:
+            if not self.allow_provisional:
+                raise RuntimeError("InfeasibleBudgetError")
+            c, provisional = self.least - 1000, True
+        plan = SimpleNamespace(peak_bytes=self.plan_peak(c),
+                               step_us=10000.0, budget_bytes=1000,
+                               decisions=[])
+        self.records.append(SimpleNamespace(
+            plan=plan, provisional=provisional, measured={"library_us": 0.0},
+            graph=None, ops=self.ops,
+            offloaded=list(self.offloads) if self.offload else []))
+        self.compiles += 1
+
+
+def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
+                offloads=()):
+    from types import SimpleNamespace
+    from lethe import _calibrate
+    p = _FakePartitioner(plan_peak, least)
+    if offloads:
+        p.offload, p.offloads = "auto", list(offloads)
+    p.allow_provisional = provisional
+    backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
+                              calibrated_plan=None)
+    # A recompile plans with the partitioner's settings at that moment: the
+    # module's "context" names the plan those settings make ("first plan"
+    # for the first plan's: a revert compiles it again).
+    names = {}
+
+    def settings(p):
+        return (p.peak_correction, p.time_scale, p.offload,
+                len(getattr(p, "profiled", None) or {}), p.host_launch_us)
+
+    def recompile(c, b):
+        key = settings(b.partitioner)
+        c.dynamo_ctx = names.setdefault(key, f"plan {len(names) + 1}")
+    names[settings(p)] = "first plan"
+    compiled = SimpleNamespace(dynamo_ctx="first plan")
+    monkeypatch.setattr(_calibrate, "_recompile", recompile)
+    cal = _calibrate.Calibrator(backend, compiled)
+    p.allow_provisional = provisional  # as on CUDA, or not
+    p.compile()
+    return cal, p, backend.calibration, compiled
+
+
+def test_calibration_near_the_least_runs_the_least_instead_of_failing(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The budget (1000) is just above the model's least (950); the plan
+    # peaks at 1200 measured, so the corrected budget (800) is below the
+    # least: the re-plan is the least plan (provisional), not an error in
+    # the middle of training. It peaks over too (1150): the budget cannot
+    # be met; training goes on with the lower of the two, said once.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=950)
+    assert cal.on_step(Measurement(1200, 10.0))
+    assert p.peak_correction == -200
+    p.compile()
+    assert p.records[-1].provisional
+    with pytest.warns(UserWarning, match="cannot be met"):
+        assert not cal.on_step(Measurement(1150, 10.0))
+    assert report["unmet"] == dict(budget_bytes=1000,
+                                   least_measured_bytes=1150)
+    assert compiled.dynamo_ctx == "plan 2" and not report.get("reverted")
+    # The same, the least plan measured higher than the first: back to it.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=950)
+    cal.on_step(Measurement(1200, 10.0))
+    p.compile()
+    with pytest.warns(UserWarning, match="at least 1200 B"):
+        cal.on_step(Measurement(1250, 10.0))
+    assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+    # A provisional first plan that measured under the budget, re-planned
+    # with room, whose re-plan (the least again) peaks over: back to the
+    # first, which meets the budget, so nothing is unmet.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=1100, provisional=True)
+    assert cal.on_step(Measurement(900, 10.0))
+    p.least = 1400  # the least moved with the re-plan's costs
+    p.compile()
+    assert p.records[-1].provisional
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not cal.on_step(Measurement(1150, 10.0))
+    assert report["reverted"] and "unmet" not in report
+
+
+def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The plan offloads and runs 13 ms against 10 predicted (copies cost
+    # more under inductor than modelled): the re-plan is recompute-only,
+    # with the corrections the first plan was made with (its errors are its
+    # copies'); it runs 10.2 ms and is kept, then calibrated on its own step
+    # (within 5%: done). Were it slower, the offloading plan, which fits,
+    # would come back.
+    for recompute_ms, kept in ((10.2, "plan 2"), (14.0, "first plan")):
+        cal, p, report, compiled = _calibrator(
+            monkeypatch, lambda c: 1000 + c, offloads=["h"])
+        assert p.records[0].offloaded == ["h"]
+        assert cal.on_step(Measurement(990, 13.0))
+        assert p.offload is False and p.time_scale == 1.0
+        assert p.peak_correction == 0
+        assert report["offload_compared"]
+        p.compile()
+        assert p.records[-1].offloaded == []
+        assert not cal.on_step(Measurement(980, recompute_ms))
+        assert compiled.dynamo_ctx == kept
+        assert (p.offload == "auto") == (kept == "first plan")
+        assert bool(report.get("offload_kept")) == (kept == "first plan")
+
+
+def test_an_offloading_plan_that_fits_is_kept_when_recompute_alone_cannot(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The offloading plan fits (990 of 1000) but runs 13 ms against 10
+    # predicted. Measured on an H200 (GPT-2-medium at its least): the
+    # recompute-only re-plan, faster, was the model's least and peaked
+    # 1.2 GB over the budget, and the calibration kept it. The faster plan
+    # that *fits* is kept: the offloading one.
+    cal, p, report, compiled = _calibrator(
+        monkeypatch, lambda c: 1000 + c, least=900, offloads=["h"])
+    assert cal.on_step(Measurement(990, 13.0))
+    p.least = 1400  # without offload the least is higher
+    p.compile()
+    assert p.records[-1].provisional and p.records[-1].offloaded == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not cal.on_step(Measurement(1400, 10.2))
+    assert compiled.dynamo_ctx == "first plan" and p.offload == "auto"
+    assert report["offload_kept"] and "unmet" not in report
+    # Not the model's least: the recompute-only plan is calibrated first
+    # (twice), and only when it still peaks over does the offloading plan
+    # come back.
+    cal, p, report, compiled = _calibrator(
+        monkeypatch, lambda c: 1000 + c, offloads=["h"])
+    cal.on_step(Measurement(990, 13.0))
+    p.compile()
+    assert cal.on_step(Measurement(1100, 10.2))  # over: corrected
+    assert p.peak_correction == -100 and not report.get("offload_kept")
+    p.compile()
+    assert cal.on_step(Measurement(1050, 10.2))  # over again: once more
+    p.compile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not cal.on_step(Measurement(1020, 10.2))
+    assert compiled.dynamo_ctx == "first plan" and report["offload_kept"]
+    assert cal.backend.calibrated_plan is p.records[0]
+
+
+def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The first plan fits and runs at half its predicted time: re-planned
+    # with the time scale alone (no peak correction), the new plan peaks
+    # over. Measured on an H200 (MoE): the retry interpolated between two
+    # equal corrections and made the same plan again. It is corrected by
+    # the re-plan's own error instead.
+    box = []
+    cal, p, report, compiled = _calibrator(
+        monkeypatch,
+        lambda c: (990 if not box or box[0].time_scale == 1.0 else 1030) + c)
+    box.append(p)
+    assert cal.on_step(Measurement(960, 5.0))
+    assert p.peak_correction == 0 and p.time_scale == 0.5
+    p.compile()
+    assert cal.on_step(Measurement(1040, 5.0))
+    assert report["retried"] and p.peak_correction == -10
+    p.compile()
+    assert not cal.on_step(Measurement(995, 5.0))
+    assert compiled.dynamo_ctx == "plan 3"
+
+
+def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
+    from lethe._calibrate import Measurement
+    # The model is low by 100 B on the first plan and by 150 B on the
+    # corrected one: a second correction (by the second plan's error) fits.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c)
+    assert cal.on_step(Measurement(1100, 10.0))
+    assert p.peak_correction == -100
+    p.compile()
+    assert cal.on_step(Measurement(1050, 10.0))  # predicted 900: -150
+    assert p.peak_correction == -250 and report["retried"]
+    p.compile()
+    assert not cal.on_step(Measurement(990, 10.0))
+    assert compiled.dynamo_ctx == "plan 3" and not report.get("reverted")
+    # Over a third time: said, and the step goes on (no fourth plan).
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c)
+    cal.on_step(Measurement(1100, 10.0))
+    p.compile()
+    cal.on_step(Measurement(1050, 10.0))
+    p.compile()
+    with pytest.warns(UserWarning, match="still over the budget"):
+        assert not cal.on_step(Measurement(1010, 10.0))
+    assert p.compiles == 3
+
+
+def test_a_provisional_least_over_the_budget_is_not_replanned(monkeypatch):
+    from lethe._calibrate import Measurement
+    # A budget below the model's least: the least plan runs (provisional)
+    # and peaks over the budget, so nothing can meet it; no re-plan.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=1100, provisional=True)
+    assert p.records[0].provisional
+    with pytest.warns(UserWarning, match="cannot be met"):
+        assert not cal.on_step(Measurement(1080, 10.0))
+    assert p.compiles == 1 and report["done"]
+    assert report["unmet"]["least_measured_bytes"] == 1080
+
+
+def test_calibration_goes_back_to_the_first_plan_when_replans_overshoot(
+        monkeypatch):
+    from lethe._calibrate import Measurement
+    # The model over-states the first plan's peak by 300 B, but a plan at
+    # budget + 300 keeps so much more that it peaks over the budget.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert cal.on_step(Measurement(690, 10.0))  # re-plan at +300
+    assert p.peak_correction == 300
+    p.compile()
+    assert cal.on_step(Measurement(1200, 10.0))  # over: try between
+    # Linear between (0, 690) and (300, 1200): 1000 at 182; 90% of it.
+    assert p.peak_correction == int(0.9 * 300 * 310 / 510)
+    assert report["retried"]
+    p.compile()
+    assert not cal.on_step(Measurement(1050, 10.0))  # over again: revert
+    assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+    assert p.peak_correction == 0 and report["after"]["peak_bytes"] == 690
+    assert report["done"] and cal.backend.calibrated_plan is p.records[0]
+
+
+def test_step_meter_skips_a_warm_step_and_reports_the_median_of_three():
+    # CPU: the meter times calls of the module; the median is the plan's
+    # time (a stalled step is not), the first call (compile) and the warm
+    # one after it are not measured.
+    from lethe import _calibrate
+    seen = []
+    lin = nn.Linear(4, 4)
+    meter = _calibrate.StepMeter(lin, lambda m: seen.append(m) or False)
+    x = torch.randn(2, 4)
+    for _ in range(6):
+        lin(x).sum().backward()
+    assert len(seen) == 1 and len(seen[0].steps_ms) == 3
+    assert seen[0].step_ms == sorted(seen[0].steps_ms)[1]
+    assert meter._handles == []  # stopped: on_step returned False
+    m = _calibrate._median([_calibrate.Measurement(5, 1.0),
+                            _calibrate.Measurement(9, 50.0),
+                            _calibrate.Measurement(7, 2.0)])
+    assert (m.peak_bytes, m.step_ms) == (9, 2.0)
+
+
+def test_calibration_keeps_a_replan_that_fits(monkeypatch):
+    from lethe._calibrate import Measurement
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert cal.on_step(Measurement(690, 10.0))
+    p.compile()
+    assert not cal.on_step(Measurement(980, 10.0))
+    assert compiled.dynamo_ctx == "plan 2" and p.peak_correction == 300
+    assert report["replanned"] and not report.get("reverted")
+    assert [a["peak_bytes"] for a in report["attempts"]] == [690, 980]
+
+
+def test_calibration_says_when_the_host_bounds_the_step(monkeypatch):
+    # A step the host took as long to issue as the device to run: the
+    # model's kernel times do not decide it, and the report says so; a
+    # device-bound step says nothing of the host.
+    # The re-plan gives each op's launch the host's time over the step's
+    # ops (11.8 ms over 100 ops), so the simulator bounds the step by the
+    # host; a step the plan predicts right is re-planned for it too.
+    from lethe._calibrate import Measurement
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert cal.on_step(Measurement(980, 10.2, host_ms=10.0))
+    assert any("host bounds the step: 10.00 ms" in r
+               for r in report["reasons"])
+    assert report["attempts"][0]["host_ms"] == 10.0
+    assert p.host_launch_us == pytest.approx(100.0)
+    assert compiled.dynamo_ctx == "plan 2"
+    # The re-plan peaks over and the retry too: back to the first plan,
+    # with the profile's launch time again.
+    p.compile()
+    assert cal.on_step(Measurement(1200, 10.0, host_ms=9.9))
+    p.compile()
+    assert not cal.on_step(Measurement(1100, 10.0, host_ms=9.9))
+    assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+    assert p.host_launch_us is None
+    # A device-bound step says nothing of the host and is not re-planned.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    assert not cal.on_step(Measurement(980, 10.2, host_ms=6.0))
+    assert not any("host" in r for r in report["reasons"])
+    assert p.host_launch_us is None
