@@ -66,17 +66,9 @@ TEST(AutoMonotoneTest, RandomGraphs) {
   }
 }
 
-class AutoMonotoneOnSharedGraphs
-    : public ::testing::TestWithParam<const char *> {};
+class AutoMonotoneOnSharedGraphs : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(AutoMonotoneOnSharedGraphs, OverheadNeverRises) {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  llvm::Expected<TrainingGraph> graph = loadGraphFile(path, context, module);
-  ASSERT_TRUE(bool(graph)) << llvm::toString(graph.takeError());
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
   expectMonotone(*graph, *device, 0.4);
 }
 

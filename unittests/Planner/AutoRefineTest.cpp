@@ -71,17 +71,9 @@ TEST(AutoRefineTest, NeverWorseOnRandomGraphs) {
               cases);
 }
 
-class AutoRefineOnSharedGraphs : public ::testing::TestWithParam<const char *> {
-};
+class AutoRefineOnSharedGraphs : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(AutoRefineOnSharedGraphs, NeverWorse) {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  llvm::Expected<TrainingGraph> graph = loadGraphFile(path, context, module);
-  ASSERT_TRUE(bool(graph)) << llvm::toString(graph.takeError());
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
   unsigned faster = 0;
   for (double fraction : {0.5, 0.6, 0.7}) {
     SCOPED_TRACE("fraction " + std::to_string(fraction));

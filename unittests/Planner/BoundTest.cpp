@@ -337,16 +337,9 @@ TEST(BoundTest, ContentionSplitChargesOneWayCopies) {
   EXPECT_GT(raised, cases / 4);
 }
 
-class BoundOnSharedGraphs : public ::testing::TestWithParam<const char *> {};
+class BoundOnSharedGraphs : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(BoundOnSharedGraphs, NeverAboveAutoOrPolicies) {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  llvm::Expected<TrainingGraph> graph = loadGraphFile(path, context, module);
-  ASSERT_TRUE(bool(graph)) << llvm::toString(graph.takeError());
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
   Plan unplanned = unplannedPlan(*graph, *device);
   for (double fraction : {0.5, 0.7}) {
     SCOPED_TRACE("budget " + std::to_string(fraction));

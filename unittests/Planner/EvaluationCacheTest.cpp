@@ -156,17 +156,9 @@ TEST(EvaluationCacheTest, AutoPlansAreTheSameWithoutTheCache) {
   }
 }
 
-class CorpusEvaluationCache : public ::testing::TestWithParam<const char *> {};
+class CorpusEvaluationCache : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(CorpusEvaluationCache, AutoPlansAreTheSameWithoutTheCache) {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  llvm::Expected<TrainingGraph> graph =
-      lethe::testing::loadGraphFile(path, context, module);
-  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
   PlanOptions options;
   options.policy = Policy::None;
   llvm::Expected<Plan> none = planTrainingStep(*graph, *device, options);

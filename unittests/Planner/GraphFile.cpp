@@ -24,3 +24,14 @@ lethe::testing::loadGraphFile(llvm::StringRef path, mlir::MLIRContext &context,
     return llvm::createStringError("no training step in " + path);
   return std::move(*graph);
 }
+
+void lethe::testing::CorpusGraphTest::SetUp() {
+  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
+  llvm::Expected<TrainingGraph> loaded = loadGraphFile(path, context, module);
+  ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
+  graph.emplace(std::move(*loaded));
+  llvm::Expected<DeviceProfile> profile = DeviceProfile::load("h200");
+  ASSERT_TRUE(static_cast<bool>(profile))
+      << llvm::toString(profile.takeError());
+  device.emplace(std::move(*profile));
+}

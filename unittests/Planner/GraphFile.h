@@ -9,10 +9,16 @@
 #define LETHE_UNITTESTS_PLANNER_GRAPHFILE_H
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/Support/Error.h"
+
+#include "gtest/gtest.h"
+
+#include <optional>
 
 namespace lethe::testing {
 
@@ -21,6 +27,19 @@ namespace lethe::testing {
 llvm::Expected<TrainingGraph>
 loadGraphFile(llvm::StringRef path, mlir::MLIRContext &context,
               mlir::OwningOpRef<mlir::ModuleOp> &module);
+
+/// Tests over corpus graphs, parameterized by a file name in graphs/: each
+/// test starts with that graph (`graph`) and the h200 profile (`device`)
+/// loaded, or fails in SetUp saying which could not be.
+class CorpusGraphTest : public ::testing::TestWithParam<const char *> {
+protected:
+  void SetUp() override;
+
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<TrainingGraph> graph;
+  std::optional<DeviceProfile> device;
+};
 
 } // namespace lethe::testing
 

@@ -232,17 +232,9 @@ TEST(RepeatedLayersTest, TiedDescentPlansAsTheLadderItReplaces) {
 /// by force, the descent's plans must still fit wherever the ladder it
 /// replaces finds one (its step time may differ: the searches differ, see
 /// docs/Planner.md).
-class CorpusTiedDescent : public ::testing::TestWithParam<const char *> {};
+class CorpusTiedDescent : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(CorpusTiedDescent, PlansFitWhereTheLadderFits) {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  llvm::Expected<TrainingGraph> graph =
-      lethe::testing::loadGraphFile(path, context, module);
-  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
   PlanOptions base;
   ActivationAnalysis analysis(*graph, base);
   RepeatedLayers repeated = findRepeatedLayers(analysis);

@@ -23,17 +23,9 @@ using namespace lethe;
 
 namespace {
 
-class SharedGraphs : public ::testing::TestWithParam<const char *> {};
+class SharedGraphs : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(SharedGraphs, PlansFitAndAgreeWithLifetimes) {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  MLIRContext context;
-  OwningOpRef<ModuleOp> module;
-  llvm::Expected<TrainingGraph> graph =
-      lethe::testing::loadGraphFile(path, context, module);
-  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
 
   Lifetimes lifetimes(*graph);
   MemoryProfile profile = MemoryProfile::compute(lifetimes);
@@ -61,17 +53,9 @@ TEST_P(SharedGraphs, PlansFitAndAgreeWithLifetimes) {
   }
 }
 
-class Transformers : public ::testing::TestWithParam<const char *> {};
+class Transformers : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(Transformers, FullPeaksNoHigherThanEveryN) {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
-  MLIRContext context;
-  OwningOpRef<ModuleOp> module;
-  llvm::Expected<TrainingGraph> graph =
-      lethe::testing::loadGraphFile(path, context, module);
-  ASSERT_TRUE(static_cast<bool>(graph)) << llvm::toString(graph.takeError());
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
   PlanOptions options;
   options.policy = Policy::Full;
   llvm::Expected<Plan> full = planTrainingStep(*graph, *device, options);
