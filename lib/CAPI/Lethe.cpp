@@ -65,7 +65,7 @@ LetheStatus errorStatus(llvm::StringRef message) {
 /// Returns the JSON document `text` in `out`, unless it does not parse (a
 /// bare `inf` or `nan`): callers get JSON or an error, never something else.
 LetheStatus returnJson(llvm::StringRef text, LetheString *out) {
-  if (llvm::Error invalid = checkJsonSyntax(text))
+  if (llvm::Error invalid = lethe::checkJsonSyntax(text))
     return errorStatus("lethe: internal error: the result is not valid JSON (" +
                        llvm::toString(std::move(invalid)) + ")");
   *out = makeString(text);

@@ -206,6 +206,8 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   }
   LoadOptions loadOptions;
   loadOptions.device = options.plan.device;
+  // planStep refuses an unanalysable graph, with the loader's error.
+  loadOptions.checkAnalysable = false;
   OwningOpRef<ModuleOp> module =
       loadTrainingGraph(options.graphPath, context, loadOptions);
   if (!module)
