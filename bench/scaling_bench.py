@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -63,10 +64,20 @@ PHASES = [
     ("MaterializePass::runOnOperation", "program check: materialize"),
     ("ScheduleProgramPass::runOnOperation", "program check: schedule"),
     ("AssignBuffersPass::runOnOperation", "program check: assign buffers"),
-    ("mlir::verify(", "verifier"),
+    ("mlir::verify", "verifier"),
     ("lethe::writeOutputFile", "plan JSON: built, printed, checked"),
 ]
 OTHER = "other (start, exit, freeing)"
+
+
+def frame_symbol(line):
+    """The function of a `perf script` frame line ("  addr name+0x1f
+    (module)"), without its parameters or offset."""
+    name = line.strip().split(" ", 1)[-1]
+    name = re.sub(r"\s+\([^()]*\)$", "", name)  # the module
+    name = re.sub(r"\+0x[0-9a-f]+$", "", name)
+    name = name.replace("(anonymous namespace)::", "")
+    return name.split("(", 1)[0]
 
 
 def phase_shares(lethe, graph, budget, freq=499):
@@ -79,7 +90,8 @@ def phase_shares(lethe, graph, budget, freq=499):
                         os.path.join(tmp, "plan.json")],
                        check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
-        script = subprocess.run(["perf", "script", "-i", data],
+        # --no-inline: resolving inlined frames (addr2line) took minutes.
+        script = subprocess.run(["perf", "script", "--no-inline", "-i", data],
                                 check=True, capture_output=True,
                                 text=True, errors="replace").stdout
     counts = {}
@@ -96,8 +108,10 @@ def phase_shares(lethe, graph, budget, freq=499):
         elif line[0] not in " \t":
             sample, phase = True, None
         elif phase is None:
+            symbol = frame_symbol(line)
             phase = next((name for pattern, name in PHASES
-                          if pattern in line), None)
+                          if symbol == pattern or
+                          symbol.endswith("::" + pattern)), None)
     return {name: n / total for name, n in counts.items()}
 
 
