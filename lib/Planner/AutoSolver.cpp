@@ -42,10 +42,46 @@ struct Member {
 
 /// Ladder levels built below the first one that fits the budget.
 constexpr unsigned kLookBelow = 3;
+/// reduceTo calls kept for reuse: a probe's descents (kProbeLevels, 3) are
+/// asked for again by the next level's greedy and probe; older ones are not
+/// (and each kept one holds an evaluation's schedule).
+constexpr size_t kKeptReductions = 4;
 
 } // namespace
 
 llvm::Expected<bool> Solver::reduceTo(int64_t level) {
+  if (currentEval.peakBytes <= level)
+    return true;
+  // The search flags reduceTo reads, as one key.
+  const unsigned flags = (freeOnly ? 1u : 0u) | (noTrades ? 2u : 0u) |
+                         (tying ? 4u : 0u) | (partialTies ? 8u : 0u);
+  for (const Reduction &r : reductions)
+    if (r.level == level && r.flags == flags && r.offloaded == offloadedBytes &&
+        r.decisions == current && r.hints == currentHints) {
+      restore(r.result);
+      reusedEvaluations += r.evaluations;
+      return r.reached;
+    }
+  Reduction r;
+  r.decisions = current;
+  r.hints = currentHints;
+  r.offloaded = offloadedBytes;
+  r.level = level;
+  r.flags = flags;
+  const size_t before = evaluator.getEvaluations();
+  llvm::Expected<bool> reached = reduceToAfresh(level);
+  if (!reached)
+    return reached.takeError();
+  r.result = save();
+  r.reached = *reached;
+  r.evaluations = evaluator.getEvaluations() - before;
+  if (reductions.size() == kKeptReductions)
+    reductions.erase(reductions.begin());
+  reductions.push_back(std::move(r));
+  return *reached;
+}
+
+llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
   MaxTree tree;
   for (unsigned iter = 0; iter < 64; ++iter) {
     if (currentEval.peakBytes <= level)

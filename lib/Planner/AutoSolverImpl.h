@@ -276,8 +276,13 @@ private:
   /// is next or the greedy is stuck (RepeatedLayers.cpp).
   llvm::Expected<std::optional<unsigned>> descendTied(unsigned from,
                                                       int64_t baselinePeak);
-  /// Greedy until the peak is <= level. False when stuck.
+  /// Greedy until the peak is <= level. False when stuck. A function of
+  /// the plan, the level and the search flags: a call asked for again (the
+  /// next level's greedy repeats probeBelow's first descent, the next
+  /// probe its others) is answered from `reductions`.
   llvm::Expected<bool> reduceTo(int64_t level);
+  /// reduceTo without `reductions`.
+  llvm::Expected<bool> reduceToAfresh(int64_t level);
   /// Undoes decisions the level no longer needs; true if the step got
   /// faster.
   llvm::Expected<bool> polish(int64_t level);
@@ -417,6 +422,29 @@ private:
   size_t evaluationsBefore = 0;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
+  /// The last reduceTo calls: what each started from (its plan, host bytes,
+  /// level and flags) and ended with, and the evaluations it made.
+  struct Reduction {
+    std::vector<Decision> decisions;
+    std::vector<CopyHint> hints;
+    int64_t offloaded = 0;
+    int64_t level = 0;
+    unsigned flags = 0;
+    State result;
+    bool reached = false;
+    size_t evaluations = 0;
+  };
+  std::vector<Reduction> reductions;
+  /// Evaluations the reductions answered from `reductions` would have made:
+  /// counted as made (refine's budget is a share of the solve's
+  /// evaluations, and must not depend on what was reused).
+  size_t reusedEvaluations = 0;
+
+public:
+  /// The evaluations the solve made so far, those reused included.
+  size_t solveEvaluations() const {
+    return evaluator.getEvaluations() + reusedEvaluations - evaluationsBefore;
+  }
 };
 
 /// Candidate order: least time per freed byte, then recompute before
