@@ -41,7 +41,7 @@ constexpr size_t kKeptReductions = 4;
 
 } // namespace
 
-llvm::Expected<bool> Solver::reduceTo(int64_t level) {
+llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep) {
   if (currentEval.peakBytes <= level)
     return true;
   // The search flags reduceTo reads, as one key.
@@ -54,6 +54,8 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
       reusedEvaluations += r.evaluations;
       return r.reached;
     }
+  if (!keep)
+    return reduceToAfresh(level);
   Reduction r;
   r.decisions = current;
   r.hints = currentHints;

@@ -304,8 +304,10 @@ private:
   /// Greedy until the peak is <= level. False when stuck. A function of
   /// the plan, the level and the search flags: a call asked for again (the
   /// next level's greedy repeats probeBelow's first descent, the next
-  /// probe its others) is answered from `reductions`.
-  llvm::Expected<bool> reduceTo(int64_t level);
+  /// probe its others) is answered from `reductions`, which keeps the calls
+  /// made with `keep` (probeBelow's: keeping every call cost the solves
+  /// without probes 3-6%).
+  llvm::Expected<bool> reduceTo(int64_t level, bool keep = false);
   /// reduceTo without `reductions`.
   llvm::Expected<bool> reduceToAfresh(int64_t level);
   /// Undoes decisions the level no longer needs; true if the step got
