@@ -441,9 +441,12 @@ llvm::Expected<AutoSolution> Solver::solve() {
       restore(built.resume);
       reusedEvaluations += built.checks.back().evaluations - solveEvaluations();
     }
-    if (llvm::Error err =
-            buildLadder(budget, baselinePeak, built, resume, replay.firstFit))
+    if (llvm::Error err = buildLadder(budget, baselinePeak, built, resume,
+                                      replay.firstFit)) {
+      // A ladder cut short by an error has no place to go on from.
+      built = AutoFamily();
       return std::move(err);
+    }
     replay.end = built.checks.size() - 1;
   }
   const AutoFamily::Check &end = built.checks[*replay.end];
