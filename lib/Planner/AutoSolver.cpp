@@ -441,8 +441,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
       restore(built.resume);
       reusedEvaluations += built.checks.back().evaluations - solveEvaluations();
     }
-    if (llvm::Error err = buildLadder(budget, baselinePeak, built, resume,
-                                      replay.firstFit)) {
+    if (llvm::Error err =
+            buildLadder(budget, baselinePeak, built, resume, replay.firstFit)) {
       // A ladder cut short by an error has no place to go on from.
       built = AutoFamily();
       return std::move(err);
