@@ -140,9 +140,11 @@ void Relaxation::addContention(const DeviceProfile &device,
   // A chain node re-run at several restore points is counted once in the
   // rows below, its time less its deficit: valid only while that is not
   // negative (every profile so far: deficits are a few percent).
-  for (size_t k = levels.size(); k-- > 1;)
+  for (size_t k = levels.size(); k-- > 0;)
     if (deficitOverOne[k])
       levels.erase(levels.begin() + k);
+  if (levels.empty())
+    return;
   // Columns: microseconds in which copies move both ways, only D2H, only
   // H2D. Each direction's copy work (full-rate microseconds) is done in
   // them.
