@@ -71,8 +71,9 @@ _WARM_S = 1.0
 # fitted too is dropped for the first: re-plans priced by a profiled step
 # are not always faster (T5 on an H200: 26.64 ms first, 29.16 ms re-planned,
 # both within the budget; bench/results/torch-inductor.md, 2026-11-26
-# isolated runs). 2% is above the 1-3% spread of one plan's median of
-# three steps only in part, so a re-plan within it is kept (no recompile).
+# isolated runs). Within 2% the two are not told apart (one plan's median
+# of three steps wanders 1-3% between calls): the re-plan is kept, which
+# saves a compile.
 _SLOWER = 0.02
 
 
@@ -527,11 +528,11 @@ def _retry_correction(first: Dict[str, Any], r: Any,
     """The correction for a last plan after the re-plan `r` peaked over:
     minus its error (measured - predicted peak), less by as much again as
     the error grew since the first plan. A plan fills the budget it is
-    planned at (budget + correction), so its peak is the budget minus the
-    error; adding the error to the correction `r` was made with counted
-    the first error twice (U-Net on an H200: 388 MB, then 443 MB under-
-    stated; the cumulative -831 MB correction left the step at 2.04 GB of
-    a 2.34 GB budget, 9% slower than it needed)."""
+    planned at (budget + correction) and peaks at that plus its error, so
+    minus the error meets the budget; adding the error to the correction
+    `r` was made with counted the first error twice (U-Net on an H200: 388
+    MB, then 443 MB under-stated; the cumulative -831 MB correction left
+    the step at 2.04 GB of a 2.34 GB budget, 9% slower than it needed)."""
     error = measured.peak_bytes - r.plan.peak_bytes
     grew = error - (first["peak_bytes"] - first["predicted_peak_bytes"])
     return int(-error - max(0, grew))
