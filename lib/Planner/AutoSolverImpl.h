@@ -200,6 +200,14 @@ struct LateMove {
   int64_t bytes = 0;
 };
 
+/// A plan between two ladder members (plansBetween).
+struct BetweenPlan {
+  std::vector<Decision> decisions;
+  std::vector<CopyHint> hints;
+  int64_t peak = 0;
+  double step = 0.0;
+};
+
 class Solver {
 public:
   Solver(const Evaluator &evaluator, const PlanOptions &options,
@@ -333,6 +341,16 @@ private:
   /// the time the step waits for their copies.
   std::vector<int32_t> costliestDecisions() const;
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
+  /// The plans one decision away from the member `upper` (a drop, or a
+  /// drop turned the other way; an offload also with the other copies
+  /// where `upper` placed them; an offload's prefetch issued after the peak
+  /// node) whose peak is below `upper`'s and at least `lowerPeak` and whose
+  /// step is under `lowerStep`: members between two members far apart
+  /// (AutoSolverBetween.cpp).
+  llvm::Expected<std::vector<BetweenPlan>>
+  plansBetween(llvm::ArrayRef<Decision> upper,
+               llvm::ArrayRef<CopyHint> upperHints, int64_t lowerPeak,
+               double lowerStep) const;
   /// Keeps values needed only after the peak node off the peak op: moves an
   /// offload's prefetch issued before it to after the peak node, or offloads
   /// a retained value live across it with such a prefetch, whichever lowers
