@@ -425,8 +425,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
           kBetweenMinGain * ladder[i].step)
         continue;
       llvm::Expected<std::vector<BetweenPlan>> plans =
-          plansBetween(ladder[i].decisions, ladder[i].hints,
-                       ladder[i + 1].peak, ladder[i + 1].step);
+          plansBetween(ladder[i].decisions, ladder[i].hints, ladder[i + 1].peak,
+                       ladder[i + 1].step);
       if (!plans)
         return plans.takeError();
       for (BetweenPlan &plan : *plans)

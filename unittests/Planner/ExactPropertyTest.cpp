@@ -121,9 +121,9 @@ constexpr KnownMiss kKnownMisses[] = {
 // plans between distant ladder members it missed 9 (also seeds 0 and 43 at
 // fraction 0, 2 at 0.75, 27 at 0.5 and 40 at 0.25, by +3.2% to +17.5%: a
 // budget under a member met by the next member, far below or slower, where
-// one decision more on the upper member fits); before the trade, widening and swap moves of
-// docs/Planner.md 35 (20 with no plan, worst +92.8%); before the flips
-// (flipCostly) 11.
+// one decision more on the upper member fits); before the trade, widening and
+// swap moves of docs/Planner.md 35 (20 with no plan, worst +92.8%); before the
+// flips (flipCostly) 11.
 TEST(ExactPropertyTest, FastSolverWithinTwoPercentOfExact) {
   const DeviceProfile device = testDeviceProfile();
   int checked = 0, missed = 0;
