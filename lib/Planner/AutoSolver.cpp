@@ -415,7 +415,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
   // members' do, so the family stays one whatever the budget. Not on a
   // tied ladder: its graphs' activations are small against a level.
   std::vector<std::pair<size_t, BetweenPlan>> between;
-  if (solverOptions.tiedClasses.empty() && !getenv("LETHE_NO_BETWEEN")) {
+  if (solverOptions.tiedClasses.empty()) {
     for (size_t i = 0; i + 1 < ladder.size(); ++i) {
       if (ladder[i].peak - ladder[i + 1].peak <= 2 * stepBytes)
         continue;
