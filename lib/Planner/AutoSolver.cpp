@@ -49,6 +49,9 @@ constexpr unsigned kLookBelow = 3;
 /// the lower member costs 0.1-0.3% more, and searching them doubled the
 /// solve at 40-90% (bench/results/planner-exact.md, 2026-11-26).
 constexpr double kBetweenMinGain = 0.01;
+/// Swaps tried one after another where the ladder ends (swapBelow): each
+/// costs up to 32 evaluations, once per solve that builds the whole ladder.
+constexpr unsigned kSwapBelowRounds = 4;
 
 } // namespace
 
@@ -287,6 +290,32 @@ llvm::Expected<AutoSolution> Solver::solve() {
           // last member lies between two levels (else the least peak the
           // ladder reaches stays a level above the one it got to).
           if (currentEval.peakBytes < ladder.back().peak) {
+            if (llvm::Error err = polishFully(currentEval.peakBytes))
+              return std::move(err);
+            record(j);
+          }
+          // One decision traded for another can still lower the peak where
+          // no single one does (AutoSolverBetween.cpp): each such plan is a
+          // member below the last.
+          if (currentEval.peakBytes != ladder.back().peak) {
+            current = ladder.back().decisions;
+            currentHints = ladder.back().hints;
+            llvm::Expected<Evaluation> eval =
+                evaluator.evaluate(current, currentHints);
+            if (!eval)
+              return eval.takeError();
+            currentEval = std::move(*eval);
+            offloadedBytes = 0;
+            for (size_t a = 0; a < acts.size(); ++a)
+              if (current[a] == Decision::Offload)
+                offloadedBytes += acts[a].bytes;
+          }
+          for (unsigned round = 0; round < kSwapBelowRounds; ++round) {
+            llvm::Expected<bool> lower = swapBelow(ladder.back().peak);
+            if (!lower)
+              return lower.takeError();
+            if (!*lower)
+              break;
             if (llvm::Error err = polishFully(currentEval.peakBytes))
               return std::move(err);
             record(j);

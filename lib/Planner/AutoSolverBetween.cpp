@@ -1,4 +1,4 @@
-//===- AutoSolverBetween.cpp - Plans between two distant ladder members ---===//
+//===- AutoSolverBetween.cpp - Plans between and below ladder members ----===//
 //
 // The ladder's greedy frees memory at the least time per byte, so where
 // single decisions are large against a level (1% of the unplanned peak),
@@ -8,8 +8,10 @@
 // 2 MiB one). Between two members more than two levels apart, the plans one
 // decision away from the upper member are evaluated, cheapest first; those
 // whose peak is below the upper's and no lower than the lower's, and whose
-// step is faster than the lower's, are members of the family too
-// (docs/Planner.md, "Between members").
+// step is faster than the lower's, are members of the family too. And where
+// the ladder ends (the greedy, which only adds decisions, is stuck), a
+// dropped activation retained again with a drop at the op it then peaks at
+// can still lower the peak: swapBelow (docs/Planner.md, "Between members").
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,4 +143,103 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
     }
   }
   return found;
+}
+
+/// Evaluations one swap below the ladder's end may make.
+constexpr size_t kSwapBelowTries = 32;
+/// Dropped activations tried back as retained, and drops tried with each.
+constexpr size_t kSwapBelowRetains = 8;
+constexpr size_t kSwapBelowDrops = 4;
+
+llvm::Expected<bool> Solver::swapBelow(int64_t below) {
+  const State start = save();
+  // The dropped activations whose decision costs the step most first:
+  // retained again, they save the most (a recompute its re-run, an offload
+  // the copy time the step waits for). Where the peak op holds a chain's
+  // result or a prefetched buffer, retaining it is what frees that op.
+  std::vector<std::pair<double, int32_t>> dropped;
+  for (size_t a = 0; a < acts.size(); ++a) {
+    if (current[a] == Decision::Retain)
+      continue;
+    double cost = current[a] == Decision::Recompute ? acts[a].recomputeUs
+                                                    : exposedCopyUs(a);
+    dropped.push_back({-cost, static_cast<int32_t>(a)});
+  }
+  llvm::sort(dropped);
+  if (dropped.size() > kSwapBelowRetains)
+    dropped.resize(kSwapBelowRetains);
+
+  std::optional<State> best;
+  auto consider = [&](State s) {
+    if (s.eval.peakBytes >= below ||
+        s.eval.hostPeakBytes > options.hostBudgetBytes ||
+        s.offloaded > options.hostBudgetBytes)
+      return;
+    if (best && std::make_pair(s.eval.peakBytes, s.eval.stepUs) >=
+                    std::make_pair(best->eval.peakBytes, best->eval.stepUs))
+      return;
+    best = std::move(s);
+  };
+  size_t tries = 0;
+  for (auto [negCost, d] : dropped) {
+    if (tries >= kSwapBelowTries)
+      break;
+    restore(start);
+    if (current[d] == Decision::Offload)
+      offloadedBytes -= acts[d].bytes;
+    current[d] = Decision::Retain;
+    currentHints[d] = CopyHint();
+    ++tries;
+    llvm::Expected<Evaluation> retained =
+        evaluator.evaluate(current, currentHints);
+    if (!retained)
+      return retained.takeError();
+    currentEval = std::move(*retained);
+    if (currentEval.peakBytes < below) {
+      consider(save());
+      continue;
+    }
+    // Else with the drop that frees the op it now peaks at, as the greedy
+    // prices them there.
+    const Positions pos = index(currentEval);
+    planner::CopyModel copies(analysis, device, *currentEval.placement,
+                              currentHints);
+    Batch batch = prepareBatch(pos, currentEval, current);
+    const size_t peakOp = currentEval.memory.peakOp;
+    llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
+    const int64_t peak = currentEval.peakBytes;
+    auto atPeak = [&] {
+      size_t first = peakOp, last = peakOp;
+      while (first > 0 && memory[first - 1] >= peak)
+        --first;
+      while (last + 1 < memory.size() && memory[last + 1] >= peak)
+        ++last;
+      return std::make_pair(first, last);
+    };
+    std::vector<const Candidate *> cands =
+        candidatesAt(peakOp, pos, currentEval, batch, copies, 32, atPeak);
+    llvm::sort(cands, [](const Candidate *x, const Candidate *y) {
+      return betterCandidate(*x, *y);
+    });
+    size_t drops = 0;
+    for (const Candidate *c : cands) {
+      if (c->act == d)
+        continue;
+      if (drops++ >= kSwapBelowDrops || tries >= kSwapBelowTries)
+        break;
+      ++tries;
+      std::vector<Decision> trial = current;
+      std::vector<CopyHint> trialHints = currentHints;
+      trial[c->act] = c->decision;
+      trialHints[c->act] = c->hint;
+      llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+      if (!eval)
+        return eval.takeError();
+      consider(State{std::move(trial), std::move(trialHints), std::move(*eval),
+                     offloadedBytes + (c->decision == Decision::Offload) *
+                                          acts[c->act].bytes});
+    }
+  }
+  restore(best ? std::move(*best) : start);
+  return best.has_value();
 }

@@ -347,6 +347,12 @@ private:
   /// node) whose peak is below `upper`'s and at least `lowerPeak` and whose
   /// step is under `lowerStep`: members between two members far apart
   /// (AutoSolverBetween.cpp).
+  /// Where the ladder ends (the greedy only adds decisions and is stuck):
+  /// pairs of one drop at the peak op (a candidate of candidatesAt) and one
+  /// dropped activation retained again; the current plan becomes the pair
+  /// with the least peak under `below` (true), else stays (false)
+  /// (AutoSolverBetween.cpp).
+  llvm::Expected<bool> swapBelow(int64_t below);
   llvm::Expected<std::vector<BetweenPlan>>
   plansBetween(llvm::ArrayRef<Decision> upper,
                llvm::ArrayRef<CopyHint> upperHints, int64_t lowerPeak,
