@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Lethe inside torch.compile (issue 15) against PyTorch's options, on a GPU.
 
-One process per model; Lethe plans in the process (the `lethe` wheel, no
+One process per model, and on a GPU each method in a process of its own
+(--isolate): a method timed after others in the same process issued its
+steps up to 2x slower on the host (T5, Swin-T on an H200), which the
+method did not cause. Lethe plans in the process (the `lethe` wheel, no
 build tree). Methods:
   none, full, every2, selective, save_on_cpu  eager PyTorch
   aot_eager                                    AOTAutograd, no inductor
@@ -494,6 +497,53 @@ def least_budget(name, args, device):
     return None
 
 
+def _isolate(args, device):
+    return args.isolate == "on" or (args.isolate == "auto"
+                                    and device.type == "cuda")
+
+
+def run_method_isolated(method, args, budgets):
+    """run_method in a fresh process (`one` below): what a method costs on
+    the host must not depend on what ran before it. A failure in the
+    child is the method's row, as in-process."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="lethe-bench-") as d:
+        spec = os.path.join(d, "spec.json")
+        out = os.path.join(d, "result.json")
+        with open(spec, "w") as f:
+            json.dump({"args": vars(args), "method": method,
+                       "budgets": budgets}, f)
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__),
+                               "one", spec, out], stderr=subprocess.PIPE,
+                              text=True)
+        if proc.stderr:
+            sys.stderr.write(proc.stderr)
+        if not os.path.exists(out):
+            raise RuntimeError(f"the process of {method} exited with "
+                               f"{proc.returncode} and no result: "
+                               f"{proc.stderr[-400:]}")
+        with open(out) as f:
+            r = json.load(f)
+    return r
+
+
+def run_one(spec_path, out_path):
+    """The child of run_method_isolated."""
+    with open(spec_path) as f:
+        spec = json.load(f)
+    args = argparse.Namespace(**spec["args"])
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        r = run_method(args.model, spec["method"], args, device,
+                       spec["budgets"])
+    except Exception as e:  # noqa: BLE001 - the parent makes it the row
+        r = {"error": f"{type(e).__name__}: {str(e)[:400]}",
+             "trace": traceback.format_exc()[-2000:]}
+    with open(out_path, "w") as f:
+        json.dump(r, f, default=str)
+
+
 def _chain(e):
     seen = []
     while e is not None and e not in seen:
@@ -547,7 +597,10 @@ def run(args):
             elif key is not None:
                 budgets[key] = key
             start = time.time()
-            r = run_method(args.model, method, args, device, budgets)
+            if _isolate(args, device):
+                r = run_method_isolated(method, args, budgets)
+            else:
+                r = run_method(args.model, method, args, device, budgets)
             r["wall_s"] = time.time() - start
         except Exception as e:  # noqa: BLE001 - a failed method is a row
             r = {"error": f"{type(e).__name__}: {str(e)[:400]}",
@@ -808,6 +861,13 @@ def main():
                    "--floor)")
     r.add_argument("--deadline", type=float, default=None,
                    help="seconds after which remaining methods are skipped")
+    r.add_argument("--isolate", choices=["auto", "on", "off"],
+                   default="auto",
+                   help="run each method in a process of its own (auto: "
+                   "on a GPU)")
+    o = sub.add_parser("one", help=argparse.SUPPRESS)
+    o.add_argument("spec")
+    o.add_argument("out")
     p = sub.add_parser("report", help="tables and plot from run outputs")
     p.add_argument("results", nargs="+")
     p.add_argument("--md", default=None)
@@ -815,6 +875,8 @@ def main():
     args = ap.parse_args()
     if args.cmd == "run":
         run(args)
+    elif args.cmd == "one":
+        run_one(args.spec, args.out)
     else:
         docs = []
         for path in args.results:
