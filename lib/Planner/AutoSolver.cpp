@@ -297,7 +297,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
           // One decision traded for another can still lower the peak where
           // no single one does (AutoSolverBetween.cpp): each such plan is a
           // member below the last.
-          if (currentEval.peakBytes != ladder.back().peak) {
+          if (current != ladder.back().decisions ||
+              currentHints != ladder.back().hints) {
             current = ladder.back().decisions;
             currentHints = ladder.back().hints;
             llvm::Expected<Evaluation> eval =
@@ -421,7 +422,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
       best = s;
   };
   std::vector<double> keys(ladder.size());
-  std::optional<size_t> fits;
+  bool fitted = false;
   double key = 0.0;
   for (size_t i = 0; i < ladder.size(); ++i) {
     size_t fastest = i;
@@ -430,9 +431,9 @@ llvm::Expected<AutoSolution> Solver::solve() {
         fastest = k;
     key = std::max(key, ladder[fastest].step);
     keys[i] = key;
-    if (!fits && ladder[fastest].peak <= budget) {
+    if (!fitted && ladder[fastest].peak <= budget) {
       consider({key, 0, fastest});
-      fits = i;
+      fitted = true;
     }
   }
   for (size_t i = 0; i < seeds.size(); ++i)

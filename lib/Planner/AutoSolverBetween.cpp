@@ -20,6 +20,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 using namespace lethe;
