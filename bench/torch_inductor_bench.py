@@ -540,6 +540,7 @@ def run_one(spec_path, out_path):
     except Exception as e:  # noqa: BLE001 - the parent makes it the row
         r = {"error": f"{type(e).__name__}: {str(e)[:400]}",
              "trace": traceback.format_exc()[-2000:]}
+    r["pid"] = os.getpid()  # which process measured it
     with open(out_path, "w") as f:
         json.dump(r, f, default=str)
 

@@ -396,3 +396,11 @@ def _is_gather(n: fx.Node) -> bool:
 
 def _is_cast(n: fx.Node) -> bool:
     return _packet(n) in ("convert_element_type", "_to_copy", "to")
+
+
+def value_names(n: fx.Node, index: int) -> List[str]:
+    """FX names carrying output `index` of node n."""
+    if isinstance(n.meta.get("val"), (list, tuple)):
+        return [u.name for u in n.users if u.target is operator.getitem
+                and u.args[1] == index]
+    return [n.name]

@@ -19,7 +19,8 @@ fusion. Ours:
    functionalization, static inputs, the autograd-like backward order and
    the rest of what inductor expects;
 4. compares what min-cut saved with the plan (`mismatches`);
-5. replaces each offloaded saved value by its host copy (lethe._offload_ops).
+5. replaces each offloaded saved value by its host copy (lethe._offload_insert,
+   with the ops of lethe._offload_ops).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import torch
 import torch.fx as fx
 
 from lethe import InfeasibleBudgetError, Plan
-from lethe._fused_graph import (FusedGraph, _is_tensor_node,
+from lethe import _offload_insert
+from lethe._fused_graph import (FusedGraph, _is_tensor_node, value_names,
                                 build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
 from lethe._measure import (CostTable, device_key, host_launch_profile,
@@ -378,7 +380,7 @@ class LethePartitioner(_partitioner_base()):
                     "sets it; with lethe.torch.partitioner pass options="
                     "{'custom_partitioner_fn': ..., 'allow_buffer_reuse': "
                     "False}), or plan with offload=False")
-            moved = _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded,
+            moved = _offload_insert.insert(fw, bw, num_fwd_outputs, offloaded,
                                         plan, fused, device)
         record = PartitionRecord(
             plan, fused.doc if self.dump_dir else None, saved, mismatches,
@@ -623,14 +625,6 @@ def _saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> List[str]:
             and isinstance(a.meta.get("val"), torch.Tensor)]
 
 
-def _value_names(n: fx.Node, index: int) -> List[str]:
-    """FX names carrying output `index` of node n."""
-    if isinstance(n.meta.get("val"), (list, tuple)):
-        return [u.name for u in n.users if u.target is operator.getitem
-                and u.args[1] == index]
-    return [n.name]
-
-
 def _storage_root(n: fx.Node, op_types) -> fx.Node:
     """The node owning n's storage: through views, and through the getitems
     of view ops that return several views (split, chunk, unbind)."""
@@ -654,7 +648,7 @@ def _mismatches(gm, fused, plan, saved):
         n = fused.fx_of.get(nid)
         if n is None:
             continue
-        for name in _value_names(n, index):
+        for name in value_names(n, index):
             planned[name] = (d.kind, _bytes(by_name.get(name)))
     # A value planned kept keeps its storage: saving any view of it (or its
     # base, as min-cut does for a split's halves) is the plan.
@@ -694,136 +688,3 @@ def _mismatches(gm, fused, plan, saved):
 def _bytes(n: Optional[fx.Node]) -> int:
     v = n.meta.get("val") if n is not None else None
     return v.numel() * v.element_size() if isinstance(v, torch.Tensor) else 0
-
-
-# --- offload: host copies in the partitioned graphs ------------------------
-
-def _offload_ops_insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
-                        device) -> List[str]:
-    """Saves the host copy of every offloaded value the forward saves, and
-    reloads it in the backward at the plan's prefetch point."""
-    from lethe import _offload_ops
-    _offload_ops.ensure_registered()
-    ops = torch.ops.lethe
-    fw_out = next(n for n in fw.graph.nodes if n.op == "output")
-    outs = list(fw_out.args[0])
-    fw_by_name = {n.name: n for n in fw.graph.nodes}
-    bw_by_name = {n.name: n for n in bw.graph.nodes}
-    joint_order = {e["name"]: e["id"] for e in fused.doc["nodes"]}
-    moved = []
-    for n, index in offloaded:
-        decision = plan.owners.get((fused.root_of[n], index))
-        for name in _value_names(n, index):
-            x = fw_by_name.get(name)
-            p = bw_by_name.get(name)
-            if x is None or p is None or x not in outs[num_fwd_outputs:] \
-                    or p.op != "placeholder":
-                continue
-            val = x.meta["val"]
-            with fw.graph.inserting_after(x):
-                h = fw.graph.call_function(ops.offload.default, (x,))
-            h.meta["val"] = _fake_like(val, torch.device("cpu"))
-            readers = [u for u in x.users if u is not h and u is not fw_out]
-            if readers:
-                first = min(readers, key=_position(fw.graph))
-                with fw.graph.inserting_before(first):
-                    fenced = fw.graph.call_function(ops.fence.default, (x, h))
-                fenced.meta["val"] = val
-                for u in readers:
-                    u.replace_input_with(x, fenced)
-            outs = [h if a is x else a for a in outs]
-            fw_out.args = (tuple(outs),) + tuple(fw_out.args[1:])
-
-            # Backward: the placeholder is now the host copy.
-            p.meta["val"] = _fake_like(p.meta["val"], torch.device("cpu"))
-            users = list(p.users)
-            if not users:
-                continue
-            first_use = min(users, key=_position(bw.graph))
-            dep = _prefetch_anchor(bw, decision, fused, joint_order,
-                                   first_use)
-            where = dep if dep is not None else _last_placeholder(bw)
-            with bw.graph.inserting_after(where):
-                y = bw.graph.call_function(
-                    ops.reload.default,
-                    (p, device, dep if dep is not None else None))
-            y.meta["val"] = _fake_like(val, device)
-            if dep is not None:
-                _pin_after(bw, y, first_use)
-            with bw.graph.inserting_before(first_use):
-                w = bw.graph.call_function(ops.wait.default, (y,))
-            w.meta["val"] = y.meta["val"]
-            for u in users:
-                if u is not y:
-                    u.replace_input_with(p, w)
-            moved.append(name)
-    for g in (fw, bw):
-        g.graph.lint()
-        g.recompile()
-    return moved
-
-
-def _position(graph):
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    return lambda n: order[n]
-
-
-def _last_placeholder(gm):
-    last = None
-    for n in gm.graph.nodes:
-        if n.op == "placeholder":
-            last = n
-    return last
-
-
-def _prefetch_anchor(bw, decision, fused, joint_order, first_use):
-    """The backward node after which the reload starts: the plan's prefetch
-    point when the backward computes it, else the latest backward tensor
-    node of the joint graph before it; never after the first use."""
-    if decision is None or decision.prefetch_after is None:
-        return None
-    entry = fused.doc["nodes"][decision.prefetch_after]
-    target = entry["id"]
-    position = _position(bw.graph)
-    best = None
-    for n in bw.graph.nodes:
-        if n.op != "call_function" or not isinstance(
-                n.meta.get("val"), torch.Tensor):
-            continue
-        if position(n) >= position(first_use):
-            break
-        nid = joint_order.get(n.name)
-        if nid is not None and nid <= target:
-            best = n
-    return best
-
-
-def _pin_after(bw, y, first_use):
-    """Makes the first tensor node after the reload read through a fence on
-    it, so that inductor cannot sink the reload to its first use."""
-    ops = torch.ops.lethe
-    node = y.next
-    while node is not first_use and node.op != "output":
-        if node.op == "call_function" and isinstance(
-                node.meta.get("val"), torch.Tensor) and node.users \
-                and node.target is not operator.getitem:
-            readers = list(node.users)
-            with bw.graph.inserting_after(node):
-                fenced = bw.graph.call_function(ops.fence.default,
-                                                (node, y))
-            fenced.meta["val"] = node.meta["val"]
-            for u in readers:
-                u.replace_input_with(node, fenced)
-            return
-        node = node.next
-
-
-def _fake_like(val, device):
-    """A fake tensor like `val` on `device`, in val's fake mode."""
-    mode = getattr(val, "fake_mode", None)
-    if mode is None:
-        return torch.empty_strided(val.size(), val.stride(), dtype=val.dtype,
-                                   device="meta")
-    with mode:
-        return torch.empty_strided(val.size(), val.stride(), dtype=val.dtype,
-                                   device=device)

@@ -78,6 +78,10 @@ def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch):
     # kernels are scaled by the measured error.
     from lethe import _kernel_times
     monkeypatch.setattr(_kernel_times, "supported", lambda: False)
+    from lethe import _calibrate
+    # CPU steps wander by more than the 2% after which a slower re-plan
+    # gives way to the first: this test is about how the re-plan is made.
+    monkeypatch.setattr(_calibrate, "_SLOWER", 10.0)
     model = _model()
     ref = _step(model, model)
     torch._dynamo.reset()
@@ -108,7 +112,8 @@ def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch):
 
 
 @needs_lethe
-def test_calibration_prices_generated_kernels_by_a_profiled_step():
+def test_calibration_prices_generated_kernels_by_a_profiled_step(
+        monkeypatch):
     # The warm step after the compile runs under torch.profiler; the
     # kernels inductor generated (C++ here, Triton on a GPU) are matched to
     # the call sites inductor recorded while compiling and their times
@@ -117,6 +122,10 @@ def test_calibration_prices_generated_kernels_by_a_profiled_step():
     from lethe import _kernel_times
     if not _kernel_times.supported():
         pytest.skip("this torch records no kernel provenance")
+    from lethe import _calibrate
+    # CPU steps wander by more than the 2% after which a slower re-plan
+    # gives way to the first: this test is about how the re-plan is made.
+    monkeypatch.setattr(_calibrate, "_SLOWER", 10.0)
     model = _model()
     ref = _step(model, model)
     torch._dynamo.reset()
@@ -385,7 +394,8 @@ def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
     # with the time scale alone (no peak correction), the new plan peaks
     # over. Measured on an H200 (MoE): the retry interpolated between two
     # equal corrections and made the same plan again. It is corrected by
-    # the re-plan's own error instead.
+    # the re-plan's own error instead (10 B), and by as much as the error
+    # grew since the first plan (from -30 to +10 B).
     box = []
     cal, p, report, compiled = _calibrator(
         monkeypatch,
@@ -395,7 +405,7 @@ def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
     assert p.peak_correction == 0 and p.time_scale == 0.5
     p.compile()
     assert cal.on_step(Measurement(1040, 5.0))
-    assert report["retried"] and p.peak_correction == -10
+    assert report["retried"] and p.peak_correction == -50
     p.compile()
     assert not cal.on_step(Measurement(995, 5.0))
     assert compiled.dynamo_ctx == "plan 3"
@@ -404,13 +414,15 @@ def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
 def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
     from lethe._calibrate import Measurement
     # The model is low by 100 B on the first plan and by 150 B on the
-    # corrected one: a second correction (by the second plan's error) fits.
+    # corrected one: a second correction fits, by the second plan's error
+    # and by as much as the error grew (150 + 50), not by both errors
+    # (-250: U-Net on an H200 then ran 13% under its budget).
     cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c)
     assert cal.on_step(Measurement(1100, 10.0))
     assert p.peak_correction == -100
     p.compile()
     assert cal.on_step(Measurement(1050, 10.0))  # predicted 900: -150
-    assert p.peak_correction == -250 and report["retried"]
+    assert p.peak_correction == -200 and report["retried"]
     p.compile()
     assert not cal.on_step(Measurement(990, 10.0))
     assert compiled.dynamo_ctx == "plan 3" and not report.get("reverted")
