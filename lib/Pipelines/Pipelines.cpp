@@ -5,8 +5,10 @@
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
-#include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
+#include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 
@@ -75,11 +77,15 @@ static LogicalResult runCostPass(ModuleOp module,
 }
 
 /// lethe-plan with the pipeline's options and `budget` for the budget.
+/// `families`: `auto`'s ladders, kept across the plans of one search.
 static void addPlanPass(OpPassManager &pm, const LethePipelineConfig &config,
-                        StringRef budget) {
+                        StringRef budget,
+                        std::shared_ptr<AutoFamilies> families = nullptr) {
   PlanActivationsOptions plan = config.plan;
   plan.budget = budget.str();
-  pm.addPass(createPlanActivations(std::move(plan)));
+  pm.addPass(families
+                 ? createPlanActivations(std::move(plan), std::move(families))
+                 : createPlanActivations(std::move(plan)));
 }
 
 void lethe::buildPlanPhase(OpPassManager &pm,
@@ -274,7 +280,7 @@ public:
       return success();
     });
     PassManager plan(context);
-    addPlanPass(plan, config, budget);
+    addPlanPass(plan, config, budget, families);
     if (failed(plan.run(*result.module)))
       return result;
     compilePlanned(result);
@@ -411,8 +417,8 @@ public:
     // Its errors are the failed attempt's, already recorded.
     ScopedDiagnosticHandler quiet(costed.getContext(),
                                   [](Diagnostic &) { return success(); });
-    FailureOr<PlannedStep> step =
-        planStep(*func, options, *device, [](const llvm::Twine &) {});
+    FailureOr<PlannedStep> step = planStep(
+        *func, options, *device, [](const llvm::Twine &) {}, families.get());
     if (failed(step))
       return failure();
     return std::move(step->plan);
@@ -434,6 +440,10 @@ public:
   const LethePipelineConfig &config;
   bool exact;
   int attempts = 0;
+  /// Every attempt plans `costed` with `config` but for the budget: `auto`
+  /// builds its ladder once for all of them, as far as the lowest budget
+  /// needs (AutoSolverOptions::family).
+  std::shared_ptr<AutoFamilies> families = std::make_shared<AutoFamilies>();
 };
 
 } // namespace
@@ -540,11 +550,14 @@ LogicalResult lethe::agreeWithPipeline(ModuleOp module, func::FuncOp func,
   // a function of the budget), stated for the budget asked for.
   // The lower bound stays the one for the budget asked for: a bound for
   // less does not bound every plan under it.
+  // Where the cost pass leaves the costs as they are, `func` plans as the
+  // search's module does (attemptPlanned): its ladder is the search's.
   PlanActivationsOptions options = config.plan;
   options.budget = std::to_string(kept->planBudget);
   options.bound = false;
-  FailureOr<PlannedStep> replanned =
-      planStep(func, options, device, [](const llvm::Twine &) {});
+  FailureOr<PlannedStep> replanned = planStep(
+      func, options, device, [](const llvm::Twine &) {},
+      config.annotateCosts ? nullptr : search.families.get());
   if (failed(replanned) || !replanned->plan.feasible)
     return failure();
   replanned->plan.budgetBytes = plan.budgetBytes;

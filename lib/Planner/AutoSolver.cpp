@@ -32,14 +32,6 @@ using namespace lethe::autosolver;
 
 namespace {
 
-struct Member {
-  std::vector<Decision> decisions;
-  std::vector<CopyHint> hints;
-  int64_t peak = 0;
-  double step = 0.0;
-  unsigned level = 0;
-};
-
 /// Ladder levels built below the first one that fits the budget.
 constexpr unsigned kLookBelow = 3;
 /// Two members far apart are searched between (plansBetween) only where
@@ -52,10 +44,48 @@ constexpr double kBetweenMinGain = 0.01;
 /// Swaps tried one after another where the ladder ends (swapBelow): each
 /// costs up to 32 evaluations, once per solve that builds the whole ladder.
 constexpr unsigned kSwapBelowRounds = 4;
+/// reduceTo calls kept for reuse: a probe's descents (kProbeLevels, 3) are
+/// asked for again by the next level's greedy and probe; older ones are not
+/// (and each kept one holds an evaluation's schedule).
+constexpr size_t kKeptReductions = 4;
 
 } // namespace
 
-llvm::Expected<bool> Solver::reduceTo(int64_t level) {
+llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep) {
+  if (currentEval.peakBytes <= level)
+    return true;
+  // The search flags reduceTo reads, as one key.
+  const unsigned flags = (freeOnly ? 1u : 0u) | (noTrades ? 2u : 0u) |
+                         (tying ? 4u : 0u) | (partialTies ? 8u : 0u);
+  for (const Reduction &r : reductions)
+    if (r.level == level && r.flags == flags && r.offloaded == offloadedBytes &&
+        r.decisions == current && r.hints == currentHints) {
+      restore(r.result);
+      reusedEvaluations += r.evaluations;
+      return r.reached;
+    }
+  if (!keep)
+    return reduceToAfresh(level);
+  Reduction r;
+  r.decisions = current;
+  r.hints = currentHints;
+  r.offloaded = offloadedBytes;
+  r.level = level;
+  r.flags = flags;
+  const size_t before = evaluator.getEvaluations();
+  llvm::Expected<bool> reached = reduceToAfresh(level);
+  if (!reached)
+    return reached.takeError();
+  r.result = save();
+  r.reached = *reached;
+  r.evaluations = evaluator.getEvaluations() - before;
+  if (reductions.size() == kKeptReductions)
+    reductions.erase(reductions.begin());
+  reductions.push_back(std::move(r));
+  return *reached;
+}
+
+llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
   MaxTree tree;
   for (unsigned iter = 0; iter < 64; ++iter) {
     if (currentEval.peakBytes <= level)
@@ -177,18 +207,10 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level) {
   return currentEval.peakBytes <= level;
 }
 
-llvm::Expected<AutoSolution> Solver::solve() {
-  AutoSolution solution;
-  const int64_t budget = options.budgetBytes;
-  current.assign(acts.size(), Decision::Retain);
-  currentHints.assign(acts.size(), CopyHint());
-  llvm::Expected<Evaluation> base = evaluator.evaluate(current);
-  if (!base)
-    return base.takeError();
-  currentEval = std::move(*base);
-  const int64_t baselinePeak = currentEval.peakBytes;
-
-  std::vector<Member> ladder;
+llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
+                                AutoFamily &family, bool resume,
+                                std::optional<size_t> firstFit) {
+  std::vector<Member> &ladder = family.ladder;
   auto record = [&](unsigned level) {
     Member m;
     m.decisions = current;
@@ -198,30 +220,39 @@ llvm::Expected<AutoSolution> Solver::solve() {
     m.level = level;
     ladder.push_back(std::move(m));
   };
-  record(0);
-  stepBytes = std::max<int64_t>(
-      1, static_cast<int64_t>(std::llround(solverOptions.levelStep *
-                                           static_cast<double>(baselinePeak))));
-  // Seeds first: the ladder falls back on them where the greedy is stuck.
-  std::vector<Evaluation> seedEvals;
-  for (const AutoSeed &seed : seeds) {
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(seed.decisions);
-    if (!eval)
-      return eval.takeError();
-    seedEvals.push_back(std::move(*eval));
+  // Where the loop below checks its end: what a later solve replays
+  // (AutoFamily::replay).
+  auto check = [&] {
+    family.checks.push_back({ladder.size(), solveEvaluations()});
+  };
+  unsigned j = family.nextLevel;
+  if (!resume) {
+    record(0);
+    // Seeds first: the ladder falls back on them where the greedy is stuck.
+    for (const AutoSeed &seed : seeds) {
+      llvm::Expected<Evaluation> eval = evaluator.evaluate(seed.decisions);
+      if (!eval)
+        return eval.takeError();
+      family.seedEvals.push_back(std::move(*eval));
+    }
+    j = 1;
   }
+  llvm::ArrayRef<Evaluation> seedEvals = family.seedEvals;
   // The family's member i is the fastest of ladder plans i to i +
   // kLookBelow (all fit level i): the greedy is path-dependent, and a plan a
   // few levels down is at times faster than the one found at the level. So
   // the ladder is built kLookBelow plans past the first that fits.
-  std::optional<size_t> firstFit;
-  if (ladder.back().peak <= budget)
-    firstFit = 0;
-  for (unsigned j = 1; !firstFit || ladder.size() <= *firstFit + kLookBelow;
-       ++j) {
+  if (!resume) {
+    if (ladder.back().peak <= budget)
+      firstFit = 0;
+    check();
+  }
+  for (; !firstFit || ladder.size() <= *firstFit + kLookBelow; ++j) {
     int64_t level = baselinePeak - static_cast<int64_t>(j) * stepBytes;
-    if (level < 0)
+    if (level < 0) {
+      family.complete = true;
       break;
+    }
     if (currentEval.peakBytes <= level)
       continue; // this level's member is the previous one
     llvm::Expected<bool> reached = reduceTo(level);
@@ -256,7 +287,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
           if (current[a] == Decision::Offload)
             offloadedBytes += acts[a].bytes;
         if (llvm::Error err = improveRestart(level))
-          return std::move(err);
+          return err;
         if (!picked || currentEval.stepUs < picked->eval.stepUs) {
           pick = i;
           picked = save();
@@ -265,7 +296,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
       if (pick) {
         restore(std::move(*picked));
         if (llvm::Error err = probeBelow(level))
-          return std::move(err);
+          return err;
       } else {
         // No seed fits either: keep what is needed only after the peak op
         // off it (late prefetches), where the ladder would otherwise end.
@@ -281,7 +312,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
           State reached = save();
           restore(std::move(*from));
           if (llvm::Error err = polishFully(currentEval.peakBytes))
-            return std::move(err);
+            return err;
           record(j);
           restore(std::move(reached));
         }
@@ -291,7 +322,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
           // ladder reaches stays a level above the one it got to).
           if (currentEval.peakBytes < ladder.back().peak) {
             if (llvm::Error err = polishFully(currentEval.peakBytes))
-              return std::move(err);
+              return err;
             record(j);
           }
           // One decision traded for another can still lower the peak where
@@ -318,9 +349,10 @@ llvm::Expected<AutoSolution> Solver::solve() {
             if (!*lower)
               break;
             if (llvm::Error err = polishFully(currentEval.peakBytes))
-              return std::move(err);
+              return err;
             record(j);
           }
+          family.complete = true;
           break;
         }
       }
@@ -332,9 +364,9 @@ llvm::Expected<AutoSolution> Solver::solve() {
       if (!polished)
         return polished.takeError();
       if (llvm::Error err = replaceTrades(level))
-        return std::move(err);
+        return err;
       if (llvm::Error err = swapCostly(level))
-        return std::move(err);
+        return err;
     }
     if (!tying) {
       // The member is the plan with its costliest decisions flipped where
@@ -346,7 +378,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
         floor = std::max(floor, m.step);
       State path = save();
       if (llvm::Error err = flipCostly(level, floor))
-        return std::move(err);
+        return err;
       record(j);
       restore(std::move(path));
     } else {
@@ -389,7 +421,77 @@ llvm::Expected<AutoSolution> Solver::solve() {
         tying = false;
       }
     }
+    check();
   }
+  if (family.complete) {
+    check();
+  } else {
+    // Where a solve at a lower budget goes on.
+    family.resume = save();
+    family.nextLevel = j;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<AutoSolution> Solver::solve() {
+  AutoSolution solution;
+  const int64_t budget = options.budgetBytes;
+  current.assign(acts.size(), Decision::Retain);
+  currentHints.assign(acts.size(), CopyHint());
+  llvm::Expected<Evaluation> base = evaluator.evaluate(current);
+  if (!base)
+    return base.takeError();
+  currentEval = std::move(*base);
+  const int64_t baselinePeak = currentEval.peakBytes;
+
+  stepBytes = std::max<int64_t>(
+      1, static_cast<int64_t>(std::llround(solverOptions.levelStep *
+                                           static_cast<double>(baselinePeak))));
+  // The ladder of an earlier solve of this step (at another budget): taken
+  // as far as this budget's ladder goes, and built on where it stops short.
+  AutoFamily local;
+  AutoFamily *family = tying ? nullptr : solverOptions.family;
+  if (family) {
+    AutoFamily::Inputs inputs{acts.size(),
+                              baselinePeak,
+                              currentEval.stepUs,
+                              options.hostBudgetBytes,
+                              solverOptions.levelStep,
+                              solverOptions.latePrefetch,
+                              solverOptions.chainReaders,
+                              {}};
+    for (const AutoSeed &seed : seeds)
+      inputs.seeds.push_back(seed.decisions);
+    if (family->inputs != inputs) {
+      *family = AutoFamily();
+      family->inputs = std::move(inputs);
+    }
+  }
+  AutoFamily &built = family ? *family : local;
+  AutoFamily::Replay replay = built.replay(budget);
+  if (replay.end) {
+    solution.reusedMembers = built.checks[*replay.end].members;
+  } else {
+    const bool resume = !built.checks.empty();
+    if (resume) {
+      solution.reusedMembers = built.ladder.size();
+      restore(built.resume);
+      reusedEvaluations += built.checks.back().evaluations - solveEvaluations();
+    }
+    if (llvm::Error err =
+            buildLadder(budget, baselinePeak, built, resume, replay.firstFit)) {
+      // A ladder cut short by an error has no place to go on from.
+      built = AutoFamily();
+      return std::move(err);
+    }
+    replay.end = built.checks.size() - 1;
+  }
+  const AutoFamily::Check &end = built.checks[*replay.end];
+  // The evaluations a solve without the family had made by now.
+  reusedEvaluations += end.evaluations - solveEvaluations();
+  std::vector<Member> ladder(built.ladder.begin(),
+                             built.ladder.begin() + end.members);
+  std::vector<Evaluation> seedEvals = built.seedEvals;
   solution.levels = static_cast<unsigned>(ladder.size());
 
   // Seeds.
@@ -468,10 +570,10 @@ llvm::Expected<AutoSolution> Solver::solve() {
   auto chosenStepOf = [&](const Scored &s) {
     return s.rank == 1 ? seedEvals[s.index].stepUs : ladder[s.index].step;
   };
-  std::optional<Scored> family = best;
+  const std::optional<Scored> familyChoice = best;
   for (auto [k, entry] : llvm::enumerate(between))
     if (entry.second.peak <= budget &&
-        (!family || entry.second.step < chosenStepOf(*family)))
+        (!familyChoice || entry.second.step < chosenStepOf(*familyChoice)))
       consider({std::max(keys[entry.first], entry.second.step), 2, k});
 
   if (!best) {
@@ -550,6 +652,37 @@ llvm::Expected<AutoSolution> Solver::solve() {
   for (size_t a = 0; a < acts.size(); ++a)
     solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);
   return solution;
+}
+
+AutoFamily::Replay AutoFamily::replay(int64_t budget) const {
+  // Solver::buildLadder's loop: firstFit is the first member that fits, set
+  // where an iteration ends; the loop ends once kLookBelow members follow
+  // it, or by itself (the last check of a complete ladder).
+  Replay result;
+  for (size_t t = 0; t < checks.size(); ++t) {
+    if (complete && t + 1 == checks.size()) {
+      result.end = t;
+      return result;
+    }
+    size_t members = checks[t].members;
+    if (!result.firstFit && ladder[members - 1].peak <= budget)
+      result.firstFit = members - 1;
+    if (result.firstFit && members > *result.firstFit + kLookBelow) {
+      result.end = t;
+      return result;
+    }
+  }
+  return result;
+}
+
+AutoFamilies::AutoFamilies() = default;
+AutoFamilies::~AutoFamilies() = default;
+
+AutoFamily &AutoFamilies::get(llvm::StringRef step) {
+  std::unique_ptr<AutoFamily> &family = families[step.str()];
+  if (!family)
+    family = std::make_unique<AutoFamily>();
+  return *family;
 }
 
 llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,

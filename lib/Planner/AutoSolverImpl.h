@@ -129,6 +129,15 @@ struct Positions {
   std::vector<OpIndex> releaseOp, prefetchOp;
 };
 
+/// A plan of the ladder.
+struct Member {
+  std::vector<Decision> decisions;
+  std::vector<CopyHint> hints;
+  int64_t peak = 0;
+  double step = 0.0;
+  unsigned level = 0;
+};
+
 struct Candidate {
   int32_t act = -1;
   Decision decision = Decision::Retain;
@@ -208,6 +217,14 @@ struct BetweenPlan {
   double step = 0.0;
 };
 
+/// Snapshot of the solver's current plan.
+struct State {
+  std::vector<Decision> decisions;
+  std::vector<CopyHint> hints;
+  Evaluation eval;
+  int64_t offloaded = 0;
+};
+
 class Solver {
 public:
   Solver(const Evaluator &evaluator, const PlanOptions &options,
@@ -284,8 +301,23 @@ private:
   /// is next or the greedy is stuck (RepeatedLayers.cpp).
   llvm::Expected<std::optional<unsigned>> descendTied(unsigned from,
                                                       int64_t baselinePeak);
-  /// Greedy until the peak is <= level. False when stuck.
-  llvm::Expected<bool> reduceTo(int64_t level);
+  /// The ladder for `budget` (members from "retain everything" down to
+  /// kLookBelow past the first that fits, or to its end) and the seeds'
+  /// evaluations, into `family` with where its loop checked its end; with
+  /// `resume`, going on from where `family`'s unfinished ladder stopped
+  /// (the plan restored, `firstFit` replayed).
+  llvm::Error buildLadder(int64_t budget, int64_t baselinePeak,
+                          AutoFamily &family, bool resume,
+                          std::optional<size_t> firstFit);
+  /// Greedy until the peak is <= level. False when stuck. A function of
+  /// the plan, the level and the search flags: a call asked for again (the
+  /// next level's greedy repeats probeBelow's first descent, the next
+  /// probe its others) is answered from `reductions`, which keeps the calls
+  /// made with `keep` (probeBelow's: keeping every call cost the solves
+  /// without probes 3-6%).
+  llvm::Expected<bool> reduceTo(int64_t level, bool keep = false);
+  /// reduceTo without `reductions`.
+  llvm::Expected<bool> reduceToAfresh(int64_t level);
   /// Undoes decisions the level no longer needs; true if the step got
   /// faster.
   llvm::Expected<bool> polish(int64_t level);
@@ -312,13 +344,6 @@ private:
   /// Replaces copy-time trades by decisions that hide their copies where
   /// that holds the level and is faster.
   llvm::Error replaceTrades(int64_t level);
-  /// Snapshot of the current plan.
-  struct State {
-    std::vector<Decision> decisions;
-    std::vector<CopyHint> hints;
-    Evaluation eval;
-    int64_t offloaded = 0;
-  };
   State save() const {
     return {current, currentHints, currentEval, offloadedBytes};
   }
@@ -442,6 +467,29 @@ private:
   size_t evaluationsBefore = 0;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
+  /// The last reduceTo calls: what each started from (its plan, host bytes,
+  /// level and flags) and ended with, and the evaluations it made.
+  struct Reduction {
+    std::vector<Decision> decisions;
+    std::vector<CopyHint> hints;
+    int64_t offloaded = 0;
+    int64_t level = 0;
+    unsigned flags = 0;
+    State result;
+    bool reached = false;
+    size_t evaluations = 0;
+  };
+  std::vector<Reduction> reductions;
+  /// Evaluations the reductions answered from `reductions` would have made:
+  /// counted as made (refine's budget is a share of the solve's
+  /// evaluations, and must not depend on what was reused).
+  size_t reusedEvaluations = 0;
+
+public:
+  /// The evaluations the solve made so far, those reused included.
+  size_t solveEvaluations() const {
+    return evaluator.getEvaluations() + reusedEvaluations - evaluationsBefore;
+  }
 };
 
 /// Candidate order: least time per freed byte, then recompute before
@@ -449,5 +497,60 @@ private:
 bool betterCandidate(const Candidate &x, const Candidate &y);
 
 } // namespace lethe::autosolver
+
+namespace lethe {
+
+class AutoFamily {
+public:
+  /// What the ladder is built from, to tell a solve of another step (or of
+  /// other options) from one this family may serve.
+  struct Inputs {
+    size_t activations = 0;
+    int64_t baselinePeak = 0;
+    double baselineStep = 0.0;
+    int64_t hostBudget = 0;
+    double levelStep = 0.0;
+    bool latePrefetch = false, chainReaders = false;
+    std::vector<std::vector<Decision>> seeds;
+    bool operator==(const Inputs &other) const {
+      return activations == other.activations &&
+             baselinePeak == other.baselinePeak &&
+             baselineStep == other.baselineStep &&
+             hostBudget == other.hostBudget && levelStep == other.levelStep &&
+             latePrefetch == other.latePrefetch &&
+             chainReaders == other.chainReaders && seeds == other.seeds;
+    }
+    bool operator!=(const Inputs &other) const { return !(*this == other); }
+  };
+  /// Where the ladder's loop checked its end condition: the members built
+  /// and the solve's evaluations so far (refine's budget is a share of
+  /// them).
+  struct Check {
+    size_t members = 0;
+    size_t evaluations = 0;
+  };
+
+  /// The loop of Solver::buildLadder replayed for a budget on the checks:
+  /// the check at which it ends, if the ladder reaches it, and the first
+  /// member that fits the budget.
+  struct Replay {
+    std::optional<size_t> end;
+    std::optional<size_t> firstFit;
+  };
+  Replay replay(int64_t budget) const;
+
+  Inputs inputs;
+  std::vector<autosolver::Member> ladder;
+  std::vector<Check> checks;
+  /// The ladder ended by itself (no level left, or stuck), not at a budget.
+  bool complete = false;
+  /// Where an unfinished ladder goes on: the plan the loop left, and the
+  /// next level index.
+  autosolver::State resume;
+  unsigned nextLevel = 1;
+  std::vector<Evaluation> seedEvals;
+};
+
+} // namespace lethe
 
 #endif // LETHE_LIB_PLANNER_AUTOSOLVERIMPL_H

@@ -198,9 +198,8 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
   unsigned evaluations = 0, kept = 0;
   const unsigned maxEvaluations = std::max<unsigned>(
       kMinRefineEvaluations,
-      static_cast<unsigned>(
-          kRefineShare *
-          static_cast<double>(evaluator.getEvaluations() - evaluationsBefore)));
+      static_cast<unsigned>(kRefineShare *
+                            static_cast<double>(solveEvaluations())));
   // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
   // faster but over the cap gets one more evaluation with the partner that
   // frees the ops it overfills, found on its own exact memory.

@@ -189,8 +189,8 @@ llvm::Error Solver::probeBelow(int64_t level) {
   std::optional<State> best;
   for (unsigned below = 1; below <= kProbeLevels; ++below) {
     restore(std::move(descent));
-    llvm::Expected<bool> reached =
-        reduceTo(level - static_cast<int64_t>(below) * stepBytes);
+    llvm::Expected<bool> reached = reduceTo(
+        level - static_cast<int64_t>(below) * stepBytes, /*keep=*/true);
     if (!reached)
       return reached.takeError();
     descent = save();

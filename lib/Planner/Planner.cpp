@@ -118,12 +118,14 @@ bool lethe::planCopiesYield(const TrainingGraph &graph,
 
 static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
                                      const DeviceProfile &device,
-                                     const PlanOptions &options);
+                                     const PlanOptions &options,
+                                     AutoFamily *family);
 
 llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
                                              const DeviceProfile &device,
-                                             const PlanOptions &options) {
-  llvm::Expected<Plan> plan = planStep(graph, device, options);
+                                             const PlanOptions &options,
+                                             AutoFamily *family) {
+  llvm::Expected<Plan> plan = planStep(graph, device, options, family);
   if (!plan || !options.bound)
     return plan;
   llvm::Expected<OverheadBound> bound =
@@ -137,7 +139,8 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
 
 static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
                                      const DeviceProfile &device,
-                                     const PlanOptions &options) {
+                                     const PlanOptions &options,
+                                     AutoFamily *family) {
   auto started = std::chrono::steady_clock::now();
   ActivationAnalysis analysis(graph, options);
   bool copiesYield = planCopiesYield(graph, device, options);
@@ -258,6 +261,7 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
     RepeatedLayers repeated = findRepeatedLayers(analysis);
     if (shouldTieRepeatedLayers(analysis, repeated))
       solverOptions.tiedClasses = std::move(repeated.classes);
+    solverOptions.family = family;
     llvm::Expected<AutoSolution> solution =
         solveAuto(evaluator, options, seeds, solverOptions);
     if (!solution)

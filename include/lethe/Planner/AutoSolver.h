@@ -33,10 +33,36 @@
 #include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/Plan.h"
 
+#include "llvm/ADT/StringRef.h"
+
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace lethe {
+
+/// What a solve builds that does not depend on the budget: the ladder as far
+/// as it went and the seeds' evaluations (AutoSolverImpl.h). A later solve
+/// of the same step at another budget whose ladder ends within it takes it
+/// instead of building it again (docs/Planner.md, "Solving again at another
+/// budget").
+class AutoFamily;
+
+/// The families of the steps one caller plans again at other budgets, by
+/// step (function) name: the pipeline's search for a plan whose packed arena
+/// fits (lib/Pipelines) re-plans one step, its graph, device and options the
+/// same but for the budget, up to a few times per call.
+class AutoFamilies {
+public:
+  AutoFamilies();
+  ~AutoFamilies();
+  /// The family of `step` (empty until a solve fills it).
+  AutoFamily &get(llvm::StringRef step);
+
+private:
+  std::map<std::string, std::unique_ptr<AutoFamily>, std::less<>> families;
+};
 
 struct AutoSeed {
   std::string name;
@@ -56,6 +82,8 @@ struct AutoSolution {
   Evaluation evaluation;
   /// Ladder levels built.
   unsigned levels = 0;
+  /// Ladder members taken from AutoSolverOptions::family, not built.
+  size_t reusedMembers = 0;
 };
 
 struct AutoSolverOptions {
@@ -81,6 +109,14 @@ struct AutoSolverOptions {
   /// The plan chosen is improved at the budget by a bounded local search
   /// (docs/Planner.md, "Refining"). Off only to measure what it adds.
   bool refine = true;
+  /// Where given, the ladder an earlier solve of this step built (at another
+  /// budget) is reused where it reaches this budget's end, and a longer one
+  /// built here is kept in it. Only for solves of one step whose graph,
+  /// device, seeds and options differ in the budget alone (checked as far
+  /// as cheap: the unplanned evaluation, the seeds, the options the ladder
+  /// reads); the plans are the same as without it. Not with tiedClasses
+  /// (the tied ladder depends on the budget).
+  AutoFamily *family = nullptr;
 };
 
 llvm::Expected<AutoSolution> solveAuto(const Evaluator &evaluator,

@@ -18,13 +18,19 @@
 
 namespace lethe {
 
+class AutoFamily;
+
 /// Plans `graph`. Errors are for input that cannot be planned at all (a
 /// device profile without copy bandwidth when offloading is asked for, a
 /// malformed graph); a budget the policy cannot meet gives a Plan with
 /// `feasible == false` and `leastFeasibleBudget` set.
+///
+/// `family`: for `auto`'s fast solver, the ladder of earlier solves of this
+/// graph with these options at other budgets (AutoSolverOptions::family).
 llvm::Expected<Plan> planTrainingStep(const TrainingGraph &graph,
                                       const DeviceProfile &device,
-                                      const PlanOptions &options);
+                                      const PlanOptions &options,
+                                      AutoFamily *family = nullptr);
 
 /// Simulates a plan made for `graph` with `options` (the same options: they
 /// decide what may be recomputed or offloaded), with a timeline. Plans whose

@@ -48,6 +48,9 @@ struct PlanActivationsPass
     return **budget.Subs.begin();
   }
 
+  /// Shared by the clones of the pass (createPlanActivations below).
+  std::shared_ptr<AutoFamilies> families;
+
 private:
   LogicalResult loadDevice(DeviceProfile &profile);
   LogicalResult planFunction(func::FuncOp func, const DeviceProfile &profile);
@@ -84,6 +87,14 @@ PlanActivationsOptions PlanActivationsPass::options() const {
   result.alignment = alignment;
   result.planFile = planFile;
   return result;
+}
+
+std::unique_ptr<Pass>
+lethe::createPlanActivations(PlanActivationsOptions options,
+                             std::shared_ptr<AutoFamilies> families) {
+  auto pass = std::make_unique<PlanActivationsPass>(std::move(options));
+  pass->families = std::move(families);
+  return pass;
 }
 
 llvm::Expected<PlanActivationsOptions>
@@ -153,10 +164,12 @@ void PlanActivationsPass::runOnOperation() {
 
 LogicalResult PlanActivationsPass::planFunction(func::FuncOp func,
                                                 const DeviceProfile &device) {
-  FailureOr<PlannedStep> step =
-      planStep(func, options(), device, [&](const llvm::Twine &message) {
+  FailureOr<PlannedStep> step = planStep(
+      func, options(), device,
+      [&](const llvm::Twine &message) {
         func.emitError() << "lethe-plan: " << message;
-      });
+      },
+      families.get());
   if (failed(step))
     return failure();
   if (!step->plan.feasible)

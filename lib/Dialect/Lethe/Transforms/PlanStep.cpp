@@ -5,6 +5,7 @@
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/NodeIds.h"
 #include "lethe/Import/PlanImporter.h"
+#include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Support/Bytes.h"
@@ -121,7 +122,8 @@ lethe::parsePlanOptions(const PlanActivationsOptions &given,
 FailureOr<PlannedStep>
 lethe::planStep(func::FuncOp func, const PlanActivationsOptions &options,
                 const DeviceProfile &device,
-                llvm::function_ref<void(const llvm::Twine &)> reportError) {
+                llvm::function_ref<void(const llvm::Twine &)> reportError,
+                AutoFamilies *families) {
   // Options are checked before the graph is touched.
   if (llvm::Expected<PlanOptions> checked =
           parsePlanOptions(options, 0, device);
@@ -156,7 +158,9 @@ lethe::planStep(func::FuncOp func, const PlanActivationsOptions &options,
   if (failed(
           loadGivenPlan(options.planFile, *graph, *parsed, func.getContext())))
     return failure();
-  llvm::Expected<Plan> plan = planTrainingStep(*graph, profile, *parsed);
+  llvm::Expected<Plan> plan =
+      planTrainingStep(*graph, profile, *parsed,
+                       families ? &families->get(func.getSymName()) : nullptr);
   if (!plan) {
     reportError(llvm::toString(plan.takeError()));
     return failure();

@@ -29,6 +29,8 @@
 
 namespace lethe {
 
+class AutoFamilies;
+
 /// `text` split at the spaces that separate pass options (not those inside
 /// braces or quotes, as MLIR's pass option parser reads them).
 llvm::SmallVector<llvm::StringRef> splitPassOptions(llvm::StringRef text);
@@ -91,10 +93,21 @@ struct PlannedStep {
 /// the planner. An infeasible budget is not an error here (the plan says
 /// so). Option and planner errors go to `reportError`; errors located in
 /// the graph or the plan file go to the context's diagnostics.
+///
+/// `families`: where a caller plans the same function again at other budgets
+/// (the pipeline's search for a plan that packs), `auto`'s ladders by
+/// function name, reused across those calls (AutoSolverOptions::family).
 mlir::FailureOr<PlannedStep>
 planStep(mlir::func::FuncOp func, const PlanActivationsOptions &options,
          const DeviceProfile &device,
-         llvm::function_ref<void(const llvm::Twine &)> reportError);
+         llvm::function_ref<void(const llvm::Twine &)> reportError,
+         AutoFamilies *families = nullptr);
+
+/// The `lethe-plan` pass planning through `families` (planStep): for a
+/// caller that runs it on one module again and again at other budgets.
+std::unique_ptr<mlir::Pass>
+createPlanActivations(PlanActivationsOptions options,
+                      std::shared_ptr<AutoFamilies> families);
 
 } // namespace lethe
 
