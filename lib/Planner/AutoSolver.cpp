@@ -34,6 +34,16 @@ namespace {
 
 /// Ladder levels built below the first one that fits the budget.
 constexpr unsigned kLookBelow = 3;
+/// Two members far apart are searched between (plansBetween) only where
+/// the lower one's step is slower by more than this share of the upper's:
+/// such gaps are common on convolutional steps, whose single activations
+/// hold several levels (ResNet-50: 100 MB against 28 MB levels), but there
+/// the lower member costs 0.1-0.3% more, and searching them doubled the
+/// solve at 40-90% (bench/results/planner-exact.md, 2026-11-26).
+constexpr double kBetweenMinGain = 0.01;
+/// Swaps tried one after another where the ladder ends (swapBelow): each
+/// costs up to 32 evaluations, once per solve that builds the whole ladder.
+constexpr unsigned kSwapBelowRounds = 4;
 /// reduceTo calls kept for reuse: a probe's descents (kProbeLevels, 3) are
 /// asked for again by the next level's greedy and probe; older ones are not
 /// (and each kept one holds an evaluation's schedule).
@@ -315,6 +325,33 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
               return err;
             record(j);
           }
+          // One decision traded for another can still lower the peak where
+          // no single one does (AutoSolverBetween.cpp): each such plan is a
+          // member below the last.
+          if (current != ladder.back().decisions ||
+              currentHints != ladder.back().hints) {
+            current = ladder.back().decisions;
+            currentHints = ladder.back().hints;
+            llvm::Expected<Evaluation> eval =
+                evaluator.evaluate(current, currentHints);
+            if (!eval)
+              return eval.takeError();
+            currentEval = std::move(*eval);
+            offloadedBytes = 0;
+            for (size_t a = 0; a < acts.size(); ++a)
+              if (current[a] == Decision::Offload)
+                offloadedBytes += acts[a].bytes;
+          }
+          for (unsigned round = 0; round < kSwapBelowRounds; ++round) {
+            llvm::Expected<bool> lower = swapBelow(ladder.back().peak);
+            if (!lower)
+              return lower.takeError();
+            if (!*lower)
+              break;
+            if (llvm::Error err = polishFully(currentEval.peakBytes))
+              return err;
+            record(j);
+          }
           family.complete = true;
           break;
         }
@@ -486,6 +523,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
                                    std::make_pair(best->rank, best->index)))
       best = s;
   };
+  std::vector<double> keys(ladder.size());
+  bool fitted = false;
   double key = 0.0;
   for (size_t i = 0; i < ladder.size(); ++i) {
     size_t fastest = i;
@@ -493,14 +532,49 @@ llvm::Expected<AutoSolution> Solver::solve() {
       if (ladder[k].step < ladder[fastest].step)
         fastest = k;
     key = std::max(key, ladder[fastest].step);
-    if (ladder[fastest].peak <= budget) {
+    keys[i] = key;
+    if (!fitted && ladder[fastest].peak <= budget) {
       consider({key, 0, fastest});
-      break;
+      fitted = true;
     }
   }
   for (size_t i = 0; i < seeds.size(); ++i)
     if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
       consider({seedEvals[i].stepUs, 1, i});
+  // Plans between two members far apart (AutoSolverBetween.cpp), keyed as
+  // no faster than the member above them: a budget the member above fits
+  // never prefers one, and their keys grow along the ladder as the
+  // members' do, so the family stays one whatever the budget. Not on a
+  // tied ladder: its graphs' activations are small against a level.
+  std::vector<std::pair<size_t, BetweenPlan>> between;
+  if (solverOptions.tiedClasses.empty()) {
+    for (size_t i = 0; i + 1 < ladder.size(); ++i) {
+      if (ladder[i].peak - ladder[i + 1].peak <= 2 * stepBytes)
+        continue;
+      // A plan one decision below the upper member is rarely faster than
+      // it, so what a gap can gain is about the step the lower one adds.
+      if (ladder[i + 1].step - ladder[i].step <=
+          kBetweenMinGain * ladder[i].step)
+        continue;
+      llvm::Expected<std::vector<BetweenPlan>> plans =
+          plansBetween(ladder[i].decisions, ladder[i].hints, ladder[i + 1].peak,
+                       ladder[i + 1].step);
+      if (!plans)
+        return plans.takeError();
+      for (BetweenPlan &plan : *plans)
+        between.push_back({i, std::move(plan)});
+    }
+  }
+  // Only where it is faster than the plan the family gave: its key may be
+  // below a ladder member's whose own step is under its key.
+  auto chosenStepOf = [&](const Scored &s) {
+    return s.rank == 1 ? seedEvals[s.index].stepUs : ladder[s.index].step;
+  };
+  const std::optional<Scored> familyChoice = best;
+  for (auto [k, entry] : llvm::enumerate(between))
+    if (entry.second.peak <= budget &&
+        (!familyChoice || entry.second.step < chosenStepOf(*familyChoice)))
+      consider({std::max(keys[entry.first], entry.second.step), 2, k});
 
   if (!best) {
     solution.feasible = false;
@@ -525,12 +599,16 @@ llvm::Expected<AutoSolution> Solver::solve() {
   }
   // refineSolution may not make the plan faster than one a larger budget
   // gets unrefined: those of the family above the budget no slower than it.
-  const double chosenStep = best->rank == 1 ? seedEvals[best->index].stepUs
-                                            : ladder[best->index].step;
+  const double chosenStep = best->rank == 1   ? seedEvals[best->index].stepUs
+                            : best->rank == 2 ? between[best->index].second.step
+                                              : ladder[best->index].step;
   refineFloor = 0.0;
   for (const Member &m : ladder)
     if (m.peak > budget && m.step <= chosenStep)
       refineFloor = std::max(refineFloor, m.step);
+  for (const auto &[i, plan] : between)
+    if (plan.peak > budget && plan.step <= chosenStep)
+      refineFloor = std::max(refineFloor, plan.step);
   for (const Evaluation &eval : seedEvals)
     if (eval.peakBytes > budget && hostFits(eval) && eval.stepUs <= chosenStep)
       refineFloor = std::max(refineFloor, eval.stepUs);
@@ -545,6 +623,15 @@ llvm::Expected<AutoSolution> Solver::solve() {
     solution.chosen = "seed " + seed.name;
     return solution;
   }
+  if (best->rank == 2) {
+    const auto &[i, plan] = between[best->index];
+    Member m;
+    m.decisions = plan.decisions;
+    m.hints = plan.hints;
+    m.level = ladder[i].level;
+    ladder.push_back(std::move(m));
+    best->index = ladder.size() - 1;
+  }
   const Member &member = ladder[best->index];
   chosenHints = member.hints;
   solution.decisions = member.decisions;
@@ -556,7 +643,11 @@ llvm::Expected<AutoSolution> Solver::solve() {
   for (size_t a = 0; a < acts.size(); ++a)
     solution.decisions[a] =
         solution.evaluation.placement->decisions[a].decision;
-  solution.chosen = llvm::formatv("ladder level {0}", member.level).str();
+  solution.chosen =
+      llvm::formatv(best->rank == 2 ? "one decision below ladder level {0}"
+                                    : "ladder level {0}",
+                    member.level)
+          .str();
   solution.reasons.resize(acts.size());
   for (size_t a = 0; a < acts.size(); ++a)
     solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);

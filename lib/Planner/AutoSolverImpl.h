@@ -209,6 +209,14 @@ struct LateMove {
   int64_t bytes = 0;
 };
 
+/// A plan between two ladder members (plansBetween).
+struct BetweenPlan {
+  std::vector<Decision> decisions;
+  std::vector<CopyHint> hints;
+  int64_t peak = 0;
+  double step = 0.0;
+};
+
 /// Snapshot of the solver's current plan.
 struct State {
   std::vector<Decision> decisions;
@@ -358,6 +366,23 @@ private:
   /// the time the step waits for their copies.
   std::vector<int32_t> costliestDecisions() const;
   llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
+  /// Where the ladder ends (the greedy only adds decisions and is stuck):
+  /// one of the dropped activations that cost the step most retained again,
+  /// and where the plan then peaks at least as high, with a drop the greedy
+  /// would pick at the op it now peaks at; the current plan becomes the
+  /// trial with the least peak under `below` (true), else stays (false)
+  /// (AutoSolverBetween.cpp).
+  llvm::Expected<bool> swapBelow(int64_t below);
+  /// The plans one decision away from the member `upper` (a drop, or a
+  /// drop turned the other way; an offload also with the other copies
+  /// where `upper` placed them; an offload's prefetch issued after the peak
+  /// node) whose peak is below `upper`'s and at least `lowerPeak` and whose
+  /// step is under `lowerStep`: members between two members far apart
+  /// (AutoSolverBetween.cpp).
+  llvm::Expected<std::vector<BetweenPlan>>
+  plansBetween(llvm::ArrayRef<Decision> upper,
+               llvm::ArrayRef<CopyHint> upperHints, int64_t lowerPeak,
+               double lowerStep) const;
   /// Keeps values needed only after the peak node off the peak op: moves an
   /// offload's prefetch issued before it to after the peak node, or offloads
   /// a retained value live across it with such a prefetch, whichever lowers

@@ -2,10 +2,11 @@
 //
 // The contention rows of the lower bound (docs/Bound.md, §1 "Contention"
 // and "Contention split"): where the profile slows kernels beside moving
-// copies, the step pays for the time the copies move, at the least loss
-// per microsecond any kernel takes; and at the nodes that must free the
-// most, the copies of the bytes absent there move out before the node and
-// back in after it, so that mostly one way at a time.
+// copies, the step pays for the time the copies move, at each kernel
+// class's loss per microsecond less what the kernels that lose less give
+// back; and at the nodes that must free the most, the copies of the bytes
+// absent there move out before the node and back in after it, so that
+// mostly one way at a time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,19 +59,31 @@ static double leastMovingRate(const DeviceProfile &device, bool h2d) {
 
 void Relaxation::addContention(const DeviceProfile &device,
                                const llvm::DenseMap<NodeId, int> &colZ) {
-  // The least a kernel slows beside copies moving one way (a) and both
-  // ways (b): kernelSlowdown in Simulator.cpp clamps its factors at 1.
-  auto factor = [](double f) { return std::max(1.0, f); };
-  double oneWay = std::min(factor(device.matmulSlowdownWithCopies),
-                           factor(device.memoryBoundSlowdownWithCopies));
-  double bothWays = std::min(factor(device.matmulSlowdownWithBothCopies),
-                             factor(device.memoryBoundSlowdownWithBothCopies));
-  kappaOne = 1.0 - 1.0 / oneWay;
-  kappaBoth = 1.0 - 1.0 / bothWays;
-  double kappaMax = std::max(kappaOne, kappaBoth);
-  if (kappaMax <= 0.0 || !(device.d2hBytesPerSec > 0) ||
-      !(device.h2dBytesPerSec > 0))
+  // The losses per microsecond a kernel class takes beside copies moving
+  // one way and both ways (kernelSlowdown in Simulator.cpp clamps its
+  // factors at 1). Each pair of them is a level: the step pays at least
+  // that much per microsecond the copies move, less what the nodes that
+  // lose less give back; the least pair is the first level.
+  auto loss = [](double f) { return 1.0 - 1.0 / std::max(1.0, f); };
+  llvm::SmallVector<double, 2> ones{loss(device.matmulSlowdownWithCopies),
+                                    loss(device.memoryBoundSlowdownWithCopies)};
+  llvm::SmallVector<double, 2> boths{
+      loss(device.matmulSlowdownWithBothCopies),
+      loss(device.memoryBoundSlowdownWithBothCopies)};
+  for (auto *list : {&ones, &boths}) {
+    llvm::sort(*list);
+    list->erase(std::unique(list->begin(), list->end()), list->end());
+  }
+  if (std::max(ones.back(), boths.back()) <= 0.0 ||
+      !(device.d2hBytesPerSec > 0) || !(device.h2dBytesPerSec > 0))
     return;
+  for (double one : ones)
+    for (double both : boths) {
+      levels.emplace_back();
+      levels.back().one = one;
+      levels.back().both = both;
+      levels.back().unslowedUs.assign(numNodes, 0.0);
+    }
   // The fastest a copy moves, as a fraction of its lone rate (the
   // simulator's factors beside a collective, a kernel and the other
   // direction; host caps only slow it).
@@ -81,18 +94,20 @@ void Relaxation::addContention(const DeviceProfile &device,
   rateBeside = rateAlone * positive(device.duplexFactor);
   leastD2h = leastMovingRate(device, /*h2d=*/false);
   leastH2d = leastMovingRate(device, /*h2d=*/true);
-  // A node whose kernel loses less than kappa per microsecond beside copies
-  // (a view: nothing; a memory-bound kernel whose memory traffic is a small
-  // part of its time: kernelSlowdown's roofline) lets copies move beside it
-  // for less: per microsecond of its work, the step may be `deficit` less
-  // than the row below charges (docs/Bound.md, assumption 6).
+  // A node whose kernel loses less than a level's loss per microsecond
+  // beside copies (a view: nothing; a memory-bound kernel whose memory
+  // traffic is a small part of its time: kernelSlowdown's roofline; at a
+  // level above the least, a kernel of the cheaper class) lets copies move
+  // beside it for less: per microsecond of its work, the step may be
+  // `deficit` less than the level's row charges (docs/Bound.md, assumption
+  // 6). With the least losses copies may hide beside every such kernel at
+  // a small price; with a class's higher loss the copies that outlast the
+  // cheaper kernels pay that class's loss.
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
   const TrainingGraph &graph = model.getGraph();
   const ActivationAnalysis &analysis = model.getAnalysis();
   llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
-  std::vector<double> deficit(numNodes, 0.0);
-  unslowedUs.assign(numNodes, 0.0);
-  double unslowed = 0.0;
+  std::vector<char> deficitOverOne(levels.size(), 0);
   for (NodeId i = 0; i < numNodes; ++i) {
     const GraphNode &node = graph.getNode(i);
     KernelClass kernel = kernelClassOf(node);
@@ -112,13 +127,24 @@ void Relaxation::addContention(const DeviceProfile &device,
     double one = kernelSlowdown(device, kernel, true, false, share);
     double two = kernelSlowdown(device, kernel, true, true, share);
     // Its wall time is at most max(one, two) times its work, and in each
-    // microsecond of it beside copies it loses 1 - 1/factor, not kappa.
-    deficit[i] = std::max({0.0, kappaOne - (1.0 - 1.0 / one),
-                           kappaBoth - (1.0 - 1.0 / two)}) *
-                 std::max(one, two);
-    unslowedUs[i] = deficit[i] * model.nodeTimeUs(i);
-    unslowed += unslowedUs[i];
+    // microsecond of it beside copies it loses 1 - 1/factor, not the
+    // level's loss.
+    for (auto [k, level] : llvm::enumerate(levels)) {
+      double deficit = std::max({0.0, level.one - (1.0 - 1.0 / one),
+                                 level.both - (1.0 - 1.0 / two)}) *
+                       std::max(one, two);
+      deficitOverOne[k] |= deficit > 1.0;
+      level.unslowedUs[i] = deficit * model.nodeTimeUs(i);
+    }
   }
+  // A chain node re-run at several restore points is counted once in the
+  // rows below, its time less its deficit: valid only while that is not
+  // negative (every profile so far: deficits are a few percent).
+  for (size_t k = levels.size(); k-- > 0;)
+    if (deficitOverOne[k])
+      levels.erase(levels.begin() + k);
+  if (levels.empty())
+    return;
   // Columns: microseconds in which copies move both ways, only D2H, only
   // H2D. Each direction's copy work (full-rate microseconds) is done in
   // them.
@@ -159,26 +185,31 @@ void Relaxation::addContention(const DeviceProfile &device,
             {{colBoth, rateBeside}, {colD2hOnly, rateAlone}, {colWorkD2h, -1}});
   lp.addRow(0, INFINITY,
             {{colBoth, rateBeside}, {colH2dOnly, rateAlone}, {colWorkH2d, -1}});
-  // The re-runs' deficits, D = sum(d_n t_n z_n), likewise one column.
-  std::vector<std::pair<int, double>> rerunDeficit;
-  for (auto [node, col] : colZ)
-    if (deficit[node] > 0)
-      rerunDeficit.push_back({col, -deficit[node] * model.nodeTimeUs(node)});
-  if (!rerunDeficit.empty()) {
-    colRerunDeficit = lp.addColumn(0, INFINITY, 0, false);
-    rerunDeficit.push_back({colRerunDeficit, 1});
-    lp.addRow(0, 0, rerunDeficit);
+  for (ContentionLevel &level : levels) {
+    // The re-runs' deficits, D = sum(d_n t_n z_n), likewise one column.
+    std::vector<std::pair<int, double>> rerunDeficit;
+    for (auto [node, col] : colZ)
+      if (level.unslowedUs[node] > 0)
+        rerunDeficit.push_back({col, -level.unslowedUs[node]});
+    if (!rerunDeficit.empty()) {
+      level.colRerunDeficit = lp.addColumn(0, INFINITY, 0, false);
+      rerunDeficit.push_back({level.colRerunDeficit, 1});
+      lp.addRow(0, 0, rerunDeficit);
+    }
+    // The step: every kernel's time, slowed where copies move beside it;
+    // the re-runs' sum(t_n (1 - d_n) z_n) is the re-run time less D.
+    std::vector<std::pair<int, double>> row{{colT, 1.0},
+                                            {colBoth, -level.both},
+                                            {colD2hOnly, -level.one},
+                                            {colH2dOnly, -level.one},
+                                            {colRerun, -1.0}};
+    if (level.colRerunDeficit >= 0)
+      row.push_back({level.colRerunDeficit, 1.0});
+    double unslowed = 0.0;
+    for (double us : level.unslowedUs)
+      unslowed += us;
+    lp.addRow(-slack - unslowed, INFINITY, row);
   }
-  // The step: every kernel's time, slowed where copies move beside it; the
-  // re-runs' sum(t_n (1 - d_n) z_n) is the re-run time less D.
-  std::vector<std::pair<int, double>> row{{colT, 1.0},
-                                          {colBoth, -kappaBoth},
-                                          {colD2hOnly, -kappaOne},
-                                          {colH2dOnly, -kappaOne},
-                                          {colRerun, -1.0}};
-  if (colRerunDeficit >= 0)
-    row.push_back({colRerunDeficit, 1.0});
-  lp.addRow(-slack - unslowed, INFINITY, row);
 }
 
 void Relaxation::addPhaseSplits() {
@@ -272,27 +303,31 @@ void Relaxation::addPhaseSplit(NodeId p) {
              {point, 1 / rateD2h},
              {colWorkD2h, -1}});
   // Each phase lasts at least its nodes' time plus the re-runs in it, and
-  // beside copies at least kappa more per microsecond they move, less the
-  // deficits of its nodes and of the re-runs (all of them: which phase
-  // they run in is not known). E_i >= kappa C_i - U_i - D.
-  double unslowed1 = 0.0, unslowed2 = 0.0;
-  for (NodeId i = 0; i < numNodes; ++i)
-    (i <= p ? unslowed1 : unslowed2) += unslowedUs[i];
+  // beside copies at least a level's loss more per microsecond they move,
+  // less the deficits of its nodes and of the re-runs (all of them: which
+  // phase they run in is not known). E_i >= loss C_i - U_i - D, per level.
   int extra1 = lp.addColumn(0, INFINITY, 0, false);
   int extra2 = lp.addColumn(0, INFINITY, 0, false);
-  std::vector<std::pair<int, double>> row1{
-      {extra1, 1}, {both1, -kappaBoth}, {d2h1, -kappaOne}, {h2d1, -kappaOne}};
-  std::vector<std::pair<int, double>> row2{
-      {extra2, 1},        {colBoth, -kappaBoth},
-      {both1, kappaBoth}, {colD2hOnly, -kappaOne},
-      {d2h1, kappaOne},   {colH2dOnly, -kappaOne},
-      {h2d1, kappaOne}};
-  if (colRerunDeficit >= 0) {
-    row1.push_back({colRerunDeficit, 1});
-    row2.push_back({colRerunDeficit, 1});
+  for (const ContentionLevel &level : levels) {
+    double unslowed1 = 0.0, unslowed2 = 0.0;
+    for (NodeId i = 0; i < numNodes; ++i)
+      (i <= p ? unslowed1 : unslowed2) += level.unslowedUs[i];
+    std::vector<std::pair<int, double>> row1{{extra1, 1},
+                                             {both1, -level.both},
+                                             {d2h1, -level.one},
+                                             {h2d1, -level.one}};
+    std::vector<std::pair<int, double>> row2{
+        {extra2, 1},         {colBoth, -level.both},
+        {both1, level.both}, {colD2hOnly, -level.one},
+        {d2h1, level.one},   {colH2dOnly, -level.one},
+        {h2d1, level.one}};
+    if (level.colRerunDeficit >= 0) {
+      row1.push_back({level.colRerunDeficit, 1});
+      row2.push_back({level.colRerunDeficit, 1});
+    }
+    lp.addRow(-unslowed1, INFINITY, row1);
+    lp.addRow(-unslowed2, INFINITY, row2);
   }
-  lp.addRow(-unslowed1, INFINITY, row1);
-  lp.addRow(-unslowed2, INFINITY, row2);
   // T >= (re-run time) + E_1 + E_2 - slack.
   lp.addRow(-slack, INFINITY,
             {{colT, 1}, {extra1, -1}, {extra2, -1}, {colRerun, -1}});

@@ -107,23 +107,30 @@ private:
   /// Per point p: a column for the recompute work that runs after p starts
   /// (-1: none), which the D2H cuts take off the time before p.
   std::vector<int> lateCol;
+  /// One tangent of the contention price (docs/Bound.md, §1 "Contention
+  /// levels"): the loss per microsecond charged beside copies moving one
+  /// way and both ways, per node the deficit times its time (`U` at this
+  /// level), and the column of the re-runs' deficits sum(d_n t_n z_n) (-1:
+  /// no chain node has one), defined by an equality row.
+  struct ContentionLevel {
+    double one = 0.0, both = 0.0;
+    std::vector<double> unslowedUs;
+    int colRerunDeficit = -1;
+  };
   /// The contention rows' state (addContention; colBoth < 0: no contention
   /// in the profile): the columns of copy time both ways, only D2H, only
-  /// H2D; the least kernel losses per microsecond beside copies; the most
-  /// and the least a moving copy's rate is, as fractions of its lone rate;
-  /// per node the deficit times its time, and per activation its copy work
-  /// each way (full-rate microseconds).
+  /// H2D; the levels, the first at the least kernel losses; the most and
+  /// the least a moving copy's rate is, as fractions of its lone rate; and
+  /// per activation its copy work each way (full-rate microseconds).
   int colBoth = -1, colD2hOnly = -1, colH2dOnly = -1;
-  double kappaOne = 0.0, kappaBoth = 0.0;
+  std::vector<ContentionLevel> levels;
   double rateAlone = 1.0, rateBeside = 1.0;
   double leastD2h = 0.0, leastH2d = 0.0;
-  std::vector<double> unslowedUs;
   std::vector<double> workD2h, workH2d;
-  /// The re-run time sum(t_n z_n), the re-runs' deficits sum(d_n t_n z_n)
-  /// (-1: no chain node has one) and each direction's copy work
+  /// The re-run time sum(t_n z_n) and each direction's copy work
   /// sum(w_a o_a), each a column defined by an equality row: the rows that
   /// read them would otherwise repeat every chain node or activation.
-  int colRerun = -1, colRerunDeficit = -1;
+  int colRerun = -1;
   int colWorkD2h = -1, colWorkH2d = -1;
   llvm::DenseSet<int64_t> cuts;
   llvm::DenseMap<NodeId, std::vector<int>> gapCache;

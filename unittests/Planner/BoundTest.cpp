@@ -366,6 +366,58 @@ TEST_P(BoundOnSharedGraphs, NeverAboveAutoOrPolicies) {
   }
 }
 
+/// Matmuls slowed by `factor` beside copies (one way and both ways),
+/// memory-bound kernels not at all: the least loss of a kernel class is 0,
+/// so only the contention levels above it (docs/Bound.md, §1 "Contention
+/// levels") charge the copies that outlast the memory-bound kernels. (The
+/// random graphs have no matmuls: kernelClassOf reads the corpus's flags.)
+DeviceProfile matmulOnlyProfile(const DeviceProfile &base, double factor) {
+  DeviceProfile device = base;
+  device.matmulSlowdownWithCopies = factor;
+  device.matmulSlowdownWithBothCopies = factor;
+  device.memoryBoundSlowdownWithCopies = 1.0;
+  device.memoryBoundSlowdownWithBothCopies = 1.0;
+  return device;
+}
+
+class ContentionLevelsOnSharedGraphs
+    : public lethe::testing::CorpusGraphTest {};
+
+TEST_P(ContentionLevelsOnSharedGraphs, ChargeCopiesBesideMatmuls) {
+  // At the least level the copies are free and the bound is the
+  // uncontended one; the matmul's level charges the copy time the other
+  // kernels cannot hide, so the bound rises where the relaxation offloads
+  // more than they last. Never above `auto`'s plan under the same profile.
+  const DeviceProfile plain = matmulOnlyProfile(*device, 1.0);
+  const DeviceProfile contended = matmulOnlyProfile(*device, 1.5);
+  Plan unplanned = unplannedPlan(*graph, plain);
+  int raised = 0;
+  for (double fraction : {0.6, 0.7}) {
+    SCOPED_TRACE("budget " + std::to_string(fraction));
+    PlanOptions options;
+    options.budgetBytes = static_cast<int64_t>(fraction * unplanned.peakBytes);
+    options.bound = true;
+    llvm::Expected<Plan> autoPlan =
+        planTrainingStep(*graph, contended, options);
+    ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
+    ASSERT_TRUE(autoPlan->lowerBound.has_value());
+    expectAbove(*autoPlan, *autoPlan->lowerBound, "auto");
+    OverheadBound without =
+        boundAt(*graph, plain, options.budgetBytes, unplanned);
+    ASSERT_TRUE(without.feasible);
+    EXPECT_GE(autoPlan->lowerBound->stepUs, without.stepUs * (1 - 1e-6));
+    raised += autoPlan->lowerBound->stepUs > without.stepUs * (1 + 1e-6);
+  }
+  EXPECT_GT(raised, 0);
+}
+
+// Graphs with matmuls whose nodes carry their times (graph_llama8l.json's
+// come from `lethe plan`'s cost pass, which these tests do not run).
+INSTANTIATE_TEST_SUITE_P(Graphs, ContentionLevelsOnSharedGraphs,
+                         ::testing::Values("graph_gpt2.json",
+                                           "graph_resnet50.json",
+                                           "graph_bert_base.json"));
+
 INSTANTIATE_TEST_SUITE_P(Graphs, BoundOnSharedGraphs,
                          ::testing::Values("graph_gpt2.json",
                                            "graph_resnet50.json",
