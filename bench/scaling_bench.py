@@ -16,14 +16,20 @@ load, shown per row as the 1-minute load average). With --before, a second
 binary (the parent commit's build) runs the same steps for a before/after
 table; --skip-before-above skips it on steps it would take minutes on.
 
+With --phases, each binary's whole run on each step is also sampled with
+`perf record` (--runs times) and its CPU split into phases by the functions
+on each sample's stack (PHASES: the deepest match names the phase), shown
+as the median share of the run and that share of the median CPU time.
+
     bench/scaling_bench.py [--build build] [--before OTHER/bin/lethe]
         [--nodes 10000,20000,50000,100000,200000] [--budget 50%]
-        [--runs 3] [--skip-before-above 100000]
+        [--runs 3] [--skip-before-above 100000] [--phases]
 """
 import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -48,6 +54,81 @@ def run_plan(lethe, graph, budget, policy="auto"):
                 int(rss_kb) / 1024)
 
 
+# (function on the stack, phase) of a `lethe plan` run; a sample belongs to
+# the phase of the deepest function of its stack found here.
+PHASES = [
+    ("lethe::loadTrainingGraph", "import (JSON to IR, costs)"),
+    ("lethe::planStep", "plan: analysis, seeds, final evaluation"),
+    ("lethe::solveAuto", "plan: the auto solve"),
+    ("lethe::agreeWithPipeline", "program check: clone, plan written, erase"),
+    ("MaterializePass::runOnOperation", "program check: materialize"),
+    ("ScheduleProgramPass::runOnOperation", "program check: schedule"),
+    ("AssignBuffersPass::runOnOperation", "program check: assign buffers"),
+    ("mlir::verify", "verifier"),
+    ("lethe::writeOutputFile", "plan JSON: built, printed, checked"),
+]
+OTHER = "other (start, exit, freeing)"
+
+
+def frame_symbol(line):
+    """The function of a `perf script` frame line ("  addr name+0x1f
+    (module)"), without its parameters or offset."""
+    name = line.strip().split(" ", 1)[-1]
+    name = re.sub(r"\s+\([^()]*\)$", "", name)  # the module
+    name = re.sub(r"\+0x[0-9a-f]+$", "", name)
+    name = name.replace("(anonymous namespace)::", "")
+    return name.split("(", 1)[0]
+
+
+def phase_shares(lethe, graph, budget, freq=499):
+    """{phase: share of the samples} of one `lethe plan` under perf."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "perf.data")
+        subprocess.run(["perf", "record", "-q", "-F", str(freq),
+                        "--call-graph", "dwarf,16384", "-o", data, lethe,
+                        "plan", graph, "--budget", budget, "--json",
+                        os.path.join(tmp, "plan.json")],
+                       check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        # --no-inline: resolving inlined frames (addr2line) took minutes.
+        script = subprocess.run(["perf", "script", "--no-inline", "-i", data],
+                                check=True, capture_output=True,
+                                text=True, errors="replace").stdout
+    counts = {}
+    total = 0
+    sample, phase = False, None
+    # perf script: a sample's header line, its frames (indented) leaf
+    # first, a blank line; the first frame that names a phase decides.
+    for line in script.splitlines() + [""]:
+        if not line.strip():
+            if sample:
+                counts[phase or OTHER] = counts.get(phase or OTHER, 0) + 1
+                total += 1
+            sample, phase = False, None
+        elif line[0] not in " \t":
+            sample, phase = True, None
+        elif phase is None:
+            symbol = frame_symbol(line)
+            phase = next((name for pattern, name in PHASES
+                          if symbol == pattern or
+                          symbol.endswith("::" + pattern)), None)
+    return {name: n / total for name, n in counts.items()}
+
+
+def print_phases(lethe, graph, budget, runs, cpu):
+    """The phase table of `runs` profiled runs; seconds are the median
+    share of `cpu` (the unprofiled runs' median)."""
+    shares = [phase_shares(lethe, graph, budget) for _ in range(runs)]
+    print(f"\nphases of {os.path.basename(graph)} ({lethe}), median of "
+          f"{runs} profiled run(s), seconds of the {cpu:.2f} s CPU median:\n")
+    print("| phase | share | ~s |")
+    print("|---|---:|---:|")
+    for name in [p for _, p in PHASES] + [OTHER]:
+        share = statistics.median(s.get(name, 0.0) for s in shares)
+        print(f"| {name} | {100 * share:.1f}% | {share * cpu:.2f} |")
+    print(flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,6 +143,8 @@ def main():
                          "nodes")
     ap.add_argument("--graphs", default=None,
                     help="directory to keep the generated steps in")
+    ap.add_argument("--phases", action="store_true",
+                    help="also split each run's CPU into phases (perf)")
     args = ap.parse_args()
     graphs = args.graphs or tempfile.mkdtemp()
     os.makedirs(graphs, exist_ok=True)
@@ -77,6 +160,7 @@ def main():
           "whole run: wall / CPU | auto's CPU | peak RSS | none: CPU / RSS "
           "| load |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    phases = []
     for n in [int(x) for x in args.nodes.split(",")]:
         path = os.path.join(graphs, f"step-{n}.json")
         if not os.path.exists(path):
@@ -107,6 +191,10 @@ def main():
                   f"{cpu:.2f} s | {cpu - none_cpu:.2f} s | {rss:,.0f} MB | "
                   f"{none_cpu:.2f} s / {none_rss:,.0f} MB | "
                   f"{os.getloadavg()[0]:.1f} |", flush=True)
+            if args.phases:
+                phases.append((lethe, path, cpu))
+    for lethe, path, cpu in phases:
+        print_phases(lethe, path, args.budget, args.runs, cpu)
 
 
 if __name__ == "__main__":

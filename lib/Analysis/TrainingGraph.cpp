@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
@@ -122,7 +123,8 @@ NodeId TrainingGraph::firstBackwardNode() const {
   return static_cast<NodeId>(nodes.size());
 }
 
-uint32_t TrainingGraph::classifyKind(StringRef kind) {
+/// classifyKind without its memo.
+static uint32_t classifyKindOnce(StringRef kind) {
   uint32_t flags = NodeFlagNone;
   // RNG ops of the frameworks we import: ATen dropout/bernoulli/rand*,
   // StableHLO rng ops, inductor's seed draws (prims.inductor_seeds; its
@@ -144,6 +146,23 @@ uint32_t TrainingGraph::classifyKind(StringRef kind) {
        !opName.ends_with("__")) ||
       kind.contains("copy_"))
     flags |= NodeFlagMutates;
+  return flags;
+}
+
+uint32_t TrainingGraph::classifyKind(StringRef kind) {
+  // A step repeats a few hundred kinds over up to ~10^5 ops, and every graph
+  // built and every program pass classifies each op again: the substring
+  // searches were ~5% of a whole `lethe plan` at 100k ops. The memo is per
+  // thread (the C API may plan on several at once) and starts over past
+  // kMaxKinds, so that a process planning many graphs keeps it small.
+  constexpr size_t kMaxKinds = 4096;
+  thread_local llvm::StringMap<uint32_t> known;
+  if (auto it = known.find(kind); it != known.end())
+    return it->second;
+  if (known.size() >= kMaxKinds)
+    known.clear();
+  uint32_t flags = classifyKindOnce(kind);
+  known.try_emplace(kind, flags);
   return flags;
 }
 

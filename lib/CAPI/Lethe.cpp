@@ -19,6 +19,7 @@
 #include "lethe/Planner/Planner.h"
 #include "lethe/Simulator/Timeline.h"
 #include "lethe/Support/Files.h"
+#include "lethe/Support/JsonSyntax.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -64,10 +65,9 @@ LetheStatus errorStatus(llvm::StringRef message) {
 /// Returns the JSON document `text` in `out`, unless it does not parse (a
 /// bare `inf` or `nan`): callers get JSON or an error, never something else.
 LetheStatus returnJson(llvm::StringRef text, LetheString *out) {
-  if (llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
-      !parsed)
+  if (llvm::Error invalid = lethe::checkJsonSyntax(text))
     return errorStatus("lethe: internal error: the result is not valid JSON (" +
-                       llvm::toString(parsed.takeError()) + ")");
+                       llvm::toString(std::move(invalid)) + ")");
   *out = makeString(text);
   return okStatus();
 }

@@ -205,7 +205,10 @@ int lethe::runLetheDriver(int argc, char **argv) {
     return 1;
   }
 
-  MLIRContext context;
+  // One thread, as the C API's: no command runs anything in parallel, and
+  // without threads the context's attribute and type uniquing takes no
+  // locks (a whole `lethe plan` builds millions of attributes).
+  MLIRContext context(MLIRContext::Threading::DISABLED);
   // A failing pass would attach the whole function to its error.
   context.printOpOnDiagnostic(false);
   // Diagnostics print with their source location (the node of an exported

@@ -112,6 +112,9 @@ llvm::json::Value lethe::planToJson(const Plan &plan,
                                     const TrainingGraph &graph) {
   DecisionCounts counts = countDecisions(plan, graph);
   llvm::json::Array values;
+  // Grown one by one, the array moved its objects each time it grew (~1.4%
+  // of a whole `lethe plan` at 100k ops).
+  values.reserve(plan.decisions.size());
   for (const ActivationDecision &d : plan.decisions) {
     llvm::json::Object value{
         {"id", stableValueId(graph, d.value)},
@@ -206,6 +209,8 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   }
   LoadOptions loadOptions;
   loadOptions.device = options.plan.device;
+  // planStep refuses an unanalysable graph, with the loader's error.
+  loadOptions.checkAnalysable = false;
   OwningOpRef<ModuleOp> module =
       loadTrainingGraph(options.graphPath, context, loadOptions);
   if (!module)

@@ -600,17 +600,23 @@ void GraphJsonImporter::build(ModuleOp module) {
       named.append(node.kwargs.getValue());
     if (isa<CollectiveOp>(op) && node.args)
       named.set("args", node.args);
+    // The discardable attributes in one dictionary: each setAttr would
+    // build and unique the op's whole dictionary again. (Both ops keep
+    // their inherent attributes as properties, apart from this dictionary.)
+    assert(op->getPropertiesStorage() && "inherent attributes as properties");
+    NamedAttrList discardable(op->getDiscardableAttrDictionary());
     if (!named.empty())
-      LetheDialect::AttrsAttrHelper(op->getContext())
-          .setAttr(op, named.getDictionary(context));
-    LetheDialect::NodeIdAttrHelper(op->getContext())
-        .setAttr(op, builder.getI64IntegerAttr(node.id));
+      discardable.set(LetheDialect::AttrsAttrHelper::getNameStr(),
+                      named.getDictionary(context));
+    discardable.set(LetheDialect::NodeIdAttrHelper::getNameStr(),
+                    builder.getI64IntegerAttr(node.id));
     if (savedIt != saved.end()) {
       SmallVector<int64_t, 2> indices = savedIt->second;
       llvm::sort(indices);
-      LetheDialect::SavedAttrHelper(op->getContext())
-          .setAttr(op, builder.getDenseI64ArrayAttr(indices));
+      discardable.set(LetheDialect::SavedAttrHelper::getNameStr(),
+                      builder.getDenseI64ArrayAttr(indices));
     }
+    op->setDiscardableAttrs(discardable.getDictionary(context));
     values[position].assign(op->result_begin(), op->result_end());
   }
   func::ReturnOp::create(builder, func.getLoc(), returned);

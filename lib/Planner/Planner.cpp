@@ -38,8 +38,10 @@ static std::vector<AutoSeed> autoSeeds(const ActivationAnalysis &analysis,
   PlanOptions opts = options;
   add("full", Policy::Full, opts);
   std::vector<int> ns = {options.everyN, 2, 3, 4};
-  for (int n : ns) {
-    if (n < 2)
+  for (auto [i, n] : llvm::enumerate(ns)) {
+    // The same n gives the same plan: not computed twice (the default n is
+    // 2; each seed decides and explains every activation).
+    if (n < 2 || llvm::is_contained(llvm::ArrayRef(ns).take_front(i), n))
       continue;
     opts.everyN = n;
     add(llvm::formatv("every-{0}", n).str(), Policy::EveryN, opts);

@@ -1,10 +1,10 @@
 //===- Files.cpp - Reading inputs and writing outputs safely --------------===//
 
 #include "lethe/Support/Files.h"
+#include "lethe/Support/JsonSyntax.h"
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 
@@ -168,9 +168,9 @@ Error OutputFiles::add(StringRef path, function_ref<void(raw_ostream &)> write,
     write(os);
   }
   if (json)
-    if (Expected<json::Value> parsed = json::parse(file.text); !parsed)
+    if (Error invalid = checkJsonSyntax(file.text))
       return fileError(path, "internal error: the output is not valid JSON (" +
-                                 toString(parsed.takeError()) +
+                                 toString(std::move(invalid)) +
                                  "); nothing was written");
   if (file.direct) {
     pending.push_back(std::move(file));

@@ -84,6 +84,27 @@ TEST(TrainingGraphTest, ClassifiesKinds) {
   EXPECT_EQ(TrainingGraph::classifyKind("aten.transpose.int"), 0u);
 }
 
+/// classifyKind remembers the kinds it has seen: the same answer the
+/// second time, from a string of other storage, and after so many other
+/// kinds that the memo started over.
+TEST(TrainingGraphTest, ClassifiesKindsTheSameWhenRemembered) {
+  const char *kinds[] = {"aten.native_dropout.default",
+                         "aten.native_dropout_backward.default",
+                         "c10d.allreduce_", "aten.add_.Tensor",
+                         "aten.mm.default"};
+  std::vector<uint32_t> first;
+  for (const char *kind : kinds)
+    first.push_back(TrainingGraph::classifyKind(kind));
+  EXPECT_EQ(first[0], static_cast<uint32_t>(NodeFlagRandom));
+  EXPECT_EQ(first[4], 0u);
+  for (int i = 0; i < 10000; ++i)
+    (void)TrainingGraph::classifyKind("custom.op_" + std::to_string(i));
+  for (auto [kind, flags] : llvm::zip_equal(kinds, first)) {
+    std::string copy(kind);
+    EXPECT_EQ(TrainingGraph::classifyKind(copy), flags) << kind;
+  }
+}
+
 TEST(TrainingGraphTest, FromFunction) {
   MLIRContext context;
   context.loadDialect<LetheDialect, func::FuncDialect>();

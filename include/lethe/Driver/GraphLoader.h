@@ -27,6 +27,10 @@ struct LoadOptions {
   /// Device profile used to cost nodes that carry no measured time
   /// (lethe-annotate-costs's default).
   std::string device = AnnotateCostsOptions().device;
+  /// Refuse a graph no analysis can take, with TrainingGraph::fromFunction's
+  /// located error. A caller that builds the TrainingGraph next anyway
+  /// (planStep: the same errors) passes false, not to build it twice.
+  bool checkAnalysable = true;
 };
 
 /// Loads `path` (`-` for stdin): JSON if its text starts with `{`, else
