@@ -194,10 +194,7 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
       }
     }
     // Recount the host bytes of the plan we keep.
-    offloadedBytes = 0;
-    for (size_t a = 0; a < acts.size(); ++a)
-      if (current[a] == Decision::Offload)
-        offloadedBytes += acts[a].bytes;
+    recountOffloaded();
     llvm::Expected<bool> single = trySingles(pos, level);
     if (!single)
       return single.takeError();
@@ -282,10 +279,7 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
         current = seeds[i].decisions;
         currentHints.assign(acts.size(), CopyHint());
         currentEval = seedEvals[i];
-        offloadedBytes = 0;
-        for (size_t a = 0; a < acts.size(); ++a)
-          if (current[a] == Decision::Offload)
-            offloadedBytes += acts[a].bytes;
+        recountOffloaded();
         if (llvm::Error err = improveRestart(level))
           return err;
         if (!picked || currentEval.stepUs < picked->eval.stepUs) {
@@ -329,19 +323,10 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
           // no single one does (AutoSolverBetween.cpp): each such plan is a
           // member below the last.
           if (current != ladder.back().decisions ||
-              currentHints != ladder.back().hints) {
-            current = ladder.back().decisions;
-            currentHints = ladder.back().hints;
-            llvm::Expected<Evaluation> eval =
-                evaluator.evaluate(current, currentHints);
-            if (!eval)
-              return eval.takeError();
-            currentEval = std::move(*eval);
-            offloadedBytes = 0;
-            for (size_t a = 0; a < acts.size(); ++a)
-              if (current[a] == Decision::Offload)
-                offloadedBytes += acts[a].bytes;
-          }
+              currentHints != ladder.back().hints)
+            if (llvm::Error err =
+                    startFrom(ladder.back().decisions, ladder.back().hints))
+              return err;
           for (unsigned round = 0; round < kSwapBelowRounds; ++round) {
             llvm::Expected<bool> lower = swapBelow(ladder.back().peak);
             if (!lower)
@@ -392,17 +377,8 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
       if (tying && *firstFit > 0) {
         const Member &above = ladder[*firstFit - 1];
         j = above.level;
-        current = above.decisions;
-        currentHints = above.hints;
-        llvm::Expected<Evaluation> eval =
-            evaluator.evaluate(current, currentHints);
-        if (!eval)
-          return eval.takeError();
-        currentEval = std::move(*eval);
-        offloadedBytes = 0;
-        for (size_t a = 0; a < acts.size(); ++a)
-          if (current[a] == Decision::Offload)
-            offloadedBytes += acts[a].bytes;
+        if (llvm::Error err = startFrom(above.decisions, above.hints))
+          return err;
         ladder.resize(*firstFit);
         firstFit.reset();
         // A tied pick jumps many levels: the untied ladder would refine all

@@ -353,6 +353,25 @@ private:
     currentEval = std::move(state.eval);
     offloadedBytes = state.offloaded;
   }
+  /// Recounts the host bytes of the current plan.
+  void recountOffloaded() {
+    offloadedBytes = 0;
+    for (size_t a = 0; a < acts.size(); ++a)
+      if (current[a] == Decision::Offload)
+        offloadedBytes += acts[a].bytes;
+  }
+  /// Makes `decisions` with `hints` the current plan, evaluated.
+  llvm::Error startFrom(const std::vector<Decision> &decisions,
+                        const std::vector<CopyHint> &hints) {
+    current = decisions;
+    currentHints = hints;
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+    if (!eval)
+      return eval.takeError();
+    currentEval = std::move(*eval);
+    recountOffloaded();
+    return llvm::Error::success();
+  }
   /// Swaps the costliest recomputes for free decisions where that holds the
   /// level (small graphs only: it costs a few evaluations per level).
   llvm::Error swapCostly(int64_t level, size_t tries = 3);
