@@ -12,6 +12,7 @@
 #include "lethe/Driver/Commands.h"
 #include "lethe/Driver/GraphLoader.h"
 #include "lethe/Pipelines/Pipelines.h"
+#include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
 #include "lethe/Simulator/Simulator.h"
@@ -218,16 +219,21 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   func::FuncOp func = getTrainingFunction(*module);
   if (!func)
     return failure();
-  FailureOr<PlannedStep> step =
-      planStep(func, options.plan, *device, [](const llvm::Twine &message) {
+  // `auto`'s ladder, built once for this plan and the re-plans that make
+  // it agree with the pipeline.
+  auto families = std::make_shared<AutoFamilies>();
+  FailureOr<PlannedStep> step = planStep(
+      func, options.plan, *device,
+      [](const llvm::Twine &message) {
         llvm::errs() << "error: " << message << "\n";
-      });
+      },
+      families.get());
   if (failed(step))
     return failure();
   // Feasible means `lethe compile` succeeds: the plan is the one it keeps
   // once packed, and the least budget stated is the one it meets.
   if (failed(agreeWithPipeline(*module, func, pipelineConfig(options), *device,
-                               *step))) {
+                               *step, families))) {
     llvm::errs() << "error: cannot plan again for the packed arena\n";
     return failure();
   }

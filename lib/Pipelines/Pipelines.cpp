@@ -266,10 +266,14 @@ struct Least {
 /// plans (leastPacked).
 class PipelineSearch {
 public:
-  PipelineSearch(ModuleOp costed, const LethePipelineConfig &config)
+  PipelineSearch(ModuleOp costed, const LethePipelineConfig &config,
+                 std::shared_ptr<AutoFamilies> families = nullptr)
       : costed(costed), config(config),
         exact(config.plan.planFile.empty() && config.plan.policy == "auto" &&
-              config.plan.solver == "exact") {}
+              config.plan.solver == "exact") {
+    if (families)
+      this->families = std::move(families);
+  }
 
   Attempt attempt(StringRef budget) {
     Attempt result;
@@ -512,10 +516,10 @@ static OwningOpRef<ModuleOp> withOnly(ModuleOp module, func::FuncOp func) {
   return step;
 }
 
-LogicalResult lethe::agreeWithPipeline(ModuleOp module, func::FuncOp func,
-                                       const LethePipelineConfig &config,
-                                       const DeviceProfile &device,
-                                       PlannedStep &step) {
+LogicalResult lethe::agreeWithPipeline(
+    ModuleOp module, func::FuncOp func, const LethePipelineConfig &config,
+    const DeviceProfile &device, PlannedStep &step,
+    std::shared_ptr<AutoFamilies> families) {
   Plan &plan = step.plan;
   if (!plan.feasible) {
     FailureOr<int64_t> least = findLeastFunctionBudget(module, func, config);
@@ -529,7 +533,9 @@ LogicalResult lethe::agreeWithPipeline(ModuleOp module, func::FuncOp func,
     return failure();
   ScopedDiagnosticHandler quiet(context,
                                 [](Diagnostic &) { return success(); });
-  PipelineSearch search(*one, config);
+  // The caller's ladders serve only where the costs stay as `step`'s were.
+  PipelineSearch search(*one, config,
+                        config.annotateCosts ? nullptr : std::move(families));
   // `step` is the plan the pass would make on `one` when the cost pass
   // leaves the costs as they are (the driver's pipeline): compiled as it
   // is instead of planned a second time.

@@ -20,6 +20,7 @@
 #include "mlir/Pass/PassOptions.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -130,12 +131,14 @@ findLeastFunctionBudget(mlir::ModuleOp module, mlir::func::FuncOp func,
 /// (planned again for its plan budget, stated for the budget asked for),
 /// or, when no plan under the budget packs into it, infeasible with the
 /// least budget the pipeline meets (as for an infeasible `step`). `lethe
-/// plan` calls it. Fails only when re-planning does.
-mlir::LogicalResult agreeWithPipeline(mlir::ModuleOp module,
-                                      mlir::func::FuncOp func,
-                                      const LethePipelineConfig &config,
-                                      const DeviceProfile &device,
-                                      PlannedStep &step);
+/// plan` calls it. Fails only when re-planning does. `families`: the
+/// ladders `auto` built making `step` (AutoSolverOptions::family), which
+/// the re-plans extend instead of building again.
+mlir::LogicalResult
+agreeWithPipeline(mlir::ModuleOp module, mlir::func::FuncOp func,
+                  const LethePipelineConfig &config,
+                  const DeviceProfile &device, PlannedStep &step,
+                  std::shared_ptr<AutoFamilies> families = nullptr);
 
 } // namespace lethe
 
