@@ -229,16 +229,10 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
       if (drops++ >= kSwapBelowDrops || tries >= kSwapBelowTries)
         break;
       ++tries;
-      std::vector<Decision> trial = current;
-      std::vector<CopyHint> trialHints = currentHints;
-      trial[c->act] = c->decision;
-      trialHints[c->act] = c->hint;
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
-      if (!eval)
-        return eval.takeError();
-      consider(State{std::move(trial), std::move(trialHints), std::move(*eval),
-                     offloadedBytes + (c->decision == Decision::Offload) *
-                                          acts[c->act].bytes});
+      llvm::Expected<State> trial = withCandidate(*c);
+      if (!trial)
+        return trial.takeError();
+      consider(std::move(*trial));
     }
   }
   restore(best ? std::move(*best) : start);

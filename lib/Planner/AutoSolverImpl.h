@@ -353,6 +353,20 @@ private:
     currentEval = std::move(state.eval);
     offloadedBytes = state.offloaded;
   }
+  /// The current plan with candidate `c`'s decision, evaluated.
+  llvm::Expected<State> withCandidate(const Candidate &c) const {
+    State trial{current, currentHints, Evaluation(), offloadedBytes};
+    trial.decisions[c.act] = c.decision;
+    trial.hints[c.act] = c.hint;
+    if (c.decision == Decision::Offload)
+      trial.offloaded += acts[c.act].bytes;
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(trial.decisions, trial.hints);
+    if (!eval)
+      return eval.takeError();
+    trial.eval = std::move(*eval);
+    return trial;
+  }
   /// Recounts the host bytes of the current plan.
   void recountOffloaded() {
     offloadedBytes = 0;

@@ -361,19 +361,11 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
     }
   }
   for (const Candidate *c : tries) {
-    std::vector<Decision> trial = current;
-    std::vector<CopyHint> trialHints = currentHints;
-    trial[c->act] = c->decision;
-    trialHints[c->act] = c->hint;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
-    if (!eval)
-      return eval.takeError();
-    if (improves(*eval, currentEval)) {
-      if (c->decision == Decision::Offload)
-        offloadedBytes += c->bytes;
-      current = std::move(trial);
-      currentHints = std::move(trialHints);
-      currentEval = std::move(*eval);
+    llvm::Expected<State> trial = withCandidate(*c);
+    if (!trial)
+      return trial.takeError();
+    if (improves(trial->eval, currentEval)) {
+      restore(std::move(*trial));
       return true;
     }
   }

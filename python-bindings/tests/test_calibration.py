@@ -72,16 +72,21 @@ def test_scaled_profile_slows_modelled_kernels_only(tmp_path, monkeypatch):
             lethe.plan(g, budget=None, device="h100").step_us
 
 
+@pytest.fixture
+def replans_kept(monkeypatch):
+    """CPU steps wander by more than the 2% after which a slower re-plan
+    gives way to the first: for tests of how the re-plan is made."""
+    from lethe import _calibrate
+    monkeypatch.setattr(_calibrate, "_SLOWER", 10.0)
+
+
 @needs_lethe
-def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch):
+def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch,
+                                                               replans_kept):
     # Without kernel provenance (a torch that lacks it): the model's
     # kernels are scaled by the measured error.
     from lethe import _kernel_times
     monkeypatch.setattr(_kernel_times, "supported", lambda: False)
-    from lethe import _calibrate
-    # CPU steps wander by more than the 2% after which a slower re-plan
-    # gives way to the first: this test is about how the re-plan is made.
-    monkeypatch.setattr(_calibrate, "_SLOWER", 10.0)
     model = _model()
     ref = _step(model, model)
     torch._dynamo.reset()
@@ -113,7 +118,7 @@ def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch):
 
 @needs_lethe
 def test_calibration_prices_generated_kernels_by_a_profiled_step(
-        monkeypatch):
+        replans_kept):
     # The warm step after the compile runs under torch.profiler; the
     # kernels inductor generated (C++ here, Triton on a GPU) are matched to
     # the call sites inductor recorded while compiling and their times
@@ -122,10 +127,6 @@ def test_calibration_prices_generated_kernels_by_a_profiled_step(
     from lethe import _kernel_times
     if not _kernel_times.supported():
         pytest.skip("this torch records no kernel provenance")
-    from lethe import _calibrate
-    # CPU steps wander by more than the 2% after which a slower re-plan
-    # gives way to the first: this test is about how the re-plan is made.
-    monkeypatch.setattr(_calibrate, "_SLOWER", 10.0)
     model = _model()
     ref = _step(model, model)
     torch._dynamo.reset()
