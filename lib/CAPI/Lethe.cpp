@@ -270,6 +270,8 @@ LetheStatus load(std::unique_ptr<llvm::MemoryBuffer> buffer, bool json,
   auto impl = std::make_unique<LetheGraphImpl>();
   impl->context =
       std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
+  // The constructor leaves the uniquers locking; this turns them off.
+  impl->context->disableMultithreading();
   // A failing pass would attach the whole function to its error.
   impl->context->printOpOnDiagnostic(false);
   // NULL: the planner's default device.

@@ -564,7 +564,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
         bestSeed = i;
     if (bestSeed < seeds.size()) {
       solution.decisions = seeds[bestSeed].decisions;
-      solution.reasons = seeds[bestSeed].reasons;
+      solution.reasons = seeds[bestSeed].getReasons();
       solution.evaluation = std::move(seedEvals[bestSeed]);
       solution.chosen = "seed " + seeds[bestSeed].name;
       return solution;
@@ -592,7 +592,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
     const AutoSeed &seed = seeds[best->index];
     solution.decisions = seed.decisions;
     solution.reasons.clear();
-    for (const std::string &reason : seed.reasons)
+    for (const std::string &reason : seed.getReasons())
       solution.reasons.push_back(reason + " [auto: the " + seed.name +
                                  " plan is the fastest that fits]");
     solution.evaluation = std::move(seedEvals[best->index]);

@@ -46,6 +46,8 @@ struct PolicyRules {
   const LayerInfo &layers;
   Policy policy;
   const PlanOptions &options;
+  /// Whether to say why: `reason` is left as it is otherwise.
+  bool explain = true;
 
   std::string name() const { return stringifyPolicy(policy).str(); }
 
@@ -74,6 +76,8 @@ struct PolicyRules {
                          std::string &reason) const {
     if (act.recomputable) {
       decision = Decision::Recompute;
+      if (!explain)
+        return;
       reason = llvm::formatv("recomputed (policy {0}): frees {1} for {2} of "
                              "re-run",
                              name(), humanBytes(act.bytes),
@@ -82,6 +86,8 @@ struct PolicyRules {
       return;
     }
     decision = Decision::Retain;
+    if (!explain)
+      return;
     reason = llvm::formatv("retained (policy {0}): cannot be recomputed: {1}",
                            name(), act.notRecomputableReason)
                  .str();
@@ -95,7 +101,8 @@ struct PolicyRules {
     // the checkpoint wrappers (torch.utils.checkpoint, torchtitan's SAC)
     // do: recompute chains stop there (explainCheckpoints says which).
     if (act.checkpoint) {
-      reason = llvm::formatv("kept as a checkpoint (policy {0})", name());
+      if (explain)
+        reason = llvm::formatv("kept as a checkpoint (policy {0})", name());
       return;
     }
     switch (policy) {
@@ -107,10 +114,11 @@ struct PolicyRules {
     case Policy::OffloadAll:
       if (act.offloadable) {
         decision = Decision::Offload;
-        reason = llvm::formatv("offloaded (policy offload-all): frees {0}",
-                               humanBytes(act.bytes))
-                     .str();
-      } else {
+        if (explain)
+          reason = llvm::formatv("offloaded (policy offload-all): frees {0}",
+                                 humanBytes(act.bytes))
+                       .str();
+      } else if (explain) {
         reason = "retained (policy offload-all): cannot be offloaded: " +
                  act.notOffloadableReason;
       }
@@ -119,11 +127,14 @@ struct PolicyRules {
     case Policy::EveryN: {
       int32_t layer = innerLayer(act, why);
       if (layer < 0) {
-        reason = llvm::formatv("retained (policy {0}): {1}", name(), why);
+        if (explain)
+          reason = llvm::formatv("retained (policy {0}): {1}", name(), why);
         return;
       }
       int n = std::max(1, options.everyN);
       if (policy == Policy::EveryN && layer % n != 0) {
+        if (!explain)
+          return;
         reason = llvm::formatv("retained (policy every-n): layer {0} is not "
                                "checkpointed (n = {1})",
                                layers.names[layer], n);
@@ -135,7 +146,8 @@ struct PolicyRules {
     case Policy::SelectiveOp: {
       bool haveLayers = layers.numLayers() > 0;
       if (haveLayers && innerLayer(act, why) < 0) {
-        reason = llvm::formatv("retained (policy selective-op): {0}", why);
+        if (explain)
+          reason = llvm::formatv("retained (policy selective-op): {0}", why);
         return;
       }
       const GraphNode &producer =
@@ -143,14 +155,17 @@ struct PolicyRules {
       if (isKeptOpKind(producer.kind, options.keepOpKinds)) {
         if (options.offloadKept && act.offloadable) {
           decision = Decision::Offload;
+          if (!explain)
+            return;
           reason = llvm::formatv("offloaded (policy selective-op, "
                                  "offload-kept): output of kept op {0}",
                                  producer.kind);
           return;
         }
-        reason = llvm::formatv("retained (policy selective-op): output of "
-                               "kept op {0}",
-                               producer.kind);
+        if (explain)
+          reason = llvm::formatv("retained (policy selective-op): output of "
+                                 "kept op {0}",
+                                 producer.kind);
         return;
       }
       recomputeOrRetain(act, decision, reason);
@@ -164,14 +179,17 @@ struct PolicyRules {
 PolicyDecisions lethe::fixedPolicyDecisions(const ActivationAnalysis &analysis,
                                             const LayerInfo &layers,
                                             Policy policy,
-                                            const PlanOptions &options) {
-  PolicyRules rules{analysis, layers, policy, options};
+                                            const PlanOptions &options,
+                                            bool reasons) {
+  PolicyRules rules{analysis, layers, policy, options, reasons};
   PolicyDecisions result;
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   result.decisions.resize(acts.size());
-  result.reasons.resize(acts.size());
+  result.reasons.resize(reasons ? acts.size() : 0);
+  std::string unused;
   for (auto [a, act] : llvm::enumerate(acts))
-    rules.decide(act, result.decisions[a], result.reasons[a]);
+    rules.decide(act, result.decisions[a],
+                 reasons ? result.reasons[a] : unused);
   return result;
 }
 

@@ -35,6 +35,7 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,13 @@ struct AutoSeed {
   std::string name;
   std::vector<Decision> decisions;
   std::vector<std::string> reasons;
+  /// The reasons, where `reasons` is empty: made only for a seed the
+  /// solution keeps (a fixed policy's take longer than deciding it).
+  std::function<std::vector<std::string>()> explain;
+
+  std::vector<std::string> getReasons() const {
+    return reasons.empty() && explain ? explain() : reasons;
+  }
 };
 
 struct AutoSolution {

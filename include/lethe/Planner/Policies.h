@@ -52,10 +52,12 @@ struct PolicyDecisions {
   std::vector<std::string> reasons;
 };
 
-/// Decisions of a fixed policy (anything but Auto).
+/// Decisions of a fixed policy (anything but Auto); without `reasons`, the
+/// reasons are left empty (formatting them is most of the work).
 PolicyDecisions fixedPolicyDecisions(const ActivationAnalysis &analysis,
                                      const LayerInfo &layers, Policy policy,
-                                     const PlanOptions &options);
+                                     const PlanOptions &options,
+                                     bool reasons = true);
 
 /// Rewrites the reasons of the retained checkpoints (ActivationInfo::
 /// checkpoint) of any plan: which recompute chains keeping each one cut,
