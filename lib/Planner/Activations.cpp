@@ -40,7 +40,10 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
     storageIndexOfValue[v] = storageIndexOf[graph.getValue(v).storage];
   operandBegin.reserve(graph.numNodes() + 1);
   resultBegin.reserve(graph.numNodes() + 1);
+  briefs.reserve(graph.numNodes());
   for (const GraphNode &node : graph.getNodes()) {
+    briefs.push_back({node.timeUs, node.flags});
+    anyP2PGroup |= node.p2pGroup >= 0;
     operandBegin.push_back(static_cast<int32_t>(operandStorageList.size()));
     resultBegin.push_back(static_cast<int32_t>(resultStorageList.size()));
     for (ValueId operand : node.operands)
@@ -257,7 +260,7 @@ void ActivationAnalysis::keepReadCheckpoints() {
 }
 
 bool ActivationAnalysis::isRecomputableNode(NodeId node) const {
-  const GraphNode &n = graph.getNode(node);
+  const NodeBrief &n = briefs[node];
   if (n.hasFlag(NodeFlagCollective) || n.hasFlag(NodeFlagMutates))
     return false;
   return replayRng || !n.hasFlag(NodeFlagRandom);

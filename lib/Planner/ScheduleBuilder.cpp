@@ -243,7 +243,7 @@ llvm::Expected<Schedule> Builder::build() {
     llvm::sort(chain);
     for (NodeId node : chain) {
       inChain[node] = 0;
-      const GraphNode &n = graph.getNode(node);
+      const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
       if (!analysis.isRecomputableNode(node))
         return buildError(
             llvm::formatv("{0} may not be re-run", describeNode(graph, node)));
@@ -252,7 +252,7 @@ llvm::Expected<Schedule> Builder::build() {
       op.stream = Stream::Compute;
       op.node = node;
       op.durationUs = std::max(0.0, n.timeUs);
-      op.kernel = kernelClassOf(n);
+      op.kernel = kernelClassOf(n.flags);
       if (llvm::Error err =
               addReads(op, analysis.operandStorages(node), node, true))
         return std::move(err);
@@ -274,12 +274,12 @@ llvm::Expected<Schedule> Builder::build() {
       isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
 
     // Node i.
-    const GraphNode &n = graph.getNode(i);
+    const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(i);
     ScheduleOp op;
     op.kind = ScheduleOpKind::Node;
     op.node = i;
     op.durationUs = std::max(0.0, n.timeUs);
-    op.kernel = kernelClassOf(n);
+    op.kernel = kernelClassOf(n.flags);
     op.stream = n.hasFlag(NodeFlagCollective) ? Stream::Comm : Stream::Compute;
     if (op.stream != Stream::Compute && lastCompute >= 0)
       op.deps.push_back(lastCompute);
@@ -361,8 +361,11 @@ llvm::Expected<Schedule> Builder::build() {
 
   // The transfers of one point-to-point group run together (one NCCL
   // group): what any of them reads stays live until the group's last op.
+  // (Only where there are groups: the walk reads every op's GraphNode.)
   llvm::DenseMap<int64_t, OpIndex> groupEnd;
-  for (auto [index, op] : llvm::enumerate(schedule.ops))
+  for (auto [index, op] : llvm::enumerate(
+           analysis.hasP2PGroups() ? llvm::ArrayRef(schedule.ops)
+                                   : llvm::ArrayRef<ScheduleOp>()))
     if (op.kind == ScheduleOpKind::Node && graph.getNode(op.node).p2pGroup >= 0)
       groupEnd[graph.getNode(op.node).p2pGroup] = static_cast<OpIndex>(index);
   if (!groupEnd.empty())

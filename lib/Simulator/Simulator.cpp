@@ -53,7 +53,15 @@ static void addLaunchCosts(const Schedule &schedule,
   if (waitUs <= 0.0 && recordUs <= 0.0 && floorUs <= 0.0)
     return;
   const size_t numOps = schedule.ops.size();
-  using Clock = std::array<int32_t, kNumStreams>;
+  // One lane per stream, stored and loaded whole: with an array, setting
+  // one lane and then loading the clock could not be store-forwarded and
+  // stalled once per op (a quarter of the simulation's time).
+  static_assert(kNumStreams == 4, "a clock has one lane per stream");
+  typedef int32_t Clock __attribute__((vector_size(16)));
+  const Clock lanes = {0, 1, 2, 3};
+  auto withLane = [&](Clock clock, unsigned lane, int32_t value) -> Clock {
+    return lanes == static_cast<int32_t>(lane) ? Clock{} + value : clock;
+  };
   // clock[op][s]: ops of stream s (counted in its order) done before op
   // starts; position[op]: op's place on its stream, from 1.
   std::vector<Clock> clock(numOps);
@@ -73,15 +81,13 @@ static void addLaunchCosts(const Schedule &schedule,
         continue;
       work[index] += waitUs;
       recorded[dep] = 1;
-      for (unsigned u = 0; u < kNumStreams; ++u)
-        now[u] = std::max(now[u], clock[dep][u]);
-      now[t] = std::max(now[t], position[dep]);
+      Clock known = withLane(clock[dep], t, position[dep]);
+      now = now > known ? now : known;
     }
-    position[index] = ++streamClock[s][s];
-    now[s] = position[index] - 1;
-    clock[index] = now;
-    streamClock[s] = now;
-    streamClock[s][s] = position[index];
+    const int32_t place = streamClock[s][s] + 1;
+    position[index] = place;
+    clock[index] = withLane(now, s, place - 1);
+    streamClock[s] = withLane(now, s, place);
   }
   if (recordUs > 0.0)
     for (size_t index = 0; index < numOps; ++index)

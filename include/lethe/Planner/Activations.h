@@ -142,6 +142,16 @@ public:
     return llvm::ArrayRef<int32_t>(resultStorageList)
         .slice(resultBegin[node], resultBegin[node + 1] - resultBegin[node]);
   }
+  /// A node's time and flags (GraphNode's), 16 bytes a node: what schedule
+  /// building reads of every node, without touching the whole GraphNode.
+  struct NodeBrief {
+    double timeUs = 0.0;
+    uint32_t flags = NodeFlagNone;
+    bool hasFlag(NodeFlags flag) const { return (flags & flag) != 0; }
+  };
+  const NodeBrief &getNodeBrief(NodeId node) const { return briefs[node]; }
+  /// Whether some node is in a point-to-point group (GraphNode::p2pGroup).
+  bool hasP2PGroups() const { return anyP2PGroup; }
 
 private:
   /// A new activation of `info`'s storage (which records its index).
@@ -170,6 +180,8 @@ private:
   std::vector<int32_t> storageIndexOfValue;
   std::vector<int32_t> operandBegin, operandStorageList;
   std::vector<int32_t> resultBegin, resultStorageList;
+  std::vector<NodeBrief> briefs;
+  bool anyP2PGroup = false;
   std::vector<ActivationInfo> activations;
   /// Alias values of each storage (storage owner excluded), by value id.
   std::vector<std::vector<ValueId>> aliasesOf;

@@ -64,12 +64,15 @@ llvm::StringRef stringifyScheduleOpKind(ScheduleOpKind kind);
 /// kernel launch.
 enum class KernelClass : uint8_t { None, MemoryBound, Matrix };
 
-/// The kernel class of a graph node (from its NodeFlags).
-inline KernelClass kernelClassOf(const GraphNode &node) {
-  if (node.hasFlag(NodeFlagView))
+/// The kernel class of a graph node of `flags` (its NodeFlags).
+inline KernelClass kernelClassOf(uint32_t flags) {
+  if (flags & NodeFlagView)
     return KernelClass::None;
-  return node.hasFlag(NodeFlagMatrix) ? KernelClass::Matrix
-                                      : KernelClass::MemoryBound;
+  return flags & NodeFlagMatrix ? KernelClass::Matrix
+                                : KernelClass::MemoryBound;
+}
+inline KernelClass kernelClassOf(const GraphNode &node) {
+  return kernelClassOf(node.flags);
 }
 
 /// Where a buffer's contents come from.
