@@ -35,16 +35,30 @@ public:
 
 private:
   llvm::Error checkPlacement();
-  /// Emits an op reading the current buffers of `operands`.
+  /// Makes `op`, the last op, read the current buffers of `operands`.
   llvm::Error addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
                        NodeId node, bool recompute);
-  OpIndex emit(ScheduleOp op) {
-    OpIndex index = static_cast<OpIndex>(schedule.ops.size());
-    if (op.stream == Stream::Compute)
+  /// A new last op, built in place: an op built apart and then moved in
+  /// was read back whole right after its fields were written, a store
+  /// the CPU could not forward (a stall per op). The reference is valid
+  /// until the next op begins.
+  ScheduleOp &begin(ScheduleOpKind kind, Stream stream) {
+    ScheduleOp &op = schedule.ops.emplace_back();
+    op.kind = kind;
+    op.stream = stream;
+    opStream.push_back(stream);
+    return op;
+  }
+  /// The index of the last op, now built (after its reads: a node op
+  /// depends on the compute op before it).
+  OpIndex finish() {
+    OpIndex index = static_cast<OpIndex>(schedule.ops.size()) - 1;
+    if (opStream[index] == Stream::Compute)
       lastCompute = index;
-    opStream.push_back(op.stream);
-    schedule.ops.push_back(std::move(op));
     return index;
+  }
+  OpIndex lastIndex() const {
+    return static_cast<OpIndex>(schedule.ops.size()) - 1;
   }
   BufferId newBuffer(ValueId storage, int64_t bytes, BufferOrigin origin,
                      OpIndex producer) {
@@ -155,8 +169,8 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
     if (llvm::is_contained(op.reads, buffer))
       continue;
     op.reads.push_back(buffer);
-    // The op being built gets the next index.
-    lastReader[buffer] = static_cast<OpIndex>(schedule.ops.size());
+    // The op being built is the last.
+    lastReader[buffer] = lastIndex();
     OpIndex producer = bufferProducer[buffer];
     if (producer >= 0 && opStream[producer] != op.stream &&
         !llvm::is_contained(op.deps, producer))
@@ -247,16 +261,14 @@ llvm::Expected<Schedule> Builder::build() {
       if (!analysis.isRecomputableNode(node))
         return buildError(
             llvm::formatv("{0} may not be re-run", describeNode(graph, node)));
-      ScheduleOp op;
-      op.kind = ScheduleOpKind::Recompute;
-      op.stream = Stream::Compute;
+      ScheduleOp &op = begin(ScheduleOpKind::Recompute, Stream::Compute);
       op.node = node;
       op.durationUs = std::max(0.0, n.timeUs);
       op.kernel = kernelClassOf(n.flags);
       if (llvm::Error err =
               addReads(op, analysis.operandStorages(node), node, true))
         return std::move(err);
-      OpIndex index = static_cast<OpIndex>(schedule.ops.size());
+      OpIndex index = lastIndex();
       for (int32_t s : analysis.resultStorages(node)) {
         BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
                                     BufferOrigin::Recomputed, index);
@@ -268,40 +280,38 @@ llvm::Expected<Schedule> Builder::build() {
         if (keep)
           current[s] = buffer;
       }
-      emit(std::move(op));
+      finish();
     }
     for (int32_t a : restoredAt)
       isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
 
     // Node i.
     const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(i);
-    ScheduleOp op;
-    op.kind = ScheduleOpKind::Node;
+    ScheduleOp &op =
+        begin(ScheduleOpKind::Node,
+              n.hasFlag(NodeFlagCollective) ? Stream::Comm : Stream::Compute);
     op.node = i;
     op.durationUs = std::max(0.0, n.timeUs);
     op.kernel = kernelClassOf(n.flags);
-    op.stream = n.hasFlag(NodeFlagCollective) ? Stream::Comm : Stream::Compute;
     if (op.stream != Stream::Compute && lastCompute >= 0)
       op.deps.push_back(lastCompute);
     if (llvm::Error err = addReads(op, analysis.operandStorages(i), i, false))
       return std::move(err);
-    OpIndex nodeOp = static_cast<OpIndex>(schedule.ops.size());
+    OpIndex nodeOp = lastIndex();
     for (int32_t s : analysis.resultStorages(i)) {
       BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
                                   BufferOrigin::Produced, nodeOp);
       op.allocs.push_back(buffer);
       current[s] = buffer;
     }
-    emit(std::move(op));
+    finish();
     // Recomputed activations are dropped after their last forward use (the
     // buffer itself is freed by that use).
     for (int32_t a : at(droppedList, droppedCursor, i))
       current[analysis.storageIndex(acts[a].storage)] = -1;
 
     for (int32_t a : at(offloadList, offloadCursor, i)) {
-      ScheduleOp copy;
-      copy.kind = ScheduleOpKind::Offload;
-      copy.stream = Stream::D2H;
+      ScheduleOp &copy = begin(ScheduleOpKind::Offload, Stream::D2H);
       copy.storage = acts[a].storage;
       copy.copyBytes = acts[a].bytes;
       if (lastCompute >= 0)
@@ -309,11 +319,11 @@ llvm::Expected<Schedule> Builder::build() {
       int32_t storage = analysis.storageIndex(acts[a].storage);
       if (llvm::Error err = addReads(copy, storage, i, false))
         return std::move(err);
-      OpIndex index = static_cast<OpIndex>(schedule.ops.size());
+      OpIndex index = lastIndex();
       hostBuffer[a] =
           newBuffer(acts[a].storage, acts[a].bytes, BufferOrigin::Host, index);
       copy.allocs.push_back(hostBuffer[a]);
-      offloadOp[a] = emit(std::move(copy));
+      offloadOp[a] = finish();
     }
     for (int32_t a : at(releaseList, releaseCursor, i)) {
       int32_t s = analysis.storageIndex(acts[a].storage);
@@ -323,9 +333,7 @@ llvm::Expected<Schedule> Builder::build() {
             "(after {2})",
             describeValue(graph, acts[a].storage), describeNode(graph, i),
             describeNode(graph, acts[a].contentReadyAfter)));
-      ScheduleOp release;
-      release.kind = ScheduleOpKind::Release;
-      release.stream = Stream::Compute;
+      ScheduleOp &release = begin(ScheduleOpKind::Release, Stream::Compute);
       release.storage = acts[a].storage;
       release.deps.push_back(offloadOp[a]);
       if (current[s] < 0)
@@ -335,13 +343,11 @@ llvm::Expected<Schedule> Builder::build() {
       release.frees.push_back(current[s]);
       explicitFree[current[s]] = 1;
       current[s] = -1;
-      emit(std::move(release));
+      finish();
     }
     for (int32_t a : at(prefetchList, prefetchCursor, i)) {
       int32_t s = analysis.storageIndex(acts[a].storage);
-      ScheduleOp copy;
-      copy.kind = ScheduleOpKind::Prefetch;
-      copy.stream = Stream::H2D;
+      ScheduleOp &copy = begin(ScheduleOpKind::Prefetch, Stream::H2D);
       copy.storage = acts[a].storage;
       copy.copyBytes = acts[a].bytes;
       copy.deps.push_back(offloadOp[a]);
@@ -350,12 +356,12 @@ llvm::Expected<Schedule> Builder::build() {
       copy.reads.push_back(hostBuffer[a]);
       copy.frees.push_back(hostBuffer[a]);
       explicitFree[hostBuffer[a]] = 1;
-      OpIndex index = static_cast<OpIndex>(schedule.ops.size());
+      OpIndex index = lastIndex();
       BufferId buffer = newBuffer(acts[a].storage, acts[a].bytes,
                                   BufferOrigin::Prefetched, index);
       copy.allocs.push_back(buffer);
       current[s] = buffer;
-      emit(std::move(copy));
+      finish();
     }
   }
 
@@ -388,15 +394,17 @@ llvm::Expected<Schedule> Builder::build() {
   };
   std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
   std::vector<BufferId> freed;
+  // Asked once per buffer: it reads the buffer's StorageInfo.
+  std::vector<uint8_t> freedLast(schedule.buffers.size());
   for (auto [buffer, info] : llvm::enumerate(schedule.buffers))
-    if (freedAtLastRead(buffer, info))
+    if ((freedLast[buffer] = freedAtLastRead(buffer, info)))
       ++firstFree[lastReader[buffer] + 1];
   for (size_t k = 1; k < firstFree.size(); ++k)
     firstFree[k] += firstFree[k - 1];
   freed.resize(firstFree.back());
   std::vector<int32_t> fill(firstFree.begin(), firstFree.end() - 1);
-  for (auto [buffer, info] : llvm::enumerate(schedule.buffers))
-    if (freedAtLastRead(buffer, info))
+  for (size_t buffer = 0; buffer < freedLast.size(); ++buffer)
+    if (freedLast[buffer])
       freed[fill[lastReader[buffer]]++] = static_cast<BufferId>(buffer);
   for (size_t k = 0; k < schedule.ops.size(); ++k)
     for (int32_t f = firstFree[k]; f < firstFree[k + 1]; ++f)
