@@ -18,7 +18,7 @@ static llvm::Error placementError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-static double nodeComputeUs(const GraphNode &node) {
+template <typename Node> static double nodeComputeUs(const Node &node) {
   // Collectives run on the comm stream and do not occupy the compute
   // stream.
   return node.hasFlag(NodeFlagCollective) ? 0.0 : std::max(0.0, node.timeUs);
@@ -100,21 +100,30 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
         device.name));
 
   // Restore points, moved earlier when a chain restored earlier reads them.
+  // The activations restored at each point, as (point, activation) sorted,
+  // and not one vector per node: most nodes restore nothing.
   std::vector<NodeId> restore(numActs, -1);
-  std::vector<std::vector<int32_t>> restoredAt(numNodes);
+  std::vector<std::pair<NodeId, int32_t>> restoredAt;
   for (size_t a = 0; a < numActs; ++a) {
     if (decisions[a] == Decision::Retain)
       continue;
     restore[a] = acts[a].firstBackwardUse;
-    restoredAt[restore[a]].push_back(static_cast<int32_t>(a));
+    restoredAt.push_back({restore[a], static_cast<int32_t>(a)});
   }
+  llvm::sort(restoredAt);
+  size_t restoredCursor = 0;
   Placement result;
   result.chainUs.assign(numNodes, 0.0);
   result.chainNodes.resize(numNodes);
   std::vector<uint8_t> inChain(numNodes, 0);
   std::vector<NodeId> chain;
+  std::vector<int32_t> targets;
   for (NodeId point = 0; point < static_cast<NodeId>(numNodes); ++point) {
-    std::vector<int32_t> &targets = restoredAt[point];
+    targets.clear();
+    for (; restoredCursor < restoredAt.size() &&
+           restoredAt[restoredCursor].first == point;
+         ++restoredCursor)
+      targets.push_back(restoredAt[restoredCursor].second);
     for (size_t i = 0; i < targets.size(); ++i) {
       int32_t a = targets[i];
       if (restore[a] != point)
@@ -154,7 +163,7 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     }
     for (NodeId node : chain) {
       inChain[node] = 0;
-      result.chainUs[point] += nodeComputeUs(graph.getNode(node));
+      result.chainUs[point] += nodeComputeUs(analysis.getNodeBrief(node));
     }
     if (!chain.empty()) {
       llvm::sort(chain);
@@ -169,7 +178,8 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   double now = 0.0;
   for (size_t i = 0; i < numNodes; ++i) {
     result.chainStartUs[i] = now;
-    now += result.chainUs[i] + nodeComputeUs(graph.getNode(i));
+    now += result.chainUs[i] +
+           nodeComputeUs(analysis.getNodeBrief(static_cast<NodeId>(i)));
     result.nodeEndUs[i] = now;
   }
   // First node k in [lo, hi] whose end is >= t (hi when none).
