@@ -422,8 +422,11 @@ int lethePlanIsFeasible(LethePlan plan) {
 LetheStatus lethePlanJson(LethePlan plan, LetheString *json) {
   if (!plan || !json)
     return errorStatus("lethe: null plan or output");
-  std::string text = llvm::formatv(
-      "{0:2}", lethe::planToJson(plan->step.plan, plan->step.graph));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  lethe::writePlanJson(os, plan->step.plan, plan->step.graph);
+  // The document alone, as the C API has always returned it.
+  text.pop_back();
   return returnJson(text, json);
 }
 

@@ -210,9 +210,7 @@ LogicalResult lethe::runCompileCommand(const CommandOptions &options,
       failed(writeOutputFile(
           outputs, path("plan.json"),
           [&](raw_ostream &os) {
-            os << llvm::formatv("{0:2}",
-                                planToJson(step->plan->plan, step->plan->graph))
-               << "\n";
+            writePlanJson(os, step->plan->plan, step->plan->graph);
           },
           /*json=*/true)) ||
       failed(writeOutputFile(

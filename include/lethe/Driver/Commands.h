@@ -77,9 +77,11 @@ llvm::LogicalResult runCompileCommand(const CommandOptions &options,
 llvm::LogicalResult buildProgramLibrary(llvm::StringRef cppPath,
                                         llvm::StringRef libraryPath);
 
-/// The `lethe plan --json` document of `plan` (the C API returns the same);
-/// it names nodes by their `lethe.node_id`, never by position.
-llvm::json::Value planToJson(const Plan &plan, const TrainingGraph &graph);
+/// Writes the `lethe plan --json` document of `plan` (the C API returns the
+/// same), indented by 2, with a newline; it names nodes by their
+/// `lethe.node_id`, never by position.
+void writePlanJson(llvm::raw_ostream &os, const Plan &plan,
+                   const TrainingGraph &graph);
 
 /// Writes one output file of a command to a temporary in `outputs`; the
 /// command calls commitOutputFiles once all are written, so a failed
