@@ -105,8 +105,10 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
   }
 
   addCheckpoints(mutatedInForward);
+  chainMarks.assign(graph.numNodes(), 0);
   for (ActivationInfo &act : activations)
     computeChains(act, options, mutatedInForward);
+  chainMarks = std::vector<uint8_t>();
   keepReadCheckpoints();
 }
 
@@ -347,7 +349,10 @@ backwardReadAliases(const TrainingGraph &graph,
 }
 
 void ActivationAnalysis::computeRecompute(ActivationInfo &act) {
-  std::vector<uint8_t> inChain(graph.numNodes(), 0);
+  // The nodes marked are exactly `nodes`, unmarked once the chain is
+  // found: the marks serve the next activation without a pass over every
+  // node (one per activation made the analysis quadratic in the step).
+  std::vector<uint8_t> &inChain = chainMarks;
   std::vector<NodeId> nodes;
   std::vector<ValueId> inputs;
   std::string reason;
@@ -386,6 +391,8 @@ void ActivationAnalysis::computeRecompute(ActivationInfo &act) {
         break;
     }
   }
+  for (NodeId node : nodes)
+    inChain[node] = 0;
   if (!ok) {
     act.notRecomputableReason = reason;
     return;
@@ -402,7 +409,8 @@ void ActivationAnalysis::computeRecompute(ActivationInfo &act) {
 }
 
 void ActivationAnalysis::computeRederive(ActivationInfo &act) {
-  std::vector<uint8_t> inChain(graph.numNodes(), 0);
+  // Marked and unmarked as in computeRecompute.
+  std::vector<uint8_t> &inChain = chainMarks;
   std::vector<NodeId> nodes;
   std::vector<ValueId> inputs;
   std::string reason;
@@ -410,11 +418,15 @@ void ActivationAnalysis::computeRederive(ActivationInfo &act) {
                                            act.firstBackwardUse)) {
     if (!needValue(alias, act.storage, /*targetAvailable=*/true, inChain,
                    nodes, inputs, reason)) {
+      for (NodeId node : nodes)
+        inChain[node] = 0;
       act.notOffloadableReason =
           "its backward-read views cannot be re-created: " + reason;
       return;
     }
   }
+  for (NodeId node : nodes)
+    inChain[node] = 0;
   llvm::sort(nodes);
   llvm::sort(inputs);
   inputs.erase(std::unique(inputs.begin(), inputs.end()), inputs.end());

@@ -182,6 +182,9 @@ private:
   std::vector<int32_t> resultBegin, resultStorageList;
   std::vector<NodeBrief> briefs;
   bool anyP2PGroup = false;
+  /// Per node, whether the chain being found holds it: all clear between
+  /// two chains, and freed once every chain is found.
+  std::vector<uint8_t> chainMarks;
   std::vector<ActivationInfo> activations;
   /// Alias values of each storage (storage owner excluded), by value id.
   std::vector<std::vector<ValueId>> aliasesOf;
