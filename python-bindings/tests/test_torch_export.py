@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import lethe.torch as lt  # noqa: E402
-from lethe.schema import validate  # noqa: E402
+from lethe.schema import validate, workspace_output  # noqa: E402
 from models import MLP, Block, ConvNet, TinyLM, lm_loss  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -279,10 +279,37 @@ def test_validator_rejects_broken_graphs(exported):
     def bwd_first(g, n):
         g["nodes"][0]["phase"] = "bwd"
 
+    # A workspace (schema.workspace_output) is an op's last output, read
+    # and saved by nothing.
+    reader = next(n for n in nodes if n["kind"] == "op" and any(
+        src == op["id"] for src, _ in n["inputs"]))
+
+    def with_workspace(g, n):
+        n["outputs"].append(workspace_output(1 << 20))
+
+    def read_workspace(g, n):
+        with_workspace(g, n)
+        r = g["nodes"][reader["id"]]
+        k = next(k for k, (src, _) in enumerate(r["inputs"])
+                 if src == n["id"])
+        r["inputs"][k] = [n["id"], len(n["outputs"]) - 1]
+
+    def workspace_not_last(g, n):
+        with_workspace(g, n)
+        n["outputs"].append(dict(n["outputs"][0]))
+
+    def saved_workspace(g, n):
+        with_workspace(g, n)
+        g["saved"].append([n["id"], len(n["outputs"]) - 1])
+
+    assert broken(with_workspace) == []
     for edit, message in ((dangling, "not an earlier node"),
                           (wrong_bytes, "bytes"), (bad_alias, "alias"),
                           (bad_ref, "operand index"), (bad_saved, "saved"),
-                          (bwd_first, "forward node after")):
+                          (bwd_first, "forward node after"),
+                          (read_workspace, "reads the workspace"),
+                          (workspace_not_last, "last output only"),
+                          (saved_workspace, "is a workspace")):
         errors = broken(edit)
         assert errors and any(message in e for e in errors), (edit, errors)
 
