@@ -280,7 +280,7 @@ def _workspace_bytes(call: Callable[[], Any], device: torch.device) -> int:
     torch.cuda.synchronize(device)
     peak = torch.cuda.max_memory_allocated(device) - base
     storages = {}
-    for t in pytree.tree_leaves(out):
+    for t in pytree.tree_flatten(out)[0]:  # (torch 1.13 has no tree_leaves)
         if isinstance(t, torch.Tensor) and t.device.type == "cuda":
             st = t.untyped_storage()
             storages[st.data_ptr()] = st.nbytes()
