@@ -254,9 +254,7 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
     if (!options.jsonPath.empty() &&
         succeeded(writeOutputFile(
             outputs, options.jsonPath,
-            [&](llvm::raw_ostream &os) {
-              writePlanJson(os, *plan, *graph);
-            },
+            [&](llvm::raw_ostream &os) { writePlanJson(os, *plan, *graph); },
             /*json=*/true)))
       (void)commitOutputFiles(outputs);
     return failure();
@@ -265,9 +263,7 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   if (!options.jsonPath.empty() &&
       failed(writeOutputFile(
           outputs, options.jsonPath,
-          [&](llvm::raw_ostream &os) {
-            writePlanJson(os, *plan, *graph);
-          },
+          [&](llvm::raw_ostream &os) { writePlanJson(os, *plan, *graph); },
           /*json=*/true)))
     return failure();
   if (!options.tracePath.empty()) {

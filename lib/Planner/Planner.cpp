@@ -36,12 +36,10 @@ static std::vector<AutoSeed> autoSeeds(const ActivationAnalysis &analysis,
     for (const AutoSeed &seed : seeds)
       if (seed.decisions == pd.decisions)
         return;
-    seeds.push_back({name, std::move(pd.decisions), {},
-                     [&analysis, &layers, policy, opts] {
-                       return fixedPolicyDecisions(analysis, layers, policy,
-                                                   opts)
-                           .reasons;
-                     }});
+    seeds.push_back(
+        {name, std::move(pd.decisions), {}, [&analysis, &layers, policy, opts] {
+           return fixedPolicyDecisions(analysis, layers, policy, opts).reasons;
+         }});
   };
   PlanOptions opts = options;
   add("full", Policy::Full, opts);

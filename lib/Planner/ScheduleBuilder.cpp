@@ -369,9 +369,9 @@ llvm::Expected<Schedule> Builder::build() {
   // group): what any of them reads stays live until the group's last op.
   // (Only where there are groups: the walk reads every op's GraphNode.)
   llvm::DenseMap<int64_t, OpIndex> groupEnd;
-  for (auto [index, op] : llvm::enumerate(
-           analysis.hasP2PGroups() ? llvm::ArrayRef(schedule.ops)
-                                   : llvm::ArrayRef<ScheduleOp>()))
+  for (auto [index, op] :
+       llvm::enumerate(analysis.hasP2PGroups() ? llvm::ArrayRef(schedule.ops)
+                                               : llvm::ArrayRef<ScheduleOp>()))
     if (op.kind == ScheduleOpKind::Node && graph.getNode(op.node).p2pGroup >= 0)
       groupEnd[graph.getNode(op.node).p2pGroup] = static_cast<OpIndex>(index);
   if (!groupEnd.empty())
