@@ -533,6 +533,9 @@ skylineOrder(llvm::ArrayRef<PackInterval> intervals, int64_t alignment,
   return order;
 }
 
+static void searchBelow(llvm::ArrayRef<PackInterval> intervals,
+                        int64_t alignment, PackResult &best);
+
 PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
                                 int64_t alignment, PackOrder order) {
   PackResult result;
@@ -544,7 +547,7 @@ PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
                      peakOutwardOrder(intervals, alignment, kPeakExponents[0],
                                       kPeakFractions[0]),
                      alignment, /*bestFit=*/true, result.offsets);
-  else if (order == PackOrder::Skyline)
+  else if (order == PackOrder::Skyline || order == PackOrder::Search)
     result.arenaBytes =
         placeInOrder(intervals,
                      *skylineOrder(intervals, alignment,
@@ -554,6 +557,10 @@ PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
     result.arenaBytes =
         placeInOrder(intervals, orderFor(intervals, order), alignment,
                      /*bestFit=*/true, result.offsets);
+  if (order == PackOrder::Search) {
+    result.order = PackOrder::Skyline;
+    searchBelow(intervals, alignment, result);
+  }
   return result;
 }
 

@@ -96,7 +96,8 @@ int64_t placeInOrder(llvm::ArrayRef<PackInterval> intervals,
                      PlacedLookup lookup = PlacedLookup::Auto);
 
 /// Packs in one order (best-fit; the skyline's order first-fit;
-/// peak-outward with exponent 4).
+/// peak-outward with exponent 4; Search: the skyline's, then the search as
+/// below).
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment, PackOrder order);
 
