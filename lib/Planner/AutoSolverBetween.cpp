@@ -291,7 +291,27 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
       llvm::Expected<State> trial = withCandidate(*c);
       if (!trial)
         return trial.takeError();
+      // A new offload still over: its prefetch one node later than the
+      // placement put it (as late as still hides the copy, which can be
+      // just before an op it then stays resident across).
+      const bool retry = c->decision == Decision::Offload &&
+                         trial->eval.peakBytes >= below &&
+                         tries < kSwapBelowTries;
+      NodeId prefetch =
+          retry ? trial->eval.placement->decisions[c->act].prefetchAfter : -1;
+      std::vector<Decision> decisions = trial->decisions;
+      std::vector<CopyHint> hints = trial->hints;
+      const int64_t offloaded = trial->offloaded;
       consider(std::move(*trial));
+      if (prefetch < 0 || prefetch + 1 >= static_cast<NodeId>(graph.numNodes()))
+        continue;
+      ++tries;
+      hints[c->act].prefetchNotBefore = prefetch + 1;
+      llvm::Expected<Evaluation> later = evaluator.evaluate(decisions, hints);
+      if (!later)
+        return later.takeError();
+      consider(State{std::move(decisions), std::move(hints), std::move(*later),
+                     offloaded});
     }
   }
   restore(best ? std::move(*best) : start);
