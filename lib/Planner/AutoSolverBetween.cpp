@@ -159,12 +159,12 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
   std::vector<std::pair<double, int32_t>> dropped;
   for (size_t a = 0; a < acts.size(); ++a)
     if (upper[a] != Decision::Retain)
-      dropped.push_back({-(upper[a] == Decision::Recompute
-                               ? acts[a].recomputeUs
-                               : contentionPerCopyUs *
-                                     (copy.d2hUs(acts[a].bytes) +
-                                      copy.h2dUs(acts[a].bytes))),
-                         static_cast<int32_t>(a)});
+      dropped.push_back(
+          {-(upper[a] == Decision::Recompute
+                 ? acts[a].recomputeUs
+                 : contentionPerCopyUs *
+                       (copy.d2hUs(acts[a].bytes) + copy.h2dUs(acts[a].bytes))),
+           static_cast<int32_t>(a)});
   llvm::sort(dropped);
   if (dropped.size() > kPairRetains)
     dropped.resize(kPairRetains);
@@ -192,8 +192,8 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
         llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
         if (!eval)
           return eval.takeError();
-        if (eval->peakBytes >= from->peakBytes ||
-            eval->peakBytes < lowerPeak || !(eval->stepUs < lowerStep) ||
+        if (eval->peakBytes >= from->peakBytes || eval->peakBytes < lowerPeak ||
+            !(eval->stepUs < lowerStep) ||
             eval->hostPeakBytes > options.hostBudgetBytes)
           continue;
         found.push_back(

@@ -690,7 +690,8 @@ static PackResult packByOrders(llvm::ArrayRef<PackInterval> intervals,
   for (int attempt = 0; attempt < tries; ++attempt) {
     for (size_t i = 0; i < n; ++i) {
       const PackInterval &in = intervals[i];
-      double noise = static_cast<double>(nextPackingRandom(state) >> 11) * 0x1.0p-53;
+      double noise =
+          static_cast<double>(nextPackingRandom(state) >> 11) * 0x1.0p-53;
       double bytes = static_cast<double>(in.bytes);
       double length = static_cast<double>(in.end - in.begin);
       switch (attempt % 3) {

@@ -18,8 +18,8 @@ constexpr int64_t kAlignment = 256;
 /// a packing with no gap, so every position is at the arena and max-live
 /// is the arena. The greedy orders often miss it (a cut in bytes puts two
 /// buffers side by side that an order places apart).
-void tile(std::mt19937_64 &rng, int64_t t0, int64_t t1, int64_t a0,
-          int64_t a1, int depth, std::vector<PackInterval> &out) {
+void tile(std::mt19937_64 &rng, int64_t t0, int64_t t1, int64_t a0, int64_t a1,
+          int depth, std::vector<PackInterval> &out) {
   std::uniform_real_distribution<double> unit(0, 1);
   bool inTime = t1 - t0 >= 2, inBytes = a1 - a0 >= 2 * kAlignment;
   if ((depth > 0 && unit(rng) < 0.05 * depth) || (!inTime && !inBytes)) {
@@ -106,8 +106,7 @@ TEST(PackingSearchTest, PackerClosesGapsTheOrdersLeave) {
     PackResult best = packIntervals(intervals, kAlignment);
     EXPECT_EQ(findOverlap(intervals, best.offsets, kAlignment).first, -1);
     EXPECT_EQ(best.arenaBytes, arenaOf(intervals, best.offsets));
-    if (best.order != PackOrder::Search &&
-        best.arenaBytes == best.maxLiveBytes)
+    if (best.order != PackOrder::Search && best.arenaBytes == best.maxLiveBytes)
       continue;
     ++ordersMiss;
     closed += best.arenaBytes == best.maxLiveBytes;
