@@ -109,8 +109,10 @@ PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
 /// n^2/2 steps each: all of them up to ~2,000 buffers, the eight fixed ones
 /// at 10,000, four at 20,000; the skyline has a bound of its own and is
 /// skipped past it); then, where the arena is still over max-live, up to
-/// 4,096 buffers, searchPacking for capacities from max-live up (a work
-/// bound of its own); returns the smallest arena (ties: the first found).
+/// 4,096 buffers, searchPacking (a work bound of its own per capacity: a
+/// quarter of the gap to max-live first, and where that is met, max-live
+/// and up, until one is); returns the smallest arena (ties: the first
+/// found).
 /// Deterministic.
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment);
