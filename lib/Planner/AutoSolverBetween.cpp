@@ -30,6 +30,12 @@ using namespace lethe::autosolver;
 /// evaluation, and a gap this wide is rare on graphs whose activations are
 /// small against a level (where it costs most).
 constexpr size_t kBetweenTries = 24;
+/// Where no single change gives one: the dropped activations retained
+/// again (costliest first), the changes tried with each, and the
+/// evaluations in all.
+constexpr size_t kPairRetains = 4;
+constexpr size_t kPairChanges = 4;
+constexpr size_t kPairTries = 16;
 
 llvm::Expected<std::vector<BetweenPlan>>
 Solver::plansBetween(llvm::ArrayRef<Decision> upper,
@@ -143,6 +149,59 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
       break;
     }
   }
+  if (!found.empty())
+    return found;
+
+  // Two changes at once: a dropped activation retained again (the step
+  // saves its re-run or its waited copy, the peak rises) with one of the
+  // changes above, which may bring the peak back under the upper's where
+  // that one alone could not pay for itself.
+  std::vector<std::pair<double, int32_t>> dropped;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (upper[a] != Decision::Retain)
+      dropped.push_back(
+          {-(upper[a] == Decision::Recompute
+                 ? acts[a].recomputeUs
+                 : contentionPerCopyUs *
+                       (copy.d2hUs(acts[a].bytes) + copy.h2dUs(acts[a].bytes))),
+           static_cast<int32_t>(a)});
+  llvm::sort(dropped);
+  if (dropped.size() > kPairRetains)
+    dropped.resize(kPairRetains);
+  size_t pairTries = 0;
+  for (auto [negCost, r] : dropped) {
+    size_t withThis = 0;
+    for (const Change &change : changes) {
+      if (change.act == r || change.late)
+        continue;
+      if (withThis++ >= kPairChanges || pairTries++ >= kPairTries)
+        break;
+      std::vector<Decision> trial(upper.begin(), upper.end());
+      trial[r] = Decision::Retain;
+      trial[change.act] = change.decision;
+      // A new offload also with its prefetch after the upper's peak node:
+      // fetched before it, it would be held across that node.
+      for (bool late : {false, true}) {
+        if (late && change.decision != Decision::Offload)
+          continue;
+        std::vector<CopyHint> hints(upperHints.begin(), upperHints.end());
+        hints[r] = CopyHint();
+        hints[change.act] = CopyHint();
+        if (late)
+          hints[change.act].prefetchNotBefore = peakNode;
+        llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
+        if (!eval)
+          return eval.takeError();
+        if (eval->peakBytes >= from->peakBytes || eval->peakBytes < lowerPeak ||
+            !(eval->stepUs < lowerStep) ||
+            eval->hostPeakBytes > options.hostBudgetBytes)
+          continue;
+        found.push_back(
+            {trial, std::move(hints), eval->peakBytes, eval->stepUs});
+        return found;
+      }
+    }
+  }
   return found;
 }
 
@@ -232,7 +291,27 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
       llvm::Expected<State> trial = withCandidate(*c);
       if (!trial)
         return trial.takeError();
+      // A new offload still over: its prefetch one node later than the
+      // placement put it (as late as still hides the copy, which can be
+      // just before an op it then stays resident across).
+      const bool retry = c->decision == Decision::Offload &&
+                         trial->eval.peakBytes >= below &&
+                         tries < kSwapBelowTries;
+      NodeId prefetch =
+          retry ? trial->eval.placement->decisions[c->act].prefetchAfter : -1;
+      std::vector<Decision> decisions = trial->decisions;
+      std::vector<CopyHint> hints = trial->hints;
+      const int64_t offloaded = trial->offloaded;
       consider(std::move(*trial));
+      if (prefetch < 0 || prefetch + 1 >= static_cast<NodeId>(graph.numNodes()))
+        continue;
+      ++tries;
+      hints[c->act].prefetchNotBefore = prefetch + 1;
+      llvm::Expected<Evaluation> later = evaluator.evaluate(decisions, hints);
+      if (!later)
+        return later.takeError();
+      consider(State{std::move(decisions), std::move(hints), std::move(*later),
+                     offloaded});
     }
   }
   restore(best ? std::move(*best) : start);

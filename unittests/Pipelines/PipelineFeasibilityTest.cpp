@@ -236,8 +236,11 @@ TEST_F(PipelineFeasibility, InterleavedPipelineStage) {
       "lethe-annotate-costs{device=h200-nvlink}", costs)));
   ASSERT_TRUE(succeeded(costs.run(*module)));
   config.annotateCosts = false;
+  // Budgets where the first plan does not pack since the packing search
+  // (2026-11-27: at 40% and 100% it now does; of 30-100% by 5, these and
+  // 55% and 95% walk).
   int walked = 0;
-  for (const char *budget : {"40%", "100%"})
+  for (const char *budget : {"60%", "90%"})
     walked += checkPlanAgrees(*module, config, budget);
   EXPECT_GT(walked, 0);
 }

@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace lethe {
@@ -48,6 +49,9 @@ enum class PackOrder {
   /// The buffers live at a position of max-live first, then outwards in
   /// time, larger before smaller at a like distance (bytes / (1 + d)^4).
   PeakOutward,
+  /// Not an order: the offsets of searchPacking, where no order packs
+  /// at max-live.
+  Search,
 };
 
 llvm::StringRef stringifyPackOrder(PackOrder order);
@@ -92,7 +96,8 @@ int64_t placeInOrder(llvm::ArrayRef<PackInterval> intervals,
                      PlacedLookup lookup = PlacedLookup::Auto);
 
 /// Packs in one order (best-fit; the skyline's order first-fit;
-/// peak-outward with exponent 4).
+/// peak-outward with exponent 4; Search: the skyline's, then the search as
+/// below).
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment, PackOrder order);
 
@@ -103,10 +108,26 @@ PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
 /// arena meets max-live or a work bound is spent (placements cost up to
 /// n^2/2 steps each: all of them up to ~2,000 buffers, the eight fixed ones
 /// at 10,000, four at 20,000; the skyline has a bound of its own and is
-/// skipped past it); returns the smallest arena (ties: the first found).
+/// skipped past it); then, where the arena is still over max-live, up to
+/// 4,096 buffers, searchPacking (a work bound of its own per capacity: a
+/// quarter of the gap to max-live first, and where that is met, max-live
+/// and up, until one is); returns the smallest arena (ties: the first
+/// found).
 /// Deterministic.
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment);
+
+/// Offsets that pack the buffers into `capacity` bytes, found by a search
+/// over skyline placements with backtracking and restarts
+/// (lib/Support/PackingSearch.cpp), or nothing when it proves there are
+/// none or spends `work` (about one step per segment, candidate or
+/// position looked at) first. Deterministic.
+std::optional<std::vector<int64_t>>
+searchPacking(llvm::ArrayRef<PackInterval> intervals, int64_t alignment,
+              int64_t capacity, double work);
+
+/// splitmix64: a fixed, portable PRNG, so packing is the same everywhere.
+uint64_t nextPackingRandom(uint64_t &state);
 
 /// Whether two intervals whose lifetimes intersect overlap in the arena
 /// (for tests and checks); returns the first such pair's indices or
