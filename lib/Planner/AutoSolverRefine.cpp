@@ -201,13 +201,17 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       static_cast<unsigned>(kRefineShare *
                             static_cast<double>(solveEvaluations())));
   // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
-  // faster but over the cap gets one more evaluation with the partner that
-  // frees the ops it overfills, found on its own exact memory.
+  // faster but over the cap gets more evaluations, each found on its own
+  // exact memory: the offloads it made released before the ops it
+  // overfills and prefetched after them (their copies may then cost time;
+  // a recompute turned into an offload frees a narrower span than the
+  // recompute did), then the partner that frees those ops.
   auto tryPlan =
       [&](std::vector<Decision> trial, std::vector<CopyHint> trialHints,
           int64_t host,
           llvm::SmallVectorImpl<int32_t> &changedActs) -> llvm::Expected<bool> {
-    for (unsigned attempt = 0; attempt < 2; ++attempt) {
+    bool widened = false;
+    for (unsigned attempt = 0; attempt < 3; ++attempt) {
       if (evaluations >= maxEvaluations)
         return false;
       ++evaluations;
@@ -215,10 +219,14 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       if (!eval)
         return eval.takeError();
       const double gainUs = currentEval.stepUs - eval->stepUs;
-      if (!(gainUs > 0.0) || eval->stepUs < floor ||
-          eval->hostPeakBytes > options.hostBudgetBytes)
+      if (!(gainUs > 0.0) || eval->hostPeakBytes > options.hostBudgetBytes)
         return false;
+      // Over the cap, a trial is judged against the floor only once it
+      // fits: what makes it fit costs time and can bring a move that gains
+      // more than the floor allows back above it.
       if (eval->peakBytes <= cap) {
+        if (eval->stepUs < floor)
+          return false;
         for (int32_t a : changedActs)
           notes[a] =
               llvm::formatv("refined: was {0} in the plan chosen; the "
@@ -232,8 +240,6 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
         ++kept;
         return true;
       }
-      if (attempt > 0)
-        return false;
       llvm::ArrayRef<int64_t> memory = eval->memory.deviceAtOp;
       size_t first = 0, last = memory.size() - 1;
       while (memory[first] <= cap)
@@ -241,6 +247,30 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       while (memory[last] <= cap)
         --last;
       const Positions pos = index(*eval);
+      if (!widened) {
+        widened = true;
+        const NodeId firstNode = pos.opNode[first], lastNode = pos.opNode[last];
+        bool any = false;
+        for (int32_t a : changedActs) {
+          const ActivationDecision &d = eval->placement->decisions[a];
+          // Only an offload whose gap meets the overfilled nodes and whose
+          // copies do not already leave them.
+          if (trial[a] != Decision::Offload ||
+              lastNode <= acts[a].lastForwardUse ||
+              firstNode >= d.firstBackwardUse ||
+              (d.releaseAfter < firstNode && lastNode <= d.prefetchAfter))
+            continue;
+          CopyHint hint = widenedHint(a, d, firstNode, lastNode);
+          if (hint == trialHints[a])
+            continue;
+          trialHints[a] = hint;
+          any = true;
+        }
+        if (any)
+          continue;
+      }
+      if (attempt == 2)
+        return false;
       std::vector<Partner> partners = partnersOf(trial, *eval, pos, host);
       const Partner *p =
           partnerFor(partners, first, last, eval->peakBytes - cap, gainUs);
@@ -250,6 +280,8 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       trial[p->act] = p->decision;
       trialHints[p->act] = CopyHint();
       changedActs.push_back(p->act);
+      // The partner is the last change tried.
+      attempt = 1;
     }
     return false;
   };
