@@ -250,21 +250,40 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       if (!widened) {
         widened = true;
         const NodeId firstNode = pos.opNode[first], lastNode = pos.opNode[last];
-        bool any = false;
-        for (int32_t a : changedActs) {
+        // An offload whose gap meets the overfilled nodes and whose copies
+        // do not already leave them.
+        auto widenable = [&](int32_t a) {
           const ActivationDecision &d = eval->placement->decisions[a];
-          // Only an offload whose gap meets the overfilled nodes and whose
-          // copies do not already leave them.
-          if (trial[a] != Decision::Offload ||
-              lastNode <= acts[a].lastForwardUse ||
-              firstNode >= d.firstBackwardUse ||
-              (d.releaseAfter < firstNode && lastNode <= d.prefetchAfter))
-            continue;
-          CopyHint hint = widenedHint(a, d, firstNode, lastNode);
+          return trial[a] == Decision::Offload &&
+                 lastNode > acts[a].lastForwardUse &&
+                 firstNode < d.firstBackwardUse &&
+                 !(d.releaseAfter < firstNode && lastNode <= d.prefetchAfter);
+        };
+        auto widen = [&](int32_t a) {
+          CopyHint hint = widenedHint(a, eval->placement->decisions[a],
+                                      firstNode, lastNode);
           if (hint == trialHints[a])
-            continue;
+            return false;
           trialHints[a] = hint;
-          any = true;
+          return true;
+        };
+        bool any = false;
+        for (int32_t a : changedActs)
+          if (widenable(a))
+            any |= widen(a);
+        // Else the copies the move queued delay another offload's release
+        // or bring its prefetch forward over those nodes: the largest such
+        // one widened.
+        if (!any) {
+          int32_t largest = -1;
+          for (int32_t a : offloadOrder)
+            if (widenable(a) &&
+                (largest < 0 || acts[a].bytes > acts[largest].bytes))
+              largest = a;
+          if (largest >= 0 && widen(largest)) {
+            changedActs.push_back(largest);
+            any = true;
+          }
         }
         if (any)
           continue;
