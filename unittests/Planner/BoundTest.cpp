@@ -103,8 +103,9 @@ TEST(BoundTest, ChainNodeRunsAtEachRestorePoint) {
   // copies too slow to help, a budget 15 MiB under the peak (at d) needs
   // 15 MiB of a1 and a2 recomputed, restored before g1 and before g2: u's
   // mm runs at each point, so the relaxation (a1 whole, 7/8 of a2) pays
-  // 1.875 x (300 + 10) = 581.25 us, not the 318.75 us of one run. auto
-  // recomputes both (620 us).
+  // 1.875 x (300 + 10) = 581.25 us; counting the mm once per step, it paid
+  // 15/16 of one run and 18.75 us of relu and gelu: 300 us. auto recomputes
+  // both (620 us).
   constexpr int64_t kMiB = 1 << 20;
   TrainingGraph g;
   auto node = [&](const char *kind, Phase phase, double us,
