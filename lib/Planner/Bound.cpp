@@ -106,22 +106,32 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   // Recompute: each chain node runs at least once per step in which any
   // activation it re-creates is recomputed, and once per restore point at
   // which one is (a column counts its runs); the compute stream is serial.
+  llvm::DenseMap<NodeId, std::vector<int>> chainOf;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (colC[a] >= 0)
+      for (NodeId node : acts[a].recomputeNodes)
+        chainOf[node].push_back(static_cast<int>(a));
+  // A node runs at most once per restore point of the activations whose
+  // chain has it: its column's cap (the runs' deficits in the contention
+  // rows cannot then pay for runs no plan makes).
   llvm::DenseMap<NodeId, int> colZ;
   colRerun = lp.addColumn(0, INFINITY, 0, false);
   std::vector<std::pair<int, double>> recompute{{colRerun, 1.0}};
-  llvm::DenseMap<NodeId, std::vector<int>> chainOf;
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (colC[a] < 0)
+  for (NodeId node = 0; node < numNodes; ++node) {
+    auto found = chainOf.find(node);
+    if (found == chainOf.end())
       continue;
-    for (NodeId node : acts[a].recomputeNodes) {
-      auto [it, inserted] = colZ.try_emplace(node, -1);
-      if (inserted) {
-        it->second = lp.addColumn(0, INFINITY, 0, false);
-        recompute.push_back({it->second, -model.nodeTimeUs(node)});
-      }
-      lp.addRow(0, INFINITY, {{it->second, 1}, {colC[a], -1}});
-      chainOf[node].push_back(static_cast<int>(a));
-    }
+    llvm::SmallVector<NodeId, 8> points;
+    for (int a : found->second)
+      points.append(acts[a].restorePoints.begin(), acts[a].restorePoints.end());
+    llvm::sort(points);
+    int runs = static_cast<int>(std::unique(points.begin(), points.end()) -
+                                points.begin());
+    int col = lp.addColumn(0, std::max(1, runs), 0, false);
+    colZ[node] = col;
+    recompute.push_back({col, -model.nodeTimeUs(node)});
+    for (int a : found->second)
+      lp.addRow(0, INFINITY, {{col, 1}, {colC[a], -1}});
   }
   addRestoreRuns(colZ, chainOf);
   // The re-run time as one column (R = sum(t_n z_n)), which the contention
