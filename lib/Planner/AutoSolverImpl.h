@@ -508,6 +508,8 @@ private:
   /// the family a larger budget could get (above the budget, no slower than
   /// the plan chosen), so more budget never gets a slower plan.
   double refineFloor = 0.0;
+  /// Whether refine may widen an offload's copies (refineSolution).
+  bool widenCopies = true;
   /// The evaluator's count when the solve began (refine's budget is a share
   /// of the solve's evaluations).
   size_t evaluationsBefore = 0;
