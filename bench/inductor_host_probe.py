@@ -7,6 +7,10 @@ corpus model in a fresh process, on a GPU.
       METHOD  compile | compile-F (activation_memory_budget F) | lethe
               (lethe.torch.backend at BUDGET bytes, no calibration, no
               offload) | lethe-dump (the same, graphs dumped under $OUT)
+              | lethe-phases / compile-F-phases: the host's time a step
+              before and after what Lethe's calibration does to a
+              process (one step under torch.profiler, then two
+              recompiles of the same plan), nothing else
 
 Writes to $OUT: MODEL-METHOD.json (per step the host's time to issue it and
 to finish it, 10 steps unsynchronized, synchronizing calls in one step
@@ -25,6 +29,8 @@ from torch.profiler import profile, ProfilerActivity
 if len(sys.argv) < 3 or "OUT" not in os.environ:
     sys.exit(__doc__)
 model_name, method = sys.argv[1], sys.argv[2]
+phases = method.endswith("-phases")
+method = method[:-len("-phases")] if phases else method
 budget = sys.argv[3] if len(sys.argv) > 3 else None
 out = os.environ["OUT"]
 tag = f"{model_name}-{method}"
@@ -70,6 +76,47 @@ def step():
         p.grad = None
     run(a, b).backward()
 
+
+def host_steps(n=10):
+    """(host ms to issue, ms to finish) of `n` steps, each from an idle
+    GPU, after a second of warm steps."""
+    t = time.time()
+    while time.time() - t < 1.0:
+        step()
+    out = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter(); step(); t1 = time.perf_counter()
+        torch.cuda.synchronize(); t2 = time.perf_counter()
+        out.append((round((t1 - t0) * 1e3, 2), round((t2 - t0) * 1e3, 2)))
+    return out
+
+
+if phases:
+    from lethe import _calibrate, _kernel_times
+    res = {"model": model_name, "method": method + "-phases",
+           "budget": budget, "phases": []}
+
+    def phase(name):
+        h = host_steps()
+        med = sorted(h)[len(h) // 2]
+        res["phases"].append({"phase": name, "host_issue_finish_ms": h})
+        print(tag, name, "median host/finish", med, flush=True)
+
+    step()
+    phase("fresh")
+    prof = _kernel_times.StepProfile(dev)
+    step()
+    prof.stop()
+    phase("after one profiled step")
+    if backend is not None:
+        for i in (1, 2):
+            _calibrate._recompile(run, backend)
+            step()
+            phase(f"after recompile {i} (same plan)")
+    json.dump(res, open(os.path.join(out, tag + "-phases.json"), "w"),
+              indent=1)
+    sys.exit(0)
 
 res = {"model": model_name, "method": method, "budget": budget}
 t = time.time()

@@ -40,9 +40,11 @@ _SOURCE = re.compile(r"Source Nodes: \[([^\]]*)\]")
 def _origin(frames):
     """(graph file, line, FX nodes) of an allocation from inductor's
     generated code, else (None, innermost Python frame, [])."""
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "\0"
     for f in frames:
         name = f.get("filename", "")
-        if "torchinductor" in name and name.endswith(".py"):
+        if ("torchinductor" in name or name.startswith(cache)) \
+                and name.endswith(".py"):
             line = f.get("line", 0)
             nodes = []
             for back in range(0, 12):
@@ -143,7 +145,8 @@ def main():
         timeline=timeline[::max(1, len(timeline) // 2000)],
         predicted_peak_bytes=[r.plan.peak_bytes for r in records],
         predicted_step_us=[r.plan.step_us for r in records],
-        budget_bytes=[r.plan.budget_bytes for r in records])
+        budget_bytes=[r.plan.budget_bytes for r in records],
+        workspace_nodes=[r.measured.get("workspace_nodes") for r in records])
     with open(os.path.join(args.out, "memory.json"), "w") as f:
         json.dump(doc, f, indent=1)
     for fname, tag in files.items():  # the generated code, to read here
@@ -156,7 +159,8 @@ def main():
         tar.add(args.out, arcname=os.path.basename(args.out.rstrip("/")))
     print(f"{args.model} budget {args.budget}: measured peak {peak / 1e9:.3f}"
           f" GB (trace {best / 1e9:.3f}), predicted "
-          f"{[round(x / 1e9, 3) for x in doc['predicted_peak_bytes']]} GB; "
+          f"{[round(x / 1e9, 3) for x in doc['predicted_peak_bytes']]} GB "
+          f"(library workspaces in {doc['workspace_nodes']} ops); "
           f"live at peak by origin (GB): "
           + ", ".join(f"{k} {v / 1e9:.3f}" for k, v in by_where.items()))
 

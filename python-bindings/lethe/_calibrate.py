@@ -17,9 +17,11 @@ measurement into the two numbers the partitioner plans with:
 
 - the peak correction: predicted - measured peak, added to a byte budget
   (a measured peak over the budget is a negative correction);
-- the node times of a profiled step (the warm step runs under
-  torch.profiler; lethe._kernel_times attributes its kernels to planned
-  values), which replace the model's and the library kernels' times alone;
+- the node times of a profiled step (a warm step runs under
+  torch.profiler: on CUDA only after a measured step showed the host room
+  for the CUPTI it leaves attached, _PROFILE_HOST_SHARE; lethe._kernel_times
+  attributes its kernels to planned values), which replace the model's and
+  the library kernels' times alone;
   where no profile could be attributed, the time scale of the kernels
   Lethe prices by its model: the measured step minus the measured library
   kernels over the predicted step minus them (lethe._measure.scaled_profile
@@ -75,6 +77,16 @@ _WARM_S = 1.0
 # of three steps wanders 1-3% between calls): the re-plan is kept, which
 # saves a compile.
 _SLOWER = 0.02
+# On CUDA a step is profiled only where the host took less than this share
+# of it to issue it. torch.profiler leaves CUPTI attached to the process
+# (Kineto tears it down only with TEARDOWN_CUPTI=1, with which the
+# calibrating bench hung), and every later launch pays for it: one
+# profiled step left the host 3.5-3.8 ms slower to issue each later step of
+# T5 and U-Net (14-15% of a 25 ms step) under plain torch.compile on an
+# H200 (bench/results/torch-inductor.md, 2026-11-27). A step whose host
+# had more than this share could turn host-bound and train that much
+# slower; there the re-plan scales the model instead.
+_PROFILE_HOST_SHARE = 0.75
 
 
 @dataclass
@@ -163,6 +175,19 @@ def correction(measured: Measurement, *, predicted_peak: int,
     return Correction(correction, scale, replan, reasons)
 
 
+def _defer_profiles() -> bool:
+    """Whether the first profile waits for a measured step (on CUDA)."""
+    return torch.cuda.is_available()
+
+
+def profile_leaves_room(measured: Measurement) -> bool:
+    """Whether a step measured so may be profiled: off CUDA (no host
+    time measured apart, no CUPTI), or where the host took under
+    _PROFILE_HOST_SHARE of the step to issue it."""
+    return measured.host_ms is None or not measured.step_ms \
+        or measured.host_ms < _PROFILE_HOST_SHARE * measured.step_ms
+
+
 def _host_launch_us(measured: Measurement, r: Any) -> Optional[float]:
     """Where the host bounds the measured step: the host's time to issue
     it over the step's ops (the graph's ops and the ops its recomputations
@@ -205,6 +230,9 @@ class Calibrator:
         self.first_provisional = torch.cuda.is_available()
         self.p.allow_provisional = self.first_provisional
         self.profiles = 0  # steps profiled (lethe._kernel_times)
+        # On CUDA no step is profiled before one was measured: whether the
+        # host has room for CUPTI is known from it (_PROFILE_HOST_SHARE).
+        self.profile_ok = not _defer_profiles()
 
     def _new_records(self) -> List[Any]:
         new = self.p.compiles - self.before
@@ -214,12 +242,36 @@ class Calibrator:
         """Whether the coming warm step should be profiled: the plan that
         runs was compiled with kernel provenance and is not attributed yet
         (a few profiles at most: each stops the host for a moment)."""
+        if not self.profile_ok:
+            return False
+        return self._profilable()
+
+    def _profilable(self) -> bool:
         if getattr(self.p, "provenance", None) is None \
                 or self.profiles >= _MAX_PROFILES:
             return False
         records = self._new_records()
         return len(records) == 1 and records[0].kernels is not None \
             and records[0].attribution is None
+
+    def _defer_to_profile(self, measured: Measurement,
+                          replan: bool) -> bool:
+        """On CUDA, after the first plan's first measurement: True when its
+        next warm step is to be profiled and the plan measured again before
+        it is re-planned (the host has room for CUPTI); False to go on
+        without a profile, noting why where one would have priced the
+        re-plan."""
+        if self.profile_ok or not replan or not self._profilable():
+            return False
+        self.profile_ok = profile_leaves_room(measured)
+        if not self.profile_ok:
+            host = "" if measured.host_ms is None else \
+                f" ({measured.host_ms:.2f} of {measured.step_ms:.2f} ms)"
+            self.report["not_profiled"] = (
+                f"the host took too much of the step to issue it{host}: a "
+                "profiled step would leave CUPTI slowing every later launch "
+                "(lethe._calibrate._PROFILE_HOST_SHARE)")
+        return self.profile_ok
 
     def on_profile(self, events: List[Any]) -> None:
         """A profiled step's kernels, attributed to the running plan's
@@ -328,6 +380,12 @@ class Calibrator:
                 " ms predicted: re-planned without offload to compare")
             self.report["offload_compared"] = True
         host_us = _host_launch_us(measured, r)
+        if self._defer_to_profile(measured, fix.replan or host_us is not None
+                                  or compare):
+            # Measured again after a profiled warm step (StepMeter skips
+            # the call that would compile and warms as after one).
+            self.report["profile_deferred"] = True
+            return True
         if host_us is not None:
             fix.reasons.append(
                 f"re-planned with the host issuing {host_us:.2f} us an op "

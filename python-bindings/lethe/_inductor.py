@@ -47,6 +47,7 @@ from lethe._measure import (CostTable, device_key, host_launch_profile,
 from lethe._partition import OFFLOAD, RETAIN
 from lethe._planclient import (PlanRecord, default_policy, parse_plan,
                                plan_json)
+from lethe.schema import is_workspace, workspace_output
 
 __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
            "normalize_budget", "default_device_profile"]
@@ -444,20 +445,26 @@ class LethePartitioner(_partitioner_base()):
         if table is None:
             table = self._cost_tables[str(device)] = CostTable(device)
         before, failed = table.measured, table.failed
-        timed = 0
+        timed = workspace = 0
         for e in fused.doc["nodes"]:
             n = fused.fx_of.get(e["id"])
             if e["kind"] != "op" or n is None \
                     or e.get("time_us") is not None \
                     or not runs_as_library_kernel(n):
                 continue
-            t = table.op_time_us(n)
-            if t is not None:
-                e["time_us"] = t
+            cost = table.op_cost(n)
+            if cost is not None:
+                e["time_us"] = cost[0]
                 timed += 1
+                if cost[1] and not any(is_workspace(o)
+                                       for o in e["outputs"]):
+                    # Live while the op runs, read by nothing: Lethe's
+                    # memory model counts it at that op alone.
+                    e["outputs"].append(workspace_output(cost[1]))
+                    workspace += 1
         profile = measured_profile(self.device, table)
         table.save()
-        return profile, {"timed_nodes": timed,
+        return profile, {"timed_nodes": timed, "workspace_nodes": workspace,
                          "new_measurements": table.measured - before,
                          "failed": table.failed - failed,
                          "rates": dict(table.rates), "profile": profile,

@@ -21,6 +21,8 @@ import time
 import torch
 import torch.fx
 
+from lethe.schema import workspace_output
+
 # Ops that launch nothing still read this much time; a sleep kernel before
 # each timed run keeps host launch overhead out of the measurement.
 _SLEEP_CYCLES = 200_000
@@ -163,8 +165,9 @@ def normalize_module_path(path):
 
 class _Replay(torch.fx.Interpreter):
     """Runs the joint graph once, recording each node's results (and, on
-    CUDA, each op's time alone). With fake tensors nothing is computed:
-    shapes come from the ops' meta kernels and decompositions."""
+    CUDA, each op's time alone and its workspace). With fake tensors
+    nothing is computed: shapes come from the ops' meta kernels and
+    decompositions."""
 
     def __init__(self, gm, time_ops, fake_mode):
         super().__init__(gm)
@@ -173,6 +176,7 @@ class _Replay(torch.fx.Interpreter):
         self.results = {}      # node -> list of output descriptions
         self.storages = {}     # node -> list of storage keys (None if none)
         self.times = {}        # node -> list of microseconds
+        self.workspace = {}    # node -> bytes held beyond its outputs
 
     def get_attr(self, target, args, kwargs):
         value = super().get_attr(target, args, kwargs)
@@ -193,10 +197,14 @@ class _Replay(torch.fx.Interpreter):
                             and v.numel() > 0 and self.fake_mode is None
                             else None
                             for v in values]
-        if (self.time_ops and n.op == "call_function"
+        if (self.fake_mode is None and n.op == "call_function"
                 and isinstance(n.target, torch._ops.OpOverload)):
             args, kwargs = self.fetch_args_kwargs_from_env(n)
-            self.times[n] = _time_op(n.target, args, kwargs)
+            if self.time_ops:
+                self.times[n] = _time_op(n.target, args, kwargs)
+            run_args, run_kwargs = _fresh_arguments(n.target, args, kwargs)
+            self.workspace[n] = _workspace_bytes(
+                lambda: n.target(*run_args, **run_kwargs), (args, kwargs))
         return result
 
 
@@ -204,15 +212,9 @@ def _time_op(target, args, kwargs):
     """Median-of-5 CUDA-event time of `target(*args, **kwargs)` alone, in us.
     Arguments the op writes are cloned for each run so repeats do not
     compound."""
-    mutated = _mutated_argument_positions(target)
     samples = []
     for _ in range(_TIMING_SAMPLES):
-        run_args, run_kwargs = list(args), dict(kwargs)
-        for pos, name in mutated:
-            if pos < len(run_args) and isinstance(run_args[pos], torch.Tensor):
-                run_args[pos] = run_args[pos].clone()
-            elif isinstance(run_kwargs.get(name), torch.Tensor):
-                run_kwargs[name] = run_kwargs[name].clone()
+        run_args, run_kwargs = _fresh_arguments(target, args, kwargs)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(_SLEEP_CYCLES)
@@ -222,6 +224,32 @@ def _time_op(target, args, kwargs):
         end.synchronize()
         samples.append(start.elapsed_time(end) * 1000.0)
     return samples
+
+
+def _fresh_arguments(target, args, kwargs):
+    """The arguments of one run of `target`, those it writes cloned so that
+    runs do not compound."""
+    run_args, run_kwargs = list(args), dict(kwargs)
+    for pos, name in _mutated_argument_positions(target):
+        if pos < len(run_args) and isinstance(run_args[pos], torch.Tensor):
+            run_args[pos] = run_args[pos].clone()
+        elif isinstance(run_kwargs.get(name), torch.Tensor):
+            run_kwargs[name] = run_kwargs[name].clone()
+    return run_args, run_kwargs
+
+
+def _workspace_bytes(call, args):
+    """What one run of the op holds at once beyond its outputs (lethe.
+    _measure's measurement; 0 off CUDA): cuDNN's convolution workspace and
+    eager ops' temporaries, which the step's peak counts."""
+    from torch.utils import _pytree as pytree
+
+    from lethe import _measure
+    device = next((a.device for a in pytree.tree_flatten(args)[0]
+                   if isinstance(a, torch.Tensor)), None)
+    if device is None or device.type != "cuda":
+        return 0
+    return _measure._workspace_bytes(call, device)
 
 
 class JointCapture:
@@ -543,6 +571,8 @@ def _op_entry(n, phase, replay, resolve):
              "outputs": outputs}
     if kwargs:
         entry["kwargs"] = kwargs
+    if replay.workspace.get(n):
+        outputs.append(workspace_output(replay.workspace[n]))
     times = replay.times.get(n)
     entry["time_us"] = statistics.median(times) if times else None
     if times:

@@ -47,6 +47,7 @@ from typing import (Any, Callable, Dict, List, Optional, Sequence, Set,
 import torch
 
 from lethe._measure import runs_as_library_kernel
+from lethe.schema import tensor_outputs
 
 __all__ = ["KernelProvenance", "StepProfile", "Attribution", "PlannedRoots",
            "attribute", "priced", "supported", "planned_roots",
@@ -215,7 +216,7 @@ def planned_roots(fused: Any) -> PlannedRoots:
         feeds[n.name] = out
     forward = {names[i] for i, n in fused.fx_of.items()
                if i in names and n in fused.forward}
-    weight = {e["name"]: sum(o.get("bytes", 0) for o in e.get("outputs", []))
+    weight = {e["name"]: sum(o.get("bytes", 0) for o in tensor_outputs(e))
               for e in ops}
     library_us = {e["name"]: float(e["time_us"]) for e in ops
                   if e.get("time_us") is not None

@@ -32,6 +32,7 @@ import torch.fx as fx
 from lethe import _offload
 from lethe._joint_graph import (_mutated_argument_positions, is_rng_op,
                                 op_name)
+from lethe.schema import tensor_outputs
 
 RETAIN, RECOMPUTE, OFFLOAD = "retain", "recompute", "offload"
 
@@ -96,7 +97,7 @@ class _Storages:
 
     def _is_tuple(self, n, nid):
         return (any(_is_getitem(u) for u in n.users)
-                or len(self.nodes[nid]["outputs"]) != 1)
+                or len(tensor_outputs(self.nodes[nid])) != 1)
 
     def root(self, value):
         """(json id, index) of the storage owner of an FX value, or None."""

@@ -34,6 +34,24 @@ def itemsize(dtype):
     return _ITEMSIZE.get(dtype)
 
 
+def workspace_output(nbytes):
+    """The output entry that says an op allocates `nbytes` of scratch while
+    it runs (a library's workspace): the last of its outputs, read by no
+    node, so a planner counts it at that op alone."""
+    return {"shape": [int(nbytes)], "dtype": "uint8", "bytes": int(nbytes),
+            "workspace": True}
+
+
+def is_workspace(out):
+    """Whether an output entry is a workspace (workspace_output)."""
+    return isinstance(out, dict) and out.get("workspace") is True
+
+
+def tensor_outputs(node):
+    """A node's outputs without its workspace: the results it returns."""
+    return [o for o in node["outputs"] if not is_workspace(o)]
+
+
 def validate(graph):
     """Returns a list of error strings; empty when `graph` is valid."""
     errors = []
@@ -119,6 +137,9 @@ def _check_node(i, node, nodes, errors):
             errors.append(f"{where}: inputs[{j}] refers to result {index} of "
                           f"{_where(src, nodes[src])}, which has "
                           f"{len(outs) if isinstance(outs, list) else 0}")
+        elif is_workspace(outs[index]):
+            errors.append(f"{where}: inputs[{j}] reads the workspace of "
+                          f"{_where(src, nodes[src])}, which no node reads")
 
     n_inputs = len(node["inputs"])
     used = set()
@@ -131,6 +152,11 @@ def _check_node(i, node, nodes, errors):
 
     for j, out in enumerate(node["outputs"]):
         _check_output(f"{where}: outputs[{j}]", out, n_inputs, errors)
+        if isinstance(out, dict) and "workspace" in out and not (
+                is_workspace(out) and kind == "op" and "alias" not in out
+                and j == len(node["outputs"]) - 1):
+            errors.append(f"{where}: outputs[{j}]: 'workspace' is true on an "
+                          "op's last output only, which aliases nothing")
 
 
 def _check_refs(value, n_inputs, used, where, errors):
@@ -233,6 +259,8 @@ def _check_saved(saved, nodes, errors):
             errors.append(f"saved: {ref} is not a [node_id, index] of a result")
             continue
         node = nodes[ref[0]]
+        if is_workspace(node["outputs"][ref[1]]):
+            errors.append(f"saved: {ref} is a workspace, not a value")
         if node["phase"] != "fwd":
             errors.append(f"saved: {ref} is {_where(ref[0], node)}, not a "
                           "forward value")

@@ -12,8 +12,9 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
+import lethe  # noqa: E402
 import lethe.torch as lt  # noqa: E402
-from lethe.schema import validate  # noqa: E402
+from lethe.schema import validate, workspace_output  # noqa: E402
 from models import MLP, Block, ConvNet, TinyLM, lm_loss  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -224,6 +225,43 @@ def test_fake_replay_matches_real(exported):
     assert real["totals"] == graph["totals"]
 
 
+def test_real_replay_records_workspaces_as_last_outputs(monkeypatch):
+    # A real replay on CUDA measures what each op holds at once beyond its
+    # outputs (lethe._measure: cuDNN's convolution workspace, eager
+    # temporaries; U-Net's eager peak was 14.5% over the importer's without
+    # them) and writes it as the op's last output, read by nothing. The CPU
+    # allocates none: a stand-in gives every op on a 4-D tensor 8 MiB.
+    from lethe import _joint_graph
+    from lethe.schema import is_workspace
+    ws = 8 << 20
+    model, inputs, loss_fn, targets = _convnet()
+    plain = lt.export_training_step(model, inputs, loss_fn, targets=targets,
+                                    replay="real")
+    assert not any(is_workspace(o) for n in plain["nodes"]
+                   for o in n["outputs"])
+
+    def stand_in(call, args):
+        return ws if any(isinstance(a, torch.Tensor) and a.dim() == 4
+                         for a in args[0]) else 0
+
+    monkeypatch.setattr(_joint_graph, "_workspace_bytes", stand_in)
+    model, inputs, loss_fn, targets = _convnet()
+    graph = lt.export_training_step(model, inputs, loss_fn, targets=targets,
+                                    replay="real")
+    assert validate(graph) == []
+    with_ws = [n for n in graph["nodes"] if n["kind"] == "op"
+               and any(is_workspace(o) for o in n["outputs"])]
+    assert {n["op"] for n in with_ws} >= {"aten.convolution.default",
+                                          "aten.convolution_backward.default"}
+    assert all(is_workspace(n["outputs"][-1])
+               and n["outputs"][-1]["bytes"] == ws for n in with_ws)
+    # The importer counts it at its op alone: the unplanned peak grows by
+    # at most one workspace.
+    grew = (lethe.report(graph)["baseline_peak_bytes"]
+            - lethe.report(plain)["baseline_peak_bytes"])
+    assert 0 < grew <= ws
+
+
 def test_targets_are_inputs():
     model, inputs, loss_fn, targets = _convnet()
     graph = lt.export_training_step(model, inputs, loss_fn, targets=targets)
@@ -279,10 +317,37 @@ def test_validator_rejects_broken_graphs(exported):
     def bwd_first(g, n):
         g["nodes"][0]["phase"] = "bwd"
 
+    # A workspace (schema.workspace_output) is an op's last output, read
+    # and saved by nothing.
+    reader = next(n for n in nodes if n["kind"] == "op" and any(
+        src == op["id"] for src, _ in n["inputs"]))
+
+    def with_workspace(g, n):
+        n["outputs"].append(workspace_output(1 << 20))
+
+    def read_workspace(g, n):
+        with_workspace(g, n)
+        r = g["nodes"][reader["id"]]
+        k = next(k for k, (src, _) in enumerate(r["inputs"])
+                 if src == n["id"])
+        r["inputs"][k] = [n["id"], len(n["outputs"]) - 1]
+
+    def workspace_not_last(g, n):
+        with_workspace(g, n)
+        n["outputs"].append(dict(n["outputs"][0]))
+
+    def saved_workspace(g, n):
+        with_workspace(g, n)
+        g["saved"].append([n["id"], len(n["outputs"]) - 1])
+
+    assert broken(with_workspace) == []
     for edit, message in ((dangling, "not an earlier node"),
                           (wrong_bytes, "bytes"), (bad_alias, "alias"),
                           (bad_ref, "operand index"), (bad_saved, "saved"),
-                          (bwd_first, "forward node after")):
+                          (bwd_first, "forward node after"),
+                          (read_workspace, "reads the workspace"),
+                          (workspace_not_last, "last output only"),
+                          (saved_workspace, "is a workspace")):
         errors = broken(edit)
         assert errors and any(message in e for e in errors), (edit, errors)
 

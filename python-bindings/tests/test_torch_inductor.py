@@ -378,6 +378,60 @@ def test_costs_mode_is_checked_and_keys_the_cache():
     assert model.uuid() != measured.uuid()
 
 
+@needs_lethe
+def test_library_workspaces_are_planned_as_memory_of_their_op(monkeypatch,
+                                                               tmp_path):
+    """A library kernel's workspace (cuDNN's convolution scratch: 407 MB
+    of U-Net's backward on an H200, live at the step's peak and in no
+    earlier model) is measured with the op's time and joins the graph as
+    the op's last output, read by nothing: the planned peak counts it at
+    that op alone, the partition still maps onto the plan, and it is
+    cached with the op's time. On the CPU nothing allocates one, so a
+    stand-in measures 8 MiB for every library op."""
+    from lethe import _measure
+    from lethe.schema import is_workspace, validate
+    monkeypatch.setenv("LETHE_CACHE_DIR", str(tmp_path))
+    model = _model()
+    eager = _step(model, model)
+
+    def planned(name):
+        p = lt.partitioner(budget="100%", device="h100", costs="measured",
+                           dump_dir=str(tmp_path / name))
+        _close(_step(model, _compile(model, p)), eager)
+        (record,) = p.records
+        return record, json.loads((tmp_path / name / "graph0.json")
+                                  .read_text())
+
+    plain, plain_graph = planned("plain")
+    assert plain.measured["workspace_nodes"] == 0
+    assert not any(is_workspace(o) for e in plain_graph["nodes"]
+                   for o in e["outputs"])
+    ws = 8 << 20
+    (tmp_path / "plain").rename(tmp_path / "kept")
+    for cache in tmp_path.glob("costs-*.json"):
+        cache.unlink()  # measure again, with the stand-in
+    monkeypatch.setattr(_measure, "_workspace_bytes", lambda call, dev: ws)
+    record, graph = planned("ws")
+    library = [e for e in graph["nodes"] if e.get("time_us") is not None]
+    assert library and record.measured["workspace_nodes"] == len(library)
+    assert all(is_workspace(e["outputs"][-1])
+               and e["outputs"][-1]["bytes"] == ws for e in library)
+    # (The fused graph folds operands into arguments the schema does not
+    # describe; its workspaces are what is checked here.)
+    assert not [e for e in validate(graph) if "workspace" in e]
+    assert record.mismatches == [] and record.saved == plain.saved
+    # Every op's transient is at most one workspace more than before, and
+    # the step's peak (a matmul of the backward) carries one.
+    grew = record.plan.baseline_peak_bytes - plain.plan.baseline_peak_bytes
+    assert 0 < grew <= ws
+    # Cached with the time: a new partitioner measures nothing again.
+    monkeypatch.setattr(_measure, "_workspace_bytes", None)
+    q = lt.partitioner(budget="100%", device="h100", costs="measured")
+    _step(model, _compile(model, q))
+    assert q.records[-1].measured["new_measurements"] == 0
+    assert q.records[-1].measured["workspace_nodes"] == len(library)
+
+
 def test_measured_profile_overlays_this_devices_rates(tmp_path):
     """On a GPU the host-copy and memory rates come from this device; the
     rest of the named profile stays."""
