@@ -386,6 +386,19 @@ private:
     recountOffloaded();
     return llvm::Error::success();
   }
+  /// Copy hints for the offloaded `a`, placed as `d`, that keep it off the
+  /// device over nodes [first, last] as far as its gap allows: released
+  /// before `first`, prefetched after `last` (copies that then do not hide
+  /// cost step time).
+  CopyHint widenedHint(size_t a, const ActivationDecision &d, NodeId first,
+                       NodeId last) const {
+    CopyHint hint;
+    hint.releaseBy = std::max<NodeId>(
+        acts[a].lastForwardUse, std::min<NodeId>(first - 1, d.releaseAfter));
+    hint.prefetchNotBefore = std::min<NodeId>(
+        d.firstBackwardUse - 1, std::max<NodeId>(last, d.prefetchAfter));
+    return hint;
+  }
   /// Swaps the costliest recomputes for free decisions where that holds the
   /// level (small graphs only: it costs a few evaluations per level).
   llvm::Error swapCostly(int64_t level, size_t tries = 3);
@@ -495,6 +508,8 @@ private:
   /// the family a larger budget could get (above the budget, no slower than
   /// the plan chosen), so more budget never gets a slower plan.
   double refineFloor = 0.0;
+  /// Whether refine may widen an offload's copies (refineSolution).
+  bool widenCopies = true;
   /// The evaluator's count when the solve began (refine's budget is a share
   /// of the solve's evaluations).
   size_t evaluationsBefore = 0;

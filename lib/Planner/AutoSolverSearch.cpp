@@ -387,11 +387,7 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
       continue;
     ++widened;
     std::vector<CopyHint> trialHints = currentHints;
-    CopyHint &hint = trialHints[a];
-    hint.releaseBy = std::max<NodeId>(
-        act.lastForwardUse, std::min<NodeId>(first - 1, d.releaseAfter));
-    hint.prefetchNotBefore = std::min<NodeId>(
-        d.firstBackwardUse - 1, std::max<NodeId>(last, d.prefetchAfter));
+    trialHints[a] = widenedHint(a, d, first, last);
     llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
     if (!eval)
       return eval.takeError();

@@ -104,22 +104,36 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
       lp.addRow(-INFINITY, 1, {{colC[a], 1}, {colO[a], 1}});
   }
   // Recompute: each chain node runs at least once per step in which any
-  // activation it re-creates is recomputed; the compute stream is serial.
+  // activation it re-creates is recomputed, and once per restore point at
+  // which one is (a column counts its runs); the compute stream is serial.
+  llvm::DenseMap<NodeId, std::vector<int>> chainOf;
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (colC[a] >= 0)
+      for (NodeId node : acts[a].recomputeNodes)
+        chainOf[node].push_back(static_cast<int>(a));
+  // A node runs at most once per restore point of the activations whose
+  // chain has it: its column's cap (the runs' deficits in the contention
+  // rows cannot then pay for runs no plan makes).
   llvm::DenseMap<NodeId, int> colZ;
   colRerun = lp.addColumn(0, INFINITY, 0, false);
   std::vector<std::pair<int, double>> recompute{{colRerun, 1.0}};
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (colC[a] < 0)
+  for (NodeId node = 0; node < numNodes; ++node) {
+    auto found = chainOf.find(node);
+    if (found == chainOf.end())
       continue;
-    for (NodeId node : acts[a].recomputeNodes) {
-      auto [it, inserted] = colZ.try_emplace(node, -1);
-      if (inserted) {
-        it->second = lp.addColumn(0, 1, 0, false);
-        recompute.push_back({it->second, -model.nodeTimeUs(node)});
-      }
-      lp.addRow(0, INFINITY, {{it->second, 1}, {colC[a], -1}});
-    }
+    llvm::SmallVector<NodeId, 8> points;
+    for (int a : found->second)
+      points.append(acts[a].restorePoints.begin(), acts[a].restorePoints.end());
+    llvm::sort(points);
+    int runs = static_cast<int>(std::unique(points.begin(), points.end()) -
+                                points.begin());
+    int col = lp.addColumn(0, std::max(1, runs), 0, false);
+    colZ[node] = col;
+    recompute.push_back({col, -model.nodeTimeUs(node)});
+    for (int a : found->second)
+      lp.addRow(0, INFINITY, {{col, 1}, {colC[a], -1}});
   }
+  addRestoreRuns(colZ, chainOf);
   // The re-run time as one column (R = sum(t_n z_n)), which the contention
   // rows and each contention split read instead of every chain node.
   lp.addRow(0, 0, recompute);
@@ -139,6 +153,51 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   pointCol.assign(numNodes, -1);
   lateCol.assign(numNodes, -1);
   addPhaseSplits();
+}
+
+void Relaxation::addRestoreRuns(
+    const llvm::DenseMap<NodeId, int> &colZ,
+    const llvm::DenseMap<NodeId, std::vector<int>> &chainOf) {
+  // A recomputed activation is restored at one of its restore points
+  // (ExactModel::restorePoints) and its whole chain runs there, each node
+  // once per point (Placement.cpp). Activations whose restore points no two
+  // share are restored at distinct points, so a node in all their chains
+  // runs at least once for each of them that is recomputed: z_n >= sum c_a
+  // over such a set. One set per node, built in restore order (the
+  // earliest first restore point first), kept where it has two or more.
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  for (auto &[node, readers] : chainOf) {
+    if (readers.size() < 2)
+      continue;
+    std::vector<int> order = readers;
+    llvm::sort(order, [&](int x, int y) {
+      return std::make_pair(acts[x].restorePoints.front(), x) <
+             std::make_pair(acts[y].restorePoints.front(), y);
+    });
+    std::vector<int> apart;
+    for (int a : order) {
+      llvm::ArrayRef<NodeId> points = acts[a].restorePoints;
+      bool disjoint = llvm::all_of(apart, [&](int b) {
+        llvm::ArrayRef<NodeId> other = acts[b].restorePoints;
+        // Both ascending.
+        size_t i = 0, j = 0;
+        while (i < points.size() && j < other.size()) {
+          if (points[i] == other[j])
+            return false;
+          points[i] < other[j] ? ++i : ++j;
+        }
+        return true;
+      });
+      if (disjoint)
+        apart.push_back(a);
+    }
+    if (apart.size() < 2)
+      continue;
+    std::vector<std::pair<int, double>> row{{colZ.lookup(node), 1.0}};
+    for (int a : apart)
+      row.push_back({colC[a], -1.0});
+    lp.addRow(0, INFINITY, row);
+  }
 }
 
 template <typename Weight>

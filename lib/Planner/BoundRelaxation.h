@@ -84,6 +84,10 @@ private:
   /// the offloaded bytes absent at p are copied out before p ends and back
   /// in after it, mostly one way at a time.
   void addPhaseSplit(NodeId p);
+  /// Chain nodes run once per restore point: `chainOf` has, per chain node
+  /// (its column in `colZ`), the activations whose chain it is in.
+  void addRestoreRuns(const llvm::DenseMap<NodeId, int> &colZ,
+                      const llvm::DenseMap<NodeId, std::vector<int>> &chainOf);
   /// Adds the rows the answer `x` breaks; returns how many.
   int separate(const std::vector<double> &x);
 

@@ -95,6 +95,49 @@ TEST(BoundTest, PositiveBelowTheUnplannedPeak) {
   EXPECT_GT(positive, 5);
 }
 
+TEST(BoundTest, ChainNodeRunsAtEachRestorePoint) {
+  // u = mm(x) [300 us, read by no backward node]; a1 = relu(u), a2 =
+  // gelu(u) [8 MiB each, 10 us]; y = add(a1, a2), returned (no backward
+  // node reads it, so no chain reads a1 or a2); backward: d = mm(x)
+  // [16 MiB], s = sum(d), then g1 = mm(s, a1), then g2 = mm(g1, a2). With
+  // copies too slow to help, a budget 15 MiB under the peak (at d) needs
+  // 15 MiB of a1 and a2 recomputed, restored before g1 and before g2: u's
+  // mm runs at each point, so the relaxation (a1 whole, 7/8 of a2) pays
+  // 1.875 x (300 + 10) = 581.25 us; counting the mm once per step, it paid
+  // 15/16 of one run and 18.75 us of relu and gelu: 300 us. auto recomputes
+  // both (620 us).
+  constexpr int64_t kMiB = 1 << 20;
+  TrainingGraph g;
+  auto node = [&](const char *kind, Phase phase, double us,
+                  llvm::ArrayRef<ValueId> inputs, int64_t bytes) {
+    return g.getNode(g.addNode(kind, phase, us, inputs, {bytes})).results[0];
+  };
+  ValueId x = g.addInput(kMiB, InputKind::Input);
+  ValueId u = node("aten.mm", Phase::Fwd, 300, {x}, kMiB);
+  ValueId a1 = node("aten.relu", Phase::Fwd, 10, {u}, 8 * kMiB);
+  ValueId a2 = node("aten.gelu", Phase::Fwd, 10, {u}, 8 * kMiB);
+  ValueId y = node("aten.add", Phase::Fwd, 10, {a1, a2}, kMiB);
+  g.addOutput(y);
+  ValueId d = node("aten.mm", Phase::Bwd, 10, {x}, 16 * kMiB);
+  ValueId s = node("aten.sum", Phase::Bwd, 10, {d}, kMiB);
+  ValueId g1 = node("aten.mm", Phase::Bwd, 10, {s, a1}, kMiB);
+  g.addOutput(node("aten.mm", Phase::Bwd, 10, {g1, a2}, kMiB));
+  DeviceProfile device = testDeviceProfile();
+  device.d2hBytesPerSec = device.h2dBytesPerSec = 1e6;
+  Plan unplanned = unplannedPlan(g, device);
+  const int64_t budget = unplanned.peakBytes - 15 * kMiB;
+  OverheadBound bound = boundAt(g, device, budget, unplanned);
+  ASSERT_TRUE(bound.feasible);
+  EXPECT_NEAR(bound.stepUs - unplanned.stepUs, 1.875 * 310, 0.05);
+  PlanOptions options;
+  options.budgetBytes = budget;
+  llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  EXPECT_TRUE(plan->feasible);
+  EXPECT_NEAR(plan->stepUs - unplanned.stepUs, 620, 1e-6);
+  expectAbove(*plan, bound, "auto");
+}
+
 TEST(BoundTest, NeverAboveTheExactOptimum) {
   // The graphs and budgets of ExactPropertyTest. Also says how the gap
   // between `auto` and the bound splits where CBC proves the optimum: the
