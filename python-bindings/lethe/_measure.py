@@ -114,7 +114,7 @@ class CostTable:
         self.path = os.path.join(directory or cache_dir(),
                                  f"costs-{self.key}.json")
         self.ops: Dict[str, float] = {}
-        # Bytes an op allocates and frees beyond its outputs (a library's
+        # The most an op holds at once beyond its outputs (a library's
         # workspace), measured with its time; an op timed by an older
         # Lethe has none here and is measured again.
         self.workspace: Dict[str, int] = {}
@@ -153,9 +153,9 @@ class CostTable:
     # --- ops -----------------------------------------------------------
 
     def op_cost(self, node: fx.Node) -> Optional[Tuple[float, int]]:
-        """The time (µs) of `node`'s op alone on this device and the bytes
-        it allocates beyond its outputs, from the cache or measured now;
-        None when it cannot be run alone."""
+        """The time (µs) of `node`'s op alone on this device and its
+        workspace (bytes held at once beyond its outputs), from the cache
+        or measured now; None when it cannot be run alone."""
         key = _signature(node)
         if key is None:
             return None
