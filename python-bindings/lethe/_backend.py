@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from lethe import _calibrate, _inductor, _kernel_times, _partition
+from lethe import (_calibrate, _inductor, _kernel_times, _partition,
+                   _step_meter)
 from lethe._joint_graph import JointCapture, build_graph_json
 from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
 from lethe._planclient import (InfeasibleBudgetError, PlanError, PlanRecord,
@@ -183,7 +184,7 @@ class Backend:
                               - measured_peak_bytes)
         if measured_step_ms is not None:
             fix = _calibrate.correction(
-                _calibrate.Measurement(None, float(measured_step_ms)),
+                _step_meter.Measurement(None, float(measured_step_ms)),
                 predicted_peak=r.plan.peak_bytes,
                 predicted_step_us=r.plan.step_us,
                 library_us=r.measured.get("library_us", 0.0),
@@ -213,7 +214,7 @@ class Backend:
                 compiled = torch.compile(model, backend=self, dynamic=False)
                 if self._calibrate:
                     calibrator = _calibrate.Calibrator(self, compiled)
-                    _calibrate.StepMeter(compiled, calibrator.on_step,
+                    _step_meter.StepMeter(compiled, calibrator.on_step,
                                          profile=calibrator.wants_profile,
                                          on_profile=calibrator.on_profile)
                 return compiled

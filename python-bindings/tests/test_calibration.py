@@ -14,7 +14,8 @@ from inductor_common import (  # noqa: F401 (the fixture is autouse)
 
 
 def _correction(peak, step_ms, **kw):
-    from lethe._calibrate import Measurement, correction
+    from lethe._calibrate import correction
+    from lethe._step_meter import Measurement
     args = dict(predicted_peak=1000, predicted_step_us=10000.0,
                 library_us=4000.0, budget_bytes=1000, byte_budget=True,
                 peak_correction=0, time_scale=1.0)
@@ -157,7 +158,8 @@ def test_a_step_is_profiled_only_where_the_host_has_room():
     # torch.profiler leaves CUPTI attached and every later launch pays for
     # it: on CUDA a step is profiled only where its host took under 75% of
     # it (T5 on an H200: 22 of 27 ms, not profiled; U-Net: 13 of 25 ms).
-    from lethe._calibrate import Measurement, profile_leaves_room
+    from lethe._calibrate import profile_leaves_room
+    from lethe._step_meter import Measurement
     assert not profile_leaves_room(Measurement(None, 26.9, host_ms=22.3))
     assert profile_leaves_room(Measurement(None, 25.2, host_ms=12.7))
     assert profile_leaves_room(Measurement(None, 25.0))  # CPU: no CUPTI
@@ -330,7 +332,7 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
 
 def test_calibration_near_the_least_runs_the_least_instead_of_failing(
         monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # The budget (1000) is just above the model's least (950); the plan
     # peaks at 1200 measured, so the corrected budget (800) is below the
     # least: the re-plan is the least plan (provisional), not an error in
@@ -372,7 +374,7 @@ def test_calibration_near_the_least_runs_the_least_instead_of_failing(
 
 def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
         monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # The plan offloads and runs 13 ms against 10 predicted (copies cost
     # more under inductor than modelled): the re-plan is recompute-only,
     # with the corrections the first plan was made with (its errors are its
@@ -397,7 +399,7 @@ def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
 
 def test_an_offloading_plan_that_fits_is_kept_when_recompute_alone_cannot(
         monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # The offloading plan fits (990 of 1000) but runs 13 ms against 10
     # predicted. Measured on an H200 (GPT-2-medium at its least): the
     # recompute-only re-plan, faster, was the model's least and peaked
@@ -435,7 +437,7 @@ def test_an_offloading_plan_that_fits_is_kept_when_recompute_alone_cannot(
 
 def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
         monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # The first plan fits and runs at half its predicted time: re-planned
     # with the time scale alone (no peak correction), the new plan peaks
     # over. Measured on an H200 (MoE): the retry interpolated between two
@@ -458,7 +460,7 @@ def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
 
 
 def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # The model is low by 100 B on the first plan and by 150 B on the
     # corrected one: a second correction fits, by the second plan's error
     # and by as much as the error grew (150 + 50), not by both errors
@@ -484,7 +486,7 @@ def test_calibration_corrects_twice_when_both_plans_peak_over(monkeypatch):
 
 
 def test_a_provisional_least_over_the_budget_is_not_replanned(monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # A budget below the model's least: the least plan runs (provisional)
     # and peaks over the budget, so nothing can meet it; no re-plan.
     cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
@@ -498,7 +500,7 @@ def test_a_provisional_least_over_the_budget_is_not_replanned(monkeypatch):
 
 def test_calibration_goes_back_to_the_first_plan_when_replans_overshoot(
         monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # The model over-states the first plan's peak by 300 B, but a plan at
     # budget + 300 keeps so much more that it peaks over the budget.
     cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
@@ -520,24 +522,24 @@ def test_step_meter_skips_a_warm_step_and_reports_the_median_of_three():
     # CPU: the meter times calls of the module; the median is the plan's
     # time (a stalled step is not), the first call (compile) and the warm
     # one after it are not measured.
-    from lethe import _calibrate
+    from lethe import _step_meter
     seen = []
     lin = nn.Linear(4, 4)
-    meter = _calibrate.StepMeter(lin, lambda m: seen.append(m) or False)
+    meter = _step_meter.StepMeter(lin, lambda m: seen.append(m) or False)
     x = torch.randn(2, 4)
     for _ in range(6):
         lin(x).sum().backward()
     assert len(seen) == 1 and len(seen[0].steps_ms) == 3
     assert seen[0].step_ms == sorted(seen[0].steps_ms)[1]
     assert meter._handles == []  # stopped: on_step returned False
-    m = _calibrate._median([_calibrate.Measurement(5, 1.0),
-                            _calibrate.Measurement(9, 50.0),
-                            _calibrate.Measurement(7, 2.0)])
+    m = _step_meter._median([_step_meter.Measurement(5, 1.0),
+                             _step_meter.Measurement(9, 50.0),
+                             _step_meter.Measurement(7, 2.0)])
     assert (m.peak_bytes, m.step_ms) == (9, 2.0)
 
 
 def test_calibration_keeps_a_replan_that_fits(monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
     assert cal.on_step(Measurement(690, 10.0))
     p.compile()
@@ -549,7 +551,7 @@ def test_calibration_keeps_a_replan_that_fits(monkeypatch):
 
 def test_a_replan_that_fits_but_runs_slower_gives_way_to_the_first(
         monkeypatch):
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     # Both plans fit; the first ran 10.0 ms and was predicted at 8 (off by
     # more than 5%: re-planned with measured prices). The re-plan runs
     # 10.5 ms: slower by more than the 2% a median of three steps wanders,
@@ -575,7 +577,7 @@ def test_calibration_says_when_the_host_bounds_the_step(monkeypatch):
     # The re-plan gives each op's launch the host's time over the step's
     # ops (11.8 ms over 100 ops), so the simulator bounds the step by the
     # host; a step the plan predicts right is re-planned for it too.
-    from lethe._calibrate import Measurement
+    from lethe._step_meter import Measurement
     cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
     assert cal.on_step(Measurement(980, 10.2, host_ms=10.0))
     assert any("host bounds the step: 10.00 ms" in r

@@ -75,21 +75,23 @@ def test_step_meter_profiles_the_warm_step_and_stops_the_profiler():
     # in autograd's end-of-backward callback, whose thread-local state
     # autograd restores after it); a warm call without a backward gives no
     # profile, and the profiler is never left running.
-    from lethe import _calibrate
+    from lethe import _step_meter
     enabled = torch.autograd._profiler_enabled
     profiles = []
     lin = nn.Linear(4, 4)
     x = torch.randn(2, 4)
-    meter = _calibrate.StepMeter(lin, lambda m: False, profile=lambda: True,
-                                 on_profile=profiles.append)
+    meter = _step_meter.StepMeter(lin, lambda m: False,
+                                  profile=lambda: True,
+                                  on_profile=profiles.append)
     lin(x).sum().backward()  # "compile"
     lin(x).sum().backward()  # warm: profiled
     assert enabled() and profiles == []
     lin(x).sum().backward()  # stops the profile, hands it over
     assert not enabled() and len(profiles) == 1
     meter.remove()
-    meter = _calibrate.StepMeter(lin, lambda m: False, profile=lambda: True,
-                                 on_profile=profiles.append)
+    meter = _step_meter.StepMeter(lin, lambda m: False,
+                                  profile=lambda: True,
+                                  on_profile=profiles.append)
     lin(x)  # "compile"
     lin(x)  # warm, profiled, but no backward follows
     assert enabled()
@@ -103,8 +105,8 @@ def test_step_meter_warms_for_its_warm_time_before_measuring():
     # After the compile (the first call) the plan runs warm calls until the
     # warm time has passed since the first of them started, then measures:
     # a GPU idle through the compile runs its first steps faster than
-    # training does (lethe._calibrate._WARM_S).
-    from lethe import _calibrate
+    # training does (lethe._step_meter._WARM_S).
+    from lethe import _step_meter
     measured = []
 
     def run(warm_s):
@@ -115,8 +117,8 @@ def test_step_meter_warms_for_its_warm_time_before_measuring():
         def on_step(m):
             measured.append((warm_s, calls[0]))
             return False
-        meter = _calibrate.StepMeter(lin, on_step, warm=1, steps=1,
-                                     warm_s=warm_s)
+        meter = _step_meter.StepMeter(lin, on_step, warm=1, steps=1,
+                                      warm_s=warm_s)
         while not any(w == warm_s for w, _ in measured) and calls[0] < 50:
             calls[0] += 1
             lin(x).sum().backward()
