@@ -120,6 +120,13 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
     anyFrozen |= !(frozen[a] == upperHints[a]);
   }
 
+  // A trial between the two: under the upper's peak, at or over the
+  // lower's, faster than the lower and within the host budget.
+  auto between = [&](const Evaluation &eval) {
+    return eval.peakBytes < from->peakBytes && eval.peakBytes >= lowerPeak &&
+           eval.stepUs < lowerStep &&
+           eval.hostPeakBytes <= options.hostBudgetBytes;
+  };
   size_t tries = 0;
   for (const Change &change : changes) {
     if (tries >= kBetweenTries)
@@ -141,9 +148,7 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
       llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
       if (!eval)
         return eval.takeError();
-      if (eval->peakBytes >= from->peakBytes || eval->peakBytes < lowerPeak ||
-          !(eval->stepUs < lowerStep) ||
-          eval->hostPeakBytes > options.hostBudgetBytes)
+      if (!between(*eval))
         continue;
       found.push_back({trial, std::move(hints), eval->peakBytes, eval->stepUs});
       break;
@@ -192,9 +197,7 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
         llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
         if (!eval)
           return eval.takeError();
-        if (eval->peakBytes >= from->peakBytes || eval->peakBytes < lowerPeak ||
-            !(eval->stepUs < lowerStep) ||
-            eval->hostPeakBytes > options.hostBudgetBytes)
+        if (!between(*eval))
           continue;
         found.push_back(
             {trial, std::move(hints), eval->peakBytes, eval->stepUs});

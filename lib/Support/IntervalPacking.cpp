@@ -516,15 +516,7 @@ skylineOrder(llvm::ArrayRef<PackInterval> intervals, int64_t alignment,
       skyline.erase(skyline.begin() + low);
       skyline.insert(skyline.begin() + low, pieces.begin(), pieces.end());
     }
-    // Neighbours of equal height are one segment.
-    size_t kept = 0;
-    for (size_t k = 1; k < skyline.size(); ++k) {
-      if (skyline[k].height == skyline[kept].height)
-        skyline[kept].end = skyline[k].end;
-      else
-        skyline[++kept] = skyline[k];
-    }
-    skyline.resize(kept + 1);
+    mergeEqualHeights(skyline);
   }
   std::stable_sort(chosen.begin(), chosen.end(),
                    [](auto &a, auto &b) { return a.first < b.first; });

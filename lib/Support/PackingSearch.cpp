@@ -266,16 +266,7 @@ private:
   }
 
   /// Neighbours of equal height are one segment.
-  void merge() {
-    size_t kept = 0;
-    for (size_t k = 1; k < skyline.size(); ++k) {
-      if (skyline[k].height == skyline[kept].height)
-        skyline[kept].end = skyline[k].end;
-      else
-        skyline[++kept] = skyline[k];
-    }
-    skyline.resize(kept + 1);
-  }
+  void merge() { mergeEqualHeights(skyline); }
 
   int64_t capacity;
   int slots = 0;

@@ -129,6 +129,22 @@ searchPacking(llvm::ArrayRef<PackInterval> intervals, int64_t alignment,
 /// splitmix64: a fixed, portable PRNG, so packing is the same everywhere.
 uint64_t nextPackingRandom(uint64_t &state);
 
+/// Joins neighbouring segments of equal height in a skyline (segments with
+/// `end` and `height`, in position order), as both skyline packers keep it.
+template <typename Segment>
+void mergeEqualHeights(std::vector<Segment> &skyline) {
+  if (skyline.empty())
+    return;
+  size_t kept = 0;
+  for (size_t k = 1; k < skyline.size(); ++k) {
+    if (skyline[k].height == skyline[kept].height)
+      skyline[kept].end = skyline[k].end;
+    else
+      skyline[++kept] = skyline[k];
+  }
+  skyline.resize(kept + 1);
+}
+
 /// Whether two intervals whose lifetimes intersect overlap in the arena
 /// (for tests and checks); returns the first such pair's indices or
 /// {-1, -1}.
