@@ -120,12 +120,20 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
     anyFrozen |= !(frozen[a] == upperHints[a]);
   }
 
-  // A trial between the two: under the upper's peak, at or over the
-  // lower's, faster than the lower and within the host budget.
-  auto between = [&](const Evaluation &eval) {
-    return eval.peakBytes < from->peakBytes && eval.peakBytes >= lowerPeak &&
-           eval.stepUs < lowerStep &&
-           eval.hostPeakBytes <= options.hostBudgetBytes;
+  // Keeps a trial that lies between the two: under the upper's peak, at
+  // or over the lower's, faster than the lower and within the host budget.
+  auto keepIfBetween = [&](const std::vector<Decision> &trial,
+                           std::vector<CopyHint> &hints)
+      -> llvm::Expected<bool> {
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
+    if (!eval)
+      return eval.takeError();
+    if (!(eval->peakBytes < from->peakBytes && eval->peakBytes >= lowerPeak &&
+          eval->stepUs < lowerStep &&
+          eval->hostPeakBytes <= options.hostBudgetBytes))
+      return false;
+    found.push_back({trial, std::move(hints), eval->peakBytes, eval->stepUs});
+    return true;
   };
   size_t tries = 0;
   for (const Change &change : changes) {
@@ -145,13 +153,11 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
       hints[change.act] = CopyHint();
       if (change.late)
         hints[change.act].prefetchNotBefore = peakNode;
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
-      if (!eval)
-        return eval.takeError();
-      if (!between(*eval))
-        continue;
-      found.push_back({trial, std::move(hints), eval->peakBytes, eval->stepUs});
-      break;
+      llvm::Expected<bool> kept = keepIfBetween(trial, hints);
+      if (!kept)
+        return kept.takeError();
+      if (*kept)
+        break;
     }
   }
   if (!found.empty())
@@ -194,14 +200,11 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
         hints[change.act] = CopyHint();
         if (late)
           hints[change.act].prefetchNotBefore = peakNode;
-        llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
-        if (!eval)
-          return eval.takeError();
-        if (!between(*eval))
-          continue;
-        found.push_back(
-            {trial, std::move(hints), eval->peakBytes, eval->stepUs});
-        return found;
+        llvm::Expected<bool> kept = keepIfBetween(trial, hints);
+        if (!kept)
+          return kept.takeError();
+        if (*kept)
+          return found;
       }
     }
   }
