@@ -185,6 +185,12 @@ void Relaxation::addContention(const DeviceProfile &device,
             {{colBoth, rateBeside}, {colD2hOnly, rateAlone}, {colWorkD2h, -1}});
   lp.addRow(0, INFINITY,
             {{colBoth, rateBeside}, {colH2dOnly, rateAlone}, {colWorkH2d, -1}});
+  // Each direction's copies move on one stream, at most the step's wall
+  // time, B + T (docs/Bound.md, §1 "Stream capacity").
+  lp.addRow(-INFINITY, hi[numNodes],
+            {{colBoth, 1}, {colD2hOnly, 1}, {colT, -1}});
+  lp.addRow(-INFINITY, hi[numNodes],
+            {{colBoth, 1}, {colH2dOnly, 1}, {colT, -1}});
   for (ContentionLevel &level : levels) {
     // The re-runs' deficits, D = sum(d_n t_n z_n), likewise one column.
     std::vector<std::pair<int, double>> rerunDeficit;
@@ -288,6 +294,18 @@ void Relaxation::addPhaseSplit(NodeId p) {
         roundTrips.push_back({colO[a], ratio * workH2d[a] - workD2h[a]});
     lp.addRow(0, INFINITY, roundTrips);
   }
+  // Each direction's stream moves in phase 1 at most its wall time, which
+  // is the step less phase 2's nodes: hi_{p+1} + T; in phase 2 at most the
+  // step less phase 1's nodes.
+  double phase1 = hi[p + 1], phase2 = hi[numNodes] - lo[p + 1];
+  lp.addRow(-INFINITY, phase1, {{both1, 1}, {d2h1, 1}, {colT, -1}});
+  lp.addRow(-INFINITY, phase1, {{both1, 1}, {h2d1, 1}, {colT, -1}});
+  lp.addRow(
+      -INFINITY, phase2,
+      {{colBoth, 1}, {both1, -1}, {colD2hOnly, 1}, {d2h1, -1}, {colT, -1}});
+  lp.addRow(
+      -INFINITY, phase2,
+      {{colBoth, 1}, {both1, -1}, {colH2dOnly, 1}, {h2d1, -1}, {colT, -1}});
   // H2D moving in phase 1 does at most the H2D work phase 2 does not;
   // D2H moving in phase 2 at most the D2H work phase 1 does not.
   lp.addRow(-INFINITY, 0,
