@@ -278,8 +278,11 @@ class LethePartitioner(_partitioner_base()):
         import lethe
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
+        # Every module that shapes the partition (the offload insertion
+        # was split out of this one; the schema writes the workspaces).
         for name in ("_inductor.py", "_fused_graph.py", "_offload_ops.py",
-                     "_planclient.py", "_measure.py", "_kernel_times.py"):
+                     "_offload_insert.py", "_planclient.py", "_measure.py",
+                     "_kernel_times.py", "schema.py"):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         key = json.dumps(
