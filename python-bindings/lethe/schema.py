@@ -7,7 +7,8 @@ is valid); each names the node by id and name. Beyond field types it checks
 what an importer relies on: references point to earlier nodes and existing
 results, `{"in": k}` and `alias: k` name existing operands, tensor bytes
 match shape and dtype, every forward node comes before every backward node,
-`saved` holds forward values, and `totals` agrees with the nodes.
+`saved` holds forward values, a workspace is an op's last output that no node
+reads or saves, and `totals` agrees with the nodes.
 """
 
 import json
