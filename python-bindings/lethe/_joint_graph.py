@@ -202,9 +202,7 @@ class _Replay(torch.fx.Interpreter):
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             if self.time_ops:
                 self.times[n] = _time_op(n.target, args, kwargs)
-            run_args, run_kwargs = _fresh_arguments(n.target, args, kwargs)
-            self.workspace[n] = _workspace_bytes(
-                lambda: n.target(*run_args, **run_kwargs), (args, kwargs))
+            self.workspace[n] = _workspace_bytes(n.target, args, kwargs)
         return result
 
 
@@ -238,18 +236,21 @@ def _fresh_arguments(target, args, kwargs):
     return run_args, run_kwargs
 
 
-def _workspace_bytes(call, args):
+def _workspace_bytes(target, args, kwargs):
     """What one run of the op holds at once beyond its outputs (lethe.
-    _measure's measurement; 0 off CUDA): cuDNN's convolution workspace and
-    eager ops' temporaries, which the step's peak counts."""
+    _measure's measurement; 0 off CUDA, where nothing is run): cuDNN's
+    convolution workspace and eager ops' temporaries, which the step's peak
+    counts."""
     from torch.utils import _pytree as pytree
 
     from lethe import _measure
-    device = next((a.device for a in pytree.tree_flatten(args)[0]
+    device = next((a.device for a in pytree.tree_flatten((args, kwargs))[0]
                    if isinstance(a, torch.Tensor)), None)
     if device is None or device.type != "cuda":
         return 0
-    return _measure._workspace_bytes(call, device)
+    run_args, run_kwargs = _fresh_arguments(target, args, kwargs)
+    return _measure._workspace_bytes(lambda: target(*run_args, **run_kwargs),
+                                     device)
 
 
 class JointCapture:

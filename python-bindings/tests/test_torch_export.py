@@ -240,9 +240,9 @@ def test_real_replay_records_workspaces_as_last_outputs(monkeypatch):
     assert not any(is_workspace(o) for n in plain["nodes"]
                    for o in n["outputs"])
 
-    def stand_in(call, args):
+    def stand_in(target, args, kwargs):
         return ws if any(isinstance(a, torch.Tensor) and a.dim() == 4
-                         for a in args[0]) else 0
+                         for a in args) else 0
 
     monkeypatch.setattr(_joint_graph, "_workspace_bytes", stand_in)
     model, inputs, loss_fn, targets = _convnet()
