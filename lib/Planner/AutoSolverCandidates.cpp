@@ -73,20 +73,25 @@ Positions Solver::index(const Evaluation &eval) const {
   pos.nodeOp.assign(numNodes, 0);
   pos.regionStart.assign(numNodes, 0);
   pos.opNode.assign(numOps, static_cast<NodeId>(numNodes));
-  for (size_t k = 0; k < numOps; ++k)
-    if (schedule.ops[k].kind == ScheduleOpKind::Node)
-      pos.nodeOp[schedule.ops[k].node] = static_cast<OpIndex>(k);
-  for (size_t i = 0; i < numNodes; ++i) {
-    OpIndex k = pos.nodeOp[i];
-    while (k > 0 && schedule.ops[k - 1].kind == ScheduleOpKind::Recompute)
-      --k;
-    pos.regionStart[i] = k;
-  }
-  NodeId next = static_cast<NodeId>(numNodes);
-  for (size_t k = numOps; k-- > 0;) {
-    if (schedule.ops[k].kind == ScheduleOpKind::Node)
-      next = schedule.ops[k].node;
-    pos.opNode[k] = next;
+  // One walk for the three: each node's op, the run of recompute ops just
+  // before it, and the node each op up to it belongs to (each walk over
+  // the ops was a pass over the whole schedule's memory).
+  size_t chainBegin = 0, unassigned = 0;
+  for (size_t k = 0; k < numOps; ++k) {
+    const ScheduleOp &op = schedule.ops[k];
+    if (op.kind == ScheduleOpKind::Recompute) {
+      if (k == 0 || schedule.ops[k - 1].kind != ScheduleOpKind::Recompute)
+        chainBegin = k;
+      continue;
+    }
+    if (op.kind != ScheduleOpKind::Node)
+      continue;
+    pos.nodeOp[op.node] = static_cast<OpIndex>(k);
+    bool chain =
+        k > 0 && schedule.ops[k - 1].kind == ScheduleOpKind::Recompute;
+    pos.regionStart[op.node] = static_cast<OpIndex>(chain ? chainBegin : k);
+    for (; unassigned <= k; ++unassigned)
+      pos.opNode[unassigned] = op.node;
   }
   const size_t numActs = acts.size();
   pos.producedFree.assign(numActs, static_cast<OpIndex>(numOps) - 1);
