@@ -64,6 +64,8 @@ PHASES = [
     ("MaterializePass::runOnOperation", "program check: materialize"),
     ("ScheduleProgramPass::runOnOperation", "program check: schedule"),
     ("AssignBuffersPass::runOnOperation", "program check: assign buffers"),
+    # The check packs the buffers itself (no offsets written) since wtH.
+    ("lethe::packProgram", "program check: assign buffers"),
     ("mlir::verify", "verifier"),
     ("lethe::writeOutputFile", "plan JSON: built, printed, checked"),
 ]
