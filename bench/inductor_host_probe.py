@@ -106,6 +106,7 @@ if phases:
 
     step()
     phase("fresh")
+    phase("fresh, again (time alone)")
     last = res["phases"][-1]["host_issue_finish_ms"]
     hold = 1.5 * sorted(h for h, _ in last)[len(last) // 2] + 5.0
     prof = _kernel_times.StepProfile(dev, hold)  # CUDA events on 2.11
@@ -119,6 +120,15 @@ if phases:
             _calibrate._recompile(run, backend)
             step()
             phase(f"after recompile {i} (same plan)")
+        # Whether the host's growth is Python's collector walking what the
+        # recompiles left alive.
+        import gc
+        gc.collect()
+        gc.freeze()
+        phase("after gc.collect + gc.freeze")
+        gc.disable()
+        phase("gc disabled")
+        gc.enable()
     # The events' kernel times against torch.profiler's, same step, last
     # (the profiler's CUPTI stays attached).
     if not prof.attaches_cupti:
