@@ -185,6 +185,10 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     batch.liveAct.push_back(static_cast<int32_t>(a));
     batch.liveBegin.push_back(pos.nodeOp[act.producer]);
     batch.liveEnd.push_back(pos.producedFree[a]);
+    batch.liveOffloadable.push_back(act.offloadable);
+    batch.liveBytes.push_back(act.bytes);
+    batch.liveGapBegin.push_back(std::numeric_limits<size_t>::max());
+    batch.liveGapEnd.push_back(0);
     if (!act.recomputable)
       continue;
     Candidate &c = batch.recompute[a];
@@ -194,6 +198,8 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     c.restore = restore;
     c.gapBegin = pos.nodeOp[act.lastForwardUse] + 1;
     c.gapEnd = pos.regionStart[restore] - 1;
+    batch.liveGapBegin.back() = c.gapBegin;
+    batch.liveGapEnd.back() = c.gapEnd;
     c.chainPos = pos.regionStart[restore];
     computeRecompute(c, *eval.placement, batch);
     batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
@@ -233,12 +239,10 @@ Solver::candidatesAt(
     int32_t a = batch.liveAct[k];
     if (batch.picked[a])
       continue;
-    const ActivationInfo &act = acts[a];
-    const Candidate &rc = batch.recompute[a];
-    if (rc.act >= 0 && op >= rc.gapBegin && op <= rc.gapEnd)
-      result.push_back(&rc);
-    if (act.offloadable &&
-        offloadedBytes + act.bytes <= options.hostBudgetBytes) {
+    if (op >= batch.liveGapBegin[k] && op <= batch.liveGapEnd[k])
+      result.push_back(&batch.recompute[a]);
+    if (batch.liveOffloadable[k] &&
+        offloadedBytes + batch.liveBytes[k] <= options.hostBudgetBytes) {
       offloadable[a] = 1;
       marked.push_back(a);
     }
