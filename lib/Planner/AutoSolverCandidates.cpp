@@ -36,6 +36,22 @@ bool lethe::autosolver::betterCandidate(const Candidate &x, const Candidate &y) 
   return x.act < y.act;
 }
 
+const Candidate *
+lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands) {
+  const Candidate *best = cands.front();
+  double bestScore = best->score();
+  for (const Candidate *c : cands.drop_front()) {
+    // betterCandidate(*c, *best), its first test on the score kept.
+    double score = c->score();
+    if (score < bestScore ||
+        (score == bestScore && betterCandidate(*c, *best))) {
+      best = c;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
 double Solver::contentionRate() const {
   auto loss = [](double factor) {
     return factor > 1.0 ? 1.0 - 1.0 / factor : 0.0;
@@ -342,11 +358,14 @@ Solver::candidatesAt(
   auto costsTime = [](const Candidate *c) {
     return c->costUs - c->contentionUs > 0.0;
   };
-  bool anyFree =
-      llvm::any_of(result, [&](const Candidate *c) { return !costsTime(c); }) ||
-      llvm::any_of(batch.offloadScratch,
-                   [&](const Candidate &c) { return !costsTime(&c); });
-  if (!anyFree && !noTrades && !cannotHide.empty()) {
+  // Asked only where a trade could follow: it reads every candidate.
+  auto anyFree = [&] {
+    return llvm::any_of(result,
+                        [&](const Candidate *c) { return !costsTime(c); }) ||
+           llvm::any_of(batch.offloadScratch,
+                        [&](const Candidate &c) { return !costsTime(&c); });
+  };
+  if (!noTrades && !cannotHide.empty() && !anyFree()) {
     auto [firstOp, lastOp] = overLevel();
     NodeId first = pos.opNode[std::min(firstOp, op)];
     NodeId last = pos.opNode[std::max(lastOp, op)];

@@ -552,6 +552,10 @@ public:
 /// offload, then hardest alternative first, then largest, then lowest id.
 bool betterCandidate(const Candidate &x, const Candidate &y);
 
+/// The first best of `cands` (non-empty) by betterCandidate, as
+/// std::min_element finds it, with each candidate's score computed once.
+const Candidate *bestCandidate(llvm::ArrayRef<const Candidate *> cands);
+
 } // namespace lethe::autosolver
 
 namespace lethe {
