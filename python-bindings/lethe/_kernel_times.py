@@ -377,7 +377,10 @@ class LaunchTimes:
         index = cls._index(device)
         if index not in cls._cycles_per_ms:
             with torch.cuda.device(index):
-                cycles = 1_000_000
+                # ~5-10 ms: long enough that the clock has left its idle
+                # speed for most of it (a hold priced at an idle clock
+                # ends early at the boosted one).
+                cycles = 10_000_000
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
