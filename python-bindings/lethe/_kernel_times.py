@@ -45,6 +45,8 @@ before.
 from __future__ import annotations
 
 import re
+import time
+import warnings
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, List, Optional, Sequence, Set,
                     Tuple)
@@ -349,8 +351,13 @@ class LaunchTimes:
         self._run = CachingAutotuner.__dict__.get("run")
         marks: List[Tuple[str, Any, Any]] = []
         self._marks = marks
+        # Launches the host issued after the hold's time had passed on the
+        # host's clock: they may have found the device idle.
+        self.late = 0
+        until: List[float] = [float("inf")]
         inner = CachingAutotuner.run
         event = torch.cuda.Event
+        clock = time.perf_counter
 
         def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
             start = event(enable_timing=True)
@@ -359,14 +366,17 @@ class LaunchTimes:
             end = event(enable_timing=True)
             end.record()
             marks.append((tuner.fn.__name__, start, end))
+            if clock() > until[0]:
+                self.late += 1
             return out
 
         self._event = self._event_cost(device)
         CachingAutotuner.run = run
         if hold_ms > 0:
+            hold_ms = min(hold_ms, _HOLD_MAX_MS)
             with torch.cuda.device(device):
-                torch.cuda._sleep(int(min(hold_ms, _HOLD_MAX_MS)
-                                      * self._cycles(device)))
+                torch.cuda._sleep(int(hold_ms * self._cycles(device)))
+            until[0] = clock() + hold_ms / 1e3
 
     @staticmethod
     def _index(device: torch.device) -> int:
@@ -416,12 +426,21 @@ class LaunchTimes:
 
     def stop(self) -> List[Tuple[str, float]]:
         """Unwraps the launches; returns the timed kernels and the time
-        between them, in launch order, as (name, µs)."""
+        between them, in launch order, as (name, µs); nothing where the
+        host issued launches after the hold had ended (their times may
+        hold the device's idle time: a warning says so)."""
         if self._run is not None:
             self._cls.run = self._run
         else:  # inherited: the class had none of its own
             del self._cls.run
         torch.cuda.synchronize()
+        if self.late:
+            warnings.warn(
+                f"Lethe: the host issued {self.late} of the profiled step's "
+                f"{len(self._marks)} kernel launches after the device's hold "
+                "had ended; their times may include the device's idle time "
+                "and are not used (the calibration scales the model)")
+            return []
         return timeline(self._marks, self._event)
 
 
