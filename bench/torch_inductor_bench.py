@@ -35,6 +35,11 @@ build tree). Methods:
                              bench/export_corpus.py: torchvision and
                              transformers, random weights; methods none,
                              save_on_cpu, aot_eager, compile[-F], lethe:B)
+  python3 bench/torch_inductor_bench.py run ... --interleave R
+                            (each method's process kept after its first
+                             timed round; R rounds in all, the methods
+                             timed in turns: the host's wander within a
+                             call falls on every method alike)
   python3 bench/torch_inductor_bench.py report R1.json R2.json --md M --svg S
 
 Peak: bytes the step allocates beyond what is resident before it
@@ -58,6 +63,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import inductor_interleave as interleave  # noqa: E402
 import torch_budget_bench as tb  # noqa: E402  (models, eager baselines)
 
 # ViT-B/16-like and a static-shape MoE LM (every expert runs on every
@@ -308,6 +314,15 @@ def run_method(name, method, args, device, budgets):
                 break
     try:
         result = tb.measure(step, params, cuda, warmup, args.steps)
+        turns = interleave.Turns.from_env()
+        if turns is not None:
+            def more():
+                times, peak = tb.timed_steps(step, params, cuda, args.steps)
+                if peak is not None:
+                    result["peak_bytes"] = max(result["peak_bytes"] or 0,
+                                               peak)
+                return times
+            turns.rounds(result, more)
         if args.profile_kernels and cuda:
             result["host"] = host_times(step, params)
             try:
@@ -528,6 +543,19 @@ def run_method_isolated(method, args, budgets):
     return r
 
 
+def start_interleaved(inter, method, args, budgets):
+    """run_method_isolated's process, kept alive after its first round for
+    `inter` (bench/inductor_interleave.py) to time more rounds in turns;
+    its row after the first round."""
+    spec = os.path.join(inter.dir, f"{len(inter.children)}.spec.json")
+    out = os.path.join(inter.dir, f"{len(inter.children)}.result.json")
+    with open(spec, "w") as f:
+        json.dump({"args": vars(args), "method": method,
+                   "budgets": budgets}, f)
+    return inter.start(method, [sys.executable, os.path.abspath(__file__),
+                                "one", spec, out], out)
+
+
 def run_one(spec_path, out_path):
     """The child of run_method_isolated."""
     with open(spec_path) as f:
@@ -574,6 +602,11 @@ def run(args):
         + ["compile-0.3", "compile-0.8"]))
     order = [m for m in first if m in methods or m.startswith("lethe")] + \
         [m for m in methods if m not in first]
+    inter = None
+    if args.interleave > 1 and _isolate(args, device):
+        import tempfile
+        tmp = tempfile.TemporaryDirectory(prefix="lethe-bench-")
+        inter = interleave.Interleaver(tmp.name)
     for method in order:
         if deadline and time.time() > deadline:
             doc["results"][method] = {"skipped": "deadline"}
@@ -598,7 +631,9 @@ def run(args):
             elif key is not None:
                 budgets[key] = key
             start = time.time()
-            if _isolate(args, device):
+            if inter is not None:
+                r = start_interleaved(inter, method, args, budgets)
+            elif _isolate(args, device):
                 r = run_method_isolated(method, args, budgets)
             else:
                 r = run_method(args.model, method, args, device, budgets)
@@ -613,6 +648,22 @@ def run(args):
             flush=True)
         if device.type == "cuda":
             torch.cuda.empty_cache()
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1, default=str)
+    if inter is not None:
+        # Every method timed in turns; the rows after the first round
+        # (above) gave the later methods their budgets.
+        inter.rounds(args.interleave)
+        for method, r in inter.finish().items():
+            r["wall_s"] = doc["results"][method].get("wall_s")
+            r["interleaved_rounds"] = args.interleave
+            doc["results"][method] = r
+            print(f"{args.model:12s} {method:16s} " + (
+                f"{r['step_ms']:8.2f} ms over {args.interleave} rounds "
+                f"{[round(x, 2) for x in r.get('step_ms_rounds', [])]}"
+                if "step_ms" in r else r.get("error", "")[:200]),
+                flush=True)
+        tmp.cleanup()
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1, default=str)
 
@@ -866,6 +917,12 @@ def main():
                    default="auto",
                    help="run each method in a process of its own (auto: "
                    "on a GPU)")
+    r.add_argument("--interleave", type=int, default=1, metavar="R",
+                   help="with --isolate: keep each method's process after "
+                   "its first timed round and time R rounds of --steps "
+                   "steps in all, the methods in turns "
+                   "(bench/inductor_interleave.py); a row is the median "
+                   "over its rounds")
     o = sub.add_parser("one", help=argparse.SUPPRESS)
     o.add_argument("spec")
     o.add_argument("out")
