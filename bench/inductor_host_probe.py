@@ -108,7 +108,9 @@ if phases:
     phase("fresh")
     phase("fresh, again (time alone)")
     last = res["phases"][-1]["host_issue_finish_ms"]
-    hold = 1.5 * sorted(h for h, _ in last)[len(last) // 2] + 5.0
+    from lethe._step_meter import _hold_ms, Measurement
+    host = sorted(h for h, _ in last)[len(last) // 2]
+    hold = _hold_ms(Measurement(None, host, host_ms=host))
     prof = _kernel_times.StepProfile(dev, hold)  # CUDA events on 2.11
     res["profile"] = "torch.profiler" if prof.attaches_cupti \
         else "CUDA events"

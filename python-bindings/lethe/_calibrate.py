@@ -269,7 +269,8 @@ class Calibrator:
         r.attribution = _kernel_times.attribute(r.kernels, events, r.roots)
         self.report.setdefault("profiles", []).append(
             r.attribution.summary() if r.attribution is not None else {
-                "unattributed": "the profile does not hold this graph's "
+                "unattributed": "no kernel was timed (see the warning)"
+                if not events else "the profile does not hold this graph's "
                 "generated kernels in the order they were compiled (or "
                 "they came from inductor's cache)"})
 

@@ -45,6 +45,8 @@ before.
 from __future__ import annotations
 
 import re
+import time
+import warnings
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, List, Optional, Sequence, Set,
                     Tuple)
@@ -306,8 +308,10 @@ BETWEEN = "(between launches)"
 # behind, and those launches are timed with the idle time in them.
 _HOLD_MAX_MS = 2000.0
 # Event pairs recorded back to back, behind a hold of this many ms, to
-# measure what one timing event costs the device (LaunchTimes._event_cost).
-_EVENT_SAMPLES, _EVENT_HOLD_MS = 65, 2.0
+# measure what one timing event costs the device (LaunchTimes._event_cost):
+# 3.0 us on an H200; behind a hold that ended early (priced at an idle
+# clock) the host's pace was measured instead, 11.6 us (2026-11-27, e3/e4).
+_EVENT_SAMPLES, _EVENT_HOLD_MS = 65, 10.0
 
 
 class LaunchTimes:
@@ -347,8 +351,13 @@ class LaunchTimes:
         self._run = CachingAutotuner.__dict__.get("run")
         marks: List[Tuple[str, Any, Any]] = []
         self._marks = marks
+        # Launches the host issued after the hold's time had passed on the
+        # host's clock: they may have found the device idle.
+        self.late = 0
+        until: List[float] = [float("inf")]
         inner = CachingAutotuner.run
         event = torch.cuda.Event
+        clock = time.perf_counter
 
         def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
             start = event(enable_timing=True)
@@ -357,14 +366,20 @@ class LaunchTimes:
             end = event(enable_timing=True)
             end.record()
             marks.append((tuner.fn.__name__, start, end))
+            if clock() > until[0]:
+                self.late += 1
             return out
 
+        # Measured before the launcher is wrapped (a failure here leaves
+        # nothing wrapped).
         self._event = self._event_cost(device)
+        hold_ms = min(hold_ms, _HOLD_MAX_MS)
+        cycles = int(hold_ms * self._cycles(device)) if hold_ms > 0 else 0
         CachingAutotuner.run = run
-        if hold_ms > 0:
+        if cycles:
             with torch.cuda.device(device):
-                torch.cuda._sleep(int(min(hold_ms, _HOLD_MAX_MS)
-                                      * self._cycles(device)))
+                torch.cuda._sleep(cycles)
+            until[0] = clock() + hold_ms / 1e3
 
     @staticmethod
     def _index(device: torch.device) -> int:
@@ -377,7 +392,10 @@ class LaunchTimes:
         index = cls._index(device)
         if index not in cls._cycles_per_ms:
             with torch.cuda.device(index):
-                cycles = 1_000_000
+                # ~5-10 ms: long enough that the clock has left its idle
+                # speed for most of it (a hold priced at an idle clock
+                # ends early at the boosted one).
+                cycles = 10_000_000
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -411,12 +429,21 @@ class LaunchTimes:
 
     def stop(self) -> List[Tuple[str, float]]:
         """Unwraps the launches; returns the timed kernels and the time
-        between them, in launch order, as (name, µs)."""
+        between them, in launch order, as (name, µs); nothing where the
+        host issued launches after the hold had ended (their times may
+        hold the device's idle time: a warning says so)."""
         if self._run is not None:
             self._cls.run = self._run
         else:  # inherited: the class had none of its own
             del self._cls.run
         torch.cuda.synchronize()
+        if self.late:
+            warnings.warn(
+                f"Lethe: the host issued {self.late} of the profiled step's "
+                f"{len(self._marks)} kernel launches after the device's hold "
+                "had ended; their times may include the device's idle time "
+                "and are not used (the calibration scales the model)")
+            return []
         return timeline(self._marks, self._event)
 
 

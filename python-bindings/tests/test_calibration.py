@@ -4,10 +4,12 @@ re-plans, reverts and fall-backs, with a fake partitioner or a real CPU
 compile (torch >= 2.9; CI runs this file with torch 2.11 from PyPI,
 scripts/test.sh)."""
 
+import contextlib
 import json
 import os
-import warnings
+import time
 import types
+import warnings
 
 from inductor_common import (  # noqa: F401 (the fixture is autouse)
     pytest, torch, nn, lethe, lt, available, needs_lethe,
@@ -233,6 +235,30 @@ def test_launches_are_timed_by_events_and_unwrapped_after(monkeypatch):
     assert [n for n, _ in events] == ["triton_poi_a", _kernel_times.BETWEEN,
                                       "triton_red_b"]
     assert [round(us, 6) for _, us in events] == [9.0, 99.0, 4.0]
+
+    # Behind a hold (10 ms here), a launch the host issues after the hold
+    # has ended may have found the device idle: the step's times are not
+    # used, and a warning says why.
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "device",
+                        lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(_kernel_times.LaunchTimes, "_cycles_per_ms",
+                        {0: 1.0})
+    for late, want in ((0.009, 3), (0.011, 0)):
+        _Event.clock = _Clock([0.0, 0.010, 0.110, 0.115])
+        timer = _kernel_times.LaunchTimes(torch.device("cuda", 0),
+                                          hold_ms=10)
+        CachingAutotuner.run(Tuner("triton_poi_a"), 1, stream=7)
+        now[0] += late
+        CachingAutotuner.run(Tuner("triton_red_b"), 2, stream=7)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert len(timer.stop()) == want
+        assert bool(w) == (want == 0) and timer.late == (want == 0)
+        assert CachingAutotuner.run is inner
+        now[0] = 100.0
 
 
 @needs_lethe
