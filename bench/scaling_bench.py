@@ -64,7 +64,7 @@ PHASES = [
     ("MaterializePass::runOnOperation", "program check: materialize"),
     ("ScheduleProgramPass::runOnOperation", "program check: schedule"),
     ("AssignBuffersPass::runOnOperation", "program check: assign buffers"),
-    # The check packs the buffers itself (no offsets written) since wtH.
+    # The feasibility check packs the buffers itself, without the pass.
     ("lethe::packProgram", "program check: assign buffers"),
     ("mlir::verify", "verifier"),
     ("lethe::writeOutputFile", "plan JSON: built, printed, checked"),
