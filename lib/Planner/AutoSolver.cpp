@@ -440,7 +440,16 @@ llvm::Expected<AutoSolution> Solver::solve() {
     }
   }
   AutoFamily &built = family ? *family : local;
+  usedFamily = family;
   AutoFamily::Replay replay = built.replay(budget);
+  if (family && replay.end && family->solved &&
+      family->solved->budget == budget &&
+      family->solved->refined == solverOptions.refine) {
+    solvedAgain = true;
+    AutoSolution again = family->solved->solution;
+    again.reusedMembers = built.checks[*replay.end].members;
+    return again;
+  }
   if (replay.end) {
     solution.reusedMembers = built.checks[*replay.end].members;
   } else {
@@ -626,6 +635,12 @@ llvm::Expected<AutoSolution> Solver::solve() {
   return solution;
 }
 
+void Solver::keepSolved(const AutoSolution &solution) const {
+  if (usedFamily)
+    usedFamily->solved =
+        AutoFamily::Solved{options.budgetBytes, solverOptions.refine, solution};
+}
+
 AutoFamily::Replay AutoFamily::replay(int64_t budget) const {
   // Solver::buildLadder's loop: firstFit is the first member that fits, set
   // where an iteration ends; the loop ends once kLookBelow members follow
@@ -663,8 +678,11 @@ llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
                                               const AutoSolverOptions &solver) {
   Solver fast(evaluator, options, seeds, solver);
   llvm::Expected<AutoSolution> solution = fast.solve();
-  if (solution && solver.refine)
+  if (!solution || fast.isSolvedAgain())
+    return solution;
+  if (solver.refine)
     if (llvm::Error err = fast.refineSolution(*solution))
       return std::move(err);
+  fast.keepSolved(*solution);
   return solution;
 }

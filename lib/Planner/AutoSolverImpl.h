@@ -266,6 +266,12 @@ public:
   }
 
   llvm::Expected<AutoSolution> solve();
+  /// Whether solve() answered with the family's last solution (already
+  /// refined where refine is on).
+  bool isSolvedAgain() const { return solvedAgain; }
+  /// Keeps `solution` as the family's last (AutoFamily::solved), where the
+  /// solve went through a family.
+  void keepSolved(const AutoSolution &solution) const;
   /// Refines a feasible solution of solve() at the budget (refine), its
   /// decisions, evaluation and reasons replaced where a move was kept.
   llvm::Error refineSolution(AutoSolution &solution);
@@ -518,6 +524,10 @@ private:
   double refineFloor = 0.0;
   /// Whether refine may widen an offload's copies (refineSolution).
   bool widenCopies = true;
+  /// The family solve() went through (none while tying), and whether it
+  /// answered with the family's last solution.
+  AutoFamily *usedFamily = nullptr;
+  bool solvedAgain = false;
   /// The evaluator's count when the solve began (refine's budget is a share
   /// of the solve's evaluations).
   size_t evaluationsBefore = 0;
@@ -609,6 +619,19 @@ public:
   autosolver::State resume;
   unsigned nextLevel = 1;
   std::vector<Evaluation> seedEvals;
+  /// The last solution solveAuto returned through the family, refined as
+  /// `refined` says, at `budget`: a solve is a function of the inputs and the
+  /// budget (the ladder's members and refine's evaluation budget do not
+  /// depend on what the family held before), so one asked again for that
+  /// budget is answered with it. The pipeline asks so each time its walk
+  /// down keeps a plan: it plans the kept budget again for the plan it
+  /// states.
+  struct Solved {
+    int64_t budget = 0;
+    bool refined = false;
+    AutoSolution solution;
+  };
+  std::optional<Solved> solved;
 };
 
 } // namespace lethe

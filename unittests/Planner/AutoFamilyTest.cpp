@@ -95,6 +95,44 @@ TEST(AutoFamilyTest, AnotherGraphIsNotServed) {
   EXPECT_EQ(expectSamePlans(second, device, {0.6}, family), 1u);
 }
 
+TEST(AutoFamilyTest, SameBudgetAgainIsNotSolvedAgain) {
+  // The pipeline plans the budget its walk down kept a second time: the
+  // family answers with its last solution, the plan a solve without the
+  // family makes (expectSamePlans), evaluating only the unplanned step that
+  // checks its inputs.
+  const DeviceProfile device = testDeviceProfile();
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(12200 + seed);
+    AutoFamilies families;
+    AutoFamily &family = families.get("step");
+    expectSamePlans(g, device, {0.6, 0.3, 0.3, 0.45, 0.45, 0.6}, family);
+
+    PlanOptions options;
+    ActivationAnalysis analysis(g, options);
+    Evaluator evaluator(analysis, device);
+    llvm::Expected<Evaluation> unplanned =
+        evaluator.evaluate(std::vector<Decision>(
+            analysis.getActivations().size(), Decision::Retain));
+    ASSERT_TRUE(static_cast<bool>(unplanned));
+    options.budgetBytes =
+        static_cast<int64_t>(0.5 * static_cast<double>(unplanned->peakBytes));
+    AutoSolverOptions through;
+    through.family = &family;
+    llvm::Expected<AutoSolution> first =
+        solveAuto(evaluator, options, {}, through);
+    ASSERT_TRUE(static_cast<bool>(first));
+    const size_t before = evaluator.getEvaluations();
+    llvm::Expected<AutoSolution> again =
+        solveAuto(evaluator, options, {}, through);
+    ASSERT_TRUE(static_cast<bool>(again));
+    EXPECT_EQ(evaluator.getEvaluations() - before, 1u);
+    EXPECT_EQ(again->decisions, first->decisions);
+    EXPECT_EQ(again->reasons, first->reasons);
+    EXPECT_EQ(again->chosen, first->chosen);
+  }
+}
+
 class AutoFamilyOnSharedGraphs : public lethe::testing::CorpusGraphTest {};
 
 TEST_P(AutoFamilyOnSharedGraphs, SamePlans) {
