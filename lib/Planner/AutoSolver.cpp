@@ -48,6 +48,12 @@ constexpr unsigned kSwapBelowRounds = 4;
 /// asked for again by the next level's greedy and probe; older ones are not
 /// (and each kept one holds an evaluation's schedule).
 constexpr size_t kKeptReductions = 4;
+/// Solves nested for refining's floor (solveAt), one inside the other: each
+/// costs about a refine (the ladder is replayed) and is made only where the
+/// floor turns a move down. On the Llama-style graph at 50%: 11.47% with
+/// none, 11.47% with 1, 11.07% with 2, 10.96% with 3, the solve 290, 316,
+/// 349 and 376 ms (bench/results/bound.md, 2026-11-27).
+constexpr unsigned kFloorDepth = 2;
 
 } // namespace
 
@@ -588,6 +594,18 @@ llvm::Expected<AutoSolution> Solver::solve() {
   for (const Evaluation &eval : seedEvals)
     if (eval.peakBytes > budget && hostFits(eval) && eval.stepUs <= chosenStep)
       refineFloor = std::max(refineFloor, eval.stepUs);
+  nextPeakAbove = -1;
+  auto above = [&](int64_t peak) {
+    if (peak > budget && (nextPeakAbove < 0 || peak < nextPeakAbove))
+      nextPeakAbove = peak;
+  };
+  for (const Member &m : ladder)
+    above(m.peak);
+  for (const auto &[i, plan] : between)
+    above(plan.peak);
+  for (const Evaluation &eval : seedEvals)
+    if (hostFits(eval))
+      above(eval.peakBytes);
   if (best->rank == 1) {
     const AutoSeed &seed = seeds[best->index];
     solution.decisions = seed.decisions;
@@ -661,14 +679,48 @@ AutoFamily &AutoFamilies::get(llvm::StringRef step) {
   return *family;
 }
 
+/// Solves at the budget of `options`; where refining meets its floor and
+/// `depth` < kFloorDepth, solves at the next budget up (depth + 1, the
+/// ladder replayed from `solver.family`) for the floor (refineSolution).
+static llvm::Expected<AutoSolution> solveAt(const Evaluator &evaluator,
+                                            const PlanOptions &options,
+                                            llvm::ArrayRef<AutoSeed> seeds,
+                                            const AutoSolverOptions &solver,
+                                            unsigned depth) {
+  Solver fast(evaluator, options, seeds, solver);
+  llvm::Expected<AutoSolution> solution = fast.solve();
+  if (!solution || !solver.refine)
+    return solution;
+  auto stepAbove =
+      [&](int64_t budget) -> llvm::Expected<std::optional<double>> {
+    PlanOptions above = options;
+    above.budgetBytes = budget;
+    llvm::Expected<AutoSolution> plan =
+        solveAt(evaluator, above, seeds, solver, depth + 1);
+    if (!plan)
+      return plan.takeError();
+    if (!plan->feasible)
+      return std::nullopt;
+    return plan->evaluation.stepUs;
+  };
+  const bool nest = depth < kFloorDepth && solver.family;
+  if (llvm::Error err = fast.refineSolution(
+          *solution,
+          nest ? std::function<llvm::Expected<std::optional<double>>(int64_t)>(
+                     stepAbove)
+               : nullptr))
+    return std::move(err);
+  return solution;
+}
+
 llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
                                               const PlanOptions &options,
                                               llvm::ArrayRef<AutoSeed> seeds,
                                               const AutoSolverOptions &solver) {
-  Solver fast(evaluator, options, seeds, solver);
-  llvm::Expected<AutoSolution> solution = fast.solve();
-  if (solution && solver.refine)
-    if (llvm::Error err = fast.refineSolution(*solution))
-      return std::move(err);
-  return solution;
+  // The solves for refining's floor replay this solve's ladder.
+  AutoFamily local;
+  AutoSolverOptions withFamily = solver;
+  if (!withFamily.family && withFamily.tiedClasses.empty())
+    withFamily.family = &local;
+  return solveAt(evaluator, options, seeds, withFamily, 0);
 }

@@ -85,8 +85,9 @@ const char *decisionName(Decision d) {
 
 } // namespace
 
-llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
-                                        std::vector<std::string> &notes) {
+llvm::Expected<unsigned>
+Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
+               const std::function<llvm::Expected<double>()> &lowerFloor) {
   notes.assign(acts.size(), "");
   const PlannedCopyCosts copy = plannedCopyCosts(device);
   auto copyUs = [&](size_t a) {
@@ -207,6 +208,7 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       kMinRefineEvaluations,
       static_cast<unsigned>(kRefineShare *
                             static_cast<double>(solveEvaluations())));
+  bool floorLowered = !lowerFloor;
   // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
   // faster but over the cap gets more evaluations, each found on its own
   // exact memory: the offloads it made released before the ops it
@@ -259,6 +261,13 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       // fits: what makes it fit costs time and can bring a move that gains
       // more than the floor allows back above it.
       if (eval->peakBytes <= cap) {
+        if (eval->stepUs < floor && !floorLowered) {
+          floorLowered = true;
+          llvm::Expected<double> lower = lowerFloor();
+          if (!lower)
+            return lower.takeError();
+          floor = std::min(floor, *lower);
+        }
         if (eval->stepUs < floor)
           return false;
         for (int32_t a : changedActs)
@@ -320,8 +329,9 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
         for (int32_t a : offloadOrder)
           if (!llvm::is_contained(changedActs, a) && widenable(a))
             others.push_back(a);
-        llvm::stable_sort(others, [&](int32_t x, int32_t y) {
-          return acts[x].bytes > acts[y].bytes;
+        llvm::sort(others, [&](int32_t x, int32_t y) {
+          return std::make_pair(-acts[x].bytes, x) <
+                 std::make_pair(-acts[y].bytes, y);
         });
         const size_t limit = widenings.size() + kWidenOthers;
         for (int32_t a : others) {
@@ -463,7 +473,10 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
   return kept;
 }
 
-llvm::Error Solver::refineSolution(AutoSolution &solution) {
+llvm::Error Solver::refineSolution(
+    AutoSolution &solution,
+    const std::function<llvm::Expected<std::optional<double>>(int64_t)>
+        &stepAbove) {
   if (!solution.feasible)
     return llvm::Error::success();
   current = solution.decisions;
@@ -486,8 +499,22 @@ llvm::Error Solver::refineSolution(AutoSolution &solution) {
   // at lower budgets (mamba's least search ran over 20 minutes where it ran
   // 1); and every budget that chooses this plan refines it alike.
   std::vector<std::string> notes;
+  // The floor is the unrefined step of a member above; the plan the next
+  // budget up gets is at most that, and often faster (refined itself).
+  // Where the floor first turns a move down, that plan's step becomes the
+  // floor (a run floored there from the start takes the same moves up to
+  // that point).
+  auto lowerFloor = [&]() -> llvm::Expected<double> {
+    llvm::Expected<std::optional<double>> above = stepAbove(nextPeakAbove);
+    if (!above)
+      return above.takeError();
+    return *above ? std::min(refineFloor, **above) : refineFloor;
+  };
   llvm::Expected<unsigned> kept = refine(
-      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes);
+      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes,
+      stepAbove && nextPeakAbove >= 0
+          ? std::function<llvm::Expected<double>()>(lowerFloor)
+          : nullptr);
   if (!kept)
     return kept.takeError();
   if (*kept == 0)
