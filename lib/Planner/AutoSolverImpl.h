@@ -523,7 +523,6 @@ private:
   /// The least peak of a member above the budget (-1: none): the next
   /// budget at which the family gives another plan.
   int64_t nextPeakAbove = -1;
-
   /// Whether refine may widen an offload's copies (refineSolution).
   bool widenCopies = true;
   /// The evaluator's count when the solve began (refine's budget is a share
