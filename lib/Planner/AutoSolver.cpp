@@ -584,6 +584,51 @@ llvm::Expected<AutoSolution> Solver::solve() {
   const double chosenStep = best->rank == 1   ? seedEvals[best->index].stepUs
                             : best->rank == 2 ? between[best->index].second.step
                                               : ladder[best->index].step;
+  // Refining reads the ladder below the plan chosen: how far the ladder goes
+  // below it (whether copies are widened) and what building it to there
+  // took (refine's evaluations). Both are read kLookBelow members below the
+  // chosen one, built here where this budget's ladder stops short of that:
+  // read where this budget's ladder ends, they differed between budgets
+  // that choose the same plan, and so did its refinement (one of 300 random
+  // graphs slower at a larger budget).
+  refineLeastPeak = -1;
+  refineEvaluationBase = 0;
+  if (family && best->rank != 1) {
+    const size_t anchor =
+        best->rank == 2 ? between[best->index].first : best->index;
+    const size_t want = anchor + kLookBelow + 1;
+    if (built.ladder.size() < want && !built.complete) {
+      // Built as a solve at a budget just under the chosen plan's peak
+      // builds it; not counted in this solve's evaluations.
+      const size_t before = solveEvaluations();
+      State chosen = save();
+      const int64_t deeper = built.ladder[anchor].peak - 1;
+      AutoFamily::Replay more = built.replay(deeper);
+      if (!more.end) {
+        restore(built.resume);
+        if (llvm::Error err = buildLadder(deeper, baselinePeak, built,
+                                          /*resume=*/true, more.firstFit)) {
+          built = AutoFamily();
+          return std::move(err);
+        }
+      }
+      restore(std::move(chosen));
+      reusedEvaluations -= solveEvaluations() - before;
+    }
+    const size_t below = std::min(want, built.ladder.size());
+    int64_t least = built.ladder[anchor].peak;
+    for (size_t j = anchor + 1; j < below; ++j)
+      least = std::min(least, built.ladder[j].peak);
+    for (const Evaluation &eval : seedEvals)
+      if (hostFits(eval))
+        least = std::min(least, eval.peakBytes);
+    refineLeastPeak = least;
+    for (const AutoFamily::Check &check : built.checks)
+      if (check.members >= below) {
+        refineEvaluationBase = check.evaluations;
+        break;
+      }
+  }
   refineFloor = 0.0;
   for (const Member &m : ladder)
     if (m.peak > budget && m.step <= chosenStep)

@@ -207,7 +207,9 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   const unsigned maxEvaluations = std::max<unsigned>(
       kMinRefineEvaluations,
       static_cast<unsigned>(kRefineShare *
-                            static_cast<double>(solveEvaluations())));
+                            static_cast<double>(refineEvaluationBase
+                                                    ? refineEvaluationBase
+                                                    : solveEvaluations())));
   bool floorLowered = !lowerFloor;
   // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
   // faster but over the cap gets more evaluations, each found on its own
@@ -492,8 +494,10 @@ llvm::Error Solver::refineSolution(
   // the budget there (the least budget `lethe plan` reports rose 2.8% on
   // ConvNeXt-T and 1.7% on MobileNet-V3), so none is widened within
   // kNoWidenLevels levels of it.
-  widenCopies = currentEval.peakBytes >
-                solution.leastPeakBytes + kNoWidenLevels * stepBytes;
+  widenCopies =
+      currentEval.peakBytes >
+      (refineLeastPeak >= 0 ? refineLeastPeak : solution.leastPeakBytes) +
+          kNoWidenLevels * stepBytes;
   // The peak may not rise above the chosen plan's: a plan filled to the
   // budget's byte packs above it more often, and compiling then plans again
   // at lower budgets (mamba's least search ran over 20 minutes where it ran
