@@ -9,8 +9,9 @@ corpus model in a fresh process, on a GPU.
               offload) | lethe-dump (the same, graphs dumped under $OUT)
               | lethe-phases / compile-F-phases: the host's time a step
               before and after what Lethe's calibration does to a
-              process (one step under torch.profiler, then two
-              recompiles of the same plan), nothing else
+              process (one profiled step, then two recompiles of the
+              same plan), nothing else; then the profiled step's
+              kernel times (CUDA events) against torch.profiler's
 
 Writes to $OUT: MODEL-METHOD.json (per step the host's time to issue it and
 to finish it, 10 steps unsynchronized, synchronizing calls in one step
@@ -105,15 +106,67 @@ if phases:
 
     step()
     phase("fresh")
-    prof = _kernel_times.StepProfile(dev)
+    phase("fresh, again (time alone)")
+    last = res["phases"][-1]["host_issue_finish_ms"]
+    from lethe._step_meter import _hold_ms, Measurement
+    host = sorted(h for h, _ in last)[len(last) // 2]
+    hold = _hold_ms(Measurement(None, host, host_ms=host))
+    prof = _kernel_times.StepProfile(dev, hold)  # CUDA events on 2.11
+    res["profile"] = "torch.profiler" if prof.attaches_cupti \
+        else "CUDA events"
     step()
-    prof.stop()
-    phase("after one profiled step")
+    timed = prof.stop()
+    phase(f"after one profiled step ({res['profile']})")
     if backend is not None:
         for i in (1, 2):
             _calibrate._recompile(run, backend)
             step()
             phase(f"after recompile {i} (same plan)")
+        # Whether the host's growth is Python's collector walking what the
+        # recompiles left alive.
+        import gc
+        gc.collect()
+        gc.freeze()
+        phase("after gc.collect + gc.freeze")
+        gc.disable()
+        phase("gc disabled")
+        gc.enable()
+    # The events' kernel times against torch.profiler's, same step, last
+    # (the profiler's CUPTI stays attached).
+    if not prof.attaches_cupti:
+        _kernel_times.LaunchTimes.supported = staticmethod(lambda: False)
+        ref_prof = _kernel_times.StepProfile(dev)
+        step()
+        ref = ref_prof.stop()
+        names = {n for n, _ in timed if n != _kernel_times.BETWEEN}
+        t_gen = sum(us for n, us in timed if n in names)
+        t_between = sum(us for n, us in timed
+                        if n == _kernel_times.BETWEEN)
+        r_gen = sum(us for n, us in ref if n in names)
+        r_other = sum(us for n, us in ref if n not in names
+                      and not n.startswith(("Memcpy", "Memset")))
+        per = {}
+        for src, evs in (("events", timed), ("profiler", ref)):
+            for n, us in evs:
+                if n in names:
+                    per.setdefault(n, {}).setdefault(src, []).append(us)
+        errs = sorted(abs(sum(v["events"]) / sum(v["profiler"]) - 1)
+                      for v in per.values()
+                      if v.get("events") and v.get("profiler")
+                      and sum(v["profiler"]) > 0)
+        res["event_us"] = _kernel_times.LaunchTimes._event_us
+        res["events_vs_profiler"] = {
+            "generated_launches": sum(1 for n, _ in timed if n in names),
+            "generated_ms_events": round(t_gen / 1e3, 3),
+            "generated_ms_profiler": round(r_gen / 1e3, 3),
+            "between_ms_events": round(t_between / 1e3, 3),
+            "other_kernels_ms_profiler": round(r_other / 1e3, 3),
+            "per_kernel_rel_error_median": errs[len(errs) // 2]
+            if errs else None,
+            "per_kernel_rel_error_p90": errs[int(len(errs) * 0.9)]
+            if errs else None}
+        print(tag, "events vs profiler", res["events_vs_profiler"],
+              flush=True)
     json.dump(res, open(os.path.join(out, tag + "-phases.json"), "w"),
               indent=1)
     sys.exit(0)

@@ -451,6 +451,14 @@ def measure(step, params, cuda, warmup, steps):
     del loss
     for _ in range(warmup - 1):
         one()
+    times, peak = timed_steps(step, params, cuda, steps)
+    return dict(first, step_ms=statistics.median(times), step_ms_all=times,
+                peak_bytes=peak, first_step_s=first_s)
+
+
+def timed_steps(step, params, cuda, steps):
+    """Each of `steps` steps timed from an idle GPU: (ms each, the peak
+    bytes beyond what was resident, None off CUDA)."""
     times, peak = [], None
     for _ in range(steps):
         for p in params:
@@ -465,8 +473,7 @@ def measure(step, params, cuda, warmup, steps):
         if cuda:
             torch.cuda.synchronize()
             peak = max(peak or 0, torch.cuda.max_memory_allocated() - before)
-    return dict(first, step_ms=statistics.median(times), step_ms_all=times,
-                peak_bytes=peak, first_step_s=first_s)
+    return times, peak
 
 
 def _is_oom(e):

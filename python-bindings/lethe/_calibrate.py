@@ -17,11 +17,13 @@ measurement into the two numbers the partitioner plans with:
 
 - the peak correction: predicted - measured peak, added to a byte budget
   (a measured peak over the budget is a negative correction);
-- the node times of a profiled step (a warm step runs under
-  torch.profiler: on CUDA only after a measured step showed the host room
-  for the CUPTI it leaves attached, _PROFILE_HOST_SHARE; lethe._kernel_times
-  attributes its kernels to planned values), which replace the model's and
-  the library kernels' times alone;
+- the node times of a profiled step (a warm step's kernels are timed, on
+  CUDA after a measured step, by CUDA events around inductor's launches or,
+  where this torch does not launch through the call those wrap, by
+  torch.profiler only if the host has room for the CUPTI it leaves
+  attached, _PROFILE_HOST_SHARE; lethe._kernel_times attributes the
+  kernels to planned values), which replace the model's and the library
+  kernels' times alone;
   where no profile could be attributed, the time scale of the kernels
   Lethe prices by its model: the measured step minus the measured library
   kernels over the predicted step minus them (lethe._measure.scaled_profile
@@ -68,10 +70,12 @@ _MAX_PROFILES = 3
 # of three steps wanders 1-3% between calls): the re-plan is kept, which
 # saves a compile.
 _SLOWER = 0.02
-# On CUDA a step is profiled only where the host took less than this share
-# of it to issue it. torch.profiler leaves CUPTI attached to the process
-# (Kineto tears it down only with TEARDOWN_CUPTI=1, with which the
-# calibrating bench hung), and every later launch pays for it: one
+# On CUDA, where the kernels are profiled by torch.profiler (a torch whose
+# inductor LaunchTimes cannot wrap), a step is profiled only where the host
+# took less than this share of it to issue it. torch.profiler leaves CUPTI
+# attached to the process (Kineto tears it down only with
+# TEARDOWN_CUPTI=1, with which the calibrating bench hung), and every
+# later launch pays for it: one
 # profiled step left the host 3.5-3.8 ms slower to issue each later step of
 # T5 and U-Net (14-15% of a 25 ms step) under plain torch.compile on an
 # H200 (bench/results/torch-inductor.md, 2026-11-27). A step whose host
@@ -153,15 +157,19 @@ def correction(measured: Measurement, *, predicted_peak: int,
 
 
 def _defer_profiles() -> bool:
-    """Whether the first profile waits for a measured step (on CUDA)."""
+    """Whether the first profile waits for a measured step (on CUDA: the
+    host's time to issue it is how long the profiled step holds the device
+    back, and whether a torch.profiler step leaves room for CUPTI)."""
     return torch.cuda.is_available()
 
 
 def profile_leaves_room(measured: Measurement) -> bool:
     """Whether a step measured so may be profiled: off CUDA (no host
-    time measured apart, no CUPTI), or where the host took under
-    _PROFILE_HOST_SHARE of the step to issue it."""
+    time measured apart, no CUPTI), where the profile times launches by
+    CUDA events (lethe._kernel_times.LaunchTimes: no CUPTI), or where the
+    host took under _PROFILE_HOST_SHARE of the step to issue it."""
     return measured.host_ms is None or not measured.step_ms \
+        or _kernel_times.LaunchTimes.supported() \
         or measured.host_ms < _PROFILE_HOST_SHARE * measured.step_ms
 
 
@@ -261,7 +269,8 @@ class Calibrator:
         r.attribution = _kernel_times.attribute(r.kernels, events, r.roots)
         self.report.setdefault("profiles", []).append(
             r.attribution.summary() if r.attribution is not None else {
-                "unattributed": "the profile does not hold this graph's "
+                "unattributed": "no kernel was timed (see the warning)"
+                if not events else "the profile does not hold this graph's "
                 "generated kernels in the order they were compiled (or "
                 "they came from inductor's cache)"})
 

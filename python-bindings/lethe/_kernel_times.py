@@ -15,8 +15,13 @@ itself is the measurement:
   per kernel call site in program order, the FX nodes the kernel computes
   (`KernelProvenance`, which wraps inductor's `compile_fx_inner` to keep
   each graph's record apart);
-- one step runs under torch.profiler (`StepProfile`); the generated
-  kernels' launches, in order, are matched to the call sites of the
+- one step is timed (`StepProfile`): on CUDA by a pair of CUDA events
+  around every Triton kernel inductor launches, with the device held back
+  at the step's start so that its kernels then run back to back
+  (`LaunchTimes`; torch.profiler's CUPTI, once attached, stays attached
+  and slowed every later launch of the process, see below); on the CPU
+  stand-in by torch.profiler's ranges around the generated C++ kernels.
+  The generated kernels, in order, are matched to the call sites of the
   forward and then the backward (the same names in the same order, or
   nothing is attributed);
 - a kernel's time goes to the planned values its nodes fold into
@@ -40,6 +45,8 @@ before.
 from __future__ import annotations
 
 import re
+import time
+import warnings
 from dataclasses import dataclass, field
 from typing import (Any, Callable, Dict, List, Optional, Sequence, Set,
                     Tuple)
@@ -49,9 +56,9 @@ import torch
 from lethe._measure import runs_as_library_kernel
 from lethe.schema import tensor_outputs
 
-__all__ = ["KernelProvenance", "StepProfile", "Attribution", "PlannedRoots",
-           "attribute", "priced", "supported", "planned_roots",
-           "COMPILE_PATCHES"]
+__all__ = ["KernelProvenance", "StepProfile", "LaunchTimes", "Attribution",
+           "PlannedRoots", "attribute", "priced", "supported",
+           "planned_roots", "timeline", "COMPILE_PATCHES"]
 
 # What inductor must do while compiling for the profile to be attributed:
 # record kernel provenance; on the CPU stand-in, wrap each generated C++
@@ -232,13 +239,22 @@ _CPU_KERNEL = re.compile(r"^graph_\d+_(cpp_\w+)$")
 
 
 class StepProfile:
-    """torch.profiler around one training step, started and stopped by the
+    """One training step's kernels, timed; started and stopped by the
     step meter's hooks (a step spans the module's call and the backward
-    after it, which no `with` block in the module can reach)."""
+    after it, which no `with` block in the module can reach). On CUDA the
+    launches are timed by CUDA events (`LaunchTimes`) where this torch's
+    inductor launches its kernels through the autotuner that LaunchTimes
+    wraps, else by torch.profiler; on the CPU by torch.profiler."""
 
-    def __init__(self, device: Optional[torch.device]) -> None:
-        from torch.profiler import ProfilerActivity, profile
+    def __init__(self, device: Optional[torch.device],
+                 hold_ms: float = 0.0) -> None:
         self.cuda = device is not None and device.type == "cuda"
+        self._timer: Optional[LaunchTimes] = None
+        self._running = True
+        if self.cuda and LaunchTimes.supported():
+            self._timer = LaunchTimes(device, hold_ms)
+            return
+        from torch.profiler import ProfilerActivity, profile
         activity = ProfilerActivity.CUDA if self.cuda else ProfilerActivity.CPU
         try:
             # One cycle is all there is: keeping its events says so (torch
@@ -247,7 +263,12 @@ class StepProfile:
         except TypeError:  # a torch without acc_events
             self._profile = profile(activities=[activity])
         self._profile.__enter__()
-        self._running = True
+
+    @property
+    def attaches_cupti(self) -> bool:
+        """Whether this profile runs torch.profiler on CUDA (CUPTI stays
+        attached to the process after it, see lethe._calibrate)."""
+        return self.cuda and self._timer is None
 
     def stop(self) -> List[Tuple[str, float]]:
         """Ends the profile; returns the device kernels that ran (on the
@@ -256,6 +277,8 @@ class StepProfile:
         if not self._running:
             return []
         self._running = False
+        if self._timer is not None:
+            return self._timer.stop()
         if self.cuda:
             torch.cuda.synchronize()
         self._profile.__exit__(None, None, None)
@@ -274,6 +297,171 @@ class StepProfile:
                         float(e.time_range.elapsed_us())))
         out.sort(key=lambda t: t[0])
         return [(name, us) for _, name, us in out]
+
+
+# The name LaunchTimes gives the device's time between two timed launches:
+# the library kernels the wrapper called between them (no call site has
+# it, so attribute() gives it to those calls, _library_gap).
+BETWEEN = "(between launches)"
+# Longest hold of the device at a timed step's start (ms): a host slower
+# than this to issue the step leaves the device idle where it falls
+# behind, and those launches are timed with the idle time in them.
+_HOLD_MAX_MS = 2000.0
+# Event pairs recorded back to back, behind a hold of this many ms, to
+# measure what one timing event costs the device (LaunchTimes._event_cost):
+# 3.0 us on an H200; behind a hold that ended early (priced at an idle
+# clock) the host's pace was measured instead, 11.6 us (2026-11-27, e3/e4).
+_EVENT_SAMPLES, _EVENT_HOLD_MS = 65, 10.0
+
+
+class LaunchTimes:
+    """CUDA events around every Triton kernel inductor launches in one
+    step, instead of torch.profiler: on an H200 one step profiled by
+    torch.profiler left CUPTI attached and every later step of the process
+    3.5-3.8 ms slower to issue (T5 and U-Net under plain torch.compile,
+    bench/results/torch-inductor.md, 2026-11-27), a cost the training run
+    would pay for good; events leave nothing behind.
+
+    An event pair times a kernel only while the device works through a
+    queue: on an idle device the start event fires when the host gets to
+    the launch. So the step starts behind a device-side sleep of `hold_ms`
+    (the host's time to issue a step, measured before), during which the
+    host queues the step; the device then runs it back to back. The time
+    between one timed launch's end and the next one's start is the
+    library kernels the wrapper called between them (`BETWEEN`)."""
+
+    _cycles_per_ms: Dict[int, float] = {}
+    _event_us: Dict[int, float] = {}
+
+    @staticmethod
+    def supported() -> bool:
+        """Whether inductor launches its Triton kernels through the
+        autotuner's `run`, the call this wraps."""
+        try:
+            from torch._inductor.runtime.triton_heuristics import \
+                CachingAutotuner
+        except ImportError:
+            return False
+        return callable(getattr(CachingAutotuner, "run", None)) \
+            and hasattr(torch.cuda, "_sleep")
+
+    def __init__(self, device: torch.device, hold_ms: float = 0.0) -> None:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+        self._cls = CachingAutotuner
+        self._run = CachingAutotuner.__dict__.get("run")
+        marks: List[Tuple[str, Any, Any]] = []
+        self._marks = marks
+        # Launches the host issued after the hold's time had passed on the
+        # host's clock: they may have found the device idle.
+        self.late = 0
+        until: List[float] = [float("inf")]
+        inner = CachingAutotuner.run
+        event = torch.cuda.Event
+        clock = time.perf_counter
+
+        def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+            start = event(enable_timing=True)
+            start.record()
+            out = inner(tuner, *args, **kwargs)
+            end = event(enable_timing=True)
+            end.record()
+            marks.append((tuner.fn.__name__, start, end))
+            if clock() > until[0]:
+                self.late += 1
+            return out
+
+        self._event = self._event_cost(device)
+        CachingAutotuner.run = run
+        if hold_ms > 0:
+            hold_ms = min(hold_ms, _HOLD_MAX_MS)
+            with torch.cuda.device(device):
+                torch.cuda._sleep(int(hold_ms * self._cycles(device)))
+            until[0] = clock() + hold_ms / 1e3
+
+    @staticmethod
+    def _index(device: torch.device) -> int:
+        return device.index if device.index is not None \
+            else torch.cuda.current_device()
+
+    @classmethod
+    def _cycles(cls, device: torch.device) -> float:
+        """The device's sleep cycles per ms, measured once."""
+        index = cls._index(device)
+        if index not in cls._cycles_per_ms:
+            with torch.cuda.device(index):
+                # ~5-10 ms: long enough that the clock has left its idle
+                # speed for most of it (a hold priced at an idle clock
+                # ends early at the boosted one).
+                cycles = 10_000_000
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                torch.cuda._sleep(cycles)
+                end.record()
+                end.synchronize()
+                cls._cycles_per_ms[index] = cycles / max(
+                    start.elapsed_time(end), 1e-3)
+        return cls._cycles_per_ms[index]
+
+    @classmethod
+    def _event_cost(cls, device: torch.device) -> float:
+        """The device's time (µs) from one timing event to the next with
+        nothing between them, measured once behind a hold: each timed
+        kernel and each span between two has one such event in it more
+        than the untimed step (on an H200 event-timed kernels summed
+        10-16% above torch.profiler's durations of the same kernels)."""
+        index = cls._index(device)
+        if index not in cls._event_us:
+            with torch.cuda.device(index):
+                events = [torch.cuda.Event(enable_timing=True)
+                          for _ in range(_EVENT_SAMPLES)]
+                torch.cuda._sleep(int(_EVENT_HOLD_MS * cls._cycles(device)))
+                for e in events:
+                    e.record()
+                events[-1].synchronize()
+                gaps = sorted(a.elapsed_time(b) * 1e3
+                              for a, b in zip(events, events[1:]))
+                cls._event_us[index] = gaps[len(gaps) // 2]
+        return cls._event_us[index]
+
+    def stop(self) -> List[Tuple[str, float]]:
+        """Unwraps the launches; returns the timed kernels and the time
+        between them, in launch order, as (name, µs); nothing where the
+        host issued launches after the hold had ended (their times may
+        hold the device's idle time: a warning says so)."""
+        if self._run is not None:
+            self._cls.run = self._run
+        else:  # inherited: the class had none of its own
+            del self._cls.run
+        torch.cuda.synchronize()
+        if self.late:
+            warnings.warn(
+                f"Lethe: the host issued {self.late} of the profiled step's "
+                f"{len(self._marks)} kernel launches after the device's hold "
+                "had ended; their times may include the device's idle time "
+                "and are not used (the calibration scales the model)")
+            return []
+        return timeline(self._marks, self._event)
+
+
+def timeline(marks: Sequence[Tuple[str, Any, Any]],
+             event_us: float = 0.0) -> List[Tuple[str, float]]:
+    """(name, µs) of timed launches (name, start event, end event; events
+    have CUDA events' `elapsed_time`, in ms), in launch order, with a
+    `BETWEEN` entry for the device's time from one launch's end to the
+    next one's start; each less `event_us`, the device's time for the
+    event that timing added to it."""
+    out: List[Tuple[str, float]] = []
+    prev = None
+    for name, start, end in marks:
+        if prev is not None:
+            gap = prev.elapsed_time(start) * 1e3 - event_us
+            if gap > 0:
+                out.append((BETWEEN, gap))
+        out.append((name, max(start.elapsed_time(end) * 1e3 - event_us,
+                              0.0)))
+        prev = end
+    return out
 
 
 # --- attribution ------------------------------------------------------------

@@ -62,8 +62,8 @@ class StepMeter:
                  on_profile: Optional[Callable[[List[Any]], None]] = None
                  ) -> None:
         self._on_step = on_step
-        # The last warm step runs under torch.profiler when `profile()` says
-        # so; `on_profile` gets its kernels (lethe._kernel_times).
+        # The last warm step is profiled when `profile()` says so
+        # (lethe._kernel_times.StepProfile); `on_profile` gets its kernels.
         self._profile = profile
         self._on_profile = on_profile
         # The profiled step's state while its StepProfile runs. It is
@@ -83,6 +83,9 @@ class StepMeter:
         self._warm_first = 2
         self._calls = 0
         self._window: List[Measurement] = []
+        # The last measurement given to `on_step`: its host time is how
+        # long a profiled step holds the device back (StepProfile).
+        self._last: Optional[Measurement] = None
         self._pending: Optional[Dict[str, Any]] = None
         self._done: Optional[Dict[str, Any]] = None
         self._handles = [
@@ -109,7 +112,8 @@ class StepMeter:
             self._window.append(_finish(done))
         if len(self._window) >= self._steps:
             window, self._window = self._window, []
-            if not self._on_step(_median(window)):
+            self._last = _median(window)
+            if not self._on_step(self._last):
                 self.remove()
                 return
             # Going on means the plan changed. nn.Module looked up this
@@ -158,7 +162,7 @@ class StepMeter:
 
     def _start_profile(self, device: Optional[torch.device]) -> None:
         try:
-            profile = _kernel_times.StepProfile(device)
+            profile = _kernel_times.StepProfile(device, _hold_ms(self._last))
         except RuntimeError as e:  # e.g. the user's profiler is running
             warnings.warn(f"Lethe: the step could not be profiled ({e}); "
                           "the calibration scales the model instead")
@@ -195,6 +199,26 @@ class StepMeter:
         else:
             state["t1"] = time.perf_counter()
         self._done = state
+
+
+# A profiled step holds the device back this much longer than the host
+# took to issue the last measured step (a share, and ms): every launch the
+# host issues after the hold has ended is timed with the device's idle
+# time in it, and the host's time wanders between steps by up to 30% on
+# the lent H200 hosts (T5: 16.8-29.5 ms in one process,
+# bench/results/torch-inductor.md, 2026-11-27 e1/e3), the timing events
+# add to it; a hold 1.5x the host's time left T5's kernels and spans
+# between them 18% and 111% above torch.profiler's (e3). A longer hold
+# costs one step that much once.
+_HOLD_SLACK, _HOLD_SLACK_MS = 3.0, 20.0
+# Without a measured step (the host's time unknown).
+_HOLD_DEFAULT_MS = 100.0
+
+
+def _hold_ms(last: Optional[Measurement]) -> float:
+    if last is None or last.host_ms is None:
+        return _HOLD_DEFAULT_MS
+    return _HOLD_SLACK * last.host_ms + _HOLD_SLACK_MS
 
 
 def _finish(state: Dict[str, Any]) -> Measurement:

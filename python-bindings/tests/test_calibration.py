@@ -4,8 +4,11 @@ re-plans, reverts and fall-backs, with a fake partitioner or a real CPU
 compile (torch >= 2.9; CI runs this file with torch 2.11 from PyPI,
 scripts/test.sh)."""
 
+import contextlib
 import json
 import os
+import time
+import types
 import warnings
 
 from inductor_common import (  # noqa: F401 (the fixture is autouse)
@@ -154,15 +157,108 @@ def test_calibration_prices_generated_kernels_by_a_profiled_step(
     assert "priced by their kernels" in " ".join(c["reasons"])
 
 
-def test_a_step_is_profiled_only_where_the_host_has_room():
+def test_a_torch_profiler_step_is_taken_only_where_the_host_has_room(
+        monkeypatch):
     # torch.profiler leaves CUPTI attached and every later launch pays for
-    # it: on CUDA a step is profiled only where its host took under 75% of
-    # it (T5 on an H200: 22 of 27 ms, not profiled; U-Net: 13 of 25 ms).
+    # it: where a CUDA step would be profiled by it (this torch's inductor
+    # launches nothing LaunchTimes can wrap), it is profiled only where its
+    # host took under 75% of it (T5 on an H200: 22 of 27 ms, not profiled;
+    # U-Net: 13 of 25 ms). Timed by CUDA events, every step may be.
+    from lethe import _kernel_times
     from lethe._calibrate import profile_leaves_room
     from lethe._step_meter import Measurement
-    assert not profile_leaves_room(Measurement(None, 26.9, host_ms=22.3))
+    t5 = Measurement(None, 26.9, host_ms=22.3)
+    monkeypatch.setattr(_kernel_times.LaunchTimes, "supported",
+                        staticmethod(lambda: False))
+    assert not profile_leaves_room(t5)
     assert profile_leaves_room(Measurement(None, 25.2, host_ms=12.7))
     assert profile_leaves_room(Measurement(None, 25.0))  # CPU: no CUPTI
+    monkeypatch.setattr(_kernel_times.LaunchTimes, "supported",
+                        staticmethod(lambda: True))
+    assert profile_leaves_room(t5)
+
+
+class _Clock:
+    """CUDA events' stand-in: each record() reads a scripted device
+    time (ms)."""
+
+    def __init__(self, times):
+        self.times = list(times)
+
+
+class _Event:
+    clock: _Clock
+
+    def __init__(self, enable_timing=False):
+        self.at = None
+
+    def record(self):
+        self.at = self.clock.times.pop(0)
+
+    def elapsed_time(self, other):
+        return other.at - self.at
+
+
+def test_launches_are_timed_by_events_and_unwrapped_after(monkeypatch):
+    # On CUDA a step's Triton launches are timed by a CUDA event pair each
+    # (no torch.profiler: its CUPTI stays attached and slowed every later
+    # launch); the device's time between two launches is the library work
+    # the wrapper called there. Stopping restores the launcher.
+    pytest.importorskip("torch._inductor.runtime.triton_heuristics")
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    from lethe import _kernel_times
+    launched = []
+
+    def inner(tuner, *args, stream):
+        launched.append((tuner.fn.__name__, args, stream))
+        return "ran"
+
+    monkeypatch.setattr(CachingAutotuner, "run", inner)
+    _Event.clock = _Clock([0.0, 0.010, 0.110, 0.115])  # ms
+    monkeypatch.setattr(torch.cuda, "Event", _Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+
+    class Tuner:
+        def __init__(self, name):
+            self.fn = types.SimpleNamespace(__name__=name)
+
+    # What one timing event costs the device, measured once per device:
+    # taken off every kernel and every span between two.
+    monkeypatch.setattr(_kernel_times.LaunchTimes, "_event_us", {0: 1.0})
+    timer = _kernel_times.LaunchTimes(torch.device("cuda", 0), hold_ms=0)
+    assert CachingAutotuner.run is not inner
+    assert CachingAutotuner.run(Tuner("triton_poi_a"), 1, stream=7) == "ran"
+    CachingAutotuner.run(Tuner("triton_red_b"), 2, stream=7)
+    events = timer.stop()
+    assert CachingAutotuner.run is inner
+    assert launched == [("triton_poi_a", (1,), 7), ("triton_red_b", (2,), 7)]
+    assert [n for n, _ in events] == ["triton_poi_a", _kernel_times.BETWEEN,
+                                      "triton_red_b"]
+    assert [round(us, 6) for _, us in events] == [9.0, 99.0, 4.0]
+
+    # Behind a hold (10 ms here), a launch the host issues after the hold
+    # has ended may have found the device idle: the step's times are not
+    # used, and a warning says why.
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "device",
+                        lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(_kernel_times.LaunchTimes, "_cycles_per_ms",
+                        {0: 1.0})
+    for late, want in ((0.009, 3), (0.011, 0)):
+        _Event.clock = _Clock([0.0, 0.010, 0.110, 0.115])
+        timer = _kernel_times.LaunchTimes(torch.device("cuda", 0),
+                                          hold_ms=10)
+        CachingAutotuner.run(Tuner("triton_poi_a"), 1, stream=7)
+        now[0] += late
+        CachingAutotuner.run(Tuner("triton_red_b"), 2, stream=7)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert len(timer.stop()) == want
+        assert bool(w) == (want == 0) and timer.late == (want == 0)
+        assert CachingAutotuner.run is inner
+        now[0] = 100.0
 
 
 @needs_lethe

@@ -50,3 +50,18 @@ def test_each_method_runs_in_a_process_of_its_own(tmp_path):
 def test_in_process_runs_have_no_process_of_their_own(tmp_path):
     doc = _run(tmp_path, "--methods", "none", "--isolate", "off")
     assert "pid" not in doc["results"]["none"]
+
+
+def test_interleaved_methods_are_timed_in_turns(tmp_path):
+    # --interleave 3: each method's process stays after its first round and
+    # times two more rounds while the others wait; a row is the median of
+    # all its steps, with each round's median.
+    doc = _run(tmp_path, "--methods", "none", "full", "--isolate", "on",
+               "--interleave", "3")
+    rows = doc["results"]
+    assert set(rows) == {"none", "full"}
+    for r in rows.values():
+        assert "error" not in r and r["interleaved_rounds"] == 3
+        assert len(r["step_ms_rounds"]) == 3 and len(r["step_ms_all"]) == 3
+        assert min(r["step_ms_all"]) <= r["step_ms"] <= max(r["step_ms_all"])
+    assert len({r["pid"] for r in rows.values()}) == 2

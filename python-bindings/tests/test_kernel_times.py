@@ -64,6 +64,15 @@ def test_kernels_are_attributed_only_in_the_order_compiled():
     b = priced(attribute(k, [e for e in events if e[0] not in (
         "gemm_b", "gemm_c")], roots), roots)
     assert b["mm_1"] == 30.0 and b["mm_2"] == pytest.approx(3.0 + 10.0)
+    # Timed by CUDA events (LaunchTimes), the library kernels between two
+    # launches are one span: the same times.
+    from lethe._kernel_times import BETWEEN
+    timed = [e for e in events if not e[0].startswith(("gemm", "Memcpy"))]
+    timed.insert(2, (BETWEEN, 45.0))
+    timed.insert(timed.index(("k_pre_3", 3.0)), (BETWEEN, 32.0))
+    c = attribute(k, timed, roots)
+    assert c.times_us == pytest.approx(a.times_us)
+    assert c.library_us == 77.0
     # The kernels out of order, or the backward missing: nothing.
     assert attribute(k, events[::-1], roots) is None
     assert attribute(k, events[:5], roots) is None
