@@ -606,6 +606,10 @@ llvm::Expected<AutoSolution> Solver::solve() {
       AutoFamily::Replay more = built.replay(deeper);
       if (!more.end) {
         restore(built.resume);
+        // Counted on from the last check, as a solve that resumes the
+        // ladder counts (the checks' evaluations are refine's budget).
+        reusedEvaluations +=
+            built.checks.back().evaluations - solveEvaluations();
         if (llvm::Error err = buildLadder(deeper, baselinePeak, built,
                                           /*resume=*/true, more.firstFit)) {
           built = AutoFamily();
@@ -613,7 +617,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
         }
       }
       restore(std::move(chosen));
-      reusedEvaluations -= solveEvaluations() - before;
+      reusedEvaluations += before - solveEvaluations();
     }
     const size_t below = std::min(want, built.ladder.size());
     int64_t least = built.ladder[anchor].peak;
