@@ -5,6 +5,7 @@
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
+#include "lethe/Support/IntervalPacking.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -155,6 +156,31 @@ std::vector<int64_t> ExplicitProgram::liveBytes(bool host) const {
     live[pos] = running;
   }
   return live;
+}
+
+PackedProgram lethe::packProgram(const ExplicitProgram &program,
+                                 int64_t alignment) {
+  ArrayRef<ProgramBuffer> buffers = program.getBuffers();
+  PackedProgram result;
+  result.offsets.assign(buffers.size(), -1);
+  for (bool host : {false, true}) {
+    std::vector<PackInterval> intervals;
+    std::vector<size_t> indices;
+    for (auto [index, buffer] : llvm::enumerate(buffers)) {
+      if (buffer.host != host)
+        continue;
+      intervals.push_back({buffer.defPos, buffer.endPos, buffer.bytes});
+      indices.push_back(index);
+    }
+    PackResult packed = packIntervals(intervals, alignment);
+    for (auto [slot, index] : llvm::enumerate(indices))
+      result.offsets[index] = packed.offsets[slot];
+    (host ? result.hostArena : result.deviceArena) = packed.arenaBytes;
+    (host ? result.hostMaxLive : result.deviceMaxLive) = packed.maxLiveBytes;
+    (host ? result.numHostBuffers : result.numDeviceBuffers) =
+        intervals.size();
+  }
+  return result;
 }
 
 std::string lethe::describeProgramValue(Value value) {

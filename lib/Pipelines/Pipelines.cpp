@@ -11,6 +11,7 @@
 #include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
+#include "lethe/Support/Limits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -95,7 +96,9 @@ void lethe::buildPlanPhase(OpPassManager &pm,
   addPlanPass(pm, config, config.plan.budget);
 }
 
-void lethe::buildProgramPhase(OpPassManager &pm,
+/// The program phase up to its buffers: what the feasibility check, which
+/// packs them itself, runs.
+static void buildProgramOrder(OpPassManager &pm,
                               const LethePipelineConfig &config) {
   MaterializeOptions materialize;
   materialize.device = config.plan.device;
@@ -104,6 +107,11 @@ void lethe::buildProgramPhase(OpPassManager &pm,
   schedule.device = config.plan.device;
   schedule.contention = config.contention;
   pm.addPass(createScheduleProgram(schedule));
+}
+
+void lethe::buildProgramPhase(OpPassManager &pm,
+                              const LethePipelineConfig &config) {
+  buildProgramOrder(pm, config);
   AssignBuffersOptions buffers;
   buffers.alignment = config.plan.alignment;
   pm.addPass(createAssignBuffers(buffers));
@@ -343,7 +351,10 @@ public:
         result.peak = std::max(result.peak, summary.getPeakBytes());
     recordDecisions(*result.module, result.decisions);
     PassManager program(costed.getContext());
-    buildProgramPhase(program, config);
+    if (arenaOnly)
+      buildProgramOrder(program, config);
+    else
+      buildProgramPhase(program, config);
     // The IR is verified once, after the phase, not after each of its three
     // passes: each verification walks the whole module (together ~3% of a
     // `lethe plan` at 100k ops). IR a pass left invalid is still refused,
@@ -353,10 +364,35 @@ public:
       result.broken = true;
       return;
     }
+    if (arenaOnly) {
+      FailureOr<int64_t> arena = packedDeviceArena(*result.module);
+      result.broken = failed(arena);
+      result.arena = arena.value_or(0);
+      return;
+    }
     result.arena =
         getI64(*result.module,
                LetheDialect::DeviceArenaBytesAttrHelper::getNameStr())
             .value_or(0);
+  }
+
+  /// The device arena lethe-assign-buffers would give `module` (the
+  /// largest over its functions), without writing its offsets; fails where
+  /// the pass would.
+  FailureOr<int64_t> packedDeviceArena(ModuleOp module) const {
+    if (!isValidAlignment(config.plan.alignment))
+      return failure();
+    int64_t arena = 0;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      FailureOr<ExplicitProgram> built = ExplicitProgram::build(func);
+      if (failed(built))
+        return failure();
+      arena = std::max(
+          arena, packProgram(*built, config.plan.alignment).deviceArena);
+    }
+    return arena;
   }
 
   /// The plan budget after `tried` that the walk down from `budget` takes.
@@ -453,6 +489,11 @@ public:
   ModuleOp costed;
   const LethePipelineConfig &config;
   bool exact;
+  /// The attempts' programs are only measured, never kept (the
+  /// feasibility check of `lethe plan`, the least budget): their buffers
+  /// are packed for the arena, but no offsets are written (~4% of a
+  /// `lethe plan` at 100k ops).
+  bool arenaOnly = false;
   int attempts = 0;
   /// Every attempt plans `costed` with `config` but for the budget: `auto`
   /// builds its ladder once for all of them, as far as the lowest budget
@@ -497,6 +538,7 @@ lethe::findLeastPipelineBudget(ModuleOp module,
   ScopedDiagnosticHandler quiet(context,
                                 [](Diagnostic &) { return success(); });
   PipelineSearch search(*costed, config);
+  search.arenaOnly = true;
   FailureOr<Plan> plan = search.planDirectly(/*budget=*/0);
   if (failed(plan))
     return failure();
@@ -540,6 +582,7 @@ LogicalResult lethe::agreeWithPipeline(
   // The caller's ladders serve only where the costs stay as `step`'s were.
   PipelineSearch search(*one, config,
                         config.annotateCosts ? nullptr : std::move(families));
+  search.arenaOnly = true;
   // `step` is the plan the pass would make on `one` when the cost pass
   // leaves the costs as they are (the driver's pipeline): compiled as it
   // is instead of planned a second time, in `one` itself (a clone of a

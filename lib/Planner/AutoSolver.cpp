@@ -125,11 +125,7 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
       if (cands.empty())
         break;
       // A copy: the candidate lists are rebuilt as picks change them.
-      Candidate best =
-          **std::min_element(cands.begin(), cands.end(),
-                             [](const Candidate *x, const Candidate *y) {
-                               return betterCandidate(*x, *y);
-                             });
+      Candidate best = *bestCandidate(cands);
       llvm::SmallVector<Candidate, 1> picks = {best};
       if (tying)
         appendTiedPicks(op, pos, batch, copies,

@@ -36,6 +36,22 @@ bool lethe::autosolver::betterCandidate(const Candidate &x, const Candidate &y) 
   return x.act < y.act;
 }
 
+const Candidate *
+lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands) {
+  const Candidate *best = cands.front();
+  double bestScore = best->score();
+  for (const Candidate *c : cands.drop_front()) {
+    // betterCandidate(*c, *best), its first test on the score kept.
+    double score = c->score();
+    if (score < bestScore ||
+        (score == bestScore && betterCandidate(*c, *best))) {
+      best = c;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
 double Solver::contentionRate() const {
   auto loss = [](double factor) {
     return factor > 1.0 ? 1.0 - 1.0 / factor : 0.0;
@@ -73,20 +89,25 @@ Positions Solver::index(const Evaluation &eval) const {
   pos.nodeOp.assign(numNodes, 0);
   pos.regionStart.assign(numNodes, 0);
   pos.opNode.assign(numOps, static_cast<NodeId>(numNodes));
-  for (size_t k = 0; k < numOps; ++k)
-    if (schedule.ops[k].kind == ScheduleOpKind::Node)
-      pos.nodeOp[schedule.ops[k].node] = static_cast<OpIndex>(k);
-  for (size_t i = 0; i < numNodes; ++i) {
-    OpIndex k = pos.nodeOp[i];
-    while (k > 0 && schedule.ops[k - 1].kind == ScheduleOpKind::Recompute)
-      --k;
-    pos.regionStart[i] = k;
-  }
-  NodeId next = static_cast<NodeId>(numNodes);
-  for (size_t k = numOps; k-- > 0;) {
-    if (schedule.ops[k].kind == ScheduleOpKind::Node)
-      next = schedule.ops[k].node;
-    pos.opNode[k] = next;
+  // One walk for the three: each node's op, the run of recompute ops just
+  // before it, and the node each op up to it belongs to (each walk over
+  // the ops was a pass over the whole schedule's memory).
+  size_t chainBegin = 0, unassigned = 0;
+  for (size_t k = 0; k < numOps; ++k) {
+    const ScheduleOp &op = schedule.ops[k];
+    if (op.kind == ScheduleOpKind::Recompute) {
+      if (k == 0 || schedule.ops[k - 1].kind != ScheduleOpKind::Recompute)
+        chainBegin = k;
+      continue;
+    }
+    if (op.kind != ScheduleOpKind::Node)
+      continue;
+    pos.nodeOp[op.node] = static_cast<OpIndex>(k);
+    bool chain =
+        k > 0 && schedule.ops[k - 1].kind == ScheduleOpKind::Recompute;
+    pos.regionStart[op.node] = static_cast<OpIndex>(chain ? chainBegin : k);
+    for (; unassigned <= k; ++unassigned)
+      pos.opNode[unassigned] = op.node;
   }
   const size_t numActs = acts.size();
   pos.producedFree.assign(numActs, static_cast<OpIndex>(numOps) - 1);
@@ -180,6 +201,10 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     batch.liveAct.push_back(static_cast<int32_t>(a));
     batch.liveBegin.push_back(pos.nodeOp[act.producer]);
     batch.liveEnd.push_back(pos.producedFree[a]);
+    batch.liveOffloadable.push_back(act.offloadable);
+    batch.liveBytes.push_back(act.bytes);
+    batch.liveGapBegin.push_back(std::numeric_limits<size_t>::max());
+    batch.liveGapEnd.push_back(0);
     if (!act.recomputable)
       continue;
     Candidate &c = batch.recompute[a];
@@ -189,6 +214,8 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     c.restore = restore;
     c.gapBegin = pos.nodeOp[act.lastForwardUse] + 1;
     c.gapEnd = pos.regionStart[restore] - 1;
+    batch.liveGapBegin.back() = c.gapBegin;
+    batch.liveGapEnd.back() = c.gapEnd;
     c.chainPos = pos.regionStart[restore];
     computeRecompute(c, *eval.placement, batch);
     batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
@@ -228,12 +255,10 @@ Solver::candidatesAt(
     int32_t a = batch.liveAct[k];
     if (batch.picked[a])
       continue;
-    const ActivationInfo &act = acts[a];
-    const Candidate &rc = batch.recompute[a];
-    if (rc.act >= 0 && op >= rc.gapBegin && op <= rc.gapEnd)
-      result.push_back(&rc);
-    if (act.offloadable &&
-        offloadedBytes + act.bytes <= options.hostBudgetBytes) {
+    if (op >= batch.liveGapBegin[k] && op <= batch.liveGapEnd[k])
+      result.push_back(&batch.recompute[a]);
+    if (batch.liveOffloadable[k] &&
+        offloadedBytes + batch.liveBytes[k] <= options.hostBudgetBytes) {
       offloadable[a] = 1;
       marked.push_back(a);
     }
@@ -333,11 +358,14 @@ Solver::candidatesAt(
   auto costsTime = [](const Candidate *c) {
     return c->costUs - c->contentionUs > 0.0;
   };
-  bool anyFree =
-      llvm::any_of(result, [&](const Candidate *c) { return !costsTime(c); }) ||
-      llvm::any_of(batch.offloadScratch,
-                   [&](const Candidate &c) { return !costsTime(&c); });
-  if (!anyFree && !noTrades && !cannotHide.empty()) {
+  // Asked only where a trade could follow: it reads every candidate.
+  auto anyFree = [&] {
+    return llvm::any_of(result,
+                        [&](const Candidate *c) { return !costsTime(c); }) ||
+           llvm::any_of(batch.offloadScratch,
+                        [&](const Candidate &c) { return !costsTime(&c); });
+  };
+  if (!noTrades && !cannotHide.empty() && !anyFree()) {
     auto [firstOp, lastOp] = overLevel();
     NodeId first = pos.opNode[std::min(firstOp, op)];
     NodeId last = pos.opNode[std::max(lastOp, op)];

@@ -188,6 +188,14 @@ struct Batch {
   /// buffer is live between, as flat arrays (scanned at every pick).
   std::vector<int32_t> liveAct;
   std::vector<OpIndex> liveBegin, liveEnd;
+  /// The same entries' recompute gap (empty where there is no recompute
+  /// candidate; picks never move it), whether they may be offloaded, and
+  /// their bytes: the scan reads no ActivationInfo or Candidate of an
+  /// activation that is not a candidate (a cache miss each: most of the
+  /// scan's time on a 100k-op step).
+  std::vector<size_t> liveGapBegin, liveGapEnd;
+  std::vector<uint8_t> liveOffloadable;
+  std::vector<int64_t> liveBytes;
   /// Scratch of candidatesAt: offload candidates judged in the last call,
   /// and marks of the activations that may be offloaded at its op.
   std::vector<Candidate> offloadScratch;
@@ -563,6 +571,10 @@ public:
 /// Candidate order: least time per freed byte, then recompute before
 /// offload, then hardest alternative first, then largest, then lowest id.
 bool betterCandidate(const Candidate &x, const Candidate &y);
+
+/// The first best of `cands` (non-empty) by betterCandidate, as
+/// std::min_element finds it, with each candidate's score computed once.
+const Candidate *bestCandidate(llvm::ArrayRef<const Candidate *> cands);
 
 } // namespace lethe::autosolver
 

@@ -370,12 +370,15 @@ class LaunchTimes:
                 self.late += 1
             return out
 
+        # Measured before the launcher is wrapped (a failure here leaves
+        # nothing wrapped).
         self._event = self._event_cost(device)
+        hold_ms = min(hold_ms, _HOLD_MAX_MS)
+        cycles = int(hold_ms * self._cycles(device)) if hold_ms > 0 else 0
         CachingAutotuner.run = run
-        if hold_ms > 0:
-            hold_ms = min(hold_ms, _HOLD_MAX_MS)
+        if cycles:
             with torch.cuda.device(device):
-                torch.cuda._sleep(int(hold_ms * self._cycles(device)))
+                torch.cuda._sleep(cycles)
             until[0] = clock() + hold_ms / 1e3
 
     @staticmethod

@@ -206,10 +206,11 @@ class StepMeter:
 # host issues after the hold has ended is timed with the device's idle
 # time in it, and the host's time wanders between steps by up to 30% on
 # the lent H200 hosts (T5: 16.8-29.5 ms in one process,
-# bench/results/torch-inductor.md, 2026-11-27 e1/e3), the timing events
-# add to it; a hold 1.5x the host's time left T5's kernels and spans
-# between them 18% and 111% above torch.profiler's (e3). A longer hold
-# costs one step that much once.
+# bench/results/torch-inductor.md, 2026-11-27 e1/e3), and the timing
+# events add to it. A hold of 1.5x (priced at an idle clock) left T5's
+# kernels and the spans between them 18% and 111% above torch.profiler's
+# (e3); this one, within 1-2% in sum (e4). A longer hold costs one step
+# that much, once.
 _HOLD_SLACK, _HOLD_SLACK_MS = 3.0, 20.0
 # Without a measured step (the host's time unknown).
 _HOLD_DEFAULT_MS = 100.0

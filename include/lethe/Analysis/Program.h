@@ -104,6 +104,24 @@ private:
   std::vector<ProgramBuffer> buffers;
 };
 
+/// A program's buffers packed into its two arenas, as lethe-assign-buffers
+/// packs them (packIntervals of each arena's lifetimes).
+struct PackedProgram {
+  /// Offset of every buffer (ExplicitProgram::getBuffers' order) in its
+  /// arena.
+  std::vector<int64_t> offsets;
+  /// Each arena's size and its lower bound (most bytes live at once).
+  int64_t deviceArena = 0, deviceMaxLive = 0;
+  int64_t hostArena = 0, hostMaxLive = 0;
+  unsigned numDeviceBuffers = 0, numHostBuffers = 0;
+};
+
+/// Packs `program`'s buffers, every offset and size rounded up to
+/// `alignment` (a valid one: isValidAlignment). The one packing both
+/// lethe-assign-buffers and the pipeline's feasibility check (which needs
+/// only the arena) use.
+PackedProgram packProgram(const ExplicitProgram &program, int64_t alignment);
+
 /// "%3 ('aten.mm.default' "mm_1")": a value as printed in its function,
 /// with its node's kind and name when it has them, for messages.
 std::string describeProgramValue(mlir::Value value);

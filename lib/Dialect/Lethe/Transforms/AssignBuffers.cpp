@@ -82,26 +82,12 @@ struct AssignBuffersPass
     if (failed(program))
       return failure();
     ArrayRef<ProgramBuffer> buffers = program->getBuffers();
-
-    // Pack each arena.
-    std::vector<int64_t> offsets(buffers.size(), -1);
-    ArenaSizes sizes;
-    for (bool host : {false, true}) {
-      std::vector<PackInterval> intervals;
-      std::vector<size_t> indices;
-      for (auto [index, buffer] : llvm::enumerate(buffers)) {
-        if (buffer.host != host)
-          continue;
-        intervals.push_back({buffer.defPos, buffer.endPos, buffer.bytes});
-        indices.push_back(index);
-      }
-      PackResult packed = packIntervals(intervals, alignment);
-      for (auto [slot, index] : llvm::enumerate(indices))
-        offsets[index] = packed.offsets[slot];
-      (host ? sizes.hostArena : sizes.deviceArena) = packed.arenaBytes;
-      (host ? sizes.hostMaxLive : sizes.deviceMaxLive) = packed.maxLiveBytes;
-      (host ? numHostBuffers : numDeviceBuffers) += intervals.size();
-    }
+    PackedProgram packed = packProgram(*program, alignment);
+    const std::vector<int64_t> &offsets = packed.offsets;
+    ArenaSizes sizes{packed.deviceArena, packed.deviceMaxLive,
+                     packed.hostArena, packed.hostMaxLive};
+    numDeviceBuffers += packed.numDeviceBuffers;
+    numHostBuffers += packed.numHostBuffers;
 
     // One offsets array per op with an allocating result.
     Builder builder(func.getContext());

@@ -52,15 +52,24 @@ private:
   /// A timepoint visible at `op` covering the first `count` ops of
   /// `stream`: the last one issued on it, or a new barrier before `op`.
   Value coveringTimepoint(Operation *op, unsigned stream, int32_t count);
+  /// The helper and the attributes made once, not per op (each is a
+  /// lookup in the context's uniquer).
   void setStream(Operation *op, unsigned stream) {
-    LetheDialect::StreamAttrHelper(op->getContext())
-        .setAttr(
-            op, StreamAttr::get(op->getContext(), static_cast<Stream>(stream)));
+    if (!streamAttr)
+      streamAttr.emplace(op->getContext());
+    if (stream >= streams.size())
+      streams.resize(stream + 1);
+    if (!streams[stream])
+      streams[stream] =
+          StreamAttr::get(op->getContext(), static_cast<Stream>(stream));
+    streamAttr->setAttr(op, streams[stream]);
   }
 
   StreamOrder order;
   bool contended;
   Counters &counters;
+  std::optional<LetheDialect::StreamAttrHelper> streamAttr;
+  SmallVector<StreamAttr, 4> streams;
 };
 
 } // namespace
