@@ -48,6 +48,12 @@ constexpr unsigned kSwapBelowRounds = 4;
 /// asked for again by the next level's greedy and probe; older ones are not
 /// (and each kept one holds an evaluation's schedule).
 constexpr size_t kKeptReductions = 4;
+/// Solves nested for refining's floor (solveAt), one inside the other: each
+/// costs about a refine (the ladder is replayed) and is made only where the
+/// floor turns a move down. On the Llama-style graph at 50%: 11.47% with
+/// none, 11.47% with 1, 11.07% with 2, 10.96% with 3, the solve 290, 316,
+/// 349 and 376 ms (bench/results/bound.md, 2026-11-27).
+constexpr unsigned kFloorDepth = 2;
 
 } // namespace
 
@@ -442,7 +448,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
   AutoFamily &built = family ? *family : local;
   usedFamily = family;
   AutoFamily::Replay replay = built.replay(budget);
-  if (family && replay.end && family->solved &&
+  if (answersAgain && family && replay.end && family->solved &&
       family->solved->budget == budget &&
       family->solved->refined == solverOptions.refine) {
     solvedAgain = true;
@@ -583,6 +589,55 @@ llvm::Expected<AutoSolution> Solver::solve() {
   const double chosenStep = best->rank == 1   ? seedEvals[best->index].stepUs
                             : best->rank == 2 ? between[best->index].second.step
                                               : ladder[best->index].step;
+  // Refining reads the ladder below the plan chosen: how far the ladder goes
+  // below it (whether copies are widened) and what building it to there
+  // took (refine's evaluations). Both are read kLookBelow members below the
+  // chosen one, built here where this budget's ladder stops short of that:
+  // read where this budget's ladder ends, they differed between budgets
+  // that choose the same plan, and so did its refinement (one of 300 random
+  // graphs slower at a larger budget).
+  refineLeastPeak = -1;
+  refineEvaluationBase = 0;
+  if (family && best->rank != 1) {
+    const size_t anchor =
+        best->rank == 2 ? between[best->index].first : best->index;
+    const size_t want = anchor + kLookBelow + 1;
+    if (built.ladder.size() < want && !built.complete) {
+      // Built as a solve at a budget just under the chosen plan's peak
+      // builds it; not counted in this solve's evaluations.
+      const size_t before = solveEvaluations();
+      State chosen = save();
+      const int64_t deeper = built.ladder[anchor].peak - 1;
+      AutoFamily::Replay more = built.replay(deeper);
+      if (!more.end) {
+        restore(built.resume);
+        // Counted on from the last check, as a solve that resumes the
+        // ladder counts (the checks' evaluations are refine's budget).
+        reusedEvaluations +=
+            built.checks.back().evaluations - solveEvaluations();
+        if (llvm::Error err = buildLadder(deeper, baselinePeak, built,
+                                          /*resume=*/true, more.firstFit)) {
+          built = AutoFamily();
+          return std::move(err);
+        }
+      }
+      restore(std::move(chosen));
+      reusedEvaluations += before - solveEvaluations();
+    }
+    const size_t below = std::min(want, built.ladder.size());
+    int64_t least = built.ladder[anchor].peak;
+    for (size_t j = anchor + 1; j < below; ++j)
+      least = std::min(least, built.ladder[j].peak);
+    for (const Evaluation &eval : seedEvals)
+      if (hostFits(eval))
+        least = std::min(least, eval.peakBytes);
+    refineLeastPeak = least;
+    for (const AutoFamily::Check &check : built.checks)
+      if (check.members >= below) {
+        refineEvaluationBase = check.evaluations;
+        break;
+      }
+  }
   refineFloor = 0.0;
   for (const Member &m : ladder)
     if (m.peak > budget && m.step <= chosenStep)
@@ -593,6 +648,18 @@ llvm::Expected<AutoSolution> Solver::solve() {
   for (const Evaluation &eval : seedEvals)
     if (eval.peakBytes > budget && hostFits(eval) && eval.stepUs <= chosenStep)
       refineFloor = std::max(refineFloor, eval.stepUs);
+  nextPeakAbove = -1;
+  auto above = [&](int64_t peak) {
+    if (peak > budget && (nextPeakAbove < 0 || peak < nextPeakAbove))
+      nextPeakAbove = peak;
+  };
+  for (const Member &m : ladder)
+    above(m.peak);
+  for (const auto &[i, plan] : between)
+    above(plan.peak);
+  for (const Evaluation &eval : seedEvals)
+    if (hostFits(eval))
+      above(eval.peakBytes);
   if (best->rank == 1) {
     const AutoSeed &seed = seeds[best->index];
     solution.decisions = seed.decisions;
@@ -636,7 +703,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
 }
 
 void Solver::keepSolved(const AutoSolution &solution) const {
-  if (usedFamily)
+  if (answersAgain && usedFamily)
     usedFamily->solved =
         AutoFamily::Solved{options.budgetBytes, solverOptions.refine, solution};
 }
@@ -672,17 +739,56 @@ AutoFamily &AutoFamilies::get(llvm::StringRef step) {
   return *family;
 }
 
+/// Solves at the budget of `options`; where refining meets its floor and
+/// `depth` < kFloorDepth, solves at the next budget up (depth + 1, the
+/// ladder replayed from `solver.family`) for the floor (refineSolution).
+static llvm::Expected<AutoSolution> solveAt(const Evaluator &evaluator,
+                                            const PlanOptions &options,
+                                            llvm::ArrayRef<AutoSeed> seeds,
+                                            const AutoSolverOptions &solver,
+                                            unsigned depth) {
+  Solver fast(evaluator, options, seeds, solver);
+  // The solves nested for the floor refine otherwise: only the caller's
+  // budget is kept and answered again.
+  fast.setAnswersAgain(depth == 0);
+  llvm::Expected<AutoSolution> solution = fast.solve();
+  if (!solution || fast.isSolvedAgain())
+    return solution;
+  if (!solver.refine) {
+    fast.keepSolved(*solution);
+    return solution;
+  }
+  auto stepAbove =
+      [&](int64_t budget) -> llvm::Expected<std::optional<double>> {
+    PlanOptions above = options;
+    above.budgetBytes = budget;
+    llvm::Expected<AutoSolution> plan =
+        solveAt(evaluator, above, seeds, solver, depth + 1);
+    if (!plan)
+      return plan.takeError();
+    if (!plan->feasible)
+      return std::nullopt;
+    return plan->evaluation.stepUs;
+  };
+  const bool nest = depth < kFloorDepth && solver.family;
+  if (llvm::Error err = fast.refineSolution(
+          *solution,
+          nest ? std::function<llvm::Expected<std::optional<double>>(int64_t)>(
+                     stepAbove)
+               : nullptr))
+    return std::move(err);
+  fast.keepSolved(*solution);
+  return solution;
+}
+
 llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
                                               const PlanOptions &options,
                                               llvm::ArrayRef<AutoSeed> seeds,
                                               const AutoSolverOptions &solver) {
-  Solver fast(evaluator, options, seeds, solver);
-  llvm::Expected<AutoSolution> solution = fast.solve();
-  if (!solution || fast.isSolvedAgain())
-    return solution;
-  if (solver.refine)
-    if (llvm::Error err = fast.refineSolution(*solution))
-      return std::move(err);
-  fast.keepSolved(*solution);
-  return solution;
+  // The solves for refining's floor replay this solve's ladder.
+  AutoFamily local;
+  AutoSolverOptions withFamily = solver;
+  if (!withFamily.family && withFamily.tiedClasses.empty())
+    withFamily.family = &local;
+  return solveAt(evaluator, options, seeds, withFamily, 0);
 }

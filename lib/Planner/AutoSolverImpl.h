@@ -266,15 +266,28 @@ public:
   }
 
   llvm::Expected<AutoSolution> solve();
+  /// Whether solve() answers a budget asked again from the family's last
+  /// solution, and keepSolved keeps one (AutoFamily::solved): off for the
+  /// solves nested for refine's floor, which refine otherwise.
+  void setAnswersAgain(bool answer) { answersAgain = answer; }
   /// Whether solve() answered with the family's last solution (already
   /// refined where refine is on).
   bool isSolvedAgain() const { return solvedAgain; }
-  /// Keeps `solution` as the family's last (AutoFamily::solved), where the
-  /// solve went through a family.
+  /// Keeps `solution` as the family's last, where the solve went through a
+  /// family and answers again.
   void keepSolved(const AutoSolution &solution) const;
   /// Refines a feasible solution of solve() at the budget (refine), its
   /// decisions, evaluation and reasons replaced where a move was kept.
-  llvm::Error refineSolution(AutoSolution &solution);
+  /// `stepAbove(b)`, where given, is the step of the plan `auto` returns
+  /// at budget `b` (a solve of its own, perhaps with a higher floor than a
+  /// solve of b alone would take: never a faster plan), asked only where
+  /// the floor stopped a move: refining floored by it instead of the
+  /// unrefined members above keeps the overhead non-increasing in the
+  /// budget (docs/Planner.md, "Refining and monotonicity").
+  llvm::Error refineSolution(
+      AutoSolution &solution,
+      const std::function<llvm::Expected<std::optional<double>>(int64_t)>
+          &stepAbove = {});
 
 private:
   /// Compute time a moving copy costs per microsecond: the kernels beside it
@@ -469,8 +482,11 @@ private:
   /// the host budget holds and the step gets faster but no faster than
   /// `floor`. The moves kept; `notes` gets what each changed activation was
   /// (AutoSolverRefine.cpp).
-  llvm::Expected<unsigned> refine(int64_t cap, double floor,
-                                  std::vector<std::string> &notes);
+  /// `lowerFloor`, where given, is asked once, where the floor first turns
+  /// a move down, for a floor at most `floor` to go on with instead.
+  llvm::Expected<unsigned>
+  refine(int64_t cap, double floor, std::vector<std::string> &notes,
+         const std::function<llvm::Expected<double>()> &lowerFloor = {});
 
   static bool improves(const Evaluation &next, const Evaluation &prev) {
     if (next.peakBytes != prev.peakBytes)
@@ -522,11 +538,20 @@ private:
   /// the family a larger budget could get (above the budget, no slower than
   /// the plan chosen), so more budget never gets a slower plan.
   double refineFloor = 0.0;
+  /// The least peak of a member above the budget (-1: none): the next
+  /// budget at which the family gives another plan.
+  int64_t nextPeakAbove = -1;
+  /// The least peak kLookBelow ladder members below the plan chosen (or of
+  /// a seed), and the evaluations building the ladder to there took: what
+  /// refining reads (-1, 0: this solve's least peak and evaluations).
+  int64_t refineLeastPeak = -1;
+  size_t refineEvaluationBase = 0;
   /// Whether refine may widen an offload's copies (refineSolution).
   bool widenCopies = true;
   /// The family solve() went through (none while tying), and whether it
   /// answered with the family's last solution.
   AutoFamily *usedFamily = nullptr;
+  bool answersAgain = false;
   bool solvedAgain = false;
   /// The evaluator's count when the solve began (refine's budget is a share
   /// of the solve's evaluations).

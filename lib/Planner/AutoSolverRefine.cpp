@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <set>
 
 using namespace lethe;
@@ -32,6 +33,9 @@ using namespace lethe::autosolver;
 /// 200-1,000 (Llama-style at 50%: about 960); the moves kept there came
 /// within the first 100 (bench/results/bound.md, 2026-11-26 21:30).
 constexpr double kRefineShare = 0.125;
+/// Other offloads tried widened, one at a time, where a move overfills ops
+/// its own offloads do not reach (refine's tryPlan).
+constexpr size_t kWidenOthers = 3;
 /// A small solve still gets a few moves tried.
 constexpr unsigned kMinRefineEvaluations = 16;
 /// Levels above the ladder's least peak within which refine widens no copies
@@ -81,8 +85,9 @@ const char *decisionName(Decision d) {
 
 } // namespace
 
-llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
-                                        std::vector<std::string> &notes) {
+llvm::Expected<unsigned>
+Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
+               const std::function<llvm::Expected<double>()> &lowerFloor) {
   notes.assign(acts.size(), "");
   const PlannedCopyCosts copy = plannedCopyCosts(device);
   auto copyUs = [&](size_t a) {
@@ -202,7 +207,10 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
   const unsigned maxEvaluations = std::max<unsigned>(
       kMinRefineEvaluations,
       static_cast<unsigned>(kRefineShare *
-                            static_cast<double>(solveEvaluations())));
+                            static_cast<double>(refineEvaluationBase
+                                                    ? refineEvaluationBase
+                                                    : solveEvaluations())));
+  bool floorLowered = !lowerFloor;
   // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
   // faster but over the cap gets more evaluations, each found on its own
   // exact memory: the offloads it made released before the ops it
@@ -214,6 +222,30 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
           int64_t host,
           llvm::SmallVectorImpl<int32_t> &changedActs) -> llvm::Expected<bool> {
     bool widenTried = false, partnered = false;
+    // The widenings to try, one after the other, each on the unwidened
+    // trial: the move's own offloads together, then other offloads one at
+    // a time (largest first), each with the hints to set; and the hints the
+    // one being tried replaced.
+    using Widening = llvm::SmallVector<std::pair<int32_t, CopyHint>, 2>;
+    std::vector<Widening> widenings;
+    size_t nextWidening = 0;
+    Widening undo;
+    const size_t movedActs = changedActs.size();
+    auto applyNextWidening = [&] {
+      for (auto [a, hint] : undo)
+        trialHints[a] = hint;
+      undo.clear();
+      changedActs.resize(movedActs);
+      if (nextWidening == widenings.size())
+        return false;
+      for (auto [a, hint] : widenings[nextWidening++]) {
+        undo.push_back({a, trialHints[a]});
+        trialHints[a] = hint;
+        if (!llvm::is_contained(changedActs, a))
+          changedActs.push_back(a);
+      }
+      return true;
+    };
     while (true) {
       if (evaluations >= maxEvaluations)
         return false;
@@ -222,12 +254,22 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
       if (!eval)
         return eval.takeError();
       const double gainUs = currentEval.stepUs - eval->stepUs;
-      if (!(gainUs > 0.0) || eval->hostPeakBytes > options.hostBudgetBytes)
+      if (!(gainUs > 0.0) || eval->hostPeakBytes > options.hostBudgetBytes) {
+        if (!undo.empty() && applyNextWidening())
+          continue;
         return false;
+      }
       // Over the cap, a trial is judged against the floor only once it
       // fits: what makes it fit costs time and can bring a move that gains
       // more than the floor allows back above it.
       if (eval->peakBytes <= cap) {
+        if (eval->stepUs < floor && !floorLowered) {
+          floorLowered = true;
+          llvm::Expected<double> lower = lowerFloor();
+          if (!lower)
+            return lower.takeError();
+          floor = std::min(floor, *lower);
+        }
         if (eval->stepUs < floor)
           return false;
         for (int32_t a : changedActs)
@@ -242,6 +284,12 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
         offloadedBytes = host;
         ++kept;
         return true;
+      }
+      // Still over the cap: the next widening, until the last (which goes
+      // on to the partner below).
+      if (!undo.empty() && nextWidening < widenings.size()) {
+        applyNextWidening();
+        continue;
       }
       llvm::ArrayRef<int64_t> memory = eval->memory.deviceAtOp;
       size_t first = 0, last = memory.size() - 1;
@@ -262,33 +310,39 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
                  firstNode < d.firstBackwardUse &&
                  !(d.releaseAfter < firstNode && lastNode <= d.prefetchAfter);
         };
-        auto widen = [&](int32_t a) {
+        auto widened = [&](int32_t a) -> std::optional<CopyHint> {
           CopyHint hint = widenedHint(a, eval->placement->decisions[a],
                                       firstNode, lastNode);
           if (hint == trialHints[a])
-            return false;
-          trialHints[a] = hint;
-          return true;
+            return std::nullopt;
+          return hint;
         };
-        bool any = false;
+        Widening own;
         for (int32_t a : changedActs)
           if (widenable(a))
-            any |= widen(a);
-        // Else the copies the move queued delay another offload's release
-        // or bring its prefetch forward over those nodes: the largest such
-        // one widened.
-        if (!any) {
-          int32_t largest = -1;
-          for (int32_t a : offloadOrder)
-            if (widenable(a) &&
-                (largest < 0 || acts[a].bytes > acts[largest].bytes))
-              largest = a;
-          if (largest >= 0 && widen(largest)) {
-            changedActs.push_back(largest);
-            any = true;
-          }
+            if (std::optional<CopyHint> hint = widened(a))
+              own.push_back({a, *hint});
+        if (!own.empty())
+          widenings.push_back(std::move(own));
+        // The copies the move queued can also delay another offload's
+        // release or bring its prefetch forward over those nodes: such
+        // offloads widened one at a time, the largest first.
+        std::vector<int32_t> others;
+        for (int32_t a : offloadOrder)
+          if (!llvm::is_contained(changedActs, a) && widenable(a))
+            others.push_back(a);
+        llvm::sort(others, [&](int32_t x, int32_t y) {
+          return std::make_pair(-acts[x].bytes, x) <
+                 std::make_pair(-acts[y].bytes, y);
+        });
+        const size_t limit = widenings.size() + kWidenOthers;
+        for (int32_t a : others) {
+          if (widenings.size() == limit)
+            break;
+          if (std::optional<CopyHint> hint = widened(a))
+            widenings.push_back({{a, *hint}});
         }
-        if (any)
+        if (applyNextWidening())
           continue;
       }
       if (partnered)
@@ -421,7 +475,10 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
   return kept;
 }
 
-llvm::Error Solver::refineSolution(AutoSolution &solution) {
+llvm::Error Solver::refineSolution(
+    AutoSolution &solution,
+    const std::function<llvm::Expected<std::optional<double>>(int64_t)>
+        &stepAbove) {
   if (!solution.feasible)
     return llvm::Error::success();
   current = solution.decisions;
@@ -437,15 +494,33 @@ llvm::Error Solver::refineSolution(AutoSolution &solution) {
   // the budget there (the least budget `lethe plan` reports rose 2.8% on
   // ConvNeXt-T and 1.7% on MobileNet-V3), so none is widened within
   // kNoWidenLevels levels of it.
-  widenCopies = currentEval.peakBytes >
-                solution.leastPeakBytes + kNoWidenLevels * stepBytes;
+  widenCopies =
+      currentEval.peakBytes >
+      (refineLeastPeak >= 0 ? refineLeastPeak : solution.leastPeakBytes) +
+          kNoWidenLevels * stepBytes;
   // The peak may not rise above the chosen plan's: a plan filled to the
   // budget's byte packs above it more often, and compiling then plans again
   // at lower budgets (mamba's least search ran over 20 minutes where it ran
   // 1); and every budget that chooses this plan refines it alike.
   std::vector<std::string> notes;
+  // The floor is the unrefined step of a member above; the plan the next
+  // budget up gets is at most that, and often faster (refined itself).
+  // Where the floor first turns a move down, that plan's step becomes the
+  // floor (a run floored there from the start takes the same moves up to
+  // that point), but not near the least peak, where the packer has the
+  // least slack (the least budget `lethe plan` reports rose 1.0% on
+  // MobileNet-V3 and 0.6% on Swin-T with it there).
+  auto lowerFloor = [&]() -> llvm::Expected<double> {
+    llvm::Expected<std::optional<double>> above = stepAbove(nextPeakAbove);
+    if (!above)
+      return above.takeError();
+    return *above ? std::min(refineFloor, **above) : refineFloor;
+  };
   llvm::Expected<unsigned> kept = refine(
-      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes);
+      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes,
+      stepAbove && nextPeakAbove >= 0 && widenCopies
+          ? std::function<llvm::Expected<double>()>(lowerFloor)
+          : nullptr);
   if (!kept)
     return kept.takeError();
   if (*kept == 0)

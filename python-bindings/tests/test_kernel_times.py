@@ -110,6 +110,37 @@ def test_step_meter_profiles_the_warm_step_and_stops_the_profiler():
     assert not enabled()
 
 
+def test_a_profiled_step_holds_the_device_longer_than_the_host_took(
+        monkeypatch):
+    # On CUDA the profiled step starts behind a device-side hold, so that
+    # its kernels run back to back: 3x the host's time to issue the last
+    # measured step + 20 ms (the host's time wanders by up to 30%); 100 ms
+    # before any step was measured.
+    from lethe import _kernel_times, _step_meter
+    from lethe._step_meter import Measurement, _hold_ms
+    assert _hold_ms(None) == 100.0
+    assert _hold_ms(Measurement(None, 25.0)) == 100.0
+    assert _hold_ms(Measurement(None, 25.0, host_ms=22.0)) == 86.0
+    holds = []
+
+    class Profile:
+        def __init__(self, device, hold_ms=0.0):
+            holds.append(hold_ms)
+
+        def stop(self):
+            return []
+
+    monkeypatch.setattr(_kernel_times, "StepProfile", Profile)
+    lin = nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    meter = _step_meter.StepMeter(lin, lambda m: False,
+                                  profile=lambda: True)
+    lin(x).sum().backward()  # "compile"
+    lin(x).sum().backward()  # warm: profiled
+    meter.remove()
+    assert holds == [100.0]
+
+
 def test_step_meter_warms_for_its_warm_time_before_measuring():
     # After the compile (the first call) the plan runs warm calls until the
     # warm time has passed since the first of them started, then measures:
