@@ -354,12 +354,20 @@ class LaunchTimes:
         # Launches the host issued after the hold's time had passed on the
         # host's clock: they may have found the device idle.
         self.late = 0
+        # Launches into a CUDA graph being captured (mode="reduce-overhead"):
+        # no timing event may be recorded there, and what a capture
+        # launches does not run.
+        self.captured = 0
         until: List[float] = [float("inf")]
         inner = CachingAutotuner.run
         event = torch.cuda.Event
         clock = time.perf_counter
+        capturing = torch.cuda.is_current_stream_capturing
 
         def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+            if capturing():
+                self.captured += 1
+                return inner(tuner, *args, **kwargs)
             start = event(enable_timing=True)
             start.record()
             out = inner(tuner, *args, **kwargs)
@@ -437,6 +445,13 @@ class LaunchTimes:
         else:  # inherited: the class had none of its own
             del self._cls.run
         torch.cuda.synchronize()
+        if self.captured:
+            warnings.warn(
+                f"Lethe: {self.captured} of the profiled step's kernel "
+                "launches were captured into a CUDA graph, not run; the "
+                "step's times are not used (the calibration scales the "
+                "model)")
+            return []
         if self.late:
             warnings.warn(
                 f"Lethe: the host issued {self.late} of the profiled step's "

@@ -217,6 +217,9 @@ def test_launches_are_timed_by_events_and_unwrapped_after(monkeypatch):
     _Event.clock = _Clock([0.0, 0.010, 0.110, 0.115])  # ms
     monkeypatch.setattr(torch.cuda, "Event", _Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    capturing = [False]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing",
+                        lambda: capturing[0])
 
     class Tuner:
         def __init__(self, name):
@@ -259,6 +262,18 @@ def test_launches_are_timed_by_events_and_unwrapped_after(monkeypatch):
         assert bool(w) == (want == 0) and timer.late == (want == 0)
         assert CachingAutotuner.run is inner
         now[0] = 100.0
+
+    # A launch captured into a CUDA graph (mode="reduce-overhead") records
+    # no event (not allowed while capturing) and runs nothing: the step's
+    # times are not used.
+    _Event.clock = _Clock([0.0, 0.010])
+    timer = _kernel_times.LaunchTimes(torch.device("cuda", 0), hold_ms=0)
+    CachingAutotuner.run(Tuner("triton_poi_a"), 1, stream=7)
+    capturing[0] = True
+    assert CachingAutotuner.run(Tuner("triton_red_b"), 2, stream=7) == "ran"
+    with pytest.warns(UserWarning, match="captured into a CUDA graph"):
+        assert timer.stop() == []
+    assert timer.captured == 1 and CachingAutotuner.run is inner
 
 
 @needs_lethe
