@@ -49,11 +49,14 @@ class Turns:
         `row` then holds every round's times and their median."""
         _write(os.path.join(self.dir, f"{self.name}.round0.json"), row)
         rounds = [list(row.get("step_ms_all") or [row["step_ms"]])]
+        parent = os.getppid()
         k = 1
         while True:
             go = os.path.join(self.dir, f"go-{self.name}-{k}")
             end = os.path.join(self.dir, f"end-{self.name}")
             while not (os.path.exists(go) or os.path.exists(end)):
+                if os.getppid() != parent:  # the parent died: no turns
+                    break
                 time.sleep(_POLL_S)
             if not os.path.exists(go):
                 break
