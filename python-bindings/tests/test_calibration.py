@@ -26,6 +26,20 @@ def _correction(peak, step_ms, **kw):
     return correction(Measurement(peak, step_ms), **args)
 
 
+def _calibrated(steps):
+    """A small model trained `steps` steps under a calibrating backend at a
+    4 MiB budget, each step's loss and gradients checked against eager's;
+    the backend."""
+    model = _model()
+    ref = _step(model, model)
+    torch._dynamo.reset()
+    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
+    run = b(model)
+    for _ in range(steps):
+        _close(_step(model, run), ref)
+    return b
+
+
 def test_calibration_corrects_a_peak_over_the_budget_and_an_unused_one():
     over = _correction(1100, 10.0)
     assert over.replan and over.peak_correction == -100
@@ -131,13 +145,7 @@ def test_calibration_prices_generated_kernels_by_a_profiled_step(
     from lethe import _kernel_times
     if not _kernel_times.supported():
         pytest.skip("this torch records no kernel provenance")
-    model = _model()
-    ref = _step(model, model)
-    torch._dynamo.reset()
-    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
-    run = b(model)
-    for _ in range(12):
-        _close(_step(model, run), ref)
+    b = _calibrated(12)
     c = b.calibration
     first = c["profiles"][0]
     # Every generated kernel of the forward and the backward was found in
@@ -289,13 +297,7 @@ def test_on_cuda_the_profile_waits_for_a_measured_step(monkeypatch,
         pytest.skip("this torch records no kernel provenance")
     monkeypatch.setattr(_calibrate, "_defer_profiles", lambda: True)
     monkeypatch.setattr(_calibrate, "profile_leaves_room", lambda m: room)
-    model = _model()
-    ref = _step(model, model)
-    torch._dynamo.reset()
-    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True)
-    run = b(model)
-    for _ in range(20):
-        _close(_step(model, run), ref)
+    b = _calibrated(20)
     c = b.calibration
     # (A loaded CPU's steps can wander past even replans_kept's bound, and
     # the re-plan then gives way to the first plan: a third compile.)
