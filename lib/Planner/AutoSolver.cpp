@@ -33,7 +33,10 @@ using namespace lethe::autosolver;
 namespace {
 
 /// Ladder levels built below the first one that fits the budget.
-constexpr unsigned kLookBelow = 3;
+constexpr unsigned kLookBelow = 6;
+/// Ladder members below the plan chosen that refining reads (how far the
+/// ladder goes below it, what building it took).
+constexpr unsigned kRefineBelow = 3;
 /// Two members far apart are searched between (plansBetween) only where
 /// the lower one's step is slower by more than this share of the upper's:
 /// such gaps are common on convolutional steps, whose single activations
@@ -510,24 +513,6 @@ llvm::Expected<AutoSolution> Solver::solve() {
                                    std::make_pair(best->rank, best->index)))
       best = s;
   };
-  std::vector<double> keys(ladder.size());
-  bool fitted = false;
-  double key = 0.0;
-  for (size_t i = 0; i < ladder.size(); ++i) {
-    size_t fastest = i;
-    for (size_t k = i + 1; k < ladder.size() && k <= i + kLookBelow; ++k)
-      if (ladder[k].step < ladder[fastest].step)
-        fastest = k;
-    key = std::max(key, ladder[fastest].step);
-    keys[i] = key;
-    if (!fitted && ladder[fastest].peak <= budget) {
-      consider({key, 0, fastest});
-      fitted = true;
-    }
-  }
-  for (size_t i = 0; i < seeds.size(); ++i)
-    if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
-      consider({seedEvals[i].stepUs, 1, i});
   // Plans between two members far apart (AutoSolverBetween.cpp), keyed as
   // no faster than the member above them: a budget the member above fits
   // never prefers one, and their keys grow along the ladder as the
@@ -552,10 +537,48 @@ llvm::Expected<AutoSolution> Solver::solve() {
         between.push_back({i, std::move(plan)});
     }
   }
+  // Member i is the fastest of the ladder plans i to i + kLookBelow and the
+  // plans between them: all fit level i, and one found between two members
+  // can be faster than the member above it as well as lower (a random graph:
+  // 2441 us one decision below a member of 2566 us). Outside the window it
+  // was chosen only below that member's peak, a larger budget got the slower
+  // member, and the overhead rose with the budget.
+  std::vector<double> keys(ladder.size());
+  bool fitted = false;
+  double key = 0.0;
+  size_t nextBetween = 0; // the first plan between members i and i + 1
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    while (nextBetween < between.size() && between[nextBetween].first < i)
+      ++nextBetween;
+    Scored fastest{ladder[i].step, 0, i};
+    int64_t fastestPeak = ladder[i].peak;
+    for (size_t k = i + 1; k < ladder.size() && k <= i + kLookBelow; ++k)
+      if (ladder[k].step < fastest.key) {
+        fastest = {ladder[k].step, 0, k};
+        fastestPeak = ladder[k].peak;
+      }
+    for (size_t b = nextBetween;
+         b < between.size() && between[b].first < i + kLookBelow; ++b)
+      if (between[b].second.step < fastest.key) {
+        fastest = {between[b].second.step, 2, b};
+        fastestPeak = between[b].second.peak;
+      }
+    key = std::max(key, fastest.key);
+    keys[i] = key;
+    if (!fitted && fastestPeak <= budget) {
+      consider({key, fastest.rank, fastest.index});
+      fitted = true;
+    }
+  }
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
+      consider({seedEvals[i].stepUs, 1, i});
   // Only where it is faster than the plan the family gave: its key may be
   // below a ladder member's whose own step is under its key.
   auto chosenStepOf = [&](const Scored &s) {
-    return s.rank == 1 ? seedEvals[s.index].stepUs : ladder[s.index].step;
+    return s.rank == 1   ? seedEvals[s.index].stepUs
+           : s.rank == 2 ? between[s.index].second.step
+                         : ladder[s.index].step;
   };
   const std::optional<Scored> familyChoice = best;
   for (auto [k, entry] : llvm::enumerate(between))
@@ -601,7 +624,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
   if (family && best->rank != 1) {
     const size_t anchor =
         best->rank == 2 ? between[best->index].first : best->index;
-    const size_t want = anchor + kLookBelow + 1;
+    const size_t want = anchor + kRefineBelow + 1;
     if (built.ladder.size() < want && !built.complete) {
       // Built as a solve at a budget just under the chosen plan's peak
       // builds it; not counted in this solve's evaluations.

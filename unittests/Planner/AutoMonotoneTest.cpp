@@ -17,6 +17,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 using namespace lethe;
 using namespace lethe::testing;
 
@@ -26,13 +29,13 @@ namespace {
 constexpr double kTolerance = 1e-9;
 
 void expectMonotone(const TrainingGraph &g, const DeviceProfile &device,
-                    double from) {
+                    double from, double by = 0.05) {
   PlanOptions none;
   none.policy = Policy::None;
   llvm::Expected<Plan> unplanned = planTrainingStep(g, device, none);
   ASSERT_TRUE(bool(unplanned)) << llvm::toString(unplanned.takeError());
   std::optional<Plan> previous;
-  for (double fraction = from; fraction < 1.0001; fraction += 0.05) {
+  for (double fraction = from; fraction < 1.0001; fraction += by) {
     PlanOptions options;
     options.budgetBytes =
         static_cast<int64_t>(fraction * unplanned->peakBytes);
@@ -88,6 +91,22 @@ TEST(AutoMonotoneTest, BudgetsChoosingOnePlanRefineItAlike) {
       EXPECT_EQ(plan->stepUs, previous->stepUs);
     }
     previous = std::move(*plan);
+  }
+}
+
+// Further than CI runs it: LETHE_MONOTONE_SEEDS=FIRST-LAST (random graph
+// seeds) and LETHE_MONOTONE_STEP (a fraction of the unplanned peak).
+TEST(AutoMonotoneTest, DISABLED_RandomGraphsWide) {
+  const DeviceProfile device = testDeviceProfile();
+  uint64_t first = 9000, last = 9099;
+  if (const char *seeds = std::getenv("LETHE_MONOTONE_SEEDS"))
+    std::sscanf(seeds, "%lu-%lu", &first, &last);
+  double by = 0.05;
+  if (const char *step = std::getenv("LETHE_MONOTONE_STEP"))
+    by = std::atof(step);
+  for (uint64_t seed = first; seed <= last; ++seed) {
+    SCOPED_TRACE("graph " + std::to_string(seed));
+    expectMonotone(randomLayeredGraph(seed), device, 0.3, by);
   }
 }
 
