@@ -57,13 +57,15 @@ void expectMonotone(const TrainingGraph &g, const DeviceProfile &device,
   }
 }
 
-// Was disabled with 6 of these 100 graphs failing (by up to 17.2 points);
+// Was disabled with 6 of graphs 9000-9099 failing (by up to 17.2 points);
 // each failure was a plan a few ladder levels down that the greedy found
-// and a larger budget did not see (docs/Planner.md, "Monotone overhead").
-// Seeds 100-399 pass too (checked when it was enabled, not run here).
+// and a larger budget did not see (docs/Planner.md, "Restarts, trades and
+// the levels below"). Graphs 9100-9399 are in since the look-below window
+// took in the plans between members (5 of them rose before); 9400-9699
+// still rise on one (DISABLED_RandomGraphsWide runs any range).
 TEST(AutoMonotoneTest, RandomGraphs) {
   const DeviceProfile device = testDeviceProfile();
-  for (uint64_t seed = 0; seed < 100; ++seed) {
+  for (uint64_t seed = 0; seed < 400; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     expectMonotone(randomLayeredGraph(9000 + seed), device, 0.3);
   }
