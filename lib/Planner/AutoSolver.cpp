@@ -33,7 +33,7 @@ using namespace lethe::autosolver;
 namespace {
 
 /// Ladder levels built below the first one that fits the budget.
-constexpr unsigned kLookBelow = 6;
+constexpr unsigned kLookBelow = 4;
 /// Ladder members below the plan chosen that refining reads (how far the
 /// ladder goes below it, what building it took).
 constexpr unsigned kRefineBelow = 3;
