@@ -47,7 +47,11 @@ def backend(budget="40%", policy=None, device=None, **options):
       file); None: the profile of this process's GPU.
     compiler: "inductor" (compile with fusion, Lethe as the partitioner;
       the default on a torch that has the hooks) or "eager".
-    inductor_options: further inductor config patches (inductor only).
+    inductor_options: further inductor config patches (inductor only),
+      e.g. {"triton.cudagraphs": True}: mode="reduce-overhead" (a custom
+      backend takes no mode=). A calibrating module runs without CUDA
+      graphs until the calibration is done (a replay's allocations and
+      launches cannot be measured), then is compiled once more with them.
     costs: how ops are priced (inductor only): "auto" (default: measured on
       the GPU the step runs on, the cost model elsewhere; see
       lethe._measure), "measured", "model", or a table of op times in µs
@@ -96,6 +100,18 @@ class GraphPlan(PlanRecord):
                     offloaded=len(self.info.offloaded),
                     retained_instead=self.info.retained_instead,
                     plan_s=self.plan_s)
+
+
+def _cudagraphs(inductor_options) -> bool:
+    """Whether inductor will run the compiled step as CUDA graphs: asked
+    in the backend's inductor options or set in inductor's config."""
+    if "triton.cudagraphs" in inductor_options:
+        return bool(inductor_options["triton.cudagraphs"])
+    try:
+        from torch._inductor import config
+    except ImportError:  # torch 1.13: no inductor
+        return False
+    return bool(config.triton.cudagraphs)
 
 
 class Backend:
@@ -148,6 +164,13 @@ class Backend:
         # What the automatic calibration measured and did (see calibrate=),
         # and the PartitionRecord of the plan the module runs after it.
         self.calibration = {}
+        # A replayed CUDA graph allocates nothing and launches nothing one
+        # could time: the calibration would read a replay's peak as the plan
+        # under-using its budget. Under CUDA graphs the module calibrates
+        # without them and is compiled with them once it is done
+        # (Calibrator.on_step).
+        self.cudagraphs_deferred = self._calibrate \
+            and _cudagraphs(self.inductor_options)
         self.calibrated_plan = None
         self.offload = offload
         self.prefetch = prefetch
@@ -224,6 +247,8 @@ class Backend:
             from torch._inductor.compile_fx import compile_fx
             patches = {"custom_partitioner_fn": self.partitioner,
                        **self.inductor_options}
+            if self.cudagraphs_deferred:
+                patches["triton.cudagraphs"] = False
             if self.partitioner.offload is not False:
                 # Asynchronous D2H copies read buffers that inductor would
                 # otherwise hand to later kernels (lethe/_inductor.py).

@@ -277,6 +277,17 @@ class Calibrator:
     def on_step(self, measured: Measurement) -> bool:
         going_on = self._on_step(measured)
         self.report["done"] = not going_on
+        if not going_on and self.backend.cudagraphs_deferred:
+            # Calibrated without CUDA graphs: the plan it kept is compiled
+            # once more, with them (same settings, so the same plan).
+            self.backend.cudagraphs_deferred = False
+            try:
+                _recompile(self.compiled, self.backend)
+                self.report["cudagraphs"] = "compiled with CUDA graphs " \
+                    "after the calibration"
+            except AttributeError as e:  # an OptimizedModule that differs
+                self.report["cudagraphs"] = f"not compiled with CUDA " \
+                    f"graphs: cannot recompile this torch's module: {e}"
         return going_on
 
     def _on_step(self, measured: Measurement) -> bool:

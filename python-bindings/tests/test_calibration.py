@@ -134,6 +134,42 @@ def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch,
         lt.backend(calibrate="yes")
 
 
+def test_a_cuda_graph_module_calibrates_without_them_then_uses_them(
+        monkeypatch):
+    # A replay allocates nothing and launches nothing one could time: the
+    # module calibrates compiled without CUDA graphs, then compiles the plan
+    # it kept once more with them.
+    import torch._inductor.compile_fx as cfx
+    asked = []
+    real = cfx.compile_fx
+
+    def spy(gm, inputs, config_patches=None, **kw):
+        if config_patches and "custom_partitioner_fn" in config_patches:
+            asked.append(config_patches.get("triton.cudagraphs"))
+        return real(gm, inputs, config_patches=config_patches, **kw)
+    monkeypatch.setattr(cfx, "compile_fx", spy)
+    torch._dynamo.reset()
+    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True,
+                   inductor_options={"triton.cudagraphs": True})
+    assert b.cudagraphs_deferred
+    model = _model()
+    compiled = b(model)
+    for _ in range(12):
+        _step(model, compiled)
+        if b.calibration.get("done"):
+            break
+    assert b.calibration["done"] and not b.cudagraphs_deferred
+    assert "with CUDA graphs" in b.calibration["cudagraphs"]
+    assert asked and set(asked) == {False}
+    _step(model, compiled)  # the kept plan, compiled with CUDA graphs
+    assert asked[-1] is True and asked.count(True) == 1
+    b = lt.backend(budget=str(4 << 20), calibrate=True,
+                   inductor_options={"triton.cudagraphs": False})
+    assert not b.cudagraphs_deferred
+
+
+
+
 @needs_lethe
 def test_calibration_prices_generated_kernels_by_a_profiled_step(
         replans_kept):
