@@ -245,9 +245,10 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
   }
   llvm::ArrayRef<Evaluation> seedEvals = family.seedEvals;
   // The family's member i is the fastest of ladder plans i to i +
-  // kLookBelow (all fit level i): the greedy is path-dependent, and a plan a
-  // few levels down is at times faster than the one found at the level. So
-  // the ladder is built kLookBelow plans past the first that fits.
+  // kLookBelow and the plans between them (all fit level i): the greedy is
+  // path-dependent, and a plan a few levels down is at times faster than the
+  // one found at the level. So the ladder is built kLookBelow plans past the
+  // first that fits.
   if (!resume) {
     if (ladder.back().peak <= budget)
       firstFit = 0;
