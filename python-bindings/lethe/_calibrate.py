@@ -376,7 +376,11 @@ class Calibrator:
                 f"{measured.step_ms:.2f} ms against {r.plan.step_us / 1e3:.2f}"
                 " ms predicted: re-planned without offload to compare")
             self.report["offload_compared"] = True
-        host_us = _host_launch_us(measured, r)
+        # Under CUDA graphs (compiled with them after calibrating) the host
+        # issues the step as one replay: its time to launch each op now
+        # says nothing of the step that will run.
+        host_us = None if self.backend.cudagraphs_deferred \
+            else _host_launch_us(measured, r)
         if self._defer_to_profile(measured, fix.replan or host_us is not None
                                   or compare):
             # Measured again after a profiled warm step (StepMeter skips
