@@ -457,7 +457,8 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
         p.offload, p.offloads = "auto", list(offloads)
     p.allow_provisional = provisional
     backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
-                              calibrated_plan=None)
+                              calibrated_plan=None,
+                              cudagraphs_deferred=False)
     # A recompile plans with the partitioner's settings at that moment: the
     # module's "context" names the plan those settings make ("first plan"
     # for the first plan's: a revert compiles it again).
