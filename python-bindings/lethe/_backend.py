@@ -237,9 +237,10 @@ class Backend:
                 compiled = torch.compile(model, backend=self, dynamic=False)
                 if self._calibrate:
                     calibrator = _calibrate.Calibrator(self, compiled)
-                    _step_meter.StepMeter(compiled, calibrator.on_step,
-                                         profile=calibrator.wants_profile,
-                                         on_profile=calibrator.on_profile)
+                    calibrator.meter = _step_meter.StepMeter(
+                        compiled, calibrator.on_step,
+                        profile=calibrator.wants_profile,
+                        on_profile=calibrator.on_profile)
                 return compiled
             return self.wrap_module(model)
         # torch.compile calls backends with (GraphModule, example inputs).

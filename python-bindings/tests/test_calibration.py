@@ -457,7 +457,8 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
         p.offload, p.offloads = "auto", list(offloads)
     p.allow_provisional = provisional
     backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
-                              calibrated_plan=None)
+                              calibrated_plan=None,
+                              cudagraphs_deferred=False)
     # A recompile plans with the partitioner's settings at that moment: the
     # module's "context" names the plan those settings make ("first plan"
     # for the first plan's: a revert compiles it again).
@@ -519,6 +520,47 @@ def test_calibration_near_the_least_runs_the_least_instead_of_failing(
         warnings.simplefilter("error")
         assert not cal.on_step(Measurement(1150, 10.0))
     assert report["reverted"] and "unmet" not in report
+
+
+def test_a_cuda_graph_step_over_its_budget_is_replanned_once(monkeypatch):
+    from types import SimpleNamespace
+    from lethe._step_meter import Measurement
+    # Calibrated without CUDA graphs, the plan fits (990 of 1000 B) and is
+    # compiled with them; the step is then measured from its recording (a
+    # replay allocates nothing). With graphs it peaks higher (measured on
+    # an H200: MobileNet-V3 38 MB over its budget): re-planned once with
+    # the excess off, measured again, and if still over, said so.
+    for peaks, unmet in (((1040, 1010), True), ((1040, 995), False),
+                         ((1000,), False)):
+        cal, p, report, compiled = _calibrator(monkeypatch,
+                                               lambda c: 1000 + c)
+        cal.backend.cudagraphs_deferred = True
+        asked = []
+        cal.meter = SimpleNamespace(
+            measure_next_first=lambda: asked.append(True))
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        assert cal.on_step(Measurement(990, 10.0))
+        assert "with CUDA graphs" in report["cudagraphs"]
+        assert not cal.backend.cudagraphs_deferred and not report["done"]
+        assert asked == [True]
+        p.compile()
+        if len(peaks) == 1:  # fits with graphs too: done
+            assert not cal.on_step(Measurement(peaks[0], 10.0))
+            assert report["done"] and p.peak_correction == 0
+            continue
+        assert cal.on_step(Measurement(peaks[0], 10.0))
+        assert p.peak_correction == -40 and asked == [True, True]
+        p.compile()
+        if unmet:
+            with pytest.warns(UserWarning, match="under CUDA graphs"):
+                assert not cal.on_step(Measurement(peaks[1], 10.0))
+            assert report["cudagraphs_unmet"] == dict(budget_bytes=1000,
+                                                      peak_bytes=1010)
+        else:
+            assert not cal.on_step(Measurement(peaks[1], 10.0))
+            assert "cudagraphs_unmet" not in report
+        assert report["done"] and len(report["cudagraph_attempts"]) == 2
+        assert not cal.wants_profile()  # no replay's launch can be timed
 
 
 def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
@@ -685,6 +727,32 @@ def test_step_meter_skips_a_warm_step_and_reports_the_median_of_three():
                              _step_meter.Measurement(9, 50.0),
                              _step_meter.Measurement(7, 2.0)])
     assert (m.peak_bytes, m.step_ms) == (9, 2.0)
+
+
+def test_the_meter_measures_from_the_first_call_after_a_compile_if_asked():
+    # Going on (True) means the module recompiles at the next call; a meter
+    # asked to measure first then measures from the call after that one,
+    # with no warm calls (CUDA graph trees record there).
+    from lethe import _step_meter
+    calls, seen = [0], []
+    lin = nn.Linear(4, 4)
+    lin.register_forward_pre_hook(lambda m, a: calls.__setitem__(
+        0, calls[0] + 1))
+
+    def on_step(m):
+        seen.append(calls[0])
+        if len(seen) == 1:
+            meter.measure_next_first()
+            return True
+        return False
+    meter = _step_meter.StepMeter(lin, on_step)
+    x = torch.randn(2, 4)
+    for _ in range(12):
+        lin(x).sum().backward()
+    # First window: calls 3-5 (call 1 compiles, call 2 warm), read at call
+    # 6, which runs the old plan; call 7 compiles; calls 8-10 measured,
+    # read at 11 (with warm calls: 9-11, read at 12).
+    assert seen == [6, 11]
 
 
 def test_calibration_keeps_a_replan_that_fits(monkeypatch):
