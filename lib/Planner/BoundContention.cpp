@@ -295,11 +295,17 @@ void Relaxation::addPhaseSplit(NodeId p) {
     lp.addRow(0, INFINITY, roundTrips);
   }
   // Each direction's stream moves in phase 1 at most its wall time, which
-  // is the step less phase 2's nodes: hi_{p+1} + T; in phase 2 at most the
-  // step less phase 1's nodes.
+  // is the step less phase 2's, and phase 2 lasts at least its nodes and
+  // the re-runs after p starts (L_p, where the point has that column; they
+  // run on the same serial stream): hi_{p+1} + T - L_p. In phase 2 at most
+  // the step less phase 1's nodes.
   double phase1 = hi[p + 1], phase2 = hi[numNodes] - lo[p + 1];
-  lp.addRow(-INFINITY, phase1, {{both1, 1}, {d2h1, 1}, {colT, -1}});
-  lp.addRow(-INFINITY, phase1, {{both1, 1}, {h2d1, 1}, {colT, -1}});
+  for (int only : {d2h1, h2d1}) {
+    std::vector<std::pair<int, double>> row{{both1, 1}, {only, 1}, {colT, -1}};
+    if (lateCol[p] >= 0)
+      row.push_back({lateCol[p], 1});
+    lp.addRow(-INFINITY, phase1, row);
+  }
   lp.addRow(
       -INFINITY, phase2,
       {{colBoth, 1}, {both1, -1}, {colD2hOnly, 1}, {d2h1, -1}, {colT, -1}});
