@@ -315,7 +315,6 @@ def run_method(name, method, args, device, budgets):
         # A replay overwrites a graph's outputs: keep the loss apart.
         return loss.detach().clone() if args.cudagraphs else loss.detach()
 
-
     warmup = args.warmup
     if extra.get("calibrate"):
         # The calibration measures 3 steps after a second of warm ones,

@@ -325,6 +325,9 @@ class Calibrator:
         allocate nothing): over the budget, re-planned once with the excess
         taken off, and measured again; still over, said so."""
         budget = self._byte_budget()
+        records = self._new_records()
+        if len(records) == 1:  # the plan the module now runs
+            self.backend.calibrated_plan = records[0]
         self.report.setdefault("cudagraph_attempts", []).append(dict(
             peak_bytes=measured.peak_bytes, step_ms=measured.step_ms,
             peak_correction=self.p.peak_correction))

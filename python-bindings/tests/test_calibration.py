@@ -550,6 +550,7 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_once(monkeypatch):
             continue
         assert cal.on_step(Measurement(peaks[0], 10.0))
         assert p.peak_correction == -40 and asked == [True, True]
+        assert cal.backend.calibrated_plan is p.records[-1]  # graphs' plan
         p.compile()
         if unmet:
             with pytest.warns(UserWarning, match="under CUDA graphs"):
@@ -560,6 +561,7 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_once(monkeypatch):
             assert not cal.on_step(Measurement(peaks[1], 10.0))
             assert "cudagraphs_unmet" not in report
         assert report["done"] and len(report["cudagraph_attempts"]) == 2
+        assert cal.backend.calibrated_plan is p.records[-1]  # the re-plan
         assert not cal.wants_profile()  # no replay's launch can be timed
 
 
