@@ -106,11 +106,18 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   // Recompute: each chain node runs at least once per step in which any
   // activation it re-creates is recomputed, and once per restore point at
   // which one is (a column counts its runs); the compute stream is serial.
-  llvm::DenseMap<NodeId, std::vector<int>> chainOf;
-  for (size_t a = 0; a < acts.size(); ++a)
+  // An offloaded activation's re-derived views (the view nodes that
+  // re-create its backward-read aliases from the prefetched storage) run
+  // likewise at its restore point, in the same chain (Placement.cpp).
+  llvm::DenseMap<NodeId, std::vector<int>> chainOf, rederiveOf;
+  for (size_t a = 0; a < acts.size(); ++a) {
     if (colC[a] >= 0)
       for (NodeId node : acts[a].recomputeNodes)
         chainOf[node].push_back(static_cast<int>(a));
+    if (colO[a] >= 0)
+      for (NodeId node : acts[a].rederiveNodes)
+        rederiveOf[node].push_back(static_cast<int>(a));
+  }
   // A node runs at most once per restore point of the activations whose
   // chain has it: its column's cap (the runs' deficits in the contention
   // rows cannot then pay for runs no plan makes).
@@ -118,11 +125,19 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   colRerun = lp.addColumn(0, INFINITY, 0, false);
   std::vector<std::pair<int, double>> recompute{{colRerun, 1.0}};
   for (NodeId node = 0; node < numNodes; ++node) {
-    auto found = chainOf.find(node);
-    if (found == chainOf.end())
+    auto readers = [](const llvm::DenseMap<NodeId, std::vector<int>> &map,
+                      NodeId node) -> llvm::ArrayRef<int> {
+      auto found = map.find(node);
+      if (found == map.end())
+        return {};
+      return found->second;
+    };
+    llvm::ArrayRef<int> recomputed = readers(chainOf, node);
+    llvm::ArrayRef<int> offloaded = readers(rederiveOf, node);
+    if (recomputed.empty() && offloaded.empty())
       continue;
     llvm::SmallVector<NodeId, 8> points;
-    for (int a : found->second)
+    for (int a : llvm::concat<const int>(recomputed, offloaded))
       points.append(acts[a].restorePoints.begin(), acts[a].restorePoints.end());
     llvm::sort(points);
     int runs = static_cast<int>(std::unique(points.begin(), points.end()) -
@@ -130,8 +145,10 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     int col = lp.addColumn(0, std::max(1, runs), 0, false);
     colZ[node] = col;
     recompute.push_back({col, -model.nodeTimeUs(node)});
-    for (int a : found->second)
+    for (int a : recomputed)
       lp.addRow(0, INFINITY, {{col, 1}, {colC[a], -1}});
+    for (int a : offloaded)
+      lp.addRow(0, INFINITY, {{col, 1}, {colO[a], -1}});
   }
   addRestoreRuns(colZ, chainOf);
   // The re-run time as one column (R = sum(t_n z_n)), which the contention
