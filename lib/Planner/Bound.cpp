@@ -136,6 +136,14 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     llvm::ArrayRef<int> offloaded = readers(rederiveOf, node);
     if (recomputed.empty() && offloaded.empty())
       continue;
+    // A view only one offloadable activation re-derives, in no chain, runs
+    // exactly when that one is offloaded: its runs are o_a itself (no
+    // column, no row; the contention rows read it through colZ too).
+    if (recomputed.empty() && offloaded.size() == 1) {
+      colZ[node] = colO[offloaded.front()];
+      recompute.push_back({colO[offloaded.front()], -model.nodeTimeUs(node)});
+      continue;
+    }
     llvm::SmallVector<NodeId, 8> points;
     for (int a : llvm::concat<const int>(recomputed, offloaded))
       points.append(acts[a].restorePoints.begin(), acts[a].restorePoints.end());
