@@ -261,6 +261,8 @@ def run_method(name, method, args, device, budgets):
     import torch._functorch.config as fconfig
     fconfig.activation_memory_budget = 1.0
     run, ctx, extra, backend = model, None, {}, None
+    if args.cudagraphs:
+        extra["cudagraphs"] = True
     if method == "full":
         model.checkpointed = set(range(len(model.blocks)))
     elif method == "every2":
@@ -275,7 +277,8 @@ def run_method(name, method, args, device, budgets):
     elif method.startswith("compile"):
         fconfig.activation_memory_budget = \
             float(method.split("-")[1]) if "-" in method else 1.0
-        run = torch.compile(model, dynamic=False)
+        run = torch.compile(model, dynamic=False, **(
+            {"mode": "reduce-overhead"} if args.cudagraphs else {}))
     elif method.startswith("lethe"):
         budget = budgets[method.split(":", 1)[1]]
         correction = 0
@@ -284,7 +287,10 @@ def run_method(name, method, args, device, budgets):
             correction = int(correction)
         extra["budget"] = budget
         extra["peak_correction"] = correction
-        calibrate = args.lethe_calibrate == "auto" and not correction
+        # Under CUDA graphs the backend does not calibrate (a replay
+        # allocates nothing and its launches cannot be timed).
+        calibrate = args.lethe_calibrate == "auto" and not correction \
+            and not args.cudagraphs
         extra["calibrate"] = calibrate
         backend = lt.backend(budget=budget, device=args.profile,
                              peak_correction=correction,
@@ -292,17 +298,26 @@ def run_method(name, method, args, device, budgets):
                              costs=args.lethe_costs,
                              offload={"auto": "auto", "off": False}[
                                  args.lethe_offload],
-                             dump_dir=_dump_dir(args, method))
+                             dump_dir=_dump_dir(args, method),
+                             inductor_options={"triton.cudagraphs": True}
+                             if args.cudagraphs else None)
         run = backend(model)  # torch.compile(..., dynamic=False), calibrating
 
     def step():
+        if args.cudagraphs:
+            # A new step: CUDA graph trees may reuse the last one's outputs.
+            torch.compiler.cudagraph_mark_step_begin()
         if ctx is None:
             loss = run(a, b)
         else:
             with ctx():
                 loss = run(a, b)
         loss.backward()
-        return loss.detach()
+        # A replay overwrites a graph's outputs: keep the loss apart.
+        return loss.detach().clone() if args.cudagraphs else loss.detach()
+
+    if args.cudagraphs and cuda:
+        step = _recorded_peak(step, extra)
 
     warmup = args.warmup
     if extra.get("calibrate"):
@@ -317,6 +332,10 @@ def run_method(name, method, args, device, budgets):
                 break
     try:
         result = tb.measure(step, params, cuda, warmup, args.steps)
+        if "recorded_peak_bytes" in extra:
+            # Replays allocate nothing: the step's peak is the recording's.
+            result["replay_peak_bytes"] = result["peak_bytes"]
+            result["peak_bytes"] = extra["recorded_peak_bytes"]
         turns = interleave.Turns.from_env()
         if turns is not None:
             def more():
@@ -374,6 +393,30 @@ def run_method(name, method, args, device, budgets):
                 result["budget_bytes"] = int(extra["budget"])
     del lethe
     return result
+
+
+def _recorded_peak(step, extra, steps=(1, 2)):
+    """`step` that measures the peak of the calls numbered in `steps`
+    (from 0) into extra["recorded_peak_bytes"]: under CUDA graph trees the
+    call after the compiling one warms the graphs up and the next records
+    them, in the allocator's view; replays allocate nothing."""
+    calls = [0]
+
+    def measured():
+        i = calls[0]
+        calls[0] += 1
+        if i not in steps:
+            return step()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        loss = step()
+        torch.cuda.synchronize()
+        extra["recorded_peak_bytes"] = max(
+            extra.get("recorded_peak_bytes", 0),
+            torch.cuda.max_memory_allocated() - before)
+        return loss
+    return measured
 
 
 def host_times(step, params, steps=10):
@@ -722,6 +765,11 @@ def main():
                    "steps in all, the methods in turns "
                    "(bench/inductor_interleave.py); a row is the median "
                    "over its rounds")
+    r.add_argument("--cudagraphs", action="store_true",
+                   help="every compiled method as CUDA graphs "
+                   "(mode='reduce-overhead'; Lethe with inductor option "
+                   "triton.cudagraphs and no calibration); the peak is the "
+                   "recording step's, replays allocate nothing")
     o = sub.add_parser("one", help=argparse.SUPPRESS)
     o.add_argument("spec")
     o.add_argument("out")

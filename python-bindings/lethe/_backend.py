@@ -47,7 +47,10 @@ def backend(budget="40%", policy=None, device=None, **options):
       file); None: the profile of this process's GPU.
     compiler: "inductor" (compile with fusion, Lethe as the partitioner;
       the default on a torch that has the hooks) or "eager".
-    inductor_options: further inductor config patches (inductor only).
+    inductor_options: further inductor config patches (inductor only),
+      e.g. {"triton.cudagraphs": True}: mode="reduce-overhead" (a custom
+      backend takes no mode=). Under CUDA graphs calibrate="auto" is off:
+      a replay's allocations and launches cannot be measured.
     costs: how ops are priced (inductor only): "auto" (default: measured on
       the GPU the step runs on, the cost model elsewhere; see
       lethe._measure), "measured", "model", or a table of op times in µs
@@ -96,6 +99,18 @@ class GraphPlan(PlanRecord):
                     offloaded=len(self.info.offloaded),
                     retained_instead=self.info.retained_instead,
                     plan_s=self.plan_s)
+
+
+def _cudagraphs(inductor_options) -> bool:
+    """Whether inductor will run the compiled step as CUDA graphs: asked
+    in the backend's inductor options or set in inductor's config."""
+    if "triton.cudagraphs" in inductor_options:
+        return bool(inductor_options["triton.cudagraphs"])
+    try:
+        from torch._inductor import config
+    except ImportError:  # torch 1.13: no inductor
+        return False
+    return bool(config.triton.cudagraphs)
 
 
 class Backend:
@@ -148,6 +163,19 @@ class Backend:
         # What the automatic calibration measured and did (see calibrate=),
         # and the PartitionRecord of the plan the module runs after it.
         self.calibration = {}
+        if self._calibrate and _cudagraphs(self.inductor_options):
+            # A replayed CUDA graph allocates nothing: the calibration would
+            # read a replay's peak as the plan under-using its budget and
+            # re-plan over it, and no launch of a replay can be timed.
+            if calibrate is True:
+                raise ValueError(
+                    "calibrate=True cannot measure a step that CUDA graphs "
+                    "replay (triton.cudagraphs / mode='reduce-overhead'): "
+                    "pass calibrate=False or turn CUDA graphs off")
+            self._calibrate = False
+            self.calibration["skipped"] = (
+                "CUDA graphs replay the step (triton.cudagraphs): its "
+                "allocations and launches cannot be measured in a replay")
         self.calibrated_plan = None
         self.offload = offload
         self.prefetch = prefetch

@@ -134,6 +134,22 @@ def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch,
         lt.backend(calibrate="yes")
 
 
+def test_no_calibration_of_a_step_cuda_graphs_replay():
+    # A replay allocates nothing and launches nothing one could time: the
+    # calibration would read the plan as under-using its budget.
+    cg = {"triton.cudagraphs": True}
+    with pytest.raises(ValueError, match="CUDA graphs"):
+        lt.backend(budget=str(4 << 20), calibrate=True, inductor_options=cg)
+    b = lt.backend(budget=str(4 << 20), calibrate="auto",
+                   inductor_options=cg)
+    assert not b._calibrate
+    if torch.cuda.is_available():  # "auto" calibrates on CUDA only
+        assert "CUDA graphs" in b.calibration["skipped"]
+    b = lt.backend(budget=str(4 << 20), calibrate=True,
+                   inductor_options={"triton.cudagraphs": False})
+    assert b._calibrate and not b.calibration
+
+
 @needs_lethe
 def test_calibration_prices_generated_kernels_by_a_profiled_step(
         replans_kept):

@@ -65,3 +65,13 @@ def test_interleaved_methods_are_timed_in_turns(tmp_path):
         assert len(r["step_ms_rounds"]) == 3 and len(r["step_ms_all"]) == 3
         assert min(r["step_ms_all"]) <= r["step_ms"] <= max(r["step_ms_all"])
     assert len({r["pid"] for r in rows.values()}) == 2
+
+
+def test_cuda_graph_runs_keep_each_steps_loss(tmp_path):
+    # --cudagraphs: compile as mode="reduce-overhead" and Lethe with
+    # triton.cudagraphs and no calibration. On the CPU inductor makes no
+    # CUDA graphs; the steps must still run and say how they were asked.
+    doc = _run(tmp_path, "--methods", "compile", "--isolate", "off",
+               "--cudagraphs")
+    r = doc["results"]["compile"]
+    assert "error" not in r and r["step_ms"] > 0 and r["cudagraphs"]
