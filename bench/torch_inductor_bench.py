@@ -287,10 +287,9 @@ def run_method(name, method, args, device, budgets):
             correction = int(correction)
         extra["budget"] = budget
         extra["peak_correction"] = correction
-        # Under CUDA graphs the backend does not calibrate (a replay
-        # allocates nothing and its launches cannot be timed).
-        calibrate = args.lethe_calibrate == "auto" and not correction \
-            and not args.cudagraphs
+        # Under CUDA graphs the backend calibrates without them and then
+        # compiles the kept plan with them.
+        calibrate = args.lethe_calibrate == "auto" and not correction
         extra["calibrate"] = calibrate
         backend = lt.backend(budget=budget, device=args.profile,
                              peak_correction=correction,
@@ -316,9 +315,6 @@ def run_method(name, method, args, device, budgets):
         # A replay overwrites a graph's outputs: keep the loss apart.
         return loss.detach().clone() if args.cudagraphs else loss.detach()
 
-    if args.cudagraphs and cuda:
-        step = _recorded_peak(step, extra)
-
     warmup = args.warmup
     if extra.get("calibrate"):
         # The calibration measures 3 steps after a second of warm ones,
@@ -331,11 +327,19 @@ def run_method(name, method, args, device, budgets):
             if backend.calibration.get("done"):
                 break
     try:
-        result = tb.measure(step, params, cuda, warmup, args.steps)
+        # After the calibration: under CUDA graphs its end recompiles.
+        timed = _recorded_peak(step, extra) if args.cudagraphs and cuda \
+            else step
+        result = tb.measure(timed, params, cuda, warmup, args.steps)
         if "recorded_peak_bytes" in extra:
-            # Replays allocate nothing: the step's peak is the recording's.
+            # Replays allocate nothing: the step's peak is the recording's,
+            # which Lethe's calibration measured where it ended by
+            # recompiling with CUDA graphs (the timed calls only replay).
+            graphs = (backend.calibration.get("cudagraph_attempts")
+                      if backend is not None else None) or [{}]
             result["replay_peak_bytes"] = result["peak_bytes"]
-            result["peak_bytes"] = extra["recorded_peak_bytes"]
+            result["peak_bytes"] = max(extra["recorded_peak_bytes"],
+                                       graphs[-1].get("peak_bytes") or 0)
         turns = interleave.Turns.from_env()
         if turns is not None:
             def more():
@@ -768,8 +772,8 @@ def main():
     r.add_argument("--cudagraphs", action="store_true",
                    help="every compiled method as CUDA graphs "
                    "(mode='reduce-overhead'; Lethe with inductor option "
-                   "triton.cudagraphs and no calibration); the peak is the "
-                   "recording step's, replays allocate nothing")
+                   "triton.cudagraphs, calibrating without them first); the "
+                   "peak is the recording step's, replays allocate nothing")
     o = sub.add_parser("one", help=argparse.SUPPRESS)
     o.add_argument("spec")
     o.add_argument("out")

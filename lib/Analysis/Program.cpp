@@ -43,6 +43,8 @@ Stream lethe::getOpStream(Operation *op) {
 bool lethe::isInPlaceWriter(Operation *op) {
   auto node = dyn_cast<NodeOp>(op);
   return node && node.getAliases() &&
+         llvm::any_of(*node.getAliases(),
+                      [](int64_t operand) { return operand >= 0; }) &&
          (TrainingGraph::classifyKind(node.getKind()) & NodeFlagMutates);
 }
 

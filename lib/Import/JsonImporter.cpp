@@ -81,6 +81,10 @@ struct NodeRecord {
   SmallVector<Type, 2> resultTypes;
   SmallVector<int64_t, 2> aliases;
   bool hasAlias = false;
+  /// Some output states its alias, -1 included: the node's aliases are
+  /// known, whatever its kind's name says (an `aten.view` that inductor
+  /// fuses a chain into writes a buffer of its own).
+  bool declaresAliases = false;
   std::optional<double> timeUs;
   /// Null at the root.
   StringAttr scope;
@@ -258,6 +262,7 @@ LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
                              << "node has " << node.inputs.size() << " inputs)";
     alias = *k;
     node.hasAlias |= alias >= 0;
+    node.declaresAliases = true;
   }
   node.resultTypes.push_back(type);
   node.aliases.push_back(alias);
@@ -587,7 +592,8 @@ void GraphJsonImporter::build(ModuleOp module) {
     }
     if (!op) {
       DenseI64ArrayAttr aliases =
-          node.hasAlias ? builder.getDenseI64ArrayAttr(node.aliases)
+          node.hasAlias || node.declaresAliases
+              ? builder.getDenseI64ArrayAttr(node.aliases)
                         : DenseI64ArrayAttr();
       op = NodeOp::create(builder, node.loc, node.resultTypes, node.op,
                           PhaseAttr::get(context, node.phase), operands, time,

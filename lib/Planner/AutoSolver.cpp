@@ -32,8 +32,15 @@ using namespace lethe::autosolver;
 
 namespace {
 
-/// Ladder levels built below the first one that fits the budget.
-constexpr unsigned kLookBelow = 3;
+/// Ladder levels built below the first one that fits the budget: a member is
+/// the fastest plan this far down. Random graphs 9100-9699 in 5% budget
+/// steps rose with the budget on 7 of 600 graphs at 3, 4 at 4, 2 at 5, 1 at
+/// 6 (a faster plan deeper down); the corpus solves summed +3% at 4, +12% at
+/// 5, +18% at 6 (bench/results/scaling.md, 2026-11-27).
+constexpr unsigned kLookBelow = 4;
+/// Ladder members below the plan chosen that refining reads (how far the
+/// ladder goes below it, what building it took).
+constexpr unsigned kRefineBelow = 3;
 /// Two members far apart are searched between (plansBetween) only where
 /// the lower one's step is slower by more than this share of the upper's:
 /// such gaps are common on convolutional steps, whose single activations
@@ -48,12 +55,6 @@ constexpr unsigned kSwapBelowRounds = 4;
 /// asked for again by the next level's greedy and probe; older ones are not
 /// (and each kept one holds an evaluation's schedule).
 constexpr size_t kKeptReductions = 4;
-/// Solves nested for refining's floor (solveAt), one inside the other: each
-/// costs about a refine (the ladder is replayed) and is made only where the
-/// floor turns a move down. On the Llama-style graph at 50%: 11.47% with
-/// none, 11.47% with 1, 11.07% with 2, 10.96% with 3, the solve 290, 316,
-/// 349 and 376 ms (bench/results/bound.md, 2026-11-27).
-constexpr unsigned kFloorDepth = 2;
 
 } // namespace
 
@@ -238,9 +239,10 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
   }
   llvm::ArrayRef<Evaluation> seedEvals = family.seedEvals;
   // The family's member i is the fastest of ladder plans i to i +
-  // kLookBelow (all fit level i): the greedy is path-dependent, and a plan a
-  // few levels down is at times faster than the one found at the level. So
-  // the ladder is built kLookBelow plans past the first that fits.
+  // kLookBelow and the plans between them (all fit level i): the greedy is
+  // path-dependent, and a plan a few levels down is at times faster than the
+  // one found at the level. So the ladder is built kLookBelow plans past the
+  // first that fits.
   if (!resume) {
     if (ladder.back().peak <= budget)
       firstFit = 0;
@@ -510,24 +512,6 @@ llvm::Expected<AutoSolution> Solver::solve() {
                                    std::make_pair(best->rank, best->index)))
       best = s;
   };
-  std::vector<double> keys(ladder.size());
-  bool fitted = false;
-  double key = 0.0;
-  for (size_t i = 0; i < ladder.size(); ++i) {
-    size_t fastest = i;
-    for (size_t k = i + 1; k < ladder.size() && k <= i + kLookBelow; ++k)
-      if (ladder[k].step < ladder[fastest].step)
-        fastest = k;
-    key = std::max(key, ladder[fastest].step);
-    keys[i] = key;
-    if (!fitted && ladder[fastest].peak <= budget) {
-      consider({key, 0, fastest});
-      fitted = true;
-    }
-  }
-  for (size_t i = 0; i < seeds.size(); ++i)
-    if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
-      consider({seedEvals[i].stepUs, 1, i});
   // Plans between two members far apart (AutoSolverBetween.cpp), keyed as
   // no faster than the member above them: a budget the member above fits
   // never prefers one, and their keys grow along the ladder as the
@@ -552,10 +536,48 @@ llvm::Expected<AutoSolution> Solver::solve() {
         between.push_back({i, std::move(plan)});
     }
   }
+  // Member i is the fastest of the ladder plans i to i + kLookBelow and the
+  // plans between them: all fit level i, and one found between two members
+  // can be faster than the member above it as well as lower (a random graph:
+  // 2441 us one decision below a member of 2566 us). Outside the window it
+  // was chosen only below that member's peak, a larger budget got the slower
+  // member, and the overhead rose with the budget.
+  std::vector<double> keys(ladder.size());
+  bool fitted = false;
+  double key = 0.0;
+  size_t nextBetween = 0; // the first plan between members i and i + 1
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    while (nextBetween < between.size() && between[nextBetween].first < i)
+      ++nextBetween;
+    Scored fastest{ladder[i].step, 0, i};
+    int64_t fastestPeak = ladder[i].peak;
+    for (size_t k = i + 1; k < ladder.size() && k <= i + kLookBelow; ++k)
+      if (ladder[k].step < fastest.key) {
+        fastest = {ladder[k].step, 0, k};
+        fastestPeak = ladder[k].peak;
+      }
+    for (size_t b = nextBetween;
+         b < between.size() && between[b].first < i + kLookBelow; ++b)
+      if (between[b].second.step < fastest.key) {
+        fastest = {between[b].second.step, 2, b};
+        fastestPeak = between[b].second.peak;
+      }
+    key = std::max(key, fastest.key);
+    keys[i] = key;
+    if (!fitted && fastestPeak <= budget) {
+      consider({key, fastest.rank, fastest.index});
+      fitted = true;
+    }
+  }
+  for (size_t i = 0; i < seeds.size(); ++i)
+    if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
+      consider({seedEvals[i].stepUs, 1, i});
   // Only where it is faster than the plan the family gave: its key may be
   // below a ladder member's whose own step is under its key.
   auto chosenStepOf = [&](const Scored &s) {
-    return s.rank == 1 ? seedEvals[s.index].stepUs : ladder[s.index].step;
+    return s.rank == 1   ? seedEvals[s.index].stepUs
+           : s.rank == 2 ? between[s.index].second.step
+                         : ladder[s.index].step;
   };
   const std::optional<Scored> familyChoice = best;
   for (auto [k, entry] : llvm::enumerate(between))
@@ -591,7 +613,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
                                               : ladder[best->index].step;
   // Refining reads the ladder below the plan chosen: how far the ladder goes
   // below it (whether copies are widened) and what building it to there
-  // took (refine's evaluations). Both are read kLookBelow members below the
+  // took (refine's evaluations). Both are read kRefineBelow members below the
   // chosen one, built here where this budget's ladder stops short of that:
   // read where this budget's ladder ends, they differed between budgets
   // that choose the same plan, and so did its refinement (one of 300 random
@@ -601,7 +623,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
   if (family && best->rank != 1) {
     const size_t anchor =
         best->rank == 2 ? between[best->index].first : best->index;
-    const size_t want = anchor + kLookBelow + 1;
+    const size_t want = anchor + kRefineBelow + 1;
     if (built.ladder.size() < want && !built.complete) {
       // Built as a solve at a budget just under the chosen plan's peak
       // builds it; not counted in this solve's evaluations.
@@ -737,58 +759,4 @@ AutoFamily &AutoFamilies::get(llvm::StringRef step) {
   if (!family)
     family = std::make_unique<AutoFamily>();
   return *family;
-}
-
-/// Solves at the budget of `options`; where refining meets its floor and
-/// `depth` < kFloorDepth, solves at the next budget up (depth + 1, the
-/// ladder replayed from `solver.family`) for the floor (refineSolution).
-static llvm::Expected<AutoSolution> solveAt(const Evaluator &evaluator,
-                                            const PlanOptions &options,
-                                            llvm::ArrayRef<AutoSeed> seeds,
-                                            const AutoSolverOptions &solver,
-                                            unsigned depth) {
-  Solver fast(evaluator, options, seeds, solver);
-  // The solves nested for the floor refine otherwise: only the caller's
-  // budget is kept and answered again.
-  fast.setAnswersAgain(depth == 0);
-  llvm::Expected<AutoSolution> solution = fast.solve();
-  if (!solution || fast.isSolvedAgain())
-    return solution;
-  if (!solver.refine) {
-    fast.keepSolved(*solution);
-    return solution;
-  }
-  auto stepAbove =
-      [&](int64_t budget) -> llvm::Expected<std::optional<double>> {
-    PlanOptions above = options;
-    above.budgetBytes = budget;
-    llvm::Expected<AutoSolution> plan =
-        solveAt(evaluator, above, seeds, solver, depth + 1);
-    if (!plan)
-      return plan.takeError();
-    if (!plan->feasible)
-      return std::nullopt;
-    return plan->evaluation.stepUs;
-  };
-  const bool nest = depth < kFloorDepth && solver.family;
-  if (llvm::Error err = fast.refineSolution(
-          *solution,
-          nest ? std::function<llvm::Expected<std::optional<double>>(int64_t)>(
-                     stepAbove)
-               : nullptr))
-    return std::move(err);
-  fast.keepSolved(*solution);
-  return solution;
-}
-
-llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
-                                              const PlanOptions &options,
-                                              llvm::ArrayRef<AutoSeed> seeds,
-                                              const AutoSolverOptions &solver) {
-  // The solves for refining's floor replay this solve's ladder.
-  AutoFamily local;
-  AutoSolverOptions withFamily = solver;
-  if (!withFamily.family && withFamily.tiedClasses.empty())
-    withFamily.family = &local;
-  return solveAt(evaluator, options, seeds, withFamily, 0);
 }

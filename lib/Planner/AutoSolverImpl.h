@@ -541,7 +541,7 @@ private:
   /// The least peak of a member above the budget (-1: none): the next
   /// budget at which the family gives another plan.
   int64_t nextPeakAbove = -1;
-  /// The least peak kLookBelow ladder members below the plan chosen (or of
+  /// The least peak kRefineBelow ladder members below the plan chosen (or of
   /// a seed), and the evaluations building the ladder to there took: what
   /// refining reads (-1, 0: this solve's least peak and evaluations).
   int64_t refineLeastPeak = -1;

@@ -8,7 +8,9 @@
 // on the returned plan at the budget: moves of one or two decisions ranked
 // by a cheap estimate (step time saved per byte moved, from the current
 // placement and its exact memory), each confirmed by a whole-step
-// evaluation, the fastest plan kept (docs/Planner.md, "Refining").
+// evaluation, the fastest plan kept (docs/Planner.md, "Refining"). Its
+// floor may come from a solve at the next budget up (solveAt, which
+// solveAuto starts).
 //
 //===----------------------------------------------------------------------===//
 
@@ -540,4 +542,69 @@ llvm::Error Solver::refineSolution(
       solution.reasons[a] += " [" + notes[a] + "]";
   }
   return llvm::Error::success();
+}
+
+namespace {
+
+/// Solves nested for refining's floor (solveAt), one inside the other: each
+/// costs about a refine (the ladder is replayed) and is made only where the
+/// floor turns a move down. On the Llama-style graph at 50%: 11.47% with
+/// none, 11.47% with 1, 11.07% with 2, 10.96% with 3, the solve 290, 316,
+/// 349 and 376 ms (bench/results/bound.md, 2026-11-27).
+constexpr unsigned kFloorDepth = 2;
+
+} // namespace
+
+/// Solves at the budget of `options`; where refining meets its floor and
+/// `depth` < kFloorDepth, solves at the next budget up (depth + 1, the
+/// ladder replayed from `solver.family`) for the floor (refineSolution).
+static llvm::Expected<AutoSolution> solveAt(const Evaluator &evaluator,
+                                            const PlanOptions &options,
+                                            llvm::ArrayRef<AutoSeed> seeds,
+                                            const AutoSolverOptions &solver,
+                                            unsigned depth) {
+  Solver fast(evaluator, options, seeds, solver);
+  // The solves nested for the floor refine otherwise: only the caller's
+  // budget is kept and answered again.
+  fast.setAnswersAgain(depth == 0);
+  llvm::Expected<AutoSolution> solution = fast.solve();
+  if (!solution || fast.isSolvedAgain())
+    return solution;
+  if (!solver.refine) {
+    fast.keepSolved(*solution);
+    return solution;
+  }
+  auto stepAbove =
+      [&](int64_t budget) -> llvm::Expected<std::optional<double>> {
+    PlanOptions above = options;
+    above.budgetBytes = budget;
+    llvm::Expected<AutoSolution> plan =
+        solveAt(evaluator, above, seeds, solver, depth + 1);
+    if (!plan)
+      return plan.takeError();
+    if (!plan->feasible)
+      return std::nullopt;
+    return plan->evaluation.stepUs;
+  };
+  const bool nest = depth < kFloorDepth && solver.family;
+  if (llvm::Error err = fast.refineSolution(
+          *solution,
+          nest ? std::function<llvm::Expected<std::optional<double>>(int64_t)>(
+                     stepAbove)
+               : nullptr))
+    return std::move(err);
+  fast.keepSolved(*solution);
+  return solution;
+}
+
+llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
+                                              const PlanOptions &options,
+                                              llvm::ArrayRef<AutoSeed> seeds,
+                                              const AutoSolverOptions &solver) {
+  // The solves for refining's floor replay this solve's ladder.
+  AutoFamily local;
+  AutoSolverOptions withFamily = solver;
+  if (!withFamily.family && withFamily.tiedClasses.empty())
+    withFamily.family = &local;
+  return solveAt(evaluator, options, seeds, withFamily, 0);
 }

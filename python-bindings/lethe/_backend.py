@@ -49,8 +49,9 @@ def backend(budget="40%", policy=None, device=None, **options):
       the default on a torch that has the hooks) or "eager".
     inductor_options: further inductor config patches (inductor only),
       e.g. {"triton.cudagraphs": True}: mode="reduce-overhead" (a custom
-      backend takes no mode=). Under CUDA graphs calibrate="auto" is off:
-      a replay's allocations and launches cannot be measured.
+      backend takes no mode=). A calibrating module runs without CUDA
+      graphs until the calibration is done (a replay's allocations and
+      launches cannot be measured), then is compiled once more with them.
     costs: how ops are priced (inductor only): "auto" (default: measured on
       the GPU the step runs on, the cost model elsewhere; see
       lethe._measure), "measured", "model", or a table of op times in µs
@@ -163,19 +164,13 @@ class Backend:
         # What the automatic calibration measured and did (see calibrate=),
         # and the PartitionRecord of the plan the module runs after it.
         self.calibration = {}
-        if self._calibrate and _cudagraphs(self.inductor_options):
-            # A replayed CUDA graph allocates nothing: the calibration would
-            # read a replay's peak as the plan under-using its budget and
-            # re-plan over it, and no launch of a replay can be timed.
-            if calibrate is True:
-                raise ValueError(
-                    "calibrate=True cannot measure a step that CUDA graphs "
-                    "replay (triton.cudagraphs / mode='reduce-overhead'): "
-                    "pass calibrate=False or turn CUDA graphs off")
-            self._calibrate = False
-            self.calibration["skipped"] = (
-                "CUDA graphs replay the step (triton.cudagraphs): its "
-                "allocations and launches cannot be measured in a replay")
+        # A replayed CUDA graph allocates nothing and launches nothing one
+        # could time: the calibration would read a replay's peak as the plan
+        # under-using its budget. Under CUDA graphs the module calibrates
+        # without them and is compiled with them once it is done
+        # (Calibrator.on_step).
+        self.cudagraphs_deferred = self._calibrate \
+            and _cudagraphs(self.inductor_options)
         self.calibrated_plan = None
         self.offload = offload
         self.prefetch = prefetch
@@ -242,9 +237,10 @@ class Backend:
                 compiled = torch.compile(model, backend=self, dynamic=False)
                 if self._calibrate:
                     calibrator = _calibrate.Calibrator(self, compiled)
-                    _step_meter.StepMeter(compiled, calibrator.on_step,
-                                         profile=calibrator.wants_profile,
-                                         on_profile=calibrator.on_profile)
+                    calibrator.meter = _step_meter.StepMeter(
+                        compiled, calibrator.on_step,
+                        profile=calibrator.wants_profile,
+                        on_profile=calibrator.on_profile)
                 return compiled
             return self.wrap_module(model)
         # torch.compile calls backends with (GraphModule, example inputs).
@@ -252,6 +248,8 @@ class Backend:
             from torch._inductor.compile_fx import compile_fx
             patches = {"custom_partitioner_fn": self.partitioner,
                        **self.inductor_options}
+            if self.cudagraphs_deferred:
+                patches["triton.cudagraphs"] = False
             if self.partitioner.offload is not False:
                 # Asynchronous D2H copies read buffers that inductor would
                 # otherwise hand to later kernels (lethe/_inductor.py).

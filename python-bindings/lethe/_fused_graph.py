@@ -271,6 +271,10 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                  "outputs": outputs, "time_us": None}
         if inlined:
             entry["inlined"] = [a.name for a in inlined]
+            # Said outright: the op's name (aten.view) would otherwise make
+            # Lethe price it, and its recomputation, as a free view.
+            for o in outputs:
+                o.setdefault("alias", -1)
         add_provenance(entry, n)
         return entry
 

@@ -88,9 +88,15 @@ class StepMeter:
         self._last: Optional[Measurement] = None
         self._pending: Optional[Dict[str, Any]] = None
         self._done: Optional[Dict[str, Any]] = None
+        self._first_next = False  # see measure_next_first
         self._handles = [
             module.register_forward_pre_hook(self._before),
             module.register_forward_hook(self._after)]
+
+    def measure_next_first(self) -> None:
+        """After the next recompile, measure from the first call after the
+        compiling one, with no warm calls."""
+        self._first_next = True
 
     def remove(self) -> None:
         for h in self._handles:
@@ -118,8 +124,12 @@ class StepMeter:
                 return
             # Going on means the plan changed. nn.Module looked up this
             # call's forward before its hooks ran: this call runs the old
-            # plan, the next one compiles the new; measure after `warm`.
-            self._skip = self._calls + 2 + self._warm
+            # plan, the next one compiles the new; measure after `warm`
+            # (none where asked: CUDA graph trees record in the call after
+            # the compiling one, and only a recording allocates).
+            warm = 0 if self._first_next else self._warm
+            self._first_next = False
+            self._skip = self._calls + 2 + warm
             self._warm_first = self._calls + 3
         self._calls += 1
         self._pending = None

@@ -134,20 +134,40 @@ def test_backend_calibrates_after_a_warm_step_and_replans_once(monkeypatch,
         lt.backend(calibrate="yes")
 
 
-def test_no_calibration_of_a_step_cuda_graphs_replay():
+def test_a_cuda_graph_module_calibrates_without_them_then_uses_them(
+        monkeypatch):
     # A replay allocates nothing and launches nothing one could time: the
-    # calibration would read the plan as under-using its budget.
-    cg = {"triton.cudagraphs": True}
-    with pytest.raises(ValueError, match="CUDA graphs"):
-        lt.backend(budget=str(4 << 20), calibrate=True, inductor_options=cg)
-    b = lt.backend(budget=str(4 << 20), calibrate="auto",
-                   inductor_options=cg)
-    assert not b._calibrate
-    if torch.cuda.is_available():  # "auto" calibrates on CUDA only
-        assert "CUDA graphs" in b.calibration["skipped"]
+    # module calibrates compiled without CUDA graphs, then compiles the plan
+    # it kept once more with them.
+    import torch._inductor.compile_fx as cfx
+    asked = []
+    real = cfx.compile_fx
+
+    def spy(gm, inputs, config_patches=None, **kw):
+        if config_patches and "custom_partitioner_fn" in config_patches:
+            asked.append(config_patches.get("triton.cudagraphs"))
+        return real(gm, inputs, config_patches=config_patches, **kw)
+    monkeypatch.setattr(cfx, "compile_fx", spy)
+    torch._dynamo.reset()
+    b = lt.backend(budget=str(4 << 20), device="h100", calibrate=True,
+                   inductor_options={"triton.cudagraphs": True})
+    assert b.cudagraphs_deferred
+    model = _model()
+    compiled = b(model)
+    for _ in range(12):
+        _step(model, compiled)
+        if b.calibration.get("done"):
+            break
+    assert b.calibration["done"] and not b.cudagraphs_deferred
+    assert "with CUDA graphs" in b.calibration["cudagraphs"]
+    assert asked and set(asked) == {False}
+    _step(model, compiled)  # the kept plan, compiled with CUDA graphs
+    assert asked[-1] is True and asked.count(True) == 1
     b = lt.backend(budget=str(4 << 20), calibrate=True,
                    inductor_options={"triton.cudagraphs": False})
-    assert b._calibrate and not b.calibration
+    assert not b.cudagraphs_deferred
+
+
 
 
 @needs_lethe
@@ -437,7 +457,8 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
         p.offload, p.offloads = "auto", list(offloads)
     p.allow_provisional = provisional
     backend = SimpleNamespace(budget="1000", partitioner=p, calibration={},
-                              calibrated_plan=None)
+                              calibrated_plan=None,
+                              cudagraphs_deferred=False)
     # A recompile plans with the partitioner's settings at that moment: the
     # module's "context" names the plan those settings make ("first plan"
     # for the first plan's: a revert compiles it again).
@@ -499,6 +520,49 @@ def test_calibration_near_the_least_runs_the_least_instead_of_failing(
         warnings.simplefilter("error")
         assert not cal.on_step(Measurement(1150, 10.0))
     assert report["reverted"] and "unmet" not in report
+
+
+def test_a_cuda_graph_step_over_its_budget_is_replanned_once(monkeypatch):
+    from types import SimpleNamespace
+    from lethe._step_meter import Measurement
+    # Calibrated without CUDA graphs, the plan fits (990 of 1000 B) and is
+    # compiled with them; the step is then measured from its recording (a
+    # replay allocates nothing). With graphs it peaks higher (measured on
+    # an H200: MobileNet-V3 38 MB over its budget): re-planned once with
+    # the excess off, measured again, and if still over, said so.
+    for peaks, unmet in (((1040, 1010), True), ((1040, 995), False),
+                         ((1000,), False)):
+        cal, p, report, compiled = _calibrator(monkeypatch,
+                                               lambda c: 1000 + c)
+        cal.backend.cudagraphs_deferred = True
+        asked = []
+        cal.meter = SimpleNamespace(
+            measure_next_first=lambda: asked.append(True))
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        assert cal.on_step(Measurement(990, 10.0))
+        assert "with CUDA graphs" in report["cudagraphs"]
+        assert not cal.backend.cudagraphs_deferred and not report["done"]
+        assert asked == [True]
+        p.compile()
+        if len(peaks) == 1:  # fits with graphs too: done
+            assert not cal.on_step(Measurement(peaks[0], 10.0))
+            assert report["done"] and p.peak_correction == 0
+            continue
+        assert cal.on_step(Measurement(peaks[0], 10.0))
+        assert p.peak_correction == -40 and asked == [True, True]
+        assert cal.backend.calibrated_plan is p.records[-1]  # graphs' plan
+        p.compile()
+        if unmet:
+            with pytest.warns(UserWarning, match="under CUDA graphs"):
+                assert not cal.on_step(Measurement(peaks[1], 10.0))
+            assert report["cudagraphs_unmet"] == dict(budget_bytes=1000,
+                                                      peak_bytes=1010)
+        else:
+            assert not cal.on_step(Measurement(peaks[1], 10.0))
+            assert "cudagraphs_unmet" not in report
+        assert report["done"] and len(report["cudagraph_attempts"]) == 2
+        assert cal.backend.calibrated_plan is p.records[-1]  # the re-plan
+        assert not cal.wants_profile()  # no replay's launch can be timed
 
 
 def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
@@ -665,6 +729,32 @@ def test_step_meter_skips_a_warm_step_and_reports_the_median_of_three():
                              _step_meter.Measurement(9, 50.0),
                              _step_meter.Measurement(7, 2.0)])
     assert (m.peak_bytes, m.step_ms) == (9, 2.0)
+
+
+def test_the_meter_measures_from_the_first_call_after_a_compile_if_asked():
+    # Going on (True) means the module recompiles at the next call; a meter
+    # asked to measure first then measures from the call after that one,
+    # with no warm calls (CUDA graph trees record there).
+    from lethe import _step_meter
+    calls, seen = [0], []
+    lin = nn.Linear(4, 4)
+    lin.register_forward_pre_hook(lambda m, a: calls.__setitem__(
+        0, calls[0] + 1))
+
+    def on_step(m):
+        seen.append(calls[0])
+        if len(seen) == 1:
+            meter.measure_next_first()
+            return True
+        return False
+    meter = _step_meter.StepMeter(lin, on_step)
+    x = torch.randn(2, 4)
+    for _ in range(12):
+        lin(x).sum().backward()
+    # First window: calls 3-5 (call 1 compiles, call 2 warm), read at call
+    # 6, which runs the old plan; call 7 compiles; calls 8-10 measured,
+    # read at 11 (with warm calls: 9-11, read at 12).
+    assert seen == [6, 11]
 
 
 def test_calibration_keeps_a_replan_that_fits(monkeypatch):

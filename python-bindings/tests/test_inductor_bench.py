@@ -68,9 +68,9 @@ def test_interleaved_methods_are_timed_in_turns(tmp_path):
 
 
 def test_cuda_graph_runs_keep_each_steps_loss(tmp_path):
-    # --cudagraphs: compile as mode="reduce-overhead" and Lethe with
-    # triton.cudagraphs and no calibration. On the CPU inductor makes no
-    # CUDA graphs; the steps must still run and say how they were asked.
+    # --cudagraphs: compile as mode="reduce-overhead" (Lethe with
+    # triton.cudagraphs). On the CPU inductor makes no CUDA graphs; the
+    # steps must still run and say how they were asked.
     doc = _run(tmp_path, "--methods", "compile", "--isolate", "off",
                "--cudagraphs")
     r = doc["results"]["compile"]

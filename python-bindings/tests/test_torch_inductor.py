@@ -33,6 +33,19 @@ def test_pointwise_chains_are_virtual_and_matmuls_materialize():
     assert len(names) == len(set(names))
 
 
+def test_a_view_a_chain_folds_into_writes_its_own_buffer():
+    # fc2 reads the GELU through a view that the addmm cannot fuse: inductor
+    # writes the GELU's output there. The view says it aliases nothing, so
+    # Lethe prices it (and re-running it) as the kernel it is, not a view.
+    doc = _fused_doc(_model(1))
+    folded = [e for e in doc["nodes"] if e["kind"] == "op"
+              and e.get("inlined") and e["phase"] == "fwd"]
+    assert folded
+    for e in folded:
+        assert all(o.get("alias", -1) == -1 for o in e["outputs"]), e
+        assert any(o.get("alias") == -1 for o in e["outputs"]), e
+
+
 @needs_lethe
 def test_fused_graph_loads_and_plans_in_lethe():
     doc = _fused_doc(_model(2))

@@ -83,6 +83,13 @@ func.func @step(%x: tensor<1024x4096xbf16>, %w: tensor<4096x4096xbf16>,
   // CHECK: lethe.node "aten.view.default" fwd {{.*}} {aliases = array<i64: 0>, lethe.cost_source = #lethe<cost_source bandwidth>, time_us = 2.880000e+00 : f64}
   %8 = lethe.node "aten.view.default" fwd (%7) {aliases = array<i64: 0>} : (tensor<4096x4096xbf16>) -> tensor<16777216xbf16>
 
+  // A view that declares it aliases nothing (-1) writes a buffer of its
+  // own: inductor folded a pointwise chain into it (lethe/_fused_graph.py).
+  // It is a memory-bound kernel, as is recomputing it: 2 x 33.6 MB read
+  // and written = 16.028 us + 4.29 = 20.318 us, not the view's 2.88 us.
+  // CHECK: lethe.node "aten.view.default" fwd {{.*}} {aliases = array<i64: -1>, lethe.cost_source = #lethe<cost_source bandwidth>, time_us = 2.031800e+01 : f64}
+  %own = lethe.node "aten.view.default" fwd (%7) {aliases = array<i64: -1>} : (tensor<4096x4096xbf16>) -> tensor<16777216xbf16>
+
   // An unknown kind falls back to the bandwidth model, with one missed
   // remark for the kind (not one per node; shown with
   // --remarks-filter=lethe-annotate-costs, counted by the statistic
