@@ -81,9 +81,7 @@ struct NodeRecord {
   SmallVector<Type, 2> resultTypes;
   SmallVector<int64_t, 2> aliases;
   bool hasAlias = false;
-  /// Some output states its alias, -1 included: the node's aliases are
-  /// known, whatever its kind's name says (an `aten.view` that inductor
-  /// fuses a chain into writes a buffer of its own).
+  /// An output states its alias (-1 too): they decide, not the kind's name.
   bool declaresAliases = false;
   std::optional<double> timeUs;
   /// Null at the root.
@@ -594,7 +592,7 @@ void GraphJsonImporter::build(ModuleOp module) {
       DenseI64ArrayAttr aliases =
           node.hasAlias || node.declaresAliases
               ? builder.getDenseI64ArrayAttr(node.aliases)
-                        : DenseI64ArrayAttr();
+              : DenseI64ArrayAttr();
       op = NodeOp::create(builder, node.loc, node.resultTypes, node.op,
                           PhaseAttr::get(context, node.phase), operands, time,
                           aliases, node.scope, node.name, node.args);

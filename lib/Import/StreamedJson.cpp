@@ -13,10 +13,207 @@
 #include "lethe/Import/StreamedJson.h"
 #include "lethe/Import/JsonLocations.h"
 
+#include "llvm/ADT/SmallString.h"
+
+#include <cerrno>
+#include <cstdlib>
 #include <string>
 
 using namespace lethe;
 namespace json = llvm::json;
+
+namespace {
+/// json::parse for the plain text an exporter writes, several times faster:
+/// its strings and keys are views of the text, not copies (json::parse
+/// allocates every key), and short integers are read without strtoll. It
+/// gives up (nullopt) on anything else -- a byte outside ASCII, an escape,
+/// a nesting deeper than kMaxDepth, a syntax error -- and the caller then
+/// parses with json::parse, for its value or its error. On what it accepts
+/// it builds the value json::parse builds: the same members inserted in the
+/// same order (a repeated key keeps the first one's place, the last one's
+/// value), numbers by the same rules. Strings are views (T_StringRef), so
+/// the value must not outlive the text.
+class PlainJsonParser {
+public:
+  explicit PlainJsonParser(llvm::StringRef text)
+      : p(text.begin()), end(text.end()) {}
+
+  std::optional<json::Value> parse() {
+    json::Value value = nullptr;
+    if (!parseValue(value, 0))
+      return std::nullopt;
+    eatWhitespace();
+    if (p != end)
+      return std::nullopt;
+    return value;
+  }
+
+private:
+  /// Deeper values go to json::parse (whose recursion the importer bounds
+  /// beforehand, findExcessiveJsonNesting).
+  static constexpr unsigned kMaxDepth = 64;
+
+  void eatWhitespace() {
+    while (p != end && (*p == ' ' || *p == '\r' || *p == '\n' || *p == '\t'))
+      ++p;
+  }
+  bool literal(llvm::StringRef word) {
+    if (static_cast<size_t>(end - p) < word.size() ||
+        llvm::StringRef(p, word.size()) != word)
+      return false;
+    p += word.size();
+    return true;
+  }
+  static bool isNumberChar(char c) {
+    return (c >= '0' && c <= '9') || c == 'e' || c == 'E' || c == '+' ||
+           c == '-' || c == '.';
+  }
+  /// A string without escapes, control characters or non-ASCII bytes, as
+  /// a view; the opening quote is consumed.
+  bool parseString(llvm::StringRef &out) {
+    const char *begin = p;
+    while (p != end) {
+      unsigned char c = static_cast<unsigned char>(*p);
+      if (c == '"') {
+        out = llvm::StringRef(begin, p - begin);
+        ++p;
+        return true;
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80)
+        return false;
+      ++p;
+    }
+    return false;
+  }
+  /// json::parse's rule: the longest run of number characters, as an
+  /// int64 if strtoll reads it whole, else a uint64 if strtoull does (not
+  /// after '-'), else a double if strtod does.
+  bool parseNumber(json::Value &out) {
+    const char *begin = p;
+    while (p != end && isNumberChar(*p))
+      ++p;
+    llvm::StringRef number(begin, p - begin);
+    // Up to 18 digits, optionally negative: strtoll's value, computed.
+    llvm::StringRef digits = number;
+    bool negative = digits.consume_front("-");
+    if (!digits.empty() && digits.size() <= 18 &&
+        llvm::all_of(digits, [](char c) { return c >= '0' && c <= '9'; })) {
+      int64_t value = 0;
+      for (char c : digits)
+        value = value * 10 + (c - '0');
+      out = negative ? -value : value;
+      return true;
+    }
+    llvm::SmallString<24> text(number);
+    const char *textEnd = text.c_str() + text.size();
+    char *stop;
+    errno = 0;
+    long long asInt = std::strtoll(text.c_str(), &stop, 10);
+    if (stop == textEnd && errno != ERANGE) {
+      out = static_cast<int64_t>(asInt);
+      return true;
+    }
+    if (number.front() != '-') {
+      errno = 0;
+      unsigned long long asUnsigned = std::strtoull(text.c_str(), &stop, 10);
+      if (stop == textEnd && errno != ERANGE) {
+        out = static_cast<uint64_t>(asUnsigned);
+        return true;
+      }
+    }
+    out = std::strtod(text.c_str(), &stop);
+    return stop == textEnd;
+  }
+  bool parseValue(json::Value &out, unsigned depth) {
+    eatWhitespace();
+    if (p == end || depth > kMaxDepth)
+      return false;
+    switch (*p) {
+    case 'n':
+      out = nullptr;
+      return literal("null");
+    case 't':
+      out = true;
+      return literal("true");
+    case 'f':
+      out = false;
+      return literal("false");
+    case '"': {
+      ++p;
+      llvm::StringRef string;
+      if (!parseString(string))
+        return false;
+      out = string;
+      return true;
+    }
+    case '[': {
+      ++p;
+      out = json::Array{};
+      json::Array &array = *out.getAsArray();
+      eatWhitespace();
+      if (p != end && *p == ']') {
+        ++p;
+        return true;
+      }
+      while (true) {
+        array.emplace_back(nullptr);
+        if (!parseValue(array.back(), depth + 1))
+          return false;
+        eatWhitespace();
+        if (p == end)
+          return false;
+        char c = *p++;
+        if (c == ']')
+          return true;
+        if (c != ',')
+          return false;
+      }
+    }
+    case '{': {
+      ++p;
+      out = json::Object{};
+      json::Object &object = *out.getAsObject();
+      eatWhitespace();
+      if (p != end && *p == '}') {
+        ++p;
+        return true;
+      }
+      while (true) {
+        // json::parse eats no whitespace before a key after '{' or ','
+        // beyond what it ate there.
+        if (p == end || *p != '"')
+          return false;
+        ++p;
+        llvm::StringRef key;
+        if (!parseString(key))
+          return false;
+        eatWhitespace();
+        if (p == end || *p != ':')
+          return false;
+        ++p;
+        if (!parseValue(object[json::ObjectKey(key)], depth + 1))
+          return false;
+        eatWhitespace();
+        if (p == end)
+          return false;
+        char c = *p++;
+        if (c == '}')
+          return true;
+        if (c != ',')
+          return false;
+        eatWhitespace();
+      }
+    }
+    default:
+      if (isNumberChar(*p))
+        return parseNumber(out);
+      return false;
+    }
+  }
+
+  const char *p, *end;
+};
+} // namespace
 
 llvm::Error StreamedJsonDocument::wholeTextError() const {
   llvm::Expected<json::Value> parsed = json::parse(text);
@@ -84,7 +281,13 @@ llvm::Error StreamedJsonDocument::forEachElement(
   }
   for (auto [index, element] : llvm::enumerate(elements)) {
     auto [begin, end] = element;
-    llvm::Expected<json::Value> value = json::parse(text.slice(begin, end));
+    llvm::StringRef elementText = text.slice(begin, end);
+    if (std::optional<json::Value> plain =
+            PlainJsonParser(elementText).parse()) {
+      fn(index, begin, *plain);
+      continue;
+    }
+    llvm::Expected<json::Value> value = json::parse(elementText);
     if (!value) {
       llvm::consumeError(value.takeError());
       return wholeTextError();

@@ -93,9 +93,11 @@ def test_scaled_profile_slows_modelled_kernels_only(tmp_path, monkeypatch):
 @pytest.fixture
 def replans_kept(monkeypatch):
     """CPU steps wander by more than the 2% after which a slower re-plan
-    gives way to the first: for tests of how the re-plan is made."""
+    gives way to the first: for tests of how the re-plan is made, never
+    (on a loaded 2-core machine a median of three steps ran over 11x the
+    first plan's, and the re-plan gave way)."""
     from lethe import _calibrate
-    monkeypatch.setattr(_calibrate, "_SLOWER", 10.0)
+    monkeypatch.setattr(_calibrate, "_SLOWER", float("inf"))
 
 
 @needs_lethe

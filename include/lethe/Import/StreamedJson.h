@@ -44,6 +44,8 @@ public:
   /// order, with where its text starts (none when the array could not be
   /// streamed and was parsed with the rest: offsets are then unknown). An
   /// element that is not JSON stops the walk with the whole text's error.
+  /// An element's strings and keys may be views of the text: a copy of it
+  /// must not outlive the text.
   llvm::Error
   forEachElement(llvm::function_ref<void(size_t, std::optional<size_t>,
                                          const llvm::json::Value &)>
