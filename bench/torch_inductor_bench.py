@@ -40,6 +40,11 @@ build tree). Methods:
                              timed round; R rounds in all, the methods
                              timed in turns: the host's wander within a
                              call falls on every method alike)
+  python3 bench/torch_inductor_bench.py run ... --cudagraphs
+                            (every compiled method as CUDA graphs: compile
+                             with mode="reduce-overhead", Lethe with
+                             triton.cudagraphs, calibrated without them;
+                             the peak is the recording step's)
   python3 bench/torch_inductor_bench.py report R1.json R2.json --md M --svg S
 
 Peak: bytes the step allocates beyond what is resident before it
