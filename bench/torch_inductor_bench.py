@@ -342,11 +342,12 @@ def run_method(name, method, args, device, budgets):
             # Replays allocate nothing: the step's peak is the recording's,
             # which Lethe's calibration measured where it ended by
             # recompiling with CUDA graphs (the timed calls only replay).
-            graphs = (backend.calibration.get("cudagraph_attempts")
-                      if backend is not None else None) or [{}]
+            attempts = backend.calibration.get("cudagraph_attempts") \
+                if backend is not None else None
+            graph_peak = attempts[-1]["peak_bytes"] if attempts else None
             result["replay_peak_bytes"] = result["peak_bytes"]
             result["peak_bytes"] = max(extra["recorded_peak_bytes"],
-                                       graphs[-1].get("peak_bytes") or 0)
+                                       graph_peak or 0)
         turns = interleave.Turns.from_env()
         if turns is not None:
             def more():

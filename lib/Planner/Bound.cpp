@@ -124,14 +124,14 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   llvm::DenseMap<NodeId, int> colZ;
   colRerun = lp.addColumn(0, INFINITY, 0, false);
   std::vector<std::pair<int, double>> recompute{{colRerun, 1.0}};
+  auto readers = [](const llvm::DenseMap<NodeId, std::vector<int>> &map,
+                    NodeId node) -> llvm::ArrayRef<int> {
+    auto found = map.find(node);
+    if (found == map.end())
+      return {};
+    return found->second;
+  };
   for (NodeId node = 0; node < numNodes; ++node) {
-    auto readers = [](const llvm::DenseMap<NodeId, std::vector<int>> &map,
-                      NodeId node) -> llvm::ArrayRef<int> {
-      auto found = map.find(node);
-      if (found == map.end())
-        return {};
-      return found->second;
-    };
     llvm::ArrayRef<int> recomputed = readers(chainOf, node);
     llvm::ArrayRef<int> offloaded = readers(rederiveOf, node);
     if (recomputed.empty() && offloaded.empty())

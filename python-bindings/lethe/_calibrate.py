@@ -304,15 +304,12 @@ class Calibrator:
         compile-0.5 on an H200: 1.367 against 1.334 GB; its calibrated
         Lethe plan 1.405 against 1.363 GB, 38 MB over its budget)."""
         self.backend.cudagraphs_deferred = False
-        try:
-            _recompile(self.compiled, self.backend)
-        except AttributeError as e:  # an OptimizedModule that differs
-            self.report["cudagraphs"] = f"not compiled with CUDA graphs: " \
-                f"cannot recompile this torch's module: {e}"
+        if not self._replan(self.p.peak_correction, self.p.time_scale):
+            self.report["cudagraphs"] = "not compiled with CUDA graphs: " \
+                + self.report["skipped"]
             return False
         self.report["cudagraphs"] = "compiled with CUDA graphs after the " \
             "calibration"
-        self.before = self.p.compiles
         if self._byte_budget() is None or not torch.cuda.is_available() \
                 or self.meter is None:
             return False
