@@ -567,6 +567,30 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_once(monkeypatch):
         assert not cal.wants_profile()  # no replay's launch can be timed
 
 
+def test_a_cuda_graph_replan_takes_the_excess_off_the_plans_own_peak(
+        monkeypatch):
+    from types import SimpleNamespace
+    from lethe._step_meter import Measurement
+    # The plan leaves room under the budget it was planned at: predicted
+    # 20 B under it (plans change in steps). With CUDA graphs it peaks 10 B
+    # over; taking 10 B off the planned budget would make the same plan
+    # (BERT on an H200: 10.8 MB over, 21.9 MB of room, the same peak
+    # again). The excess comes off the plan's predicted peak instead.
+    cal, p, report, compiled = _calibrator(monkeypatch,
+                                           lambda c: 1000 + c - 20)
+    cal.backend.cudagraphs_deferred = True
+    cal.meter = SimpleNamespace(measure_next_first=lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cal.on_step(Measurement(960, 10.0))
+    p.compile()
+    assert cal.on_step(Measurement(1010, 10.0))
+    assert p.peak_correction == -20 - 10
+    p.compile()
+    assert p.records[-1].plan.peak_bytes == 1000 - 20 - 10 - 20
+    assert not cal.on_step(Measurement(990, 10.0))
+    assert report["done"] and "cudagraphs_unmet" not in report
+
+
 def test_a_slow_offloading_plan_is_compared_with_a_recompute_only_one(
         monkeypatch):
     from lethe._step_meter import Measurement
