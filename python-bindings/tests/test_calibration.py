@@ -67,6 +67,32 @@ def test_calibration_scales_only_the_modelled_kernels():
     assert _correction(1000, 1e6).time_scale == 5.0
 
 
+def test_a_host_bound_step_does_not_scale_a_model_for_cuda_graphs():
+    from lethe._calibrate import correction
+    from lethe._step_meter import Measurement
+    args = dict(predicted_peak=1000, predicted_step_us=10000.0,
+                library_us=4000.0, budget_bytes=1000, byte_budget=True,
+                peak_correction=0, time_scale=1.0)
+    # 7 ms, of which the host took 6.9 to issue: the host's time. Without
+    # CUDA graphs it is the step that will run (scaled, and said); a replay
+    # spends no host time per op, so for CUDA graphs it scales nothing.
+    host_bound = Measurement(1000, 7.0, host_ms=6.9)
+    eager = correction(host_bound, **args)
+    assert eager.replan and abs(eager.time_scale - 0.5) < 1e-9
+    assert "host bounds the step" in eager.reasons[-1]
+    graphs = correction(host_bound, cudagraphs=True, **args)
+    assert not graphs.replan and graphs.time_scale == 1.0
+    assert "under CUDA graphs" in graphs.reasons[0]
+    # A device-bound step scales the model either way.
+    device = correction(Measurement(1000, 7.0, host_ms=3.0),
+                        cudagraphs=True, **args)
+    assert abs(device.time_scale - 0.5) < 1e-9
+    # The peak is corrected either way.
+    over = correction(Measurement(1100, 7.0, host_ms=6.9), cudagraphs=True,
+                      **args)
+    assert over.peak_correction == -100 and over.time_scale == 1.0
+
+
 def test_scaled_profile_slows_modelled_kernels_only(tmp_path, monkeypatch):
     from lethe._measure import scaled_profile
     monkeypatch.setenv("LETHE_CACHE_DIR", str(tmp_path))
@@ -563,6 +589,8 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_once(monkeypatch):
             assert not cal.on_step(Measurement(peaks[1], 10.0))
             assert "cudagraphs_unmet" not in report
         assert report["done"] and len(report["cudagraph_attempts"]) == 2
+        # Each with the step its plan predicted (without graphs' host).
+        assert report["cudagraph_attempts"][0]["predicted_step_ms"] == 10.0
         assert cal.backend.calibrated_plan is p.records[-1]  # the re-plan
         assert not cal.wants_profile()  # no replay's launch can be timed
 
