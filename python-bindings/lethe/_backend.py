@@ -66,11 +66,11 @@ def backend(budget="40%", policy=None, device=None, **options):
       lethe._calibrate) and, if the peak is over a byte budget, a
       byte budget that constrained the plan is under-used by more than 5%,
       or the step is more than 5% off its prediction, re-plan once with the
-      error corrected and recompile. The warm step runs under
-      torch.profiler: the kernels inductor generated are timed in it and
-      attributed to the values they compute (lethe._kernel_times), and the
-      re-plan prices those values by these times instead of scaling the
-      model. `Backend.calibration` says what was measured and done. Needs
+      error corrected and recompile. In one warm step the kernels
+      inductor generated are timed (on CUDA by events around their
+      launches, elsewhere under torch.profiler) and attributed to the
+      values they compute (lethe._kernel_times), and the re-plan prices
+      those values by these times instead of scaling the model. `Backend.calibration` says what was measured and done. Needs
       the module route (not options=).
     Keyword options: `offload` (True / False / "auto": on CUDA only;
     default False with inductor, whose fused steps leave copies no time to
