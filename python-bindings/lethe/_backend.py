@@ -70,8 +70,9 @@ def backend(budget="40%", policy=None, device=None, **options):
       inductor generated are timed (on CUDA by events around their
       launches, elsewhere under torch.profiler) and attributed to the
       values they compute (lethe._kernel_times), and the re-plan prices
-      those values by these times instead of scaling the model. `Backend.calibration` says what was measured and done. Needs
-      the module route (not options=).
+      those values by these times instead of scaling the model.
+      `Backend.calibration` says what was measured and done. Needs the
+      module route (not options=).
     Keyword options: `offload` (True / False / "auto": on CUDA only;
     default False with inductor, whose fused steps leave copies no time to
     hide, and "auto" eager),
