@@ -58,11 +58,18 @@ constexpr size_t kKeptReductions = 4;
 
 } // namespace
 
-llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep) {
+llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep,
+                                      const ReduceKeeps &keeps) {
   // A caller may hand over a plan evaluated for its memory only (it goes
-  // down from there); the plan reduceTo leaves is simulated.
+  // down from there); the plan reduceTo leaves is simulated as far as the
+  // caller keeps it.
+  auto simulateLeft = [&](bool reached) -> llvm::Error {
+    if (keeps.onlyReached && !reached)
+      return llvm::Error::success();
+    return evaluator.simulateWithin(currentEval, keeps.fasterThanUs);
+  };
   if (currentEval.peakBytes <= level) {
-    if (llvm::Error err = evaluator.simulate(currentEval))
+    if (llvm::Error err = simulateLeft(true))
       return std::move(err);
     return true;
   }
@@ -80,7 +87,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep) {
     llvm::Expected<bool> reached = reduceToAfresh(level);
     if (!reached)
       return reached.takeError();
-    if (llvm::Error err = evaluator.simulate(currentEval))
+    if (llvm::Error err = simulateLeft(*reached))
       return std::move(err);
     return *reached;
   }

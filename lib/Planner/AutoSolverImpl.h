@@ -202,6 +202,18 @@ struct Batch {
   std::vector<uint8_t> offloadMark;
 };
 
+/// What a caller of Solver::reduceTo keeps of the plan it leaves, which is
+/// simulated only as far as that needs: by default the plan, simulated;
+/// with `onlyReached`, only a plan that reaches the level (one that does not
+/// is left not simulated, and the caller restores its own plan); and only
+/// one whose step is under `fasterThanUs` (one that is not may be left with
+/// a step of +infinity). swapCostly keeps a swap that reaches the level
+/// faster, replaceTrades a plan without trades that reaches it.
+struct ReduceKeeps {
+  bool onlyReached = false;
+  double fasterThanUs = std::numeric_limits<double>::infinity();
+};
+
 /// A move of the late-prefetch step (AutoSolverLatePrefetch.cpp,
 /// AutoSolverChainReaders.cpp): decisions and copy hints changed together.
 struct LateMove {
@@ -342,7 +354,10 @@ private:
   /// probe its others) is answered from `reductions`, which keeps the calls
   /// made with `keep` (probeBelow's: keeping every call cost the solves
   /// without probes 3-6%).
-  llvm::Expected<bool> reduceTo(int64_t level, bool keep = false);
+  /// `keeps`: what the caller keeps of the plan reduceTo leaves (not with
+  /// `keep`, whose calls are kept simulated).
+  llvm::Expected<bool> reduceTo(int64_t level, bool keep = false,
+                                const ReduceKeeps &keeps = {});
   /// reduceTo without `reductions`, and without simulating the plans it
   /// goes through: the greedy judges them by their memory (improves), and
   /// the plan it ends with may not be simulated either (reduceTo simulates

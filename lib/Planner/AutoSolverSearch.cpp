@@ -244,7 +244,8 @@ llvm::Error Solver::replaceTrades(int64_t level) {
     return eval.takeError();
   currentEval = std::move(*eval);
   noTrades = true;
-  llvm::Expected<bool> reached = reduceTo(level);
+  llvm::Expected<bool> reached =
+      reduceTo(level, /*keep=*/false, {/*onlyReached=*/true});
   noTrades = false;
   if (!reached)
     return reached.takeError();
@@ -303,7 +304,8 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
       return eval.takeError();
     currentEval = std::move(*eval);
     freeOnly = true;
-    llvm::Expected<bool> reached = reduceTo(level);
+    llvm::Expected<bool> reached = reduceTo(
+        level, /*keep=*/false, {/*onlyReached=*/true, saved.eval.stepUs});
     freeOnly = false;
     if (!reached)
       return reached.takeError();

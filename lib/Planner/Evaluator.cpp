@@ -95,6 +95,13 @@ llvm::Error Evaluator::simulate(Evaluation &eval) const {
   return simulate(eval, std::numeric_limits<double>::infinity());
 }
 
+llvm::Error Evaluator::simulateWithin(Evaluation &eval,
+                                      double stepLimitUs) const {
+  if (eval.simulated)
+    return llvm::Error::success();
+  return simulate(eval, stepLimitUs);
+}
+
 llvm::Error Evaluator::simulate(Evaluation &eval, double stopAfterUs) const {
   SimOptions options;
   options.recordTimeline = false;

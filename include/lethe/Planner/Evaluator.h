@@ -118,6 +118,9 @@ public:
   /// limits: the same figures as evaluating its plan whole. Not another
   /// evaluation (getEvaluations counts the plan once).
   llvm::Error simulate(Evaluation &eval) const;
+  /// The same, stopping once the step is certain to exceed `stepLimitUs`
+  /// (the evaluation then stays not simulated, its step +infinity).
+  llvm::Error simulateWithin(Evaluation &eval, double stepLimitUs) const;
 
   const ActivationAnalysis &getAnalysis() const { return analysis; }
   const DeviceProfile &getDevice() const { return device; }
