@@ -207,8 +207,8 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
     }
     if (any) {
       // Judged by its memory alone; simulated only if it ends the descent.
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(
-          next, nextHints, EvaluationLimits::memoryOnly());
+      llvm::Expected<Evaluation> eval =
+          evaluator.evaluate(next, nextHints, EvaluationLimits::memoryOnly());
       if (!eval)
         return eval.takeError();
       if (improves(*eval, currentEval)) {

@@ -124,11 +124,11 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
 
   // Keeps a trial that lies between the two: under the upper's peak, at
   // or over the lower's, faster than the lower and within the host budget.
-  auto keepIfBetween = [&](const std::vector<Decision> &trial,
-                           std::vector<CopyHint> &hints)
-      -> llvm::Expected<bool> {
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(
-        trial, hints, {from->peakBytes - 1, lowerStep});
+  auto keepIfBetween =
+      [&](const std::vector<Decision> &trial,
+          std::vector<CopyHint> &hints) -> llvm::Expected<bool> {
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(trial, hints, {from->peakBytes - 1, lowerStep});
     if (!eval)
       return eval.takeError();
     if (!(eval->peakBytes < from->peakBytes && eval->peakBytes >= lowerPeak &&

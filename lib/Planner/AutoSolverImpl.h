@@ -405,8 +405,7 @@ private:
   /// The current plan with candidate `c`'s decision, evaluated within
   /// `limits`.
   llvm::Expected<State>
-  withCandidate(const Candidate &c,
-                const EvaluationLimits &limits = {}) const {
+  withCandidate(const Candidate &c, const EvaluationLimits &limits = {}) const {
     State trial{current, currentHints, Evaluation(), offloadedBytes};
     trial.decisions[c.act] = c.decision;
     trial.hints[c.act] = c.hint;

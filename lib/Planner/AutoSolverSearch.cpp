@@ -42,8 +42,8 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     std::vector<CopyHint> trialHints = currentHints;
     for (size_t i = 0; i < count; ++i)
       trialHints[trades[i]] = CopyHint();
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(
-        current, trialHints, {level, currentEval.stepUs});
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(current, trialHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
     if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
@@ -107,8 +107,8 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     std::vector<Decision> trial = current;
     for (size_t i = 0; i < count; ++i)
       trial[reverted[i]] = Decision::Retain;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(
-        trial, currentHints, {level, currentEval.stepUs});
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(trial, currentHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
     if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
@@ -238,8 +238,8 @@ llvm::Error Solver::replaceTrades(int64_t level) {
     if (current[a] == Decision::Offload)
       currentHints[a] = CopyHint();
   // reduceTo goes down from its memory and simulates where it ends.
-  llvm::Expected<Evaluation> eval = evaluator.evaluate(
-      current, currentHints, EvaluationLimits::memoryOnly());
+  llvm::Expected<Evaluation> eval =
+      evaluator.evaluate(current, currentHints, EvaluationLimits::memoryOnly());
   if (!eval)
     return eval.takeError();
   currentEval = std::move(*eval);
@@ -414,8 +414,8 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
     ++widened;
     std::vector<CopyHint> trialHints = currentHints;
     trialHints[a] = widenedHint(a, d, first, last);
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(
-        current, trialHints, EvaluationLimits::memoryOnly());
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(current, trialHints, EvaluationLimits::memoryOnly());
     if (!eval)
       return eval.takeError();
     if (improves(*eval, currentEval)) {

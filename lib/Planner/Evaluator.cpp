@@ -109,7 +109,8 @@ llvm::Error Evaluator::simulate(Evaluation &eval, double stopAfterUs) const {
   options.stopAfterUs = stopAfterUs;
   // The evaluation has walked the memory.
   options.walkMemory = false;
-  llvm::Expected<SimResult> sim = lethe::simulate(*eval.schedule, device, options);
+  llvm::Expected<SimResult> sim =
+      lethe::simulate(*eval.schedule, device, options);
   if (!sim)
     return sim.takeError();
   eval.simulated = !sim->stopped;

@@ -352,7 +352,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   // runs one op at a time, never faster than full rate). `slack` covers
   // the rounding of the sums and ops that end within 1e-9 of their work.
   const unsigned computeStream = streamIndex(Stream::Compute);
-  const bool mayStop = options.stopAfterUs < std::numeric_limits<double>::infinity();
+  const bool mayStop =
+      options.stopAfterUs < std::numeric_limits<double>::infinity();
   double computeUnstarted = 0.0;
   for (OpIndex op : queues[computeStream])
     computeUnstarted += work[op];
@@ -395,7 +396,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       break;
     if (mayStop) {
       OpIndex running = active[computeStream];
-      double left = computeUnstarted + (running >= 0 ? remaining[running] : 0.0);
+      double left =
+          computeUnstarted + (running >= 0 ? remaining[running] : 0.0);
       if (now + left - slack > options.stopAfterUs) {
         stopped = true;
         break;
@@ -555,8 +557,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     result.stopped = true;
     result.stepUs = std::numeric_limits<double>::infinity();
   }
-  for (auto [index, op] : llvm::enumerate(
-           stopped ? llvm::ArrayRef<ScheduleOp>() : llvm::ArrayRef(schedule.ops))) {
+  for (auto [index, op] :
+       llvm::enumerate(stopped ? llvm::ArrayRef<ScheduleOp>()
+                               : llvm::ArrayRef(schedule.ops))) {
     const OpTiming &t = timing[index];
     result.stepUs = std::max(result.stepUs, t.endUs);
     result.busyUs[streamIndex(op.stream)] += t.endUs - t.startUs;

@@ -22,8 +22,8 @@
 
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
-#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/Pipelines/Pipelines.h"
 #include "lethe/Planner/AutoSolver.h"

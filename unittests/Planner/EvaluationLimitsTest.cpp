@@ -82,8 +82,8 @@ TEST(EvaluationLimitsTest, LimitedEvaluationsDecideAsWholeOnes) {
           EXPECT_EQ(limited->stepUs, step);
           EXPECT_EQ(limited->exposedCopyUs, whole->exposedCopyUs);
         }
-      llvm::Expected<Evaluation> memory = evaluator.evaluate(
-          decisions, {}, EvaluationLimits::memoryOnly());
+      llvm::Expected<Evaluation> memory =
+          evaluator.evaluate(decisions, {}, EvaluationLimits::memoryOnly());
       ASSERT_TRUE(static_cast<bool>(memory));
       EXPECT_FALSE(memory->simulated);
       EXPECT_EQ(memory->memory.deviceAtOp, whole->memory.deviceAtOp);
