@@ -530,14 +530,17 @@ static void replay(MLIRContext *context, std::vector<Diagnostic> &diags) {
 
 FailureOr<int64_t>
 lethe::findLeastPipelineBudget(ModuleOp module,
-                               const LethePipelineConfig &config) {
+                               const LethePipelineConfig &config,
+                               std::shared_ptr<AutoFamilies> families) {
   MLIRContext *context = module.getContext();
   OwningOpRef<ModuleOp> costed = module.clone();
   if (failed(runCostPass(*costed, config)))
     return failure();
   ScopedDiagnosticHandler quiet(context,
                                 [](Diagnostic &) { return success(); });
-  PipelineSearch search(*costed, config);
+  // The caller's ladders serve only where the costs stay as they were.
+  PipelineSearch search(*costed, config,
+                        config.annotateCosts ? nullptr : std::move(families));
   search.arenaOnly = true;
   FailureOr<Plan> plan = search.planDirectly(/*budget=*/0);
   if (failed(plan))
@@ -568,7 +571,9 @@ LogicalResult lethe::agreeWithPipeline(
     std::shared_ptr<AutoFamilies> families) {
   Plan &plan = step.plan;
   if (!plan.feasible) {
-    FailureOr<int64_t> least = findLeastFunctionBudget(module, func, config);
+    // The infeasible plan built `auto`'s whole ladder: the search replays it.
+    FailureOr<int64_t> least =
+        findLeastFunctionBudget(module, func, config, std::move(families));
     if (succeeded(least))
       plan.leastFeasibleBudget = *least;
     return success();
@@ -637,8 +642,10 @@ LogicalResult lethe::agreeWithPipeline(
 
 FailureOr<int64_t>
 lethe::findLeastFunctionBudget(ModuleOp module, func::FuncOp func,
-                               const LethePipelineConfig &config) {
-  return findLeastPipelineBudget(*withOnly(module, func), config);
+                               const LethePipelineConfig &config,
+                               std::shared_ptr<AutoFamilies> families) {
+  return findLeastPipelineBudget(*withOnly(module, func), config,
+                                 std::move(families));
 }
 
 LogicalResult lethe::runLethePipeline(ModuleOp module,

@@ -58,9 +58,21 @@ constexpr size_t kKeptReductions = 4;
 
 } // namespace
 
-llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep) {
-  if (currentEval.peakBytes <= level)
+llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep,
+                                      const ReduceKeeps &keeps) {
+  // A caller may hand over a plan evaluated for its memory only (it goes
+  // down from there); the plan reduceTo leaves is simulated as far as the
+  // caller keeps it.
+  auto simulateLeft = [&](bool reached) -> llvm::Error {
+    if (keeps.onlyReached && !reached)
+      return llvm::Error::success();
+    return evaluator.simulateWithin(currentEval, keeps.fasterThanUs);
+  };
+  if (currentEval.peakBytes <= level) {
+    if (llvm::Error err = simulateLeft(true))
+      return std::move(err);
     return true;
+  }
   // The search flags reduceTo reads, as one key.
   const unsigned flags = (freeOnly ? 1u : 0u) | (noTrades ? 2u : 0u) |
                          (tying ? 4u : 0u) | (partialTies ? 8u : 0u);
@@ -71,8 +83,14 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep) {
       reusedEvaluations += r.evaluations;
       return r.reached;
     }
-  if (!keep)
-    return reduceToAfresh(level);
+  if (!keep) {
+    llvm::Expected<bool> reached = reduceToAfresh(level);
+    if (!reached)
+      return reached.takeError();
+    if (llvm::Error err = simulateLeft(*reached))
+      return std::move(err);
+    return *reached;
+  }
   Reduction r;
   r.decisions = current;
   r.hints = currentHints;
@@ -83,6 +101,8 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep) {
   llvm::Expected<bool> reached = reduceToAfresh(level);
   if (!reached)
     return reached.takeError();
+  if (llvm::Error err = evaluator.simulate(currentEval))
+    return std::move(err);
   r.result = save();
   r.reached = *reached;
   r.evaluations = evaluator.getEvaluations() - before;
@@ -186,7 +206,9 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
       }
     }
     if (any) {
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(next, nextHints);
+      // Judged by its memory alone; simulated only if it ends the descent.
+      llvm::Expected<Evaluation> eval =
+          evaluator.evaluate(next, nextHints, EvaluationLimits::memoryOnly());
       if (!eval)
         return eval.takeError();
       if (improves(*eval, currentEval)) {

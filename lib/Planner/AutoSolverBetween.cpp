@@ -42,7 +42,9 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
                      llvm::ArrayRef<CopyHint> upperHints, int64_t lowerPeak,
                      double lowerStep) const {
   std::vector<BetweenPlan> found;
-  llvm::Expected<Evaluation> from = evaluator.evaluate(upper, upperHints);
+  // Its memory and placement are read, not its step.
+  llvm::Expected<Evaluation> from =
+      evaluator.evaluate(upper, upperHints, EvaluationLimits::memoryOnly());
   if (!from)
     return from.takeError();
   const PlannedCopyCosts copy = plannedCopyCosts(device);
@@ -122,10 +124,11 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
 
   // Keeps a trial that lies between the two: under the upper's peak, at
   // or over the lower's, faster than the lower and within the host budget.
-  auto keepIfBetween = [&](const std::vector<Decision> &trial,
-                           std::vector<CopyHint> &hints)
-      -> llvm::Expected<bool> {
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, hints);
+  auto keepIfBetween =
+      [&](const std::vector<Decision> &trial,
+          std::vector<CopyHint> &hints) -> llvm::Expected<bool> {
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(trial, hints, {from->peakBytes - 1, lowerStep});
     if (!eval)
       return eval.takeError();
     if (!(eval->peakBytes < from->peakBytes && eval->peakBytes >= lowerPeak &&
@@ -256,8 +259,9 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
     current[d] = Decision::Retain;
     currentHints[d] = CopyHint();
     ++tries;
+    // Simulated only where it is considered: else only its memory is read.
     llvm::Expected<Evaluation> retained =
-        evaluator.evaluate(current, currentHints);
+        evaluator.evaluate(current, currentHints, {below - 1});
     if (!retained)
       return retained.takeError();
     currentEval = std::move(*retained);
@@ -294,7 +298,7 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
       if (drops++ >= kSwapBelowDrops || tries >= kSwapBelowTries)
         break;
       ++tries;
-      llvm::Expected<State> trial = withCandidate(*c);
+      llvm::Expected<State> trial = withCandidate(*c, {below - 1});
       if (!trial)
         return trial.takeError();
       // A new offload still over: its prefetch one node later than the
@@ -313,7 +317,8 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
         continue;
       ++tries;
       hints[c->act].prefetchNotBefore = prefetch + 1;
-      llvm::Expected<Evaluation> later = evaluator.evaluate(decisions, hints);
+      llvm::Expected<Evaluation> later =
+          evaluator.evaluate(decisions, hints, {below - 1});
       if (!later)
         return later.takeError();
       consider(State{std::move(decisions), std::move(hints), std::move(*later),

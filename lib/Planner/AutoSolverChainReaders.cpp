@@ -136,7 +136,9 @@ llvm::Expected<bool> Solver::chainReadersAhead(const Positions &pos,
       current[c.act] = c.decision;
       currentHints[c.act] = c.hint;
     }
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+    // reduceTo goes down from its memory and simulates where it ends.
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(
+        current, currentHints, EvaluationLimits::memoryOnly());
     if (!eval)
       return eval.takeError();
     currentEval = std::move(*eval);

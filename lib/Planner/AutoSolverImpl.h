@@ -202,6 +202,18 @@ struct Batch {
   std::vector<uint8_t> offloadMark;
 };
 
+/// What a caller of Solver::reduceTo keeps of the plan it leaves, which is
+/// simulated only as far as that needs: by default the plan, simulated;
+/// with `onlyReached`, only a plan that reaches the level (one that does not
+/// is left not simulated, and the caller restores its own plan); and only
+/// one whose step is under `fasterThanUs` (one that is not may be left with
+/// a step of +infinity). swapCostly keeps a swap that reaches the level
+/// faster, replaceTrades a plan without trades that reaches it.
+struct ReduceKeeps {
+  bool onlyReached = false;
+  double fasterThanUs = std::numeric_limits<double>::infinity();
+};
+
 /// A move of the late-prefetch step (AutoSolverLatePrefetch.cpp,
 /// AutoSolverChainReaders.cpp): decisions and copy hints changed together.
 struct LateMove {
@@ -342,8 +354,14 @@ private:
   /// probe its others) is answered from `reductions`, which keeps the calls
   /// made with `keep` (probeBelow's: keeping every call cost the solves
   /// without probes 3-6%).
-  llvm::Expected<bool> reduceTo(int64_t level, bool keep = false);
-  /// reduceTo without `reductions`.
+  /// `keeps`: what the caller keeps of the plan reduceTo leaves (not with
+  /// `keep`, whose calls are kept simulated).
+  llvm::Expected<bool> reduceTo(int64_t level, bool keep = false,
+                                const ReduceKeeps &keeps = {});
+  /// reduceTo without `reductions`, and without simulating the plans it
+  /// goes through: the greedy judges them by their memory (improves), and
+  /// the plan it ends with may not be simulated either (reduceTo simulates
+  /// it).
   llvm::Expected<bool> reduceToAfresh(int64_t level);
   /// Undoes decisions the level no longer needs; true if the step got
   /// faster.
@@ -374,21 +392,27 @@ private:
   State save() const {
     return {current, currentHints, currentEval, offloadedBytes};
   }
+  /// Simulates the current plan where it was evaluated for its memory only
+  /// (the plans reduceToAfresh goes through): every search that compares
+  /// step times starts here (nothing to do for a simulated plan).
+  llvm::Error simulateCurrent() { return evaluator.simulate(currentEval); }
   void restore(State state) {
     current = std::move(state.decisions);
     currentHints = std::move(state.hints);
     currentEval = std::move(state.eval);
     offloadedBytes = state.offloaded;
   }
-  /// The current plan with candidate `c`'s decision, evaluated.
-  llvm::Expected<State> withCandidate(const Candidate &c) const {
+  /// The current plan with candidate `c`'s decision, evaluated within
+  /// `limits`.
+  llvm::Expected<State>
+  withCandidate(const Candidate &c, const EvaluationLimits &limits = {}) const {
     State trial{current, currentHints, Evaluation(), offloadedBytes};
     trial.decisions[c.act] = c.decision;
     trial.hints[c.act] = c.hint;
     if (c.decision == Decision::Offload)
       trial.offloaded += acts[c.act].bytes;
     llvm::Expected<Evaluation> eval =
-        evaluator.evaluate(trial.decisions, trial.hints);
+        evaluator.evaluate(trial.decisions, trial.hints, limits);
     if (!eval)
       return eval.takeError();
     trial.eval = std::move(*eval);

@@ -124,7 +124,12 @@ llvm::Expected<bool> Solver::latePrefetch(const Positions &pos,
       trial[c.act] = c.decision;
       trialHints[c.act] = c.hint;
     }
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    // Kept only where it improves the memory and is no slower than the best
+    // so far.
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(
+        trial, trialHints,
+        {currentEval.peakBytes,
+         best ? best->stepUs : std::numeric_limits<double>::infinity()});
     if (!eval)
       return eval.takeError();
     if (!improves(*eval, currentEval))

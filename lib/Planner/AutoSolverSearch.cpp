@@ -28,6 +28,8 @@ constexpr unsigned kProbeLevels = 3;
 constexpr size_t kMaxSwapActivations = 256;
 
 llvm::Expected<bool> Solver::polish(int64_t level) {
+  if (llvm::Error err = simulateCurrent())
+    return std::move(err);
   const double before = currentEval.stepUs;
   // Copy-time trades no longer needed: hide the copies again where the
   // level still holds (all at once, else the first half).
@@ -40,7 +42,8 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     std::vector<CopyHint> trialHints = currentHints;
     for (size_t i = 0; i < count; ++i)
       trialHints[trades[i]] = CopyHint();
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(current, trialHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
     if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
@@ -104,7 +107,8 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     std::vector<Decision> trial = current;
     for (size_t i = 0; i < count; ++i)
       trial[reverted[i]] = Decision::Retain;
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, currentHints);
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(trial, currentHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
     if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
@@ -129,6 +133,8 @@ double Solver::exposedCopyUs(size_t a) const {
 }
 
 llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
+  if (llvm::Error err = simulateCurrent())
+    return err;
   std::vector<std::pair<double, int32_t>> order;
   for (size_t a = 0; a < acts.size(); ++a)
     if (double late = exposedCopyUs(a); late > 0.0)
@@ -140,7 +146,8 @@ llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
     std::vector<CopyHint> trialHints = currentHints;
     trial[a] = Decision::Retain;
     trialHints[a] = CopyHint();
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(trial, trialHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
     if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
@@ -168,6 +175,8 @@ llvm::Error Solver::polishFully(int64_t level) {
 }
 
 llvm::Error Solver::improveRestart(int64_t level) {
+  if (llvm::Error err = simulateCurrent())
+    return err;
   const unsigned maxRounds = 4;
   for (unsigned round = 0; round < maxRounds; ++round) {
     double before = currentEval.stepUs;
@@ -182,6 +191,8 @@ llvm::Error Solver::improveRestart(int64_t level) {
 }
 
 llvm::Error Solver::probeBelow(int64_t level) {
+  if (llvm::Error err = simulateCurrent())
+    return err;
   const State start = save();
   // The descent goes on level by level as the ladder would; each level's
   // plan is polished back at this level on a copy.
@@ -207,6 +218,8 @@ llvm::Error Solver::probeBelow(int64_t level) {
 }
 
 llvm::Error Solver::replaceTrades(int64_t level) {
+  if (llvm::Error err = simulateCurrent())
+    return err;
   bool anyTrade = false;
   for (size_t a = 0; a < acts.size() && !anyTrade; ++a)
     anyTrade =
@@ -224,12 +237,15 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   for (size_t a = 0; a < acts.size(); ++a)
     if (current[a] == Decision::Offload)
       currentHints[a] = CopyHint();
-  llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+  // reduceTo goes down from its memory and simulates where it ends.
+  llvm::Expected<Evaluation> eval =
+      evaluator.evaluate(current, currentHints, EvaluationLimits::memoryOnly());
   if (!eval)
     return eval.takeError();
   currentEval = std::move(*eval);
   noTrades = true;
-  llvm::Expected<bool> reached = reduceTo(level);
+  llvm::Expected<bool> reached =
+      reduceTo(level, /*keep=*/false, {/*onlyReached=*/true});
   noTrades = false;
   if (!reached)
     return reached.takeError();
@@ -265,6 +281,8 @@ std::vector<int32_t> Solver::costliestDecisions() const {
 }
 
 llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
+  if (llvm::Error err = simulateCurrent())
+    return err;
   if (acts.size() > kMaxSwapActivations)
     return llvm::Error::success();
   std::vector<int32_t> order = costliestDecisions();
@@ -279,12 +297,15 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
       offloadedBytes -= acts[x].bytes;
     current[x] = Decision::Retain;
     currentHints[x] = CopyHint();
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, currentHints);
+    // reduceTo goes down from its memory and simulates where it ends.
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(
+        current, currentHints, EvaluationLimits::memoryOnly());
     if (!eval)
       return eval.takeError();
     currentEval = std::move(*eval);
     freeOnly = true;
-    llvm::Expected<bool> reached = reduceTo(level);
+    llvm::Expected<bool> reached = reduceTo(
+        level, /*keep=*/false, {/*onlyReached=*/true, saved.eval.stepUs});
     freeOnly = false;
     if (!reached)
       return reached.takeError();
@@ -295,6 +316,8 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
 }
 
 llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
+  if (llvm::Error err = simulateCurrent())
+    return err;
   // Where the greedy freed a node's bytes by the costlier kind (a 3 MiB
   // offload whose copy the step waits for, where re-running its producer
   // costs less; a long chain where the copy would hide), the other kind
@@ -315,7 +338,8 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
     std::vector<CopyHint> trialHints = currentHints;
     trial[x] = toOffload ? Decision::Offload : Decision::Recompute;
     trialHints[x] = CopyHint();
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(trial, trialHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
     if (eval->peakBytes <= level &&
@@ -361,7 +385,9 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
     }
   }
   for (const Candidate *c : tries) {
-    llvm::Expected<State> trial = withCandidate(*c);
+    // Judged by its memory (inside reduceTo, which simulates where it ends).
+    llvm::Expected<State> trial =
+        withCandidate(*c, EvaluationLimits::memoryOnly());
     if (!trial)
       return trial.takeError();
     if (improves(trial->eval, currentEval)) {
@@ -388,7 +414,8 @@ llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
     ++widened;
     std::vector<CopyHint> trialHints = currentHints;
     trialHints[a] = widenedHint(a, d, first, last);
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(current, trialHints);
+    llvm::Expected<Evaluation> eval =
+        evaluator.evaluate(current, trialHints, EvaluationLimits::memoryOnly());
     if (!eval)
       return eval.takeError();
     if (improves(*eval, currentEval)) {

@@ -72,23 +72,57 @@ void EvaluationCache::insert(llvm::ArrayRef<Decision> decisions,
 
 llvm::Expected<Evaluation>
 Evaluator::evaluate(llvm::ArrayRef<Decision> decisions,
-                    llvm::ArrayRef<CopyHint> hints) const {
+                    llvm::ArrayRef<CopyHint> hints,
+                    const EvaluationLimits &limits) const {
   ++evaluations;
   // Off by default: no lookup, and no copy of the evaluation to keep.
   if (cache->keepsNothing())
-    return evaluateAfresh(decisions, hints);
+    return evaluateAfresh(decisions, hints, limits);
+  // A kept evaluation is whole: its figures decide as a limited one would.
   if (std::shared_ptr<const Evaluation> kept = cache->lookup(decisions, hints))
     return *kept;
-  llvm::Expected<Evaluation> eval = evaluateAfresh(decisions, hints);
+  llvm::Expected<Evaluation> eval = evaluateAfresh(decisions, hints, limits);
   // Errors are not kept: they are rare, and a caller may stop at one.
-  if (eval)
+  // Neither are evaluations cut short by the limits.
+  if (eval && eval->simulated)
     cache->insert(decisions, hints, std::make_shared<const Evaluation>(*eval));
   return eval;
 }
 
+llvm::Error Evaluator::simulate(Evaluation &eval) const {
+  if (eval.simulated)
+    return llvm::Error::success();
+  return simulate(eval, std::numeric_limits<double>::infinity());
+}
+
+llvm::Error Evaluator::simulateWithin(Evaluation &eval,
+                                      double stepLimitUs) const {
+  if (eval.simulated)
+    return llvm::Error::success();
+  return simulate(eval, stepLimitUs);
+}
+
+llvm::Error Evaluator::simulate(Evaluation &eval, double stopAfterUs) const {
+  SimOptions options;
+  options.recordTimeline = false;
+  options.copiesYieldToCollectives = copiesYield;
+  options.stopAfterUs = stopAfterUs;
+  // The evaluation has walked the memory.
+  options.walkMemory = false;
+  llvm::Expected<SimResult> sim =
+      lethe::simulate(*eval.schedule, device, options);
+  if (!sim)
+    return sim.takeError();
+  eval.simulated = !sim->stopped;
+  eval.stepUs = sim->stepUs;
+  eval.exposedCopyUs = sim->stopped ? 0.0 : sim->exposedCopyUs;
+  return llvm::Error::success();
+}
+
 llvm::Expected<Evaluation>
 Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
-                          llvm::ArrayRef<CopyHint> hints) const {
+                          llvm::ArrayRef<CopyHint> hints,
+                          const EvaluationLimits &limits) const {
   Evaluation result;
   llvm::Expected<Placement> placement =
       placeDecisions(analysis, device, decisions, hints);
@@ -100,24 +134,15 @@ Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
   if (!schedule)
     return schedule.takeError();
   result.schedule = std::make_shared<const Schedule>(std::move(*schedule));
-  SimOptions options;
-  options.recordTimeline = false;
-  options.copiesYieldToCollectives = copiesYield;
-  llvm::Expected<SimResult> sim = simulate(*result.schedule, device, options);
-  if (!sim)
-    return sim.takeError();
-  result.stepUs = sim->stepUs;
-  result.exposedCopyUs = sim->exposedCopyUs;
-  result.peakBytes = sim->peakBytes;
-  result.hostPeakBytes = sim->hostPeakBytes;
-  result.memory.deviceAtOp = std::move(sim->memoryAtOp);
-  result.memory.peakBytes = sim->peakBytes;
-  result.memory.hostPeakBytes = sim->hostPeakBytes;
-  result.memory.peakOp = -1;
-  for (size_t k = 0; k < result.memory.deviceAtOp.size(); ++k)
-    if (result.memory.deviceAtOp[k] == result.peakBytes) {
-      result.memory.peakOp = static_cast<OpIndex>(k);
-      break;
-    }
+  result.memory = walkMemory(*result.schedule);
+  result.peakBytes = result.memory.peakBytes;
+  result.hostPeakBytes = result.memory.hostPeakBytes;
+  if (result.peakBytes > limits.peakCap) {
+    result.simulated = false;
+    result.stepUs = std::numeric_limits<double>::infinity();
+    return result;
+  }
+  if (llvm::Error err = simulate(result, limits.stepLimitUs))
+    return std::move(err);
   return result;
 }

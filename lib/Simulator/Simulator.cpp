@@ -347,6 +347,18 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   };
   size_t numDone = 0;
   double now = 0.0;
+  // Compute-stream work not started yet, for stopAfterUs: the step lasts at
+  // least now + this + what the running compute op has left (the stream
+  // runs one op at a time, never faster than full rate). `slack` covers
+  // the rounding of the sums and ops that end within 1e-9 of their work.
+  const unsigned computeStream = streamIndex(Stream::Compute);
+  const bool mayStop =
+      options.stopAfterUs < std::numeric_limits<double>::infinity();
+  double computeUnstarted = 0.0;
+  for (OpIndex op : queues[computeStream])
+    computeUnstarted += work[op];
+  const double slack = 1e-6 * computeUnstarted;
+  bool stopped = false;
 
   auto ready = [&](OpIndex op) {
     for (OpIndex dep : schedule.ops[op].deps)
@@ -369,6 +381,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         ++head[s];
         timing[op].startUs = now;
         progress = true;
+        if (s == computeStream)
+          computeUnstarted -= work[op];
         if (remaining[op] <= 0.0) {
           timing[op].endUs = now;
           done[op] = 1;
@@ -380,6 +394,15 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     }
     if (numDone == numOps)
       break;
+    if (mayStop) {
+      OpIndex running = active[computeStream];
+      double left =
+          computeUnstarted + (running >= 0 ? remaining[running] : 0.0);
+      if (now + left - slack > options.stopAfterUs) {
+        stopped = true;
+        break;
+      }
+    }
 
     std::array<double, kNumStreams> rate = {1.0, 1.0, 1.0, 1.0};
     bool d2hBusy = active[streamIndex(Stream::D2H)] >= 0;
@@ -530,7 +553,13 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
 
   // Step time, busy time per stream, exposed waits on the compute stream.
   double previousComputeEnd = 0.0;
-  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+  if (stopped) {
+    result.stopped = true;
+    result.stepUs = std::numeric_limits<double>::infinity();
+  }
+  for (auto [index, op] :
+       llvm::enumerate(stopped ? llvm::ArrayRef<ScheduleOp>()
+                               : llvm::ArrayRef(schedule.ops))) {
     const OpTiming &t = timing[index];
     result.stepUs = std::max(result.stepUs, t.endUs);
     result.busyUs[streamIndex(op.stream)] += t.endUs - t.startUs;
@@ -556,12 +585,14 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       result.exposedCommUs += gap;
   }
 
-  MemoryWalk walk = walkMemory(schedule);
-  result.peakBytes = walk.peakBytes;
-  result.hostPeakBytes = walk.hostPeakBytes;
-  result.memoryAtOp = std::move(walk.deviceAtOp);
+  if (options.walkMemory) {
+    MemoryWalk walk = walkMemory(schedule);
+    result.peakBytes = walk.peakBytes;
+    result.hostPeakBytes = walk.hostPeakBytes;
+    result.memoryAtOp = std::move(walk.deviceAtOp);
+  }
 
-  if (options.recordTimeline) {
+  if (options.recordTimeline && options.walkMemory && !stopped) {
     // Memory changes at compute-stream positions: an op's allocations when
     // the compute stream reaches it, its frees when it ends (for ops on
     // other streams: when the compute stream issued them).

@@ -22,10 +22,11 @@
 
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/LetheDialect.h"
-#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/Pipelines/Pipelines.h"
+#include "lethe/Planner/AutoSolver.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -209,6 +210,45 @@ TEST_F(PipelineFeasibility, RandomGraphs) {
       for (const char *budget : {"40%", "60%", "90%"})
         checkPlanAgrees(*module, config, budget);
     }
+  }
+}
+
+// `lethe plan` at a budget too small: the infeasible plan builds `auto`'s
+// whole ladder, and the least-budget search replays it (the families passed
+// through agreeWithPipeline) instead of building it again. The least it
+// states is the one a search of its own finds.
+TEST_F(PipelineFeasibility, LeastSearchReusesTheInfeasiblePlansLadder) {
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RandomGraphOptions graphOptions;
+    graphOptions.unitBytes = (seed % 2 ? 4 : 1) << 20;
+    TrainingGraph graph = randomLayeredGraph(seed, graphOptions);
+    OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+    emitGraph(graph, *module);
+    LethePipelineConfig config;
+    config.annotateCosts = false;
+    config.plan.budget = "1";
+    FailureOr<int64_t> alone = findLeastPipelineBudget(*module, config);
+    ASSERT_TRUE(succeeded(alone));
+    ScopedDiagnosticHandler quiet(&context,
+                                  [](Diagnostic &) { return success(); });
+    func::FuncOp func;
+    for (auto f : module->getOps<func::FuncOp>())
+      if (!f.isExternal())
+        func = f;
+    ASSERT_TRUE(func);
+    llvm::Expected<DeviceProfile> device =
+        DeviceProfile::load(config.plan.device);
+    ASSERT_TRUE(static_cast<bool>(device));
+    auto families = std::make_shared<AutoFamilies>();
+    FailureOr<PlannedStep> step = planStep(
+        func, config.plan, *device, [](const llvm::Twine &) {}, families.get());
+    ASSERT_TRUE(succeeded(step));
+    ASSERT_FALSE(step->plan.feasible);
+    ASSERT_TRUE(succeeded(
+        agreeWithPipeline(*module, func, config, *device, *step, families)));
+    ASSERT_TRUE(step->plan.leastFeasibleBudget.has_value());
+    EXPECT_EQ(*step->plan.leastFeasibleBudget, *alone);
   }
 }
 

@@ -360,3 +360,57 @@ TEST(SimulatorTest, PlannedCopyCostsMatchTheSimulatedCopies) {
 }
 
 } // namespace
+
+namespace {
+
+// SimOptions::stopAfterUs: a simulation stops only where its step is certain
+// to exceed the limit (the compute stream's work left alone passes it), and
+// otherwise gives the whole simulation's figures.
+TEST(SimulatorTest, StopsOnlyPastTheLimit) {
+  Schedule s;
+  // 10 us of compute, a 4000-byte (4 us) offload after the first op, then
+  // 20 us more compute: the step is 30 us, the copy hidden.
+  s.ops = {computeOp(10), copyOp(ScheduleOpKind::Offload, 4000, {0}),
+           computeOp(20)};
+  llvm::Expected<SimResult> whole = simulate(s, copyDevice());
+  ASSERT_TRUE(static_cast<bool>(whole)) << llvm::toString(whole.takeError());
+  EXPECT_DOUBLE_EQ(whole->stepUs, 30.0);
+  EXPECT_FALSE(whole->stopped);
+  for (double limit : {29.0, 1.0, 0.0}) {
+    SimOptions options;
+    options.stopAfterUs = limit;
+    llvm::Expected<SimResult> r = simulate(s, copyDevice(), options);
+    ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+    // 30 us of compute is known from the start: it stops at once.
+    EXPECT_TRUE(r->stopped) << limit;
+    EXPECT_EQ(r->stepUs, std::numeric_limits<double>::infinity());
+    // The memory is walked all the same.
+    EXPECT_EQ(r->memoryAtOp, whole->memoryAtOp);
+  }
+  for (double limit : {30.0, 31.0}) {
+    SimOptions options;
+    options.stopAfterUs = limit;
+    llvm::Expected<SimResult> r = simulate(s, copyDevice(), options);
+    ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+    EXPECT_FALSE(r->stopped) << limit;
+    EXPECT_EQ(r->stepUs, whole->stepUs);
+    EXPECT_EQ(r->exposedCopyUs, whole->exposedCopyUs);
+  }
+  // A wait for a copy: 16 us of compute, but the last op waits for a 20 us
+  // copy and the step is 31 us. Past 25 us it stops once the copy is done;
+  // at 31 us it runs to the end.
+  Schedule waits;
+  waits.ops = {computeOp(10), copyOp(ScheduleOpKind::Offload, 20000, {0}),
+               computeOp(5), computeOp(1, {1})};
+  for (auto [limit, stops] : {std::pair(25.0, true), std::pair(31.0, false)}) {
+    SimOptions options;
+    options.stopAfterUs = limit;
+    llvm::Expected<SimResult> r = simulate(waits, copyDevice(), options);
+    ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+    EXPECT_EQ(r->stopped, stops) << limit;
+    if (!stops)
+      EXPECT_DOUBLE_EQ(r->stepUs, 31.0);
+  }
+}
+
+} // namespace

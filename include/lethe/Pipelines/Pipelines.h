@@ -114,16 +114,21 @@ mlir::LogicalResult runLethePipeline(mlir::ModuleOp module,
 /// The least budget runLethePipeline meets with `config` (its budget
 /// ignored): the least packed device arena of the plans the planner makes.
 /// `lethe plan` and the C API report it for a budget that is too small.
+/// `families`: `auto`'s ladders of plans already made of the same step with
+/// the same costs (an infeasible plan builds the whole ladder, which the
+/// search then replays instead of building it again); null: its own.
 mlir::FailureOr<int64_t>
 findLeastPipelineBudget(mlir::ModuleOp module,
-                        const LethePipelineConfig &config);
+                        const LethePipelineConfig &config,
+                        std::shared_ptr<AutoFamilies> families = nullptr);
 
 /// findLeastPipelineBudget for `func` of `module` alone (the other
 /// functions left out): the least budget `lethe plan` and the C API state
 /// for an infeasible plan of `func`, the one compiling it meets.
 mlir::FailureOr<int64_t>
 findLeastFunctionBudget(mlir::ModuleOp module, mlir::func::FuncOp func,
-                        const LethePipelineConfig &config);
+                        const LethePipelineConfig &config,
+                        std::shared_ptr<AutoFamilies> families = nullptr);
 
 /// Makes `step`, planStep's plan of `func` for `config`'s budget, the one
 /// compiling `func` keeps, so that a plan called feasible compiles: when its

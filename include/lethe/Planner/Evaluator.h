@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,30 @@ struct Evaluation {
   double exposedCopyUs = 0.0;
   int64_t peakBytes = 0;
   int64_t hostPeakBytes = 0;
+  /// Whether stepUs and exposedCopyUs are the simulation's. Not where the
+  /// caller's limits (EvaluationLimits) said it discards the plan: stepUs
+  /// is then +infinity, exposedCopyUs 0.
+  bool simulated = true;
+};
+
+/// What a caller keeps of the plan it asks to evaluate, so that evaluating a
+/// plan it will discard stops early: a plan whose device peak is above
+/// `peakCap` is not simulated, and one whose step is certain to exceed
+/// `stepLimitUs` is simulated only until that is certain (SimOptions::
+/// stopAfterUs). Either way the evaluation has its placement, schedule and
+/// memory, and stepUs = +infinity: a caller that compares the peak with a
+/// cap at most `peakCap` and the step with a limit at most `stepLimitUs`
+/// (`<` or `<=`) decides as it would on the whole evaluation. A third of an
+/// evaluation is its simulation (bench/results/corpus.md).
+struct EvaluationLimits {
+  int64_t peakCap = std::numeric_limits<int64_t>::max();
+  double stepLimitUs = std::numeric_limits<double>::infinity();
+  /// Nothing simulated: the caller judges the plan by its memory and
+  /// simulates the one it keeps (Evaluator::simulate).
+  static EvaluationLimits memoryOnly() {
+    return {std::numeric_limits<int64_t>::min(),
+            std::numeric_limits<double>::infinity()};
+  }
 };
 
 /// Evaluations the Evaluator keeps, to answer a request for decisions (and
@@ -87,7 +112,15 @@ public:
 
   llvm::Expected<Evaluation>
   evaluate(llvm::ArrayRef<Decision> decisions,
-           llvm::ArrayRef<CopyHint> hints = {}) const;
+           llvm::ArrayRef<CopyHint> hints = {},
+           const EvaluationLimits &limits = {}) const;
+  /// Simulates an evaluation that was not (`simulated` false), without
+  /// limits: the same figures as evaluating its plan whole. Not another
+  /// evaluation (getEvaluations counts the plan once).
+  llvm::Error simulate(Evaluation &eval) const;
+  /// The same, stopping once the step is certain to exceed `stepLimitUs`
+  /// (the evaluation then stays not simulated, its step +infinity).
+  llvm::Error simulateWithin(Evaluation &eval, double stepLimitUs) const;
 
   const ActivationAnalysis &getAnalysis() const { return analysis; }
   const DeviceProfile &getDevice() const { return device; }
@@ -101,7 +134,10 @@ private:
   /// Places, schedules and simulates, without the cache.
   llvm::Expected<Evaluation>
   evaluateAfresh(llvm::ArrayRef<Decision> decisions,
-                 llvm::ArrayRef<CopyHint> hints) const;
+                 llvm::ArrayRef<CopyHint> hints,
+                 const EvaluationLimits &limits) const;
+  /// Simulates `eval`'s schedule, stopping past `stopAfterUs`.
+  llvm::Error simulate(Evaluation &eval, double stopAfterUs) const;
 
   const ActivationAnalysis &analysis;
   /// A copy: callers may pass a temporary.

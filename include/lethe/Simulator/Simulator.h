@@ -54,6 +54,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -101,11 +102,24 @@ struct SimOptions {
   /// chunk beside it (both slowed by the profile's factors), then pauses:
   /// the runtime's bound. 0: copies pause at once (the ideal).
   int64_t yieldChunkBytes = 0;
+  /// Stop once the step is certain to end after this time (microseconds):
+  /// the compute stream runs its ops one at a time at most at full rate, so
+  /// the step lasts at least the time now plus the compute work left. The
+  /// result then has `stopped` set, stepUs = +infinity and no other timing
+  /// figures (the memory is walked all the same). A planner that discards
+  /// every plan slower than one it holds stops simulating such a plan early.
+  double stopAfterUs = std::numeric_limits<double>::infinity();
+  /// Fill peakBytes, hostPeakBytes and memoryAtOp (walkMemory: off where the
+  /// caller has the schedule's memory already).
+  bool walkMemory = true;
 };
 
 struct SimResult {
   /// Time at which the last op of any stream ends.
   double stepUs = 0.0;
+  /// Stopped past SimOptions::stopAfterUs: stepUs is +infinity, the other
+  /// timing figures are not computed.
+  bool stopped = false;
   int64_t peakBytes = 0;
   int64_t hostPeakBytes = 0;
   /// Compute-stream idle time waiting for copies / for collectives.
