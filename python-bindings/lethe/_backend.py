@@ -351,13 +351,19 @@ class Backend:
             options.setdefault("host_budget", 0)
         if self.replay_rng:
             options["replay_rng"] = True
-        if self.planner is not None:
-            raw = self.planner(graph, budget=self.budget, policy=self.policy,
-                               device=self.device, **options)
-        else:
-            raw = plan_json(graph, self.budget, self.policy, self.device,
-                            **options)
-        plan = parse_plan(raw, graph)
+        def plan_at(budget):
+            if self.planner is not None:
+                raw = self.planner(graph, budget=budget, policy=self.policy,
+                                   device=self.device, **options)
+            else:
+                raw = plan_json(graph, budget, self.policy, self.device,
+                                **options)
+            return parse_plan(raw, graph)
+        plan = plan_at(self.budget)
+        if _inductor.nothing_to_lower(plan, self.budget):
+            least = plan.least_feasible_budget_bytes
+            _inductor.warn_nothing_to_lower("this graph", least, self.budget)
+            plan = plan_at(str(least))
         if not plan.feasible:
             least = plan.least_feasible_budget_bytes
             given = f" ({plan.budget_bytes} B)" if plan.budget_bytes else ""

@@ -116,6 +116,26 @@ def normalize_budget(budget: Any) -> Optional[str]:
                     f"{budget!r}")
 
 
+def nothing_to_lower(plan: Plan, budget: Optional[str]) -> bool:
+    """Whether `plan` missed a share budget on a graph with nothing to
+    lower: its least is its unplanned peak, so no decision moves it (a
+    graph break's fragment: 9 ops of HF GPT-2 on torch 2.11; a lone
+    nn.Linear). The share cannot apply to such a graph, and raising would
+    stop a step whose other graphs meet theirs; a byte budget still
+    raises (the step would not fit)."""
+    least = plan.least_feasible_budget_bytes
+    return not plan.feasible and bool(least) and budget is not None \
+        and budget.endswith("%") and bool(plan.baseline_peak_bytes) \
+        and least >= plan.baseline_peak_bytes
+
+
+def warn_nothing_to_lower(graph: str, least: int, budget: str) -> None:
+    warnings.warn(
+        f"Lethe: {graph} holds no activation Lethe can lower (its peak, "
+        f"{least} B, is the least): the budget {budget} does not apply to "
+        "it; compiled as is")
+
+
 _PROFILE_BY_NAME = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
 
 
@@ -506,6 +526,11 @@ class LethePartitioner(_partitioner_base()):
                 "real peak, then re-planning at the budget")
             plan = plan_at(str(least))
             self.provisional = True
+        least = plan.least_feasible_budget_bytes
+        if nothing_to_lower(plan, self.budget):
+            warn_nothing_to_lower(_graph_name(doc, compile_id), least,
+                                  self.budget)
+            plan = plan_at(str(least))
         if not plan.feasible:
             least = plan.least_feasible_budget_bytes
             graph = _graph_name(doc, compile_id)

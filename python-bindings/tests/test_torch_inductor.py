@@ -311,6 +311,31 @@ def test_infeasible_budget_names_the_least_one():
 
 
 @needs_lethe
+def test_a_share_of_a_graph_with_nothing_to_lower_compiles_it_as_is():
+    # A lone linear layer saves no activation (its backward reads its
+    # input and weight): no decision moves its peak, so no share of it can
+    # be met. Raising would stop training on a graph that needs no plan (a
+    # graph break's 9-op fragment of HF GPT-2 did); it is compiled as is,
+    # said once. A byte budget under its peak still raises.
+    torch.manual_seed(0)
+    model = nn.Linear(64, 64)
+    eager = _step(model, model)
+    p = lt.partitioner(budget="50%", device="h100")
+    with pytest.warns(UserWarning, match="no activation Lethe can lower"):
+        _close(_step(model, _compile(model, p)), eager)
+    plan = p.records[-1].plan
+    assert plan.feasible and plan.peak_bytes == plan.baseline_peak_bytes
+    with pytest.raises(Exception) as info:
+        _step(model, _compile(model, lt.partitioner(budget="4096",
+                                                    device="h100")))
+    chain, e = [], info.value
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    assert any(isinstance(x, lethe.InfeasibleBudgetError) for x in chain)
+
+
+@needs_lethe
 def test_calibration_moves_the_planning_budget_by_the_error():
     model = _model()
     b = lt.backend(budget=str(4 << 20), device="h100")
