@@ -57,13 +57,9 @@ constexpr double kCheapDropShare = 0.002;
 /// where the estimate says it loses, if by less than this share of what the
 /// drop costs now: the estimate prices copies at the step's average
 /// contention (on DiT at 60% it priced an MLP output's offload 25% above
-/// its re-run, and the switch saved 42% of it).
+/// its re-run, and the switch saved 42% of it). Not near the least peak,
+/// where copies are not widened either (refineSolution).
 constexpr double kSwitchLossShare = 0.5;
-/// Levels above the ladder's least peak within which no drop is switched
-/// (refine): more than kNoWidenLevels, since a switch changes what is
-/// offloaded, not only when. At 2 levels the least budget `lethe plan`
-/// reports rose 4.4% on MobileNet-V3.
-constexpr int64_t kNoSwitchLevels = 5;
 /// Such switches tried per round, the least loss first: where the first
 /// loses, the next (the same kind of activation) mostly does too.
 constexpr size_t kSwitchesPerRound = 2;
@@ -219,14 +215,6 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
     return nullptr;
   };
 
-  // Near the least peak, plans with more offloads (or other ones) pack
-  // above the budget more often: switches there raised the least budget
-  // `lethe plan` reports on MobileNet-V3 by 4.4%.
-  // (Where the ladder below is not known, as far from it as widening.)
-  const bool switchDrops =
-      widenCopies && (refineLeastPeak < 0 ||
-                      currentEval.peakBytes >
-                          refineLeastPeak + kNoSwitchLevels * stepBytes);
   const State start = save();
   std::set<std::array<int32_t, 4>> tried;
   // Activations a kept move changed: a switch back would mostly give back
@@ -425,7 +413,7 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
                                                          : Decision::Recompute;
       if (allowed(a, other) && now - costOf(a, other) > 0.0)
         moves.push_back({{{a, other}}, now - costOf(a, other), bytes});
-      else if (switchDrops && !keptActs.contains(a) && allowed(a, other) &&
+      else if (widenCopies && !keptActs.contains(a) && allowed(a, other) &&
                now > 0.0 &&
                costOf(a, other) - now < kSwitchLossShare * now)
         switches.push_back({{{a, other}}, now - costOf(a, other), bytes});
