@@ -63,6 +63,8 @@ constexpr double kSwitchLossShare = 0.5;
 /// Such switches tried per round, the least loss first: where the first
 /// loses, the next (the same kind of activation) mostly does too.
 constexpr size_t kSwitchesPerRound = 2;
+/// Offloads moved to a sibling tried per round (refine's swaps).
+constexpr size_t kSwapsPerRound = 2;
 
 namespace {
 
@@ -460,6 +462,49 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
     if (switches.size() > kSwitchesPerRound)
       switches.resize(kSwitchesPerRound);
     moves.insert(moves.end(), switches.begin(), switches.end());
+    // Then an offload moved to a sibling: the offloaded activation retained
+    // and a retained one of at least its bytes, absent over its ops if
+    // dropped, offloaded instead (the closest in size, then in its last
+    // forward use). Its copies then meet other kernels and other copies:
+    // the estimate cannot tell them apart (on ConvNeXt-T at 60% a layer
+    // norm's offload moved to the block's residual add saved 10 us at the
+    // same peak). The most the estimate says it saves first, a few per
+    // round.
+    std::vector<Move> swaps;
+    if (widenCopies)
+      for (auto [negCost, a] : dropped) {
+        if (current[a] != Decision::Offload || keptActs.contains(a))
+          continue;
+        auto [lo, hi] = absentOps(a, current, currentEval, pos);
+        if (lo > hi)
+          continue;
+        const Partner *best = nullptr;
+        auto distance = [&](const Partner &p) {
+          return std::make_pair(
+              acts[p.act].bytes - acts[a].bytes,
+              std::abs(acts[p.act].lastForwardUse - acts[a].lastForwardUse));
+        };
+        for (const Partner &p : partners)
+          if (p.decision == Decision::Offload &&
+              acts[p.act].bytes >= acts[a].bytes && p.ops.first <= lo &&
+              hi <= p.ops.second && !keptActs.contains(p.act) &&
+              offloadedBytes + acts[p.act].bytes - acts[a].bytes <=
+                  options.hostBudgetBytes &&
+              (!best || distance(p) < distance(*best)))
+            best = &p;
+        if (best)
+          swaps.push_back({{{a, Decision::Retain}, {best->act, Decision::Offload}},
+                           -negCost - best->cost,
+                           acts[a].bytes + acts[best->act].bytes});
+      }
+    llvm::sort(swaps, [](const Move &x, const Move &y) {
+      if (x.gainUs != y.gainUs)
+        return x.gainUs > y.gainUs;
+      return x.key() < y.key();
+    });
+    if (swaps.size() > kSwapsPerRound)
+      swaps.resize(kSwapsPerRound);
+    moves.insert(moves.end(), swaps.begin(), swaps.end());
     // Then, with what is left of the evaluations, drops the estimate prices
     // nearly free, the cheapest first: it does not see where copies overlap
     // which kernels, and a re-run that moves the compute under a copy can
