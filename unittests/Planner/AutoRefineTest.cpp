@@ -167,8 +167,8 @@ class AutoRefineMovesOffloads : public lethe::testing::CorpusGraphTest {};
 // retained and a retained one of at least its bytes offloaded instead, at
 // the same peak. On ConvNeXt-T at 60% a layer norm's offload moved to its
 // block's residual add takes the plan from 5.05% to under 5.00%; with the
-// other swaps the refine takes, 4.94% (bench/results/bound.md, 2026-11-27
-// 08:30).
+// other swaps the refine takes, 4.65% (bench/results/bound.md, 2026-11-27
+// 09:00).
 TEST_P(AutoRefineMovesOffloads, ToASibling) {
   PlanOptions none;
   none.policy = Policy::None;
