@@ -60,10 +60,10 @@ constexpr double kCheapDropShare = 0.002;
 /// its re-run, and the switch saved 42% of it). Not near the least peak,
 /// where copies are not widened either (refineSolution).
 constexpr double kSwitchLossShare = 0.5;
-/// Such switches tried per round, the least loss first: where the first
-/// loses, the next (the same kind of activation) mostly does too.
+/// Such switches tried per round, and offloads moved to a sibling (refine's
+/// swaps): four swaps a round gained under 0.1 point more on the corpus and
+/// took 45% more solve time (bench/results/bound.md, 2026-11-27 09:05).
 constexpr size_t kSwitchesPerRound = 2;
-/// Offloads moved to a sibling tried per round (refine's swaps).
 constexpr size_t kSwapsPerRound = 2;
 
 namespace {
@@ -416,8 +416,7 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
       if (allowed(a, other) && now - costOf(a, other) > 0.0)
         moves.push_back({{{a, other}}, now - costOf(a, other), bytes});
       else if (widenCopies && !keptActs.contains(a) && allowed(a, other) &&
-               now > 0.0 &&
-               costOf(a, other) - now < kSwitchLossShare * now)
+               now > 0.0 && costOf(a, other) - now < kSwitchLossShare * now)
         switches.push_back({{{a, other}}, now - costOf(a, other), bytes});
       if (now <= 0.0)
         continue;
@@ -449,27 +448,32 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
         return x.score() > y.score();
       return x.key() < y.key();
     });
+    // The `most` moves of `extra` the estimate says gain most (or lose
+    // least), appended to the moves: where the first loses, the next (the
+    // same kind of activation in another layer) mostly does too.
+    auto appendBest = [&](std::vector<Move> &extra, size_t most) {
+      llvm::sort(extra, [](const Move &x, const Move &y) {
+        if (x.gainUs != y.gainUs)
+          return x.gainUs > y.gainUs;
+        return x.key() < y.key();
+      });
+      if (extra.size() > most)
+        extra.resize(most);
+      moves.insert(moves.end(), extra.begin(), extra.end());
+    };
     // Then the other kind of drop where the estimate says it loses a little:
     // it prices a copy at the step's average contention, and copies placed
     // beside kernels that lose less cost less (DiT at 60%: an MLP output's
-    // offload priced 31 us above its 124-us re-run saved 52 us). The least
-    // estimated loss first, a few per round.
-    llvm::sort(switches, [&](const Move &x, const Move &y) {
-      if (x.gainUs != y.gainUs)
-        return x.gainUs > y.gainUs;
-      return x.key() < y.key();
-    });
-    if (switches.size() > kSwitchesPerRound)
-      switches.resize(kSwitchesPerRound);
-    moves.insert(moves.end(), switches.begin(), switches.end());
+    // offload priced 31 us above its 124-us re-run saved 52 us).
+    appendBest(switches, kSwitchesPerRound);
     // Then an offload moved to a sibling: the offloaded activation retained
     // and a retained one of at least its bytes, absent over its ops if
-    // dropped, offloaded instead (the closest in size, then in its last
-    // forward use). Its copies then meet other kernels and other copies:
-    // the estimate cannot tell them apart (on ConvNeXt-T at 60% a layer
-    // norm's offload moved to the block's residual add saved 10 us at the
-    // same peak). The most the estimate says it saves first, a few per
-    // round.
+    // dropped, offloaded instead (the closest in size, then the one whose
+    // offload re-runs the least view time, then the closest in last forward
+    // use). Its copies then meet other kernels and other copies: the
+    // estimate cannot tell them apart (on ConvNeXt-T at 60% a layer norm's
+    // offload moved to the block's residual add saved 10 us at the same
+    // peak).
     std::vector<Move> swaps;
     // The view nodes an offload re-runs on its prefetched storage (at its
     // restore point), which the estimate leaves out: on Qwen2 at 60% the
@@ -503,19 +507,12 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
               (!best || distance(p) < distance(*best)))
             best = &p;
         if (best)
-          swaps.push_back({{{a, Decision::Retain}, {best->act, Decision::Offload}},
-                           -negCost + rederiveUs(a) - best->cost -
-                               rederiveUs(best->act),
-                           acts[a].bytes + acts[best->act].bytes});
+          swaps.push_back(
+              {{{a, Decision::Retain}, {best->act, Decision::Offload}},
+               -negCost + rederiveUs(a) - best->cost - rederiveUs(best->act),
+               acts[a].bytes + acts[best->act].bytes});
       }
-    llvm::sort(swaps, [](const Move &x, const Move &y) {
-      if (x.gainUs != y.gainUs)
-        return x.gainUs > y.gainUs;
-      return x.key() < y.key();
-    });
-    if (swaps.size() > kSwapsPerRound)
-      swaps.resize(kSwapsPerRound);
-    moves.insert(moves.end(), swaps.begin(), swaps.end());
+    appendBest(swaps, kSwapsPerRound);
     // Then, with what is left of the evaluations, drops the estimate prices
     // nearly free, the cheapest first: it does not see where copies overlap
     // which kernels, and a re-run that moves the compute under a copy can
