@@ -56,6 +56,10 @@ static llvm::cl::opt<std::string> profileName("profile", llvm::cl::init("h200"),
 /// start and end: a move that slows the step by that share is taken about
 /// one time in e. On Llama-style 50% (bench/results/bound.md, 2026-11-26
 /// 23:00; 20-30 s each), 2e-5 found 10.65%, 2e-4 10.66%, 2e-3 11.09%.
+static llvm::cl::opt<bool> listChanges(
+    "list-changes", llvm::cl::init(false),
+    llvm::cl::desc("list the decisions the best plan found changes from "
+                   "auto's (which side of the gap is loose, and how)"));
 static llvm::cl::opt<double>
     startTemperature("start-temperature", llvm::cl::init(2e-5),
                      llvm::cl::desc("share of the step, at the start"));
@@ -230,6 +234,22 @@ int main(int argc, char **argv) {
           bestStep = e->stepUs;
           bestDec = dec;
         }
+      }
+    }
+    if (listChanges) {
+      static const char *names[] = {"R", "C", "O"};
+      for (size_t i = 0; i < n; ++i) {
+        if (autoDec[i] == bestDec[i])
+          continue;
+        const ActivationInfo &act = analysis.getActivations()[i];
+        const GraphValue &value = step->graph.getValue(act.storage);
+        llvm::outs() << llvm::formatv(
+            "    {0} {1}->{2} {3:F2} MiB, last forward use {4}, first "
+            "backward use {5}\n",
+            step->graph.getNode(value.producer).name,
+            names[static_cast<int>(autoDec[i])],
+            names[static_cast<int>(bestDec[i])], act.bytes / 1048576.0,
+            act.lastForwardUse, act.firstBackwardUse);
       }
     }
     unsigned changed[3][3] = {};

@@ -18,6 +18,7 @@
 #include "PlannerUtils.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -51,6 +52,19 @@ constexpr size_t kPairSearches = 24;
 /// copy overlaps (on the Llama-style graph at 50%, recomputing four RMSNorm
 /// rstd values of under 1 MiB each saved 70 us each).
 constexpr double kCheapDropShare = 0.002;
+
+/// A drop switched to the other kind (recompute <-> offload) is tried even
+/// where the estimate says it loses, if by less than this share of what the
+/// drop costs now: the estimate prices copies at the step's average
+/// contention (on DiT at 60% it priced an MLP output's offload 25% above
+/// its re-run, and the switch saved 42% of it). Not near the least peak,
+/// where copies are not widened either (refineSolution).
+constexpr double kSwitchLossShare = 0.5;
+/// Such switches tried per round, and offloads moved to a sibling (refine's
+/// swaps): four swaps a round gained under 0.1 point more on the corpus and
+/// took 45% more solve time (bench/results/bound.md, 2026-11-27 09:05).
+constexpr size_t kSwitchesPerRound = 2;
+constexpr size_t kSwapsPerRound = 2;
 
 namespace {
 
@@ -205,6 +219,9 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
 
   const State start = save();
   std::set<std::array<int32_t, 4>> tried;
+  // Activations a kept move changed: a switch back would mostly give back
+  // what the switch gained.
+  llvm::DenseSet<int32_t> keptActs;
   unsigned evaluations = 0, kept = 0;
   const unsigned maxEvaluations = std::max<unsigned>(
       kMinRefineEvaluations,
@@ -280,6 +297,8 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
                             "change saves {1} of step time",
                             decisionName(current[a]), planner::humanUs(gainUs))
                   .str();
+        for (int32_t a : changedActs)
+          keptActs.insert(a);
         current = std::move(trial);
         currentHints = std::move(trialHints);
         currentEval = std::move(*eval);
@@ -380,7 +399,7 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
     std::vector<Partner> partners =
         partnersOf(current, currentEval, pos, offloadedBytes);
 
-    std::vector<Move> moves;
+    std::vector<Move> moves, switches;
     size_t pairSearches = 0;
     std::vector<std::pair<double, int32_t>> dropped;
     for (size_t a = 0; a < acts.size(); ++a)
@@ -396,6 +415,9 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
                                                          : Decision::Recompute;
       if (allowed(a, other) && now - costOf(a, other) > 0.0)
         moves.push_back({{{a, other}}, now - costOf(a, other), bytes});
+      else if (widenCopies && !keptActs.contains(a) && allowed(a, other) &&
+               now > 0.0 && costOf(a, other) - now < kSwitchLossShare * now)
+        switches.push_back({{{a, other}}, now - costOf(a, other), bytes});
       if (now <= 0.0)
         continue;
       // Retained: fits where the ops it is absent from have room.
@@ -426,6 +448,71 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
         return x.score() > y.score();
       return x.key() < y.key();
     });
+    // The `most` moves of `extra` the estimate says gain most (or lose
+    // least), appended to the moves: where the first loses, the next (the
+    // same kind of activation in another layer) mostly does too.
+    auto appendBest = [&](std::vector<Move> &extra, size_t most) {
+      llvm::sort(extra, [](const Move &x, const Move &y) {
+        if (x.gainUs != y.gainUs)
+          return x.gainUs > y.gainUs;
+        return x.key() < y.key();
+      });
+      if (extra.size() > most)
+        extra.resize(most);
+      moves.insert(moves.end(), extra.begin(), extra.end());
+    };
+    // Then the other kind of drop where the estimate says it loses a little:
+    // it prices a copy at the step's average contention, and copies placed
+    // beside kernels that lose less cost less (DiT at 60%: an MLP output's
+    // offload priced 31 us above its 124-us re-run saved 52 us).
+    appendBest(switches, kSwitchesPerRound);
+    // Then an offload moved to a sibling: the offloaded activation retained
+    // and a retained one of at least its bytes, absent over its ops if
+    // dropped, offloaded instead (the closest in size, then the one whose
+    // offload re-runs the least view time, then the closest in last forward
+    // use). Its copies then meet other kernels and other copies: the
+    // estimate cannot tell them apart (on ConvNeXt-T at 60% a layer norm's
+    // offload moved to the block's residual add saved 10 us at the same
+    // peak).
+    std::vector<Move> swaps;
+    // The view nodes an offload re-runs on its prefetched storage (at its
+    // restore point), which the estimate leaves out: on Qwen2 at 60% the
+    // attention outputs' offloads re-run four views each, their siblings'
+    // (a `_to_copy` of the same bytes) none.
+    auto rederiveUs = [&](int32_t a) {
+      double us = 0.0;
+      for (NodeId node : acts[a].rederiveNodes)
+        us += std::max(0.0, graph.getNode(node).timeUs);
+      return us;
+    };
+    if (widenCopies)
+      for (auto [negCost, a] : dropped) {
+        if (current[a] != Decision::Offload || keptActs.contains(a))
+          continue;
+        auto [lo, hi] = absentOps(a, current, currentEval, pos);
+        if (lo > hi)
+          continue;
+        const Partner *best = nullptr;
+        auto distance = [&](const Partner &p) {
+          return std::make_tuple(
+              acts[p.act].bytes - acts[a].bytes, rederiveUs(p.act),
+              std::abs(acts[p.act].lastForwardUse - acts[a].lastForwardUse));
+        };
+        for (const Partner &p : partners)
+          if (p.decision == Decision::Offload &&
+              acts[p.act].bytes >= acts[a].bytes && p.ops.first <= lo &&
+              hi <= p.ops.second && !keptActs.contains(p.act) &&
+              offloadedBytes + acts[p.act].bytes - acts[a].bytes <=
+                  options.hostBudgetBytes &&
+              (!best || distance(p) < distance(*best)))
+            best = &p;
+        if (best)
+          swaps.push_back(
+              {{{a, Decision::Retain}, {best->act, Decision::Offload}},
+               -negCost + rederiveUs(a) - best->cost - rederiveUs(best->act),
+               acts[a].bytes + acts[best->act].bytes});
+      }
+    appendBest(swaps, kSwapsPerRound);
     // Then, with what is left of the evaluations, drops the estimate prices
     // nearly free, the cheapest first: it does not see where copies overlap
     // which kernels, and a re-run that moves the compute under a copy can
