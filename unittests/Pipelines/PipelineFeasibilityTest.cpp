@@ -60,6 +60,15 @@ protected:
     context.loadDialect<LetheDialect, func::FuncDialect>();
   }
 
+  /// The module's step: its one function with a body.
+  static func::FuncOp stepFunction(ModuleOp module) {
+    func::FuncOp func;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (!f.isExternal())
+        func = f;
+    return func;
+  }
+
   Compiled compile(ModuleOp base, LethePipelineConfig config,
                    const std::string &budget) {
     Compiled result;
@@ -127,10 +136,7 @@ protected:
     OwningOpRef<ModuleOp> module = base.clone();
     ScopedDiagnosticHandler quiet(&context,
                                   [](Diagnostic &) { return success(); });
-    func::FuncOp func;
-    for (auto f : module->getOps<func::FuncOp>())
-      if (!f.isExternal())
-        func = f;
+    func::FuncOp func = stepFunction(*module);
     llvm::Expected<DeviceProfile> device =
         DeviceProfile::load(config.plan.device);
     EXPECT_TRUE(static_cast<bool>(device));
@@ -232,10 +238,7 @@ TEST_F(PipelineFeasibility, LeastSearchReusesTheInfeasiblePlansLadder) {
     ASSERT_TRUE(succeeded(alone));
     ScopedDiagnosticHandler quiet(&context,
                                   [](Diagnostic &) { return success(); });
-    func::FuncOp func;
-    for (auto f : module->getOps<func::FuncOp>())
-      if (!f.isExternal())
-        func = f;
+    func::FuncOp func = stepFunction(*module);
     ASSERT_TRUE(func);
     llvm::Expected<DeviceProfile> device =
         DeviceProfile::load(config.plan.device);
