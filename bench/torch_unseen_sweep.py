@@ -1,0 +1,139 @@
+"""Models Lethe never saw, through `lethe.torch.backend` on the CPU (issue
+16: unseen models must not break what a user hits at once): each model of
+torchvision and transformers below, built small with random weights, is
+compiled by plain `torch.compile` and by Lethe's backend at a share budget,
+one training step each; the table gives whether Lethe's compiled and
+trained, and its loss and gradient norm against plain compile's (dropout
+and stochastic depth off: a stochastic step is not comparable).
+
+    python3 bench/torch_unseen_sweep.py [--budget 90%] [MODEL ...]
+
+Needs torch >= 2.9, torchvision and transformers (the torch venv of
+scripts/test.sh has torch; pip install torchvision transformers), and
+Lethe's native library (LETHE_BUILD_DIR or an installed wheel).
+"""
+import argparse
+import math
+import sys
+import time
+import traceback
+import warnings
+
+import torch
+import torch.nn as nn
+
+import lethe.torch as lt
+
+
+def _vision(name):
+    import torchvision.models as tvm
+    net = getattr(tvm, name)(num_classes=10)
+    x, y = torch.randn(32, 3, 64, 64), torch.randint(0, 10, (32,))
+    return net, (x, y), lambda m, x, y: nn.functional.cross_entropy(m(x), y)
+
+
+def _lm(model, config, **fields):
+    import transformers
+    cfg = getattr(transformers, config)(vocab_size=100, **fields)
+    net = getattr(transformers, model)(cfg)
+    net.config.use_cache = False
+    ids = torch.randint(0, 100, (8, 128))
+    return net, (ids, ids), \
+        lambda m, a, b: m(input_ids=a, labels=b).loss
+
+
+_ATTN = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+             num_attention_heads=4)
+MODELS = {
+    "resnet18": lambda: _vision("resnet18"),
+    "mobilenet_v3_small": lambda: _vision("mobilenet_v3_small"),
+    "efficientnet_b0": lambda: _vision("efficientnet_b0"),
+    "densenet121": lambda: _vision("densenet121"),
+    "shufflenet_v2_x0_5": lambda: _vision("shufflenet_v2_x0_5"),
+    "gpt2": lambda: _lm("GPT2LMHeadModel", "GPT2Config", n_layer=2,
+                        n_embd=64, n_head=4, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0),
+    "llama": lambda: _lm("LlamaForCausalLM", "LlamaConfig",
+                         num_key_value_heads=2, **_ATTN),
+    "mistral": lambda: _lm("MistralForCausalLM", "MistralConfig",
+                           num_key_value_heads=2, **_ATTN),
+    "opt": lambda: _lm("OPTForCausalLM", "OPTConfig", num_hidden_layers=2,
+                       hidden_size=64, ffn_dim=128, num_attention_heads=4,
+                       word_embed_proj_dim=64, dropout=0.0,
+                       attention_dropout=0.0, layerdrop=0.0),
+    "gpt_neox": lambda: _lm("GPTNeoXForCausalLM", "GPTNeoXConfig", **_ATTN),
+    "phi": lambda: _lm("PhiForCausalLM", "PhiConfig", **_ATTN),
+    "bart": lambda: _lm("BartForConditionalGeneration", "BartConfig",
+                        encoder_layers=2, decoder_layers=2, d_model=64,
+                        encoder_ffn_dim=128, decoder_ffn_dim=128,
+                        encoder_attention_heads=4,
+                        decoder_attention_heads=4, dropout=0.0,
+                        attention_dropout=0.0, activation_dropout=0.0),
+    "distilbert": lambda: _lm("DistilBertForMaskedLM", "DistilBertConfig",
+                              n_layers=2, dim=64, hidden_dim=128, n_heads=4,
+                              dropout=0.0, attention_dropout=0.0),
+    "gemma": lambda: _lm("GemmaForCausalLM", "GemmaConfig",
+                         num_key_value_heads=1, head_dim=16, **_ATTN),
+}
+
+
+def _step(net, inputs, loss_fn, run):
+    net.zero_grad(set_to_none=True)
+    loss = loss_fn(run, *inputs)
+    loss.backward()
+    grad = math.sqrt(sum(float(p.grad.float().pow(2).sum())
+                         for p in net.parameters() if p.grad is not None))
+    return float(loss.detach()), grad
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="*", default=list(MODELS))
+    ap.add_argument("--budget", default="90%")
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, budget {args.budget}, CPU")
+    print("| model | Lethe | s | loss | loss Δ (rel.) | grad norm Δ (rel.) "
+          "| Lethe's warnings |")
+    print("|---|---|---|---|---|---|---|")
+    failed = 0
+    for name in args.models:
+        start = time.time()
+        torch.manual_seed(0)
+        try:
+            net, inputs, loss_fn = MODELS[name]()
+            net.train()
+            for m in net.modules():
+                if isinstance(m, nn.Dropout) \
+                        or type(m).__name__ == "StochasticDepth":
+                    m.p = 0.0
+            torch._dynamo.reset()
+            ref = _step(net, inputs, loss_fn, torch.compile(net,
+                                                            dynamic=False))
+            torch._dynamo.reset()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got = _step(net, inputs, loss_fn, torch.compile(
+                    net, backend=lt.backend(budget=args.budget),
+                    dynamic=False))
+            said = sorted({str(w.message)[len("Lethe: "):][:70]
+                           for w in caught
+                           if str(w.message).startswith("Lethe: ")})
+            print(f"| {name} | ok | {time.time() - start:.0f} | "
+                  f"{ref[0]:.5f} | {abs(got[0] - ref[0]) / abs(ref[0]):.1e} "
+                  f"| {abs(got[1] - ref[1]) / ref[1]:.1e} | "
+                  f"{'; '.join(said)} |", flush=True)
+        except Exception as e:  # noqa: BLE001 (the table says what broke)
+            failed += 1
+            chain, c = [], e
+            while c is not None and c not in chain:
+                chain.append(c)
+                c = c.__cause__
+            why = str(chain[-1]).strip().splitlines()[0][:200]
+            print(f"| {name} | **failed** | {time.time() - start:.0f} | "
+                  f"| | | {type(chain[-1]).__name__}: {why} |", flush=True)
+            traceback.print_exc(file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
