@@ -127,10 +127,13 @@ def main():
             chain, c = [], e
             while c is not None and c not in chain:
                 chain.append(c)
-                c = c.__cause__
-            why = str(chain[-1]).strip().splitlines()[0][:200]
+                c = c.__cause__ or c.__context__
+            # Lethe's own error where dynamo wrapped one, else the innermost.
+            ours = [c for c in chain if type(c).__module__.startswith(
+                "lethe")] or chain[-1:]
+            why = str(ours[0]).strip().splitlines()[0][:200]
             print(f"| {name} | **failed** | {time.time() - start:.0f} | "
-                  f"| | | {type(chain[-1]).__name__}: {why} |", flush=True)
+                  f"| | | {type(ours[0]).__name__}: {why} |", flush=True)
             traceback.print_exc(file=sys.stderr)
     sys.exit(1 if failed else 0)
 
