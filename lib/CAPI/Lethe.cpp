@@ -16,6 +16,7 @@
 #include "lethe/Driver/Simulation.h"
 #include "lethe/Import/Diagnostics.h"
 #include "lethe/Pipelines/Pipelines.h"
+#include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Simulator/Timeline.h"
 #include "lethe/Support/Files.h"
@@ -175,9 +176,13 @@ LetheStatus planGraph(LetheGraph graph,
   if (!device)
     return errorStatus(llvm::toString(device.takeError()));
   std::string message;
-  FailureOr<lethe::PlannedStep> step =
-      lethe::planStep(func, options, *device,
-                      [&](const llvm::Twine &error) { message = error.str(); });
+  // `auto`'s ladder, kept for the least-budget search of an infeasible
+  // plan, which replays it instead of building it again (as `lethe plan`).
+  auto families = std::make_shared<lethe::AutoFamilies>();
+  FailureOr<lethe::PlannedStep> step = lethe::planStep(
+      func, options, *device,
+      [&](const llvm::Twine &error) { message = error.str(); },
+      families.get());
   if (!message.empty())
     return errorStatus(message);
   if (failed(step))
@@ -193,7 +198,7 @@ LetheStatus planGraph(LetheGraph graph,
     config.plan = options;
     config.annotateCosts = false;
     FailureOr<int64_t> least =
-        lethe::findLeastFunctionBudget(*graph->module, func, config);
+        lethe::findLeastFunctionBudget(*graph->module, func, config, families);
     if (succeeded(least))
       step->plan.leastFeasibleBudget = *least;
   }
