@@ -365,12 +365,11 @@ class Backend:
             _inductor.warn_nothing_to_lower("this graph", least, self.budget)
             plan = plan_at(str(least))
         if not plan.feasible:
-            least = plan.least_feasible_budget_bytes
-            given = f" ({plan.budget_bytes} B)" if plan.budget_bytes else ""
-            raise InfeasibleBudgetError(
-                f"Lethe: budget {self.budget}{given} is below the least "
-                f"budget policy '{self.policy}' can meet on this graph"
-                + (f": {least} B" if least is not None else ""), least)
+            given = f" ({plan.budget_bytes} B)" if plan.budget_bytes \
+                and str(plan.budget_bytes) != self.budget else ""
+            raise _inductor.infeasible_error(
+                self.budget, given, self.policy, "this graph",
+                plan.least_feasible_budget_bytes)
         return plan
 
 

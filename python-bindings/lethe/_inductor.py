@@ -129,6 +129,20 @@ def nothing_to_lower(plan: Plan, budget: Optional[str]) -> bool:
         and least >= plan.baseline_peak_bytes
 
 
+def infeasible_error(budget: Optional[str], given: str, policy: Optional[str],
+                     graph: str,
+                     least: Optional[int]) -> InfeasibleBudgetError:
+    """The error of a budget under what `policy` can meet on `graph`, the
+    same from either route (inductor, eager): `given` says what the budget
+    came to, `least` is the budget to pass."""
+    advice = (f"; the least it can meet is {least} B "
+              f"({least / 2**30:.2f} GiB): pass budget={least} or more"
+              if least else "")
+    return InfeasibleBudgetError(
+        f"Lethe: budget {budget}{given} is below what policy '{policy}' "
+        f"can meet on {graph}{advice}", least)
+
+
 def warn_nothing_to_lower(graph: str, least: int, budget: str) -> None:
     warnings.warn(
         f"Lethe: {graph} holds no activation Lethe can lower (its peak, "
@@ -542,12 +556,8 @@ class LethePartitioner(_partitioner_base()):
                 given = (f" (planned at {self._planning_budget()} B: the "
                          f"measured peak correction is "
                          f"{self.peak_correction:+d} B)")
-            advice = (f"; the least it can meet is {least} B "
-                      f"({least / 2**30:.2f} GiB): pass budget={least} or "
-                      "more" if least else "")
-            raise InfeasibleBudgetError(
-                f"Lethe: budget {self.budget}{given} is below what policy "
-                f"'{self.policy}' can meet on {graph}{advice}", least)
+            raise infeasible_error(self.budget, given, self.policy, graph,
+                                   least)
         return plan
 
     def _note_frame(self, compile_id: Optional[str]) -> None:

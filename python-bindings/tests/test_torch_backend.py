@@ -282,7 +282,8 @@ def test_lethe_infeasible_budget_raises():
     # offload): recompute chains stop at dropout masks and layer inputs.
     e = _infeasible(lambda: _run("lm", lambda: lt.backend(budget="30%",
                                                         policy="auto")))
-    assert "can meet" in str(e)  # either route's wording
+    assert "below what policy 'auto' can meet" in str(e)  # either route
+    assert f"pass budget={e.least_feasible_budget}" in str(e)
     assert e.least_feasible_budget > 0
 
 
