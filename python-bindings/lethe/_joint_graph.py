@@ -149,7 +149,12 @@ def node_scope(node):
 
 
 def normalize_module_path(path):
-    """"L['self'].model.layers[0]._modules['attn']" -> "layers.0.attn"."""
+    """"L['self'].model.layers[0]._modules['attn']" -> "layers.0.attn".
+    A module dynamo saw as a positional argument is rooted at
+    "L['args'][0]" (transformers 5 wraps HF models' forward so: without
+    the index, every scope began with "0", a layer number to the layer
+    finder)."""
+    path = re.sub(r"^L\[['\"]args['\"]\]\[\d+\]", "", path)
     path = re.sub(r"^[LG]\[['\"][^'\"]*['\"]\]", "", path)
     path = re.sub(r"^L__self__", "", path)
     path = path.replace("._modules", "")

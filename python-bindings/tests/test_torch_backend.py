@@ -287,6 +287,19 @@ def test_lethe_infeasible_budget_raises():
     assert e.least_feasible_budget > 0
 
 
+def test_module_paths_name_layers_in_dynamos_spellings():
+    from lethe._joint_graph import normalize_module_path as norm
+    assert norm("L['self'].model.layers[0]._modules['attn']") == \
+        "layers.0.attn"
+    # transformers 5 wraps an HF model's forward: dynamo sees the model as
+    # the first positional argument (measured: Llama, torch 2.11). Its
+    # index is not a layer number.
+    assert norm("L['args'][0].model.layers[1].self_attn") == \
+        "layers.1.self_attn"
+    assert norm("L['args'][0].lm_head") == "lm_head"
+    assert norm("L['args'][0]") is None
+
+
 def test_offload_buffers_keep_the_dimension_order():
     # A transposed (dense, permuted) tensor must come back with its strides,
     # and a sliced one with dense strides in its order: the backward
