@@ -124,6 +124,27 @@ private:
     out = std::strtod(text.c_str(), &stop);
     return stop == textEnd;
   }
+  /// The items of an array or object after its opening bracket, each read
+  /// by `item`, separated by commas, up to `close`.
+  template <typename Item> bool parseItems(char close, Item item) {
+    eatWhitespace();
+    if (p != end && *p == close) {
+      ++p;
+      return true;
+    }
+    while (true) {
+      if (!item())
+        return false;
+      eatWhitespace();
+      if (p == end)
+        return false;
+      char c = *p++;
+      if (c == close)
+        return true;
+      if (c != ',')
+        return false;
+    }
+  }
   bool parseValue(json::Value &out, unsigned depth) {
     eatWhitespace();
     if (p == end || depth > kMaxDepth)
@@ -150,37 +171,17 @@ private:
       ++p;
       out = json::Array{};
       json::Array &array = *out.getAsArray();
-      eatWhitespace();
-      if (p != end && *p == ']') {
-        ++p;
-        return true;
-      }
-      while (true) {
+      return parseItems(']', [&] {
         array.emplace_back(nullptr);
-        if (!parseValue(array.back(), depth + 1))
-          return false;
-        eatWhitespace();
-        if (p == end)
-          return false;
-        char c = *p++;
-        if (c == ']')
-          return true;
-        if (c != ',')
-          return false;
-      }
+        return parseValue(array.back(), depth + 1);
+      });
     }
     case '{': {
       ++p;
       out = json::Object{};
       json::Object &object = *out.getAsObject();
-      eatWhitespace();
-      if (p != end && *p == '}') {
-        ++p;
-        return true;
-      }
-      while (true) {
-        // json::parse eats no whitespace before a key after '{' or ','
-        // beyond what it ate there.
+      return parseItems('}', [&] {
+        eatWhitespace();
         if (p == end || *p != '"')
           return false;
         ++p;
@@ -191,18 +192,8 @@ private:
         if (p == end || *p != ':')
           return false;
         ++p;
-        if (!parseValue(object[json::ObjectKey(key)], depth + 1))
-          return false;
-        eatWhitespace();
-        if (p == end)
-          return false;
-        char c = *p++;
-        if (c == '}')
-          return true;
-        if (c != ',')
-          return false;
-        eatWhitespace();
-      }
+        return parseValue(object[json::ObjectKey(key)], depth + 1);
+      });
     }
     default:
       if (isNumberChar(*p))
