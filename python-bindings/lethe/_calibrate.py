@@ -139,8 +139,7 @@ def correction(measured: Measurement, *, predicted_peak: int,
     predicted_ms = predicted_step_us / 1e3
     modelled_pred = predicted_step_us - library_us
     modelled_meas = measured.step_ms * 1e3 - library_us
-    host_bound = measured.host_ms is not None \
-        and measured.host_ms >= (1 - TOLERANCE) * measured.step_ms
+    host_bound = _host_bound(measured)
     if cudagraphs and host_bound:
         # The step's time is the host's, which a replay does not spend
         # (measured on an H200: MobileNet-V3's 25.2 ms step without CUDA
@@ -185,14 +184,20 @@ def profile_leaves_room(measured: Measurement) -> bool:
         or measured.host_ms < _PROFILE_HOST_SHARE * measured.step_ms
 
 
+def _host_bound(measured: Measurement) -> bool:
+    """Whether the host took (nearly) the whole step to issue it: the
+    device waited for the host."""
+    return measured.host_ms is not None \
+        and measured.host_ms >= (1 - TOLERANCE) * measured.step_ms
+
+
 def _host_launch_us(measured: Measurement, r: Any) -> Optional[float]:
     """Where the host bounds the measured step: the host's time to issue
     it over the step's ops (the graph's ops and the ops its recomputations
     re-run), the time the simulator gives each op's launch. None where the
     device bounds it (the profile's launch time stands)."""
     ops = getattr(r, "ops", 0)
-    if measured.host_ms is None or not ops \
-            or measured.host_ms < (1 - TOLERANCE) * measured.step_ms:
+    if not ops or not _host_bound(measured):
         return None
     rerun = {o.get("node_id") for d in r.plan.decisions
              if d.get("decision") == "recompute"
