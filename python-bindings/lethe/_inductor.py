@@ -29,6 +29,7 @@ import hashlib
 import json
 import operator
 import os
+import tempfile
 import time
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -150,6 +151,19 @@ def warn_nothing_to_lower(graph: str, least: int, budget: str) -> None:
         "it; compiled as is")
 
 
+def graph_digest(doc: Dict[str, Any]) -> str:
+    """The planned graph's structure (its nodes, their inputs and
+    outputs), not its prices: two compiles of one graph have the same
+    digest whatever the calibration measured, a graph of other shapes
+    another."""
+    h = hashlib.sha256()
+    for e in doc["nodes"]:
+        h.update(json.dumps([e.get("id"), e.get("name"), e.get("kind"),
+                             e.get("op"), e.get("inputs"), e.get("outputs")],
+                            sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
 _PROFILE_BY_NAME = (("H200", "h200"), ("H100", "h100"), ("A100", "a100"))
 
 
@@ -187,6 +201,9 @@ class PartitionRecord(PlanRecord):
         # (lethe._kernel_times).
         self.kernels = self.roots = self.attribution = None
         self.graph = graph
+        # graph_digest() of the planned graph: which graph the plan's
+        # decisions name (LethePartitioner.fixed_plan).
+        self.graph_digest: Optional[str] = None
         # The planned graph's ops (kept when the graph itself is not): the
         # calibration's host time an op divides by them.
         self.ops = ops
@@ -268,6 +285,14 @@ class LethePartitioner(_partitioner_base()):
         # Dynamo frames planned (a graph break makes a second one): a byte
         # budget applies to each graph, so several frames are said once.
         self._frames: List[str] = []
+        # The calibration's revert (lethe._calibrate): (graph_digest, plan
+        # document) whose decisions the graph of that digest evaluates
+        # instead of being planned, priced by the partitioner's settings
+        # of the moment; None: plan. Part of uuid().
+        self.fixed_plan: Optional[Tuple[str, Dict[str, Any]]] = None
+        # Called with each new PartitionRecord (the calibration follows the
+        # plan the module runs).
+        self.on_record: Optional[Any] = None
 
     def set_peak_correction(self, correction: int) -> None:
         """Calibration: Lethe's model of the compiled step's memory is off
@@ -329,6 +354,9 @@ class LethePartitioner(_partitioner_base()):
              self._measure_key(),
              hashlib.sha256(json.dumps(sorted(self.profiled.items()))
                             .encode()).hexdigest(),
+             None if self.fixed_plan is None else hashlib.sha256(
+                 json.dumps(self.fixed_plan, sort_keys=True, default=str)
+                 .encode()).hexdigest(),
              None if self.planner is None else repr(self.planner)],
             sort_keys=True)
         digest.update(key.encode())
@@ -382,7 +410,8 @@ class LethePartitioner(_partitioner_base()):
             self.offload == "auto" and device.type == "cuda")
         compile_id = _compile_id()
         self._note_frame(compile_id)
-        plan = self._plan(fused.doc, offload_ok, profile, compile_id)
+        digest = graph_digest(fused.doc)
+        plan = self._plan(fused.doc, offload_ok, profile, compile_id, digest)
 
         # A plan that keeps every value says the budget does not bind: then
         # min-cut partitions untagged, exactly as plain torch.compile does.
@@ -425,12 +454,15 @@ class LethePartitioner(_partitioner_base()):
             moved, notes, time.perf_counter() - start, measured, compile_id,
             ops=sum(1 for e in fused.doc["nodes"] if e["kind"] == "op"))
         record.provisional = self.provisional
+        record.graph_digest = digest
         if self.provenance is not None:
             record.kernels = self.provenance.expect(fw, bw)
             record.roots = planned_roots(fused)
         self.records.append(record)
         self.compiles += 1
         del self.records[:-_MAX_RECORDS]
+        if self.on_record is not None:
+            self.on_record(record)
         if self.dump_dir:
             record.dump(self.dump_dir, fused.doc,
                         dict(record.summary(), mismatch_list=mismatches))
@@ -509,12 +541,31 @@ class LethePartitioner(_partitioner_base()):
 
     def _plan(self, doc: Dict[str, Any], offload_ok: bool,
               profile: Optional[str] = None,
-              compile_id: Optional[str] = None) -> Plan:
+              compile_id: Optional[str] = None,
+              digest: Optional[str] = None) -> Plan:
         options = dict(self.plan_options)
         if not offload_ok:
             options["host_budget"] = 0
         if self.replay_rng:
             options["replay_rng"] = True
+        fixed = self.fixed_plan
+        if fixed is not None and self.planner is None and fixed[0] == digest:
+            # The decisions of a plan made for this graph, evaluated (and
+            # placed) with this compile's prices instead of planned.
+            with tempfile.NamedTemporaryFile(
+                    "w", suffix=".json", prefix="lethe-plan-",
+                    delete=False) as f:
+                json.dump(fixed[1], f)
+            try:
+                return self._plan_with(doc, profile, compile_id,
+                                       dict(options, plan_file=f.name))
+            finally:
+                os.unlink(f.name)
+        return self._plan_with(doc, profile, compile_id, options)
+
+    def _plan_with(self, doc: Dict[str, Any], profile: Optional[str],
+                   compile_id: Optional[str],
+                   options: Dict[str, Any]) -> Plan:
         def plan_at(budget):
             if self.planner is not None:
                 raw = self.planner(doc, budget=budget, policy=self.policy,

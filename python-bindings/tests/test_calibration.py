@@ -439,8 +439,14 @@ class _FakePartitioner:
     """What the Calibrator reads of a LethePartitioner: each compile makes
     a record whose predicted peak follows `plan_peak(correction)`."""
 
-    def __init__(self, plan_peak, least=None):
+    def __init__(self, plan_peak, least=None, digest=None):
         self.plan_peak = plan_peak
+        # With a digest, records name their graph and a plan document that
+        # a revert fixes (LethePartitioner.fixed_plan), and a plan's
+        # predicted step follows the time scale.
+        self.digest = digest
+        self.fixed_plan = self.on_record = None
+        self.context = None  # the module's dynamo context, named
         self.least = least  # the model's least planning budget
         self.compiles, self.records = 0, []
         self.peak_correction, self.time_scale = 0, 1.0
@@ -469,18 +475,25 @@ class _FakePartitioner:
         plan = SimpleNamespace(peak_bytes=self.plan_peak(c),
                                step_us=10000.0, budget_bytes=1000,
                                decisions=[])
-        self.records.append(SimpleNamespace(
+        record = SimpleNamespace(
             plan=plan, provisional=provisional, measured={"library_us": 0.0},
             graph=None, ops=self.ops,
-            offloaded=list(self.offloads) if self.offload else []))
+            offloaded=list(self.offloads) if self.offload else [])
+        if self.digest is not None:
+            record.graph_digest = self.digest
+            plan.document = {"plan": self.context()}
+            plan.step_us *= self.time_scale
+        self.records.append(record)
         self.compiles += 1
+        if self.on_record is not None:
+            self.on_record(record)
 
 
 def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
-                offloads=()):
+                offloads=(), digest=None):
     from types import SimpleNamespace
     from lethe import _calibrate
-    p = _FakePartitioner(plan_peak, least)
+    p = _FakePartitioner(plan_peak, least, digest)
     if offloads:
         p.offload, p.offloads = "auto", list(offloads)
     p.allow_provisional = provisional
@@ -497,10 +510,15 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
                 len(getattr(p, "profiled", None) or {}), p.host_launch_us)
 
     def recompile(c, b):
+        fixed = b.partitioner.fixed_plan
+        if fixed is not None:  # the plan the fixed decisions are
+            c.dynamo_ctx = fixed[1]["plan"]
+            return
         key = settings(b.partitioner)
         c.dynamo_ctx = names.setdefault(key, f"plan {len(names) + 1}")
     names[settings(p)] = "first plan"
     compiled = SimpleNamespace(dynamo_ctx="first plan")
+    p.context = lambda: compiled.dynamo_ctx
     monkeypatch.setattr(_calibrate, "_recompile", recompile)
     cal = _calibrate.Calibrator(backend, compiled)
     p.allow_provisional = provisional  # as on CUDA, or not
@@ -763,6 +781,33 @@ def test_calibration_goes_back_to_the_first_plan_when_replans_overshoot(
     assert report["reverted"] and compiled.dynamo_ctx == "first plan"
     assert p.peak_correction == 0 and report["after"]["peak_bytes"] == 690
     assert report["done"] and cal.backend.calibrated_plan is p.records[0]
+
+
+def test_a_revert_compiles_the_first_plans_decisions_at_calibrated_prices(
+        monkeypatch):
+    from lethe._step_meter import Measurement
+    # As above, with a partitioner that takes decisions: the first plan ran
+    # 10 ms, predicted 8 (time scale 1.25), and 300 B under its predicted
+    # peak; the re-plans overshoot, so the module goes back to the first
+    # plan's decisions, compiled under the calibrated time scale (not the
+    # first's 1.0), and the plan it runs is that compile's: 12.5 ms.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c,
+                                           digest="g")
+    p.records[0].plan.step_us = 8000.0
+    assert cal.on_step(Measurement(690, 10.0))
+    assert p.peak_correction == 300 and p.time_scale == 1.25
+    p.compile()
+    assert cal.on_step(Measurement(1200, 12.0))
+    p.compile()
+    assert not cal.on_step(Measurement(1050, 12.0))  # over again: revert
+    assert report["reverted"] and compiled.dynamo_ctx == "first plan"
+    assert p.fixed_plan == ("g", {"plan": "first plan"})
+    assert p.peak_correction == 0 and p.time_scale == 1.25
+    assert cal.backend.calibrated_plan is p.records[0]  # until recompiled
+    p.compile()
+    assert cal.backend.calibrated_plan is p.records[-1]
+    assert report["after"]["predicted_step_ms"] == 12.5
+    assert report["after"]["peak_bytes"] == 690 and p.on_record is None
 
 
 def test_step_meter_skips_a_warm_step_and_reports_the_median_of_three():

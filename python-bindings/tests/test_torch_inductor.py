@@ -519,3 +519,35 @@ def test_a_plan_that_keeps_everything_is_plain_compiles_partition():
     record = p.records[-1]
     assert "min-cut's own partition" in record.notes[-1]
     assert record.saved == MinCut.saved and not record.mismatches
+
+
+@needs_lethe
+def test_a_fixed_plan_is_evaluated_with_this_compiles_prices():
+    # The calibration's revert: a plan's decisions, compiled again under a
+    # time scale that doubles the modelled kernels, are those decisions
+    # (here the first plan with one more value recomputed, which no
+    # planning would choose) priced slower; another graph (another digest)
+    # is planned.
+    import copy
+    model = _model()
+    p = lt.partitioner(budget="60%", device="h100")
+    _step(model, _compile(model, p))
+    first = p.records[-1]
+    doc = copy.deepcopy(first.plan.document)
+    flipped = next(v for v in doc["values"] if v["decision"] == "retain")
+    flipped["decision"] = "recompute"
+    key = p.uuid()
+    p.fixed_plan = (first.graph_digest, doc)
+    assert p.uuid() != key  # a fixed plan keys the caches
+    p.set_time_scale(2.0)
+    _step(model, _compile(model, p))
+    again = p.records[-1]
+    kinds = {k: d.kind for k, d in first.plan.owners.items()}
+    kinds[(flipped["node_id"], flipped["output"])] = "recompute"
+    assert again.graph_digest == first.graph_digest
+    assert {k: d.kind for k, d in again.plan.owners.items()} == kinds
+    assert again.plan.step_us > first.plan.step_us
+    p.fixed_plan = ("another graph", doc)
+    _step(model, _compile(model, p))  # planned: the digest differs
+    assert {k: d.kind for k, d in p.records[-1].plan.owners.items()} \
+        != kinds
