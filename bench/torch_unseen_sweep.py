@@ -4,7 +4,9 @@ torchvision and transformers below, built small with random weights, is
 compiled by plain `torch.compile` and by Lethe's backend at a share budget,
 one training step each; the table gives whether Lethe's compiled and
 trained, and its loss and gradient norm against plain compile's (dropout
-and stochastic depth off: a stochastic step is not comparable).
+and stochastic depth off: a stochastic step is not comparable). A model
+that plain `torch.compile` itself fails on is listed as n/a, not as
+Lethe's failure.
 
     python3 bench/torch_unseen_sweep.py [--budget 90%] [MODEL ...]
 
@@ -30,6 +32,25 @@ def _vision(name):
     net = getattr(tvm, name)(num_classes=10)
     x, y = torch.randn(32, 3, 64, 64), torch.randint(0, 10, (32,))
     return net, (x, y), lambda m, x, y: nn.functional.cross_entropy(m(x), y)
+
+
+def _vision_net(net):
+    x, y = torch.randn(32, 3, 64, 64), torch.randint(0, 10, (32,))
+    return net, (x, y), lambda m, x, y: nn.functional.cross_entropy(m(x), y)
+
+
+def _vit():
+    from torchvision.models.vision_transformer import VisionTransformer
+    return _vision_net(VisionTransformer(
+        image_size=64, patch_size=8, num_layers=2, num_heads=4,
+        hidden_dim=64, mlp_dim=128, num_classes=10))
+
+
+def _swin():
+    from torchvision.models.swin_transformer import SwinTransformer
+    return _vision_net(SwinTransformer(
+        patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4],
+        window_size=[4, 4], num_classes=10))
 
 
 def _lm(model, config, **fields):
@@ -74,6 +95,62 @@ MODELS = {
                               dropout=0.0, attention_dropout=0.0),
     "gemma": lambda: _lm("GemmaForCausalLM", "GemmaConfig",
                          num_key_value_heads=1, head_dim=16, **_ATTN),
+    # Added 2026-11-27: more families (vision transformers built small,
+    # encoders with shared or relative attention, an encoder-decoder,
+    # mixture-of-experts, ALiBi, a state-space model).
+    "vit_small": _vit,
+    "swin_small": _swin,
+    "convnext_tiny": lambda: _vision("convnext_tiny"),
+    "regnet_y_400mf": lambda: _vision("regnet_y_400mf"),
+    "squeezenet1_1": lambda: _vision("squeezenet1_1"),
+    "bert": lambda: _lm("BertForMaskedLM", "BertConfig",
+                        hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0, **_ATTN),
+    "roberta": lambda: _lm("RobertaForMaskedLM", "RobertaConfig",
+                           hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0, **_ATTN),
+    "albert": lambda: _lm("AlbertForMaskedLM", "AlbertConfig",
+                          embedding_size=32, hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0, **_ATTN),
+    "deberta_v2": lambda: _lm("DebertaV2ForMaskedLM", "DebertaV2Config",
+                              hidden_dropout_prob=0.0,
+                              attention_probs_dropout_prob=0.0, **_ATTN),
+    "electra": lambda: _lm("ElectraForMaskedLM", "ElectraConfig",
+                           embedding_size=64, hidden_dropout_prob=0.0,
+                           attention_probs_dropout_prob=0.0, **_ATTN),
+    "t5": lambda: _lm("T5ForConditionalGeneration", "T5Config",
+                      num_layers=2, num_decoder_layers=2, d_model=64,
+                      d_ff=128, d_kv=16, num_heads=4, dropout_rate=0.0,
+                      decoder_start_token_id=0),
+    "qwen2": lambda: _lm("Qwen2ForCausalLM", "Qwen2Config",
+                         num_key_value_heads=2, **_ATTN),
+    "mixtral": lambda: _lm("MixtralForCausalLM", "MixtralConfig",
+                           num_key_value_heads=2, num_local_experts=4,
+                           num_experts_per_tok=2, **_ATTN),
+    "qwen2_moe": lambda: _lm("Qwen2MoeForCausalLM", "Qwen2MoeConfig",
+                             num_key_value_heads=2, num_experts=4,
+                             num_experts_per_tok=2,
+                             moe_intermediate_size=64,
+                             shared_expert_intermediate_size=64, **_ATTN),
+    "falcon": lambda: _lm("FalconForCausalLM", "FalconConfig",
+                          num_hidden_layers=2, hidden_size=64,
+                          num_attention_heads=4, hidden_dropout=0.0,
+                          attention_dropout=0.0),
+    "bloom": lambda: _lm("BloomForCausalLM", "BloomConfig", n_layer=2,
+                         hidden_size=64, n_head=4, hidden_dropout=0.0,
+                         attention_dropout=0.0),
+    "gptj": lambda: _lm("GPTJForCausalLM", "GPTJConfig", n_layer=2,
+                        n_embd=64, n_head=4, rotary_dim=8, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0),
+    "phi3": lambda: _lm("Phi3ForCausalLM", "Phi3Config",
+                        num_key_value_heads=2, pad_token_id=0, **_ATTN),
+    "starcoder2": lambda: _lm("Starcoder2ForCausalLM", "Starcoder2Config",
+                              num_key_value_heads=2, residual_dropout=0.0,
+                              embedding_dropout=0.0, attention_dropout=0.0,
+                              **_ATTN),
+    "mamba": lambda: _lm("MambaForCausalLM", "MambaConfig",
+                         num_hidden_layers=2, hidden_size=64, state_size=8,
+                         expand=2),
 }
 
 
@@ -107,8 +184,16 @@ def main():
                         or type(m).__name__ == "StochasticDepth":
                     m.p = 0.0
             torch._dynamo.reset()
-            ref = _step(net, inputs, loss_fn, torch.compile(net,
-                                                            dynamic=False))
+            try:
+                ref = _step(net, inputs, loss_fn, torch.compile(
+                    net, dynamic=False))
+            except Exception as e:  # noqa: BLE001 (not Lethe's to judge)
+                why = str(e).strip().splitlines()[0][:120]
+                print(f"| {name} | n/a: plain compile failed | "
+                      f"{time.time() - start:.0f} | | | | "
+                      f"{type(e).__name__}: {why} |", flush=True)
+                traceback.print_exc(file=sys.stderr)
+                continue
             torch._dynamo.reset()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
