@@ -117,7 +117,7 @@ Positions Solver::index(const Evaluation &eval) const {
   std::vector<int32_t> producedOf(schedule.buffers.size(), -1);
   for (auto [b, buffer] : llvm::enumerate(schedule.buffers))
     if (buffer.origin == BufferOrigin::Produced)
-      producedOf[b] = analysis.activationIndex(buffer.storage);
+      producedOf[b] = activationOfValue[buffer.storage];
   for (size_t k = 0; k < numOps; ++k) {
     const ScheduleOp &op = schedule.ops[k];
     for (BufferId b : op.frees)
@@ -126,11 +126,11 @@ Positions Solver::index(const Evaluation &eval) const {
     for (BufferId b : op.reads) {
       int32_t a = producedOf[b];
       if (a >= 0 && pos.needNode[a] < 0 &&
-          k > static_cast<size_t>(pos.nodeOp[acts[a].lastForwardUse]) &&
+          k > static_cast<size_t>(pos.nodeOp[lastForwardUseOf[a]]) &&
           op.kind != ScheduleOpKind::Offload)
         pos.needNode[a] = pos.opNode[k];
     }
-    int32_t a = op.storage >= 0 ? analysis.activationIndex(op.storage) : -1;
+    int32_t a = op.storage >= 0 ? activationOfValue[op.storage] : -1;
     if (op.kind == ScheduleOpKind::Release && a >= 0)
       pos.releaseOp[a] = static_cast<OpIndex>(k);
     if (op.kind == ScheduleOpKind::Prefetch && a >= 0)
