@@ -7,11 +7,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Import/StreamedJson.h"
+#include "lethe/Import/JsonLocations.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -195,6 +201,68 @@ TEST(StreamedJsonTest, EdgeCases) {
            R"({"nodes": ["]", "\"]"]})", "{\"nodes\": [\"\xff\"]}", "",
            R"({"nodes": [1]} x)", R"({"a": "\"nodes\": [1]", "nodes": [2]})"})
     expectSameAsWholeParse(text);
+}
+
+/// findExcessiveJsonNesting's meaning, one byte at a time: brackets outside
+/// strings counted, a backslash in a string skipping the byte after it.
+std::optional<size_t> excessiveNestingByBytes(llvm::StringRef text) {
+  unsigned depth = 0;
+  bool inString = false;
+  for (size_t i = 0, e = text.size(); i < e; ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"')
+      inString = true;
+    else if ((c == '[' || c == '{') && ++depth > kMaxJsonNesting)
+      return i;
+    else if ((c == ']' || c == '}') && depth > 0)
+      --depth;
+  }
+  return std::nullopt;
+}
+
+// The table-driven scan (strings skipped with memchr) finds what a reading
+// byte by byte finds, on texts dense in brackets, quotes and backslashes
+// (runs of them before a quote, a backslash at the very end) and near the
+// nesting limit; line starts found with memchr give the same locations.
+TEST(StreamedJsonTest, NestingAndLocationsAsByteByByte) {
+  std::mt19937 rng(21);
+  const char alphabet[] = {'[', '{', ']', '}', '"', '\\', 'a', ',', '\n'};
+  mlir::MLIRContext context;
+  auto file = mlir::StringAttr::get(&context, "f.json");
+  int excessive = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string text;
+    // Some texts open deep first, so that the limit is crossed.
+    if (i % 4 == 0)
+      text.append(kMaxJsonNesting - 2 + rng() % 5, '[');
+    for (unsigned n = rng() % 64; n > 0; --n)
+      text += alphabet[rng() % std::size(alphabet)];
+    std::optional<size_t> expected = excessiveNestingByBytes(text);
+    excessive += expected.has_value();
+    EXPECT_EQ(findExcessiveJsonNesting(text), expected) << text;
+    TextLocator locator(file, text);
+    for (size_t offset = 0; offset <= text.size(); offset += 1 + rng() % 7) {
+      size_t line = 1 + std::count(text.begin(), text.begin() + offset, '\n');
+      size_t lineStart = text.rfind('\n', offset == 0 ? 0 : offset - 1);
+      size_t column =
+          offset + 1 - (lineStart == std::string::npos || offset == 0
+                            ? 0
+                            : lineStart + 1);
+      auto loc = mlir::cast<mlir::FileLineColLoc>(locator.at(offset));
+      EXPECT_EQ(loc.getLine(), line) << text << " @" << offset;
+      EXPECT_EQ(loc.getColumn(), column) << text << " @" << offset;
+    }
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(excessive, 100);
+  EXPECT_LT(excessive, 3900);
 }
 
 } // namespace
