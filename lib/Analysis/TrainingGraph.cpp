@@ -353,12 +353,14 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
   // sum of two such sums, overflows int64.
   int64_t totalBytes = 0;
   for (const GraphValue &value : graph.values) {
-    std::optional<int64_t> total = llvm::checkedAdd(totalBytes, value.bytes);
-    if (!total || *total > kMaxGraphBytes)
+    // Not llvm::checkedAdd, which adds APInts.
+    int64_t total;
+    if (llvm::AddOverflow(totalBytes, value.bytes, total) ||
+        total > kMaxGraphBytes)
       return emitError(value.irValue ? value.irValue.getLoc() : func.getLoc())
              << "the graph's tensors total more than " << kMaxGraphBytes
              << " bytes (4 EiB) with this one of " << value.bytes << " bytes";
-    totalBytes = *total;
+    totalBytes = total;
   }
   return graph;
 }

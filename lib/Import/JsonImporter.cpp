@@ -32,8 +32,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <cmath>
@@ -227,10 +227,9 @@ LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
         return nodeError(node)
                << "output " << index << " has negative dimension " << dimIndex
                << " (" << *size << ")";
-      std::optional<int64_t> product = llvm::checkedMul(elements, *size);
-      if (!product)
+      // Not llvm::checkedMul, which multiplies APInts.
+      if (llvm::MulOverflow(elements, *size, elements))
         return nodeError(node) << "output " << index << " is too large";
-      elements = *product;
       sizes.push_back(*size);
     }
     type = RankedTensorType::get(sizes, elementType);
