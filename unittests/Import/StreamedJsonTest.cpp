@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -139,6 +140,48 @@ void expectSameTree(const json::Value &a, const json::Value &b) {
   }
 }
 
+/// A FlatJsonValue answers each accessor the importer uses as the json
+/// tree of the same text does, for its members and elements too: the keys
+/// it has and keys it lacks, every scalar read as each kind.
+void expectSameAnswers(const FlatJsonValue &flat, const json::Value &tree) {
+  EXPECT_EQ(flat.kind(), tree.kind());
+  EXPECT_EQ(flat.getAsString(), tree.getAsString());
+  EXPECT_EQ(flat.getAsBoolean(), tree.getAsBoolean());
+  EXPECT_EQ(flat.getAsInteger(), tree.getAsInteger());
+  EXPECT_EQ(flat.getAsUINT64(), tree.getAsUINT64());
+  std::optional<double> number = flat.getAsNumber();
+  EXPECT_EQ(number.has_value(), tree.getAsNumber().has_value());
+  if (number && tree.getAsNumber() && !std::isnan(*number))
+    EXPECT_EQ(*number, *tree.getAsNumber());
+  EXPECT_EQ(flat.getAsArray() != nullptr, tree.getAsArray() != nullptr);
+  EXPECT_EQ(flat.getAsObject() != nullptr, tree.getAsObject() != nullptr);
+  if (const json::Array *array = tree.getAsArray()) {
+    ASSERT_EQ(flat.size(), array->size());
+    for (size_t i = 0; i < array->size(); ++i)
+      expectSameAnswers(flat[i], (*array)[i]);
+  }
+  if (const json::Object *object = tree.getAsObject()) {
+    std::vector<std::string> keys = {"", "missing", "nodes", "a"};
+    for (const auto &[key, value] : *object)
+      keys.push_back(std::string(llvm::StringRef(key)));
+    for (const std::string &key : keys) {
+      SCOPED_TRACE(key);
+      const json::Value *expected = object->get(key);
+      const FlatJsonValue *found = flat.get(key);
+      ASSERT_EQ(found != nullptr, expected != nullptr);
+      if (expected)
+        expectSameAnswers(*found, *expected);
+      EXPECT_EQ(flat.getString(key), object->getString(key));
+      EXPECT_EQ(flat.getInteger(key), object->getInteger(key));
+      EXPECT_EQ(flat.getBoolean(key), object->getBoolean(key));
+      EXPECT_EQ(flat.getArray(key) != nullptr,
+                object->getArray(key) != nullptr);
+      EXPECT_EQ(flat.getObject(key) != nullptr,
+                object->getObject(key) != nullptr);
+    }
+  }
+}
+
 /// Parses `text` both ways: the same verdict, error and elements.
 void expectSameAsWholeParse(const std::string &text) {
   SCOPED_TRACE(text);
@@ -152,9 +195,13 @@ void expectSameAsWholeParse(const std::string &text) {
     streamedError = llvm::toString(document.takeError());
   } else {
     if (llvm::Error error = document->forEachElement(
-            [&](size_t index, std::optional<size_t>, const json::Value &v) {
+            [&](size_t index, std::optional<size_t>,
+                const FlatJsonValue *plain, const json::Value *v) {
               EXPECT_EQ(index, elements.size());
-              elements.push_back(v);
+              EXPECT_NE(plain == nullptr, v == nullptr);
+              if (plain)
+                expectSameAnswers(*plain, plain->toJson());
+              elements.push_back(plain ? plain->toJson() : *v);
             }))
       streamedError = llvm::toString(std::move(error));
     else
