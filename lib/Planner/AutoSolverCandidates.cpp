@@ -151,13 +151,16 @@ void Solver::computeRecompute(Candidate &c, const Placement &placement,
         batch.chain.contains((uint64_t(c.restore) << 32) | uint32_t(node)))
       continue;
     c.newChainNodes.push_back(node);
-    const GraphNode &n = graph.getNode(node);
+    // The analysis's flat copies of the node's time, flags and owned
+    // result storages: the GraphNode and its results list were a cache
+    // miss each (~half of this function).
+    const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
     if (!n.hasFlag(NodeFlagCollective))
       c.costUs += std::max(0.0, n.timeUs);
-    for (ValueId r : n.results) {
-      int32_t s = analysis.storageIndex(r);
-      if (s >= 0 && analysis.getStorages()[s].storage == r && r != act.storage)
-        c.chainExtra += analysis.getStorages()[s].bytes;
+    for (int32_t s : analysis.resultStorages(node)) {
+      const StorageInfo &result = analysis.getStorages()[s];
+      if (result.storage != act.storage)
+        c.chainExtra += result.bytes;
     }
   }
   // The chain reads its inputs at c.restore: an offloaded input restored
