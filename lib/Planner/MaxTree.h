@@ -30,12 +30,13 @@ public:
     size = std::max<size_t>(1, values.size());
     leaves = llvm::PowerOf2Ceil(size);
     maxv.resize(2 * leaves);
-    lazy.assign(2 * leaves, 0);
+    // Pending adds of the inner nodes only: a leaf's are in its value.
+    lazy.assign(leaves, 0);
     arg.resize(2 * leaves);
     for (size_t i = 0; i < leaves; ++i) {
       maxv[leaves + i] =
           i < values.size() ? values[i] : std::numeric_limits<int64_t>::min();
-      arg[leaves + i] = i;
+      arg[leaves + i] = static_cast<uint32_t>(i);
     }
     for (size_t node = leaves - 1; node > 0; --node)
       pull(node);
@@ -115,7 +116,7 @@ private:
 
   size_t size = 1, leaves = 1;
   std::vector<int64_t> maxv, lazy;
-  std::vector<size_t> arg;
+  std::vector<uint32_t> arg;
 };
 
 } // namespace lethe::autosolver
