@@ -59,9 +59,14 @@ json::Value FlatJsonValue::toJson() const {
       object[json::ObjectKey(member.key)] = member.toJson();
     return object;
   }
-  default:
-    return scalar;
+  case Kind::Boolean:
+    return boolean;
+  case Kind::Number:
+    return *number;
+  case Kind::Null:
+    return nullptr;
   }
+  llvm_unreachable("unknown JSON kind");
 }
 
 void FlatJsonReader::eatWhitespace() {
@@ -180,11 +185,11 @@ bool FlatJsonReader::parseValue(FlatJsonValue &out, unsigned depth) {
     return literal("null");
   case 't':
     out.kindOf = FlatJsonValue::Kind::Boolean;
-    out.scalar = true;
+    out.boolean = true;
     return literal("true");
   case 'f':
     out.kindOf = FlatJsonValue::Kind::Boolean;
-    out.scalar = false;
+    out.boolean = false;
     return literal("false");
   case '"':
     ++p;
@@ -238,7 +243,8 @@ bool FlatJsonReader::parseValue(FlatJsonValue &out, unsigned depth) {
     if (!isNumberChar(*p))
       return false;
     out.kindOf = FlatJsonValue::Kind::Number;
-    return parseNumber(out.scalar);
+    out.first = static_cast<uint32_t>(numbers.size());
+    return parseNumber(numbers.emplace_back(nullptr));
   }
 }
 
@@ -247,16 +253,23 @@ const FlatJsonValue *FlatJsonReader::read(llvm::StringRef text) {
   end = text.end();
   values.clear();
   stack.clear();
+  numbers.clear();
   root = FlatJsonValue();
   if (!parseValue(root, 0))
     return nullptr;
   eatWhitespace();
   if (p != end)
     return nullptr;
-  // The members have their places now that `values` no longer grows.
+  // Members and numbers have their places now that nothing grows.
+  auto place = [&](FlatJsonValue &value) {
+    if (value.kindOf == FlatJsonValue::Kind::Number)
+      value.number = &numbers[value.first];
+    else
+      value.members = values.data() + value.first;
+  };
   for (FlatJsonValue &value : values)
-    value.members = values.data() + value.first;
-  root.members = values.data() + root.first;
+    place(value);
+  place(root);
   return &root;
 }
 

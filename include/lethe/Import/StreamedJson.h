@@ -50,11 +50,22 @@ public:
       return string;
     return std::nullopt;
   }
-  // Scalars are held as json::Value, which answers for them.
-  std::optional<bool> getAsBoolean() const { return scalar.getAsBoolean(); }
-  std::optional<double> getAsNumber() const { return scalar.getAsNumber(); }
-  std::optional<int64_t> getAsInteger() const { return scalar.getAsInteger(); }
-  std::optional<uint64_t> getAsUINT64() const { return scalar.getAsUINT64(); }
+  std::optional<bool> getAsBoolean() const {
+    if (kindOf == Kind::Boolean)
+      return boolean;
+    return std::nullopt;
+  }
+  // A number is held as the json::Value json::parse makes of it, which
+  // answers for it.
+  std::optional<double> getAsNumber() const {
+    return kindOf == Kind::Number ? number->getAsNumber() : std::nullopt;
+  }
+  std::optional<int64_t> getAsInteger() const {
+    return kindOf == Kind::Number ? number->getAsInteger() : std::nullopt;
+  }
+  std::optional<uint64_t> getAsUINT64() const {
+    return kindOf == Kind::Number ? number->getAsUINT64() : std::nullopt;
+  }
 
   /// An array's elements or an object's members (values), in text order.
   size_t size() const { return count; }
@@ -93,13 +104,17 @@ public:
 
 private:
   friend class FlatJsonReader;
+  // Plain data, moved as bytes while the reader shuffles its members (a
+  // json::Value member cost a call to move and one to destroy each time).
   Kind kindOf = Kind::Null;
-  /// Null, Boolean or Number: the json::Value of it.
-  llvm::json::Value scalar = nullptr;
+  bool boolean = false;
+  /// A Number: the reader's json::Value of it (its index while it reads).
+  const llvm::json::Value *number = nullptr;
   /// A String's text; a member of an object: its key.
   llvm::StringRef string, key;
   /// Array or Object: its members, [first, first + count) of the reader's
-  /// values while it reads.
+  /// values while it reads (a Number: `first` is its index in the reader's
+  /// numbers).
   const FlatJsonValue *members = nullptr;
   uint32_t first = 0, count = 0;
 };
@@ -130,6 +145,8 @@ private:
   std::vector<FlatJsonValue> values;
   /// Members of the compounds being read, innermost last.
   std::vector<FlatJsonValue> stack;
+  /// The numbers read, each built once in place.
+  std::vector<llvm::json::Value> numbers;
 };
 
 class StreamedJsonDocument {
