@@ -22,13 +22,12 @@
 using namespace lethe;
 namespace json = llvm::json;
 
-/// Strings and keys are views of the text (json::parse allocates every
-/// key), short integers are read without strtoll, and nothing is read past
-/// what is plain: a byte outside ASCII, an escape, a nesting deeper than
-/// kMaxDepth or a syntax error gives up (null). Numbers follow json::parse's
-/// rules (parseNumber).
-/// Deeper values go to json::parse (whose recursion the importer bounds
-/// beforehand, findExcessiveJsonNesting).
+/// FlatJsonReader: strings and keys are views of the text (json::parse
+/// allocates every key), short integers are read without strtoll (numbers
+/// follow json::parse's rules, parseNumber), and it gives up (null) on what
+/// is not plain: a byte outside ASCII, an escape, a syntax error, or a
+/// nesting deeper than kMaxDepth (deeper values go to json::parse, whose
+/// recursion the importer bounds beforehand, findExcessiveJsonNesting).
 static constexpr unsigned kMaxDepth = 64;
 
 const FlatJsonValue *FlatJsonValue::get(llvm::StringRef name) const {
