@@ -76,6 +76,14 @@ FailureOr<ExplicitProgram> ExplicitProgram::build(func::FuncOp func) {
            << func.getSymName() << "' has "
            << func.getBody().getBlocks().size();
 
+  // About an op and a buffer per op of the body (recompute regions add a
+  // few): reserved, so that the maps are not rehashed as they grow.
+  const size_t numOps =
+      func.getBody().empty() ? 0 : func.getBody().front().getOperations().size();
+  program.ops.reserve(numOps);
+  program.positions.reserve(numOps);
+  program.bufferOf.reserve(numOps);
+  program.buffers.reserve(numOps);
   WalkResult walk = func.getBody().walk<WalkOrder::PreOrder>(
       [&](Operation *op) -> WalkResult {
         unsigned pos = program.ops.size();

@@ -14,6 +14,8 @@
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace lethe;
 
@@ -242,6 +244,8 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
   graph.values.reserve(func.getNumArguments() + numOps);
   ids.reserve(func.getNumArguments() + numOps);
   LetheDialect::NodeIdAttrHelper nodeIdAttr(func.getContext());
+  // Node ids below an earlier node's, merged into bySourceId at the end.
+  std::map<int64_t, NodeId> outOfOrder;
   auto lookup = [&](Value value, Operation *user) -> FailureOr<ValueId> {
     auto it = ids.find(value);
     if (it == ids.end())
@@ -308,18 +312,31 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
                           "-lethe-import-ops first)");
     }
     if (auto sourceId = nodeIdAttr.getAttr(&op)) {
-      auto [it, inserted] = graph.bySourceId.try_emplace(sourceId.getInt(), id);
-      if (!inserted) {
+      int64_t sid = sourceId.getInt();
+      std::vector<std::pair<int64_t, NodeId>> &sorted = graph.bySourceId;
+      // An id above every earlier one is new; others are looked up among
+      // the sorted ones and those that came out of order.
+      std::optional<NodeId> earlier;
+      if (sorted.empty() || sid > sorted.back().first) {
+        sorted.push_back({sid, id});
+      } else if (std::optional<NodeId> found =
+                     graph.findNodeBySourceId(sid)) {
+        earlier = found;
+      } else if (auto [it, inserted] = outOfOrder.try_emplace(sid, id);
+                 !inserted) {
+        earlier = it->second;
+      }
+      if (earlier) {
         InFlightDiagnostic diag =
             op.emitError("node id ")
-            << sourceId.getInt()
+            << sid
             << " is also an earlier node's: a plan names nodes by their "
                "'lethe.node_id', which must be unique in the function";
-        diag.attachNote(graph.nodes[it->second].irOp->getLoc())
+        diag.attachNote(graph.nodes[*earlier].irOp->getLoc())
             << "the earlier node";
         return diag;
       }
-      graph.nodes[id].sourceId = sourceId.getInt();
+      graph.nodes[id].sourceId = sid;
     }
     for (auto [result, valueId] :
          llvm::zip_equal(op.getResults(), graph.nodes[id].results)) {
@@ -327,16 +344,23 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
       ids[result] = valueId;
     }
   }
+  if (!outOfOrder.empty()) {
+    graph.bySourceId.insert(graph.bySourceId.end(), outOfOrder.begin(),
+                            outOfOrder.end());
+    llvm::sort(graph.bySourceId);
+  }
   // Storages (views add nothing) are bounded so that no sum of them, nor a
   // sum of two such sums, overflows int64.
   int64_t totalBytes = 0;
   for (const GraphValue &value : graph.values) {
-    std::optional<int64_t> total = llvm::checkedAdd(totalBytes, value.bytes);
-    if (!total || *total > kMaxGraphBytes)
+    // Not llvm::checkedAdd, which adds APInts.
+    int64_t total;
+    if (llvm::AddOverflow(totalBytes, value.bytes, total) ||
+        total > kMaxGraphBytes)
       return emitError(value.irValue ? value.irValue.getLoc() : func.getLoc())
              << "the graph's tensors total more than " << kMaxGraphBytes
              << " bytes (4 EiB) with this one of " << value.bytes << " bytes";
-    totalBytes = *total;
+    totalBytes = total;
   }
   return graph;
 }

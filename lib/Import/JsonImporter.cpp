@@ -32,8 +32,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
 
 #include <cmath>
@@ -51,15 +51,20 @@ enum class Role { Placeholder, Op, Output };
 namespace {
 
 /// "missing string field 'kind'" or "field 'kind' must be a string".
-std::string describeBadField(const json::Object &object, StringRef key,
+template <typename JsonObject>
+std::string describeBadField(const JsonObject &object, StringRef key,
                              StringRef what) {
-  const json::Value *value = object.get(key);
+  const auto *value = object.get(key);
   if (!value || value->kind() == json::Value::Null)
     return ("missing " + what + " field '" + key + "'").str();
   return ("field '" + key + "' must be " +
           (what == "integer" || what == "array" ? "an " : "a ") + what)
       .str();
 }
+
+/// The llvm::json value of a node's field, for what reads only those.
+const json::Value &asJson(const json::Value &value) { return value; }
+json::Value asJson(const FlatJsonValue &value) { return value.toJson(); }
 
 /// One validated node, ready to be built.
 struct NodeRecord {
@@ -131,20 +136,27 @@ private:
   }
   /// Reads the nodes into `nodes`, keeping the first error of each class.
   llvm::Error readNodes(const StreamedJsonDocument &document);
+  /// The node readers read llvm::json's tree or a FlatJsonValue (the
+  /// accessors they use answer alike).
+  template <typename JsonValue>
   void readNode(unsigned position, std::optional<size_t> offset,
-                const json::Value &value);
+                const JsonValue &value);
   /// Emits the first error of the classes before the `saved` list.
   LogicalResult reportNodeErrors();
   /// Emits json::parse's `error` at its place in the file.
   void reportMalformed(llvm::Error error);
   /// The location of entry `index` of the `count` entries of "saved".
   Location savedEntryLocation(size_t index, size_t count);
-  LogicalResult parseNode(unsigned position, const json::Value &value,
+  template <typename JsonValue>
+  LogicalResult parseNode(unsigned position, const JsonValue &value,
                           NodeRecord &node);
-  void readGradientPairs(const json::Object &object, NodeRecord &node);
-  LogicalResult parseInputs(unsigned position, const json::Object &object,
+  template <typename JsonObject>
+  void readGradientPairs(const JsonObject &object, NodeRecord &node);
+  template <typename JsonObject>
+  LogicalResult parseInputs(unsigned position, const JsonObject &object,
                             NodeRecord &node);
-  LogicalResult parseOutput(const json::Value &value, unsigned index,
+  template <typename JsonValue>
+  LogicalResult parseOutput(const JsonValue &value, unsigned index,
                             NodeRecord &node);
   LogicalResult collectSaved(const json::Object &root);
   void setModuleAttributes(ModuleOp module, const json::Object &root);
@@ -175,17 +187,18 @@ private:
 
 } // namespace
 
-LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
+template <typename JsonValue>
+LogicalResult GraphJsonImporter::parseOutput(const JsonValue &value,
                                              unsigned index, NodeRecord &node) {
-  const json::Object *output = value.getAsObject();
+  const auto *output = value.getAsObject();
   if (!output)
     return nodeError(node) << "output " << index << " is not an object";
   std::optional<StringRef> dtype = output->getString("dtype");
   if (!dtype)
     return nodeError(node) << "output " << index
                            << " has no string field 'dtype'";
-  const json::Value *shape = output->get("shape");
-  const json::Value *bytes = output->get("bytes");
+  const auto *shape = output->get("shape");
+  const auto *bytes = output->get("bytes");
   std::optional<int64_t> declaredBytes;
   if (bytes && bytes->kind() != json::Value::Null) {
     declaredBytes = bytes->getAsInteger();
@@ -207,7 +220,7 @@ LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
     if (!elementType)
       return nodeError(node)
              << "output " << index << " has unknown dtype '" << *dtype << "'";
-    const json::Array *dims = shape ? shape->getAsArray() : nullptr;
+    const auto *dims = shape ? shape->getAsArray() : nullptr;
     if (!dims)
       return nodeError(node)
              << "output " << index << " has no static shape (got "
@@ -227,10 +240,9 @@ LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
         return nodeError(node)
                << "output " << index << " has negative dimension " << dimIndex
                << " (" << *size << ")";
-      std::optional<int64_t> product = llvm::checkedMul(elements, *size);
-      if (!product)
+      // Not llvm::checkedMul, which multiplies APInts.
+      if (llvm::MulOverflow(elements, *size, elements))
         return nodeError(node) << "output " << index << " is too large";
-      elements = *product;
       sizes.push_back(*size);
     }
     type = RankedTensorType::get(sizes, elementType);
@@ -250,7 +262,7 @@ LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
                            << *declaredBytes << " bytes";
 
   int64_t alias = -1;
-  if (const json::Value *aliasValue = output->get("alias");
+  if (const auto *aliasValue = output->get("alias");
       aliasValue && aliasValue->kind() != json::Value::Null) {
     std::optional<int64_t> k = aliasValue->getAsInteger();
     // -1 says "no alias", as in the canonical form.
@@ -267,14 +279,15 @@ LogicalResult GraphJsonImporter::parseOutput(const json::Value &value,
   return success();
 }
 
+template <typename JsonObject>
 LogicalResult GraphJsonImporter::parseInputs(unsigned position,
-                                             const json::Object &object,
+                                             const JsonObject &object,
                                              NodeRecord &node) {
-  const json::Array *inputs = object.getArray("inputs");
+  const auto *inputs = object.getArray("inputs");
   if (!inputs)
     return nodeError(node) << describeBadField(object, "inputs", "array");
   for (auto [index, input] : llvm::enumerate(*inputs)) {
-    const json::Array *ref = input.getAsArray();
+    const auto *ref = input.getAsArray();
     std::optional<int64_t> id, output;
     if (ref && ref->size() == 2) {
       id = (*ref)[0].getAsInteger();
@@ -310,10 +323,11 @@ LogicalResult GraphJsonImporter::parseInputs(unsigned position,
   return success();
 }
 
+template <typename JsonValue>
 LogicalResult GraphJsonImporter::parseNode(unsigned position,
-                                           const json::Value &value,
+                                           const JsonValue &value,
                                            NodeRecord &node) {
-  const json::Object *object = value.getAsObject();
+  const auto *object = value.getAsObject();
   if (!object)
     return nodeError(node) << "is not an object";
   std::optional<StringRef> kind = object->getString("kind");
@@ -347,7 +361,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
   if (node.role == Role::Op)
     node.op = StringAttr::get(context, *op);
 
-  if (const json::Value *phase = object->get("phase");
+  if (const auto *phase = object->get("phase");
       phase && phase->kind() != json::Value::Null) {
     std::optional<StringRef> phaseName = phase->getAsString();
     std::optional<Phase> parsed =
@@ -364,7 +378,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
     return nodeError(node) << "a graph input (" << *kind
                            << ") cannot have inputs";
 
-  const json::Array *outputs = object->getArray("outputs");
+  const auto *outputs = object->getArray("outputs");
   if (!outputs && node.role != Role::Output)
     return nodeError(node) << describeBadField(*object, "outputs", "array");
   if (node.role != Role::Output) {
@@ -377,7 +391,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
     return nodeError(node) << "a graph input must have exactly one output, "
                               "which aliases nothing";
 
-  if (const json::Value *time = object->get("time_us");
+  if (const auto *time = object->get("time_us");
       time && time->kind() != json::Value::Null) {
     std::optional<double> us = time->getAsNumber();
     if (!us || !std::isfinite(*us) || *us < 0)
@@ -389,7 +403,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
              << " us, got " << formatNumber(*us);
     node.timeUs = us;
   }
-  if (const json::Value *scope = object->get("scope");
+  if (const auto *scope = object->get("scope");
       scope && scope->kind() != json::Value::Null) {
     std::optional<StringRef> path = scope->getAsString();
     if (!path)
@@ -397,10 +411,10 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
     if (StringRef stripped = stripDynamoScope(*path); !stripped.empty())
       node.scope = StringAttr::get(context, stripped);
   }
-  const json::Value *args = object->get("args");
+  const auto *args = object->get("args");
   if (args && args->kind() == json::Value::Null)
     args = nullptr;
-  const json::Value *kwargs = object->get("kwargs");
+  const auto *kwargs = object->get("kwargs");
   if (kwargs && kwargs->kind() != json::Value::Null) {
     if (!kwargs->getAsObject())
       return nodeError(node) << "'kwargs' must be an object";
@@ -415,7 +429,7 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
       node.explicitPhase.value_or(node.dependsOnSeed ? Phase::Bwd : Phase::Fwd);
 
   if (node.role == Role::Output && args)
-    if (const json::Object *argsObject = args->getAsObject())
+    if (const auto *argsObject = args->getAsObject())
       readGradientPairs(*argsObject, node);
   // Only ops keep their arguments; their errors come after every other
   // check of the graph's (ArgumentError), so converting stops at the first.
@@ -424,29 +438,32 @@ LogicalResult GraphJsonImporter::parseNode(unsigned position,
   currentClass = ArgumentError;
   if (args)
     if (FailureOr<Attribute> converted =
-            convertJsonValue(*args, context, [&] { return nodeError(node); });
+            convertJsonValue(asJson(*args), context,
+                             [&] { return nodeError(node); });
         succeeded(converted))
       node.args = *converted;
   if (kwargs)
     if (FailureOr<Attribute> converted =
-            convertJsonValue(*kwargs, context, [&] { return nodeError(node); });
+            convertJsonValue(asJson(*kwargs), context,
+                             [&] { return nodeError(node); });
         succeeded(converted))
       node.kwargs = cast<DictionaryAttr>(*converted);
   currentClass = NodeError;
   return success();
 }
 
-void GraphJsonImporter::readGradientPairs(const json::Object &args,
+template <typename JsonObject>
+void GraphJsonImporter::readGradientPairs(const JsonObject &args,
                                           NodeRecord &node) {
   // The backward output node says which primal each gradient belongs to:
   // grads[i] = {"in": k} is the gradient of node grad_of[i]. Anything else
   // there is not an error: the gradients just stay unnamed.
-  const json::Array *grads = args.getArray("grads");
-  const json::Array *primals = args.getArray("grad_of");
+  const auto *grads = args.getArray("grads");
+  const auto *primals = args.getArray("grad_of");
   if (!grads || !primals || grads->size() != primals->size())
     return;
   for (auto [grad, primal] : llvm::zip_equal(*grads, *primals)) {
-    const json::Object *ref = grad.getAsObject();
+    const auto *ref = grad.getAsObject();
     std::optional<int64_t> input = ref ? ref->getInteger("in") : std::nullopt;
     std::optional<int64_t> id = primal.getAsInteger();
     if (input && id)
@@ -655,9 +672,10 @@ void GraphJsonImporter::nameGradients(
   }
 }
 
+template <typename JsonValue>
 void GraphJsonImporter::readNode(unsigned position,
                                  std::optional<size_t> offset,
-                                 const json::Value &value) {
+                                 const JsonValue &value) {
   // After an id error only the syntax of the rest matters: a whole parse
   // would have reported it first.
   if (firstError[IdError])
@@ -666,7 +684,7 @@ void GraphJsonImporter::readNode(unsigned position,
   NodeRecord &node =
       nodes.emplace_back(offset ? locationAt(*offset) : locationAt(0));
   node.id = position;
-  const json::Object *object = value.getAsObject();
+  const auto *object = value.getAsObject();
   if (object)
     if (std::optional<StringRef> name = object->getString("name");
         name && !name->empty()) {
@@ -710,7 +728,12 @@ llvm::Error GraphJsonImporter::readNodes(const StreamedJsonDocument &document) {
   nodes.reserve(document.arraySize());
   return document.forEachElement(
       [&](size_t position, std::optional<size_t> offset,
-          const json::Value &value) { readNode(position, offset, value); });
+          const FlatJsonValue *plain, const json::Value *value) {
+        if (plain)
+          readNode(position, offset, *plain);
+        else
+          readNode(position, offset, *value);
+      });
 }
 
 LogicalResult GraphJsonImporter::reportNodeErrors() {

@@ -6,32 +6,75 @@
 #include "llvm/Support/Regex.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
+#include <cstring>
 
 using namespace mlir;
 using namespace lethe;
+
+namespace {
+/// Bytes as the scans below see them outside strings: one table lookup per
+/// byte, where a comparison against each special byte in turn made the
+/// scans of a 25 MB graph ~2% of a `lethe plan` at 100k ops.
+enum ByteKind : uint8_t { Plain, Quote, Open, Close, Separator, Space };
+constexpr std::array<uint8_t, 256> kByteKinds = [] {
+  std::array<uint8_t, 256> kinds{};
+  kinds['"'] = Quote;
+  kinds['['] = kinds['{'] = Open;
+  kinds[']'] = kinds['}'] = Close;
+  kinds[','] = kinds[':'] = Separator;
+  kinds[' '] = kinds['\n'] = kinds['\t'] = kinds['\r'] = Space;
+  return kinds;
+}();
+ByteKind kindOf(char c) {
+  return static_cast<ByteKind>(kByteKinds[static_cast<unsigned char>(c)]);
+}
+} // namespace
+
+/// The closing quote of the string whose text starts at `p` (just after its
+/// opening quote): the first quote after an even run of backslashes, as a
+/// byte-by-byte reading that skips the byte after each backslash finds it;
+/// `end` when there is none.
+static const char *findClosingQuote(const char *p, const char *end) {
+  const char *start = p;
+  while (p != end) {
+    const char *quote =
+        static_cast<const char *>(std::memchr(p, '"', end - p));
+    if (!quote)
+      return end;
+    const char *run = quote;
+    while (run != start && run[-1] == '\\')
+      --run;
+    if ((quote - run) % 2 == 0)
+      return quote;
+    p = quote + 1;
+  }
+  return end;
+}
 
 std::optional<size_t> lethe::findExcessiveJsonNesting(StringRef text) {
   // On invalid JSON the count may be off after the first error, but never on
   // the prefix the parser accepts, which is what bounds its recursion.
   unsigned depth = 0;
-  bool inString = false;
-  for (size_t i = 0, e = text.size(); i < e; ++i) {
-    char c = text[i];
-    if (inString) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
+  const char *begin = text.begin(), *end = text.end();
+  for (const char *p = begin; p != end; ++p) {
+    switch (kindOf(*p)) {
+    case Quote:
+      p = findClosingQuote(p + 1, end);
+      if (p == end)
+        return std::nullopt;
+      break;
+    case Open:
       if (++depth > kMaxJsonNesting)
-        return i;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
+        return static_cast<size_t>(p - begin);
+      break;
+    case Close:
+      if (depth > 0)
+        --depth;
+      break;
+    default:
+      break;
     }
   }
   return std::nullopt;
@@ -115,10 +158,8 @@ private:
       ++pos;
   }
   void skipString() {
-    ++pos; // the opening quote
-    while (pos < text.size() && text[pos] != '"')
-      pos += text[pos] == '\\' ? 2 : 1;
-    pos = std::min(pos + 1, text.size());
+    const char *quote = findClosingQuote(text.begin() + pos + 1, text.end());
+    pos = std::min(static_cast<size_t>(quote - text.begin()) + 1, text.size());
   }
   /// Skips one value; nesting is tracked with a counter, not recursion.
   void skipValue() {
@@ -143,8 +184,9 @@ private:
       } else if (c == '\0') {
         return;
       } else {
-        while (pos < text.size() &&
-               !StringRef(",:]} \n\t\r").contains(text[pos]))
+        // A number or literal: up to a separator, a closer or a space.
+        while (pos < text.size() && kindOf(text[pos]) != Separator &&
+               kindOf(text[pos]) != Close && kindOf(text[pos]) != Space)
           ++pos;
       }
     } while (depth > 0 && pos < text.size());
@@ -188,9 +230,10 @@ std::vector<size_t> lethe::findTopLevelArrayElements(StringRef text,
 Location TextLocator::at(size_t offset) {
   if (lineStarts.empty()) {
     lineStarts.push_back(0);
-    for (size_t i = 0, e = text.size(); i < e; ++i)
-      if (text[i] == '\n')
-        lineStarts.push_back(i + 1);
+    const char *begin = text.begin(), *end = text.end();
+    for (const char *p = begin;
+         (p = static_cast<const char *>(std::memchr(p, '\n', end - p)));)
+      lineStarts.push_back(static_cast<size_t>(++p - begin));
   }
   offset = std::min(offset, text.size());
   auto it = std::upper_bound(lineStarts.begin(), lineStarts.end(), offset);

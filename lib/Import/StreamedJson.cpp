@@ -22,189 +22,255 @@
 using namespace lethe;
 namespace json = llvm::json;
 
-namespace {
-/// json::parse for the plain text an exporter writes, several times faster:
-/// its strings and keys are views of the text, not copies (json::parse
-/// allocates every key), and short integers are read without strtoll. It
-/// gives up (nullopt) on anything else -- a byte outside ASCII, an escape,
-/// a nesting deeper than kMaxDepth, a syntax error -- and the caller then
-/// parses with json::parse, for its value or its error. On what it accepts
-/// it builds the value json::parse builds: the same members inserted in the
-/// same order (a repeated key keeps the first one's place, the last one's
-/// value), numbers by the same rules. Strings are views (T_StringRef), so
-/// the value must not outlive the text.
-class PlainJsonParser {
-public:
-  explicit PlainJsonParser(llvm::StringRef text)
-      : p(text.begin()), end(text.end()) {}
+/// FlatJsonReader: strings and keys are views of the text (json::parse
+/// allocates every key), short integers are read without strtoll (numbers
+/// follow json::parse's rules, parseNumber), and it gives up (null) on what
+/// is not plain: a byte outside ASCII, an escape, a syntax error, or a
+/// nesting deeper than kMaxDepth (deeper values go to json::parse, whose
+/// recursion the importer bounds beforehand, findExcessiveJsonNesting).
+static constexpr unsigned kMaxDepth = 64;
 
-  std::optional<json::Value> parse() {
-    json::Value value = nullptr;
-    if (!parseValue(value, 0))
-      return std::nullopt;
-    eatWhitespace();
-    if (p != end)
-      return std::nullopt;
-    return value;
+const FlatJsonValue *FlatJsonValue::get(llvm::StringRef name) const {
+  if (kindOf != Kind::Object)
+    return nullptr;
+  for (const FlatJsonValue *member = end(); member != begin();)
+    if ((--member)->key == name)
+      return member;
+  return nullptr;
+}
+
+json::Value FlatJsonValue::toJson() const {
+  switch (kindOf) {
+  case Kind::String:
+    return string;
+  case Kind::Array: {
+    json::Array array;
+    array.reserve(count);
+    for (const FlatJsonValue &element : *this)
+      array.push_back(element.toJson());
+    return array;
   }
+  case Kind::Object: {
+    // As json::parse inserts: a repeated key keeps its first place and
+    // takes the last value.
+    json::Object object;
+    for (const FlatJsonValue &member : *this)
+      object[json::ObjectKey(member.key)] = member.toJson();
+    return object;
+  }
+  case Kind::Boolean:
+    return boolean;
+  case Kind::Number:
+    return *number;
+  case Kind::Null:
+    return nullptr;
+  }
+  llvm_unreachable("unknown JSON kind");
+}
 
-private:
-  /// Deeper values go to json::parse (whose recursion the importer bounds
-  /// beforehand, findExcessiveJsonNesting).
-  static constexpr unsigned kMaxDepth = 64;
+void FlatJsonReader::eatWhitespace() {
+  while (p != end && (*p == ' ' || *p == '\r' || *p == '\n' || *p == '\t'))
+    ++p;
+}
 
-  void eatWhitespace() {
-    while (p != end && (*p == ' ' || *p == '\r' || *p == '\n' || *p == '\t'))
+bool FlatJsonReader::literal(llvm::StringRef word) {
+  if (static_cast<size_t>(end - p) < word.size() ||
+      llvm::StringRef(p, word.size()) != word)
+    return false;
+  p += word.size();
+  return true;
+}
+
+static bool isNumberChar(char c) {
+  return (c >= '0' && c <= '9') || c == 'e' || c == 'E' || c == '+' ||
+         c == '-' || c == '.';
+}
+
+/// A string without escapes, control characters or non-ASCII bytes, as a
+/// view; the opening quote is consumed.
+bool FlatJsonReader::parseString(llvm::StringRef &out) {
+  const char *begin = p;
+  while (p != end) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"') {
+      out = llvm::StringRef(begin, p - begin);
       ++p;
-  }
-  bool literal(llvm::StringRef word) {
-    if (static_cast<size_t>(end - p) < word.size() ||
-        llvm::StringRef(p, word.size()) != word)
+      return true;
+    }
+    if (c == '\\' || c < 0x20 || c >= 0x80)
       return false;
-    p += word.size();
+    ++p;
+  }
+  return false;
+}
+
+/// json::parse's rule: the longest run of number characters, as an int64 if
+/// strtoll reads it whole, else a uint64 if strtoull does (not after '-'),
+/// else a double if strtod does.
+bool FlatJsonReader::parseNumber(json::Value &out) {
+  const char *begin = p;
+  while (p != end && isNumberChar(*p))
+    ++p;
+  llvm::StringRef number(begin, p - begin);
+  // Up to 18 digits, optionally negative: strtoll's value, computed.
+  llvm::StringRef digits = number;
+  bool negative = digits.consume_front("-");
+  if (!digits.empty() && digits.size() <= 18 &&
+      llvm::all_of(digits, [](char c) { return c >= '0' && c <= '9'; })) {
+    int64_t value = 0;
+    for (char c : digits)
+      value = value * 10 + (c - '0');
+    out = negative ? -value : value;
     return true;
   }
-  static bool isNumberChar(char c) {
-    return (c >= '0' && c <= '9') || c == 'e' || c == 'E' || c == '+' ||
-           c == '-' || c == '.';
+  llvm::SmallString<24> text(number);
+  const char *textEnd = text.c_str() + text.size();
+  char *stop;
+  errno = 0;
+  long long asInt = std::strtoll(text.c_str(), &stop, 10);
+  if (stop == textEnd && errno != ERANGE) {
+    out = static_cast<int64_t>(asInt);
+    return true;
   }
-  /// A string without escapes, control characters or non-ASCII bytes, as
-  /// a view; the opening quote is consumed.
-  bool parseString(llvm::StringRef &out) {
-    const char *begin = p;
-    while (p != end) {
-      unsigned char c = static_cast<unsigned char>(*p);
-      if (c == '"') {
-        out = llvm::StringRef(begin, p - begin);
-        ++p;
-        return true;
-      }
-      if (c == '\\' || c < 0x20 || c >= 0x80)
-        return false;
-      ++p;
-    }
-    return false;
-  }
-  /// json::parse's rule: the longest run of number characters, as an
-  /// int64 if strtoll reads it whole, else a uint64 if strtoull does (not
-  /// after '-'), else a double if strtod does.
-  bool parseNumber(json::Value &out) {
-    const char *begin = p;
-    while (p != end && isNumberChar(*p))
-      ++p;
-    llvm::StringRef number(begin, p - begin);
-    // Up to 18 digits, optionally negative: strtoll's value, computed.
-    llvm::StringRef digits = number;
-    bool negative = digits.consume_front("-");
-    if (!digits.empty() && digits.size() <= 18 &&
-        llvm::all_of(digits, [](char c) { return c >= '0' && c <= '9'; })) {
-      int64_t value = 0;
-      for (char c : digits)
-        value = value * 10 + (c - '0');
-      out = negative ? -value : value;
-      return true;
-    }
-    llvm::SmallString<24> text(number);
-    const char *textEnd = text.c_str() + text.size();
-    char *stop;
+  if (number.front() != '-') {
     errno = 0;
-    long long asInt = std::strtoll(text.c_str(), &stop, 10);
+    unsigned long long asUnsigned = std::strtoull(text.c_str(), &stop, 10);
     if (stop == textEnd && errno != ERANGE) {
-      out = static_cast<int64_t>(asInt);
+      out = static_cast<uint64_t>(asUnsigned);
       return true;
     }
-    if (number.front() != '-') {
-      errno = 0;
-      unsigned long long asUnsigned = std::strtoull(text.c_str(), &stop, 10);
-      if (stop == textEnd && errno != ERANGE) {
-        out = static_cast<uint64_t>(asUnsigned);
-        return true;
-      }
-    }
-    out = std::strtod(text.c_str(), &stop);
-    return stop == textEnd;
   }
-  /// The items of an array or object after its opening bracket, each read
-  /// by `item`, separated by commas, up to `close`.
-  template <typename Item> bool parseItems(char close, Item item) {
-    eatWhitespace();
-    if (p != end && *p == close) {
-      ++p;
-      return true;
-    }
-    while (true) {
-      if (!item())
-        return false;
-      eatWhitespace();
-      if (p == end)
-        return false;
-      char c = *p++;
-      if (c == close)
-        return true;
-      if (c != ',')
-        return false;
-    }
-  }
-  bool parseValue(json::Value &out, unsigned depth) {
-    eatWhitespace();
-    if (p == end || depth > kMaxDepth)
-      return false;
-    switch (*p) {
-    case 'n':
-      out = nullptr;
-      return literal("null");
-    case 't':
-      out = true;
-      return literal("true");
-    case 'f':
-      out = false;
-      return literal("false");
-    case '"': {
-      ++p;
-      llvm::StringRef string;
-      if (!parseString(string))
-        return false;
-      out = string;
-      return true;
-    }
-    case '[': {
-      ++p;
-      out = json::Array{};
-      json::Array &array = *out.getAsArray();
-      return parseItems(']', [&] {
-        array.emplace_back(nullptr);
-        return parseValue(array.back(), depth + 1);
-      });
-    }
-    case '{': {
-      ++p;
-      out = json::Object{};
-      json::Object &object = *out.getAsObject();
-      return parseItems('}', [&] {
-        eatWhitespace();
-        if (p == end || *p != '"')
-          return false;
-        ++p;
-        llvm::StringRef key;
-        if (!parseString(key))
-          return false;
-        eatWhitespace();
-        if (p == end || *p != ':')
-          return false;
-        ++p;
-        return parseValue(object[json::ObjectKey(key)], depth + 1);
-      });
-    }
-    default:
-      if (isNumberChar(*p))
-        return parseNumber(out);
-      return false;
-    }
-  }
+  out = std::strtod(text.c_str(), &stop);
+  return stop == textEnd;
+}
 
-  const char *p, *end;
-};
-} // namespace
+/// The items of an array or object after its opening bracket, each read by
+/// `item`, separated by commas, up to `close`.
+template <typename Item> bool FlatJsonReader::parseItems(char close, Item item) {
+  eatWhitespace();
+  if (p != end && *p == close) {
+    ++p;
+    return true;
+  }
+  while (true) {
+    if (!item())
+      return false;
+    eatWhitespace();
+    if (p == end)
+      return false;
+    char c = *p++;
+    if (c == close)
+      return true;
+    if (c != ',')
+      return false;
+  }
+}
+
+void FlatJsonReader::close(FlatJsonValue &out, size_t mark) {
+  out.first = static_cast<uint32_t>(values.size());
+  out.count = static_cast<uint32_t>(stack.size() - mark);
+  values.insert(values.end(), std::make_move_iterator(stack.begin() + mark),
+                std::make_move_iterator(stack.end()));
+  stack.resize(mark);
+}
+
+bool FlatJsonReader::parseValue(FlatJsonValue &out, unsigned depth) {
+  eatWhitespace();
+  if (p == end || depth > kMaxDepth)
+    return false;
+  switch (*p) {
+  case 'n':
+    out.kindOf = FlatJsonValue::Kind::Null;
+    return literal("null");
+  case 't':
+    out.kindOf = FlatJsonValue::Kind::Boolean;
+    out.boolean = true;
+    return literal("true");
+  case 'f':
+    out.kindOf = FlatJsonValue::Kind::Boolean;
+    out.boolean = false;
+    return literal("false");
+  case '"':
+    ++p;
+    out.kindOf = FlatJsonValue::Kind::String;
+    return parseString(out.string);
+  case '[': {
+    ++p;
+    out.kindOf = FlatJsonValue::Kind::Array;
+    // Members are read into locals and pushed when done: reading one
+    // pushes its own members, which may move the stack.
+    size_t mark = stack.size();
+    if (!parseItems(']', [&] {
+          FlatJsonValue element;
+          if (!parseValue(element, depth + 1))
+            return false;
+          stack.push_back(std::move(element));
+          return true;
+        }))
+      return false;
+    close(out, mark);
+    return true;
+  }
+  case '{': {
+    ++p;
+    out.kindOf = FlatJsonValue::Kind::Object;
+    size_t mark = stack.size();
+    if (!parseItems('}', [&] {
+          eatWhitespace();
+          if (p == end || *p != '"')
+            return false;
+          ++p;
+          llvm::StringRef key;
+          if (!parseString(key))
+            return false;
+          eatWhitespace();
+          if (p == end || *p != ':')
+            return false;
+          ++p;
+          FlatJsonValue member;
+          if (!parseValue(member, depth + 1))
+            return false;
+          member.key = key;
+          stack.push_back(std::move(member));
+          return true;
+        }))
+      return false;
+    close(out, mark);
+    return true;
+  }
+  default:
+    if (!isNumberChar(*p))
+      return false;
+    out.kindOf = FlatJsonValue::Kind::Number;
+    out.first = static_cast<uint32_t>(numbers.size());
+    return parseNumber(numbers.emplace_back(nullptr));
+  }
+}
+
+const FlatJsonValue *FlatJsonReader::read(llvm::StringRef text) {
+  p = text.begin();
+  end = text.end();
+  values.clear();
+  stack.clear();
+  numbers.clear();
+  root = FlatJsonValue();
+  if (!parseValue(root, 0))
+    return nullptr;
+  eatWhitespace();
+  if (p != end)
+    return nullptr;
+  // Members and numbers have their places now that nothing grows.
+  auto place = [&](FlatJsonValue &value) {
+    if (value.kindOf == FlatJsonValue::Kind::Number)
+      value.number = &numbers[value.first];
+    else
+      value.members = values.data() + value.first;
+  };
+  for (FlatJsonValue &value : values)
+    place(value);
+  place(root);
+  return &root;
+}
 
 llvm::Error StreamedJsonDocument::wholeTextError() const {
   llvm::Expected<json::Value> parsed = json::parse(text);
@@ -261,21 +327,22 @@ size_t StreamedJsonDocument::arraySize() const {
 }
 
 llvm::Error StreamedJsonDocument::forEachElement(
-    llvm::function_ref<void(size_t, std::optional<size_t>, const json::Value &)>
+    llvm::function_ref<void(size_t, std::optional<size_t>,
+                            const FlatJsonValue *, const json::Value *)>
         fn) const {
   if (!streamed) {
     if (const json::Object *object = root.getAsObject())
       if (const json::Array *array = object->getArray(key))
         for (auto [index, value] : llvm::enumerate(*array))
-          fn(index, std::nullopt, value);
+          fn(index, std::nullopt, nullptr, &value);
     return llvm::Error::success();
   }
+  FlatJsonReader reader;
   for (auto [index, element] : llvm::enumerate(elements)) {
     auto [begin, end] = element;
     llvm::StringRef elementText = text.slice(begin, end);
-    if (std::optional<json::Value> plain =
-            PlainJsonParser(elementText).parse()) {
-      fn(index, begin, *plain);
+    if (const FlatJsonValue *plain = reader.read(elementText)) {
+      fn(index, begin, plain, nullptr);
       continue;
     }
     llvm::Expected<json::Value> value = json::parse(elementText);
@@ -283,7 +350,7 @@ llvm::Error StreamedJsonDocument::forEachElement(
       llvm::consumeError(value.takeError());
       return wholeTextError();
     }
-    fn(index, begin, *value);
+    fn(index, begin, nullptr, &*value);
   }
   return llvm::Error::success();
 }

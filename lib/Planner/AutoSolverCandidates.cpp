@@ -85,57 +85,67 @@ Positions Solver::index(const Evaluation &eval) const {
   const Schedule &schedule = *eval.schedule;
   const size_t numOps = schedule.ops.size();
   const size_t numNodes = graph.numNodes();
+  const size_t numActs = acts.size();
   Positions pos;
-  pos.nodeOp.assign(numNodes, 0);
+  // Each node's op, unknown until the walk reaches it: then above every op
+  // before it, which the reads' test below relies on.
+  constexpr OpIndex kNotYet = std::numeric_limits<OpIndex>::max();
+  pos.nodeOp.assign(numNodes, kNotYet);
   pos.regionStart.assign(numNodes, 0);
   pos.opNode.assign(numOps, static_cast<NodeId>(numNodes));
-  // One walk for the three: each node's op, the run of recompute ops just
-  // before it, and the node each op up to it belongs to (each walk over
-  // the ops was a pass over the whole schedule's memory).
+  pos.producedFree.assign(numActs, static_cast<OpIndex>(numOps) - 1);
+  pos.releaseOp.assign(numActs, -1);
+  pos.prefetchOp.assign(numActs, -1);
+  std::vector<int32_t> producedOf(schedule.buffers.size(), -1);
+  for (auto [b, buffer] : llvm::enumerate(schedule.buffers))
+    if (buffer.origin == BufferOrigin::Produced)
+      producedOf[b] = activationOfValue[buffer.storage];
+  // The first op that reads each activation's produced buffer after its
+  // forward life; its node (the op's region's) is known only once the walk
+  // reaches the node that ends the region.
+  std::vector<OpIndex> needOp(numActs, -1);
+  // One walk over the ops for everything (each walk was a pass over the
+  // whole schedule's memory): each node's op, the run of recompute ops just
+  // before it, the node each op up to it belongs to, and the activations'
+  // frees, first reads, releases and prefetches.
   size_t chainBegin = 0, unassigned = 0;
   for (size_t k = 0; k < numOps; ++k) {
     const ScheduleOp &op = schedule.ops[k];
     if (op.kind == ScheduleOpKind::Recompute) {
       if (k == 0 || schedule.ops[k - 1].kind != ScheduleOpKind::Recompute)
         chainBegin = k;
-      continue;
+    } else if (op.kind == ScheduleOpKind::Node) {
+      pos.nodeOp[op.node] = static_cast<OpIndex>(k);
+      bool chain =
+          k > 0 && schedule.ops[k - 1].kind == ScheduleOpKind::Recompute;
+      pos.regionStart[op.node] = static_cast<OpIndex>(chain ? chainBegin : k);
+      for (; unassigned <= k; ++unassigned)
+        pos.opNode[unassigned] = op.node;
     }
-    if (op.kind != ScheduleOpKind::Node)
-      continue;
-    pos.nodeOp[op.node] = static_cast<OpIndex>(k);
-    bool chain =
-        k > 0 && schedule.ops[k - 1].kind == ScheduleOpKind::Recompute;
-    pos.regionStart[op.node] = static_cast<OpIndex>(chain ? chainBegin : k);
-    for (; unassigned <= k; ++unassigned)
-      pos.opNode[unassigned] = op.node;
-  }
-  const size_t numActs = acts.size();
-  pos.producedFree.assign(numActs, static_cast<OpIndex>(numOps) - 1);
-  pos.needNode.assign(numActs, -1);
-  pos.releaseOp.assign(numActs, -1);
-  pos.prefetchOp.assign(numActs, -1);
-  std::vector<int32_t> producedOf(schedule.buffers.size(), -1);
-  for (auto [b, buffer] : llvm::enumerate(schedule.buffers))
-    if (buffer.origin == BufferOrigin::Produced)
-      producedOf[b] = analysis.activationIndex(buffer.storage);
-  for (size_t k = 0; k < numOps; ++k) {
-    const ScheduleOp &op = schedule.ops[k];
     for (BufferId b : op.frees)
       if (producedOf[b] >= 0)
         pos.producedFree[producedOf[b]] = static_cast<OpIndex>(k);
+    // A node whose op is not reached yet comes after k (kNotYet).
     for (BufferId b : op.reads) {
       int32_t a = producedOf[b];
-      if (a >= 0 && pos.needNode[a] < 0 &&
-          k > static_cast<size_t>(pos.nodeOp[acts[a].lastForwardUse]) &&
+      if (a >= 0 && needOp[a] < 0 &&
+          static_cast<OpIndex>(k) > pos.nodeOp[lastForwardUseOf[a]] &&
           op.kind != ScheduleOpKind::Offload)
-        pos.needNode[a] = pos.opNode[k];
+        needOp[a] = static_cast<OpIndex>(k);
     }
-    int32_t a = op.storage >= 0 ? analysis.activationIndex(op.storage) : -1;
+    int32_t a = op.storage >= 0 ? activationOfValue[op.storage] : -1;
     if (op.kind == ScheduleOpKind::Release && a >= 0)
       pos.releaseOp[a] = static_cast<OpIndex>(k);
     if (op.kind == ScheduleOpKind::Prefetch && a >= 0)
       pos.prefetchOp[a] = static_cast<OpIndex>(k);
   }
+  for (OpIndex &op : pos.nodeOp)
+    if (op == kNotYet)
+      op = 0;
+  pos.needNode.assign(numActs, -1);
+  for (size_t a = 0; a < numActs; ++a)
+    if (needOp[a] >= 0)
+      pos.needNode[a] = pos.opNode[needOp[a]];
   return pos;
 }
 
@@ -151,13 +161,16 @@ void Solver::computeRecompute(Candidate &c, const Placement &placement,
         batch.chain.contains((uint64_t(c.restore) << 32) | uint32_t(node)))
       continue;
     c.newChainNodes.push_back(node);
-    const GraphNode &n = graph.getNode(node);
+    // The analysis's flat copies of the node's time, flags and owned
+    // result storages: the GraphNode and its results list were a cache
+    // miss each (~half of this function).
+    const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
     if (!n.hasFlag(NodeFlagCollective))
       c.costUs += std::max(0.0, n.timeUs);
-    for (ValueId r : n.results) {
-      int32_t s = analysis.storageIndex(r);
-      if (s >= 0 && analysis.getStorages()[s].storage == r && r != act.storage)
-        c.chainExtra += analysis.getStorages()[s].bytes;
+    for (int32_t s : analysis.resultStorages(node)) {
+      const StorageInfo &result = analysis.getStorages()[s];
+      if (result.storage != act.storage)
+        c.chainExtra += result.bytes;
     }
   }
   // The chain reads its inputs at c.restore: an offloaded input restored

@@ -16,6 +16,7 @@
 #include "lethe/Planner/AutoSolver.h"
 
 #include "CopyModel.h"
+#include "MaxTree.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseSet.h"
@@ -33,84 +34,6 @@
 #include <vector>
 
 namespace lethe::autosolver {
-
-/// Range add, range max with the leftmost argmax.
-class MaxTree {
-public:
-  void build(llvm::ArrayRef<int64_t> values) {
-    size = std::max<size_t>(1, values.size());
-    maxv.assign(4 * size, std::numeric_limits<int64_t>::min());
-    lazy.assign(4 * size, 0);
-    arg.assign(4 * size, 0);
-    if (!values.empty())
-      buildNode(1, 0, size - 1, values);
-  }
-  void add(size_t lo, size_t hi, int64_t delta) {
-    if (lo > hi || hi >= size)
-      return;
-    addNode(1, 0, size - 1, lo, hi, delta);
-  }
-  int64_t max() const { return maxv[1]; }
-  size_t argmax() const { return arg[1]; }
-  int64_t maxIn(size_t lo, size_t hi) {
-    if (lo > hi || hi >= size)
-      return std::numeric_limits<int64_t>::min();
-    return queryNode(1, 0, size - 1, lo, hi);
-  }
-
-private:
-  void pull(size_t node) {
-    size_t l = 2 * node, r = 2 * node + 1;
-    if (maxv[l] >= maxv[r]) {
-      maxv[node] = maxv[l];
-      arg[node] = arg[l];
-    } else {
-      maxv[node] = maxv[r];
-      arg[node] = arg[r];
-    }
-    maxv[node] += lazy[node];
-  }
-  void buildNode(size_t node, size_t lo, size_t hi,
-                 llvm::ArrayRef<int64_t> values) {
-    if (lo == hi) {
-      maxv[node] = values[lo];
-      arg[node] = lo;
-      return;
-    }
-    size_t mid = (lo + hi) / 2;
-    buildNode(2 * node, lo, mid, values);
-    buildNode(2 * node + 1, mid + 1, hi, values);
-    pull(node);
-  }
-  void addNode(size_t node, size_t lo, size_t hi, size_t ql, size_t qh,
-               int64_t delta) {
-    if (qh < lo || hi < ql)
-      return;
-    if (ql <= lo && hi <= qh) {
-      maxv[node] += delta;
-      lazy[node] += delta;
-      return;
-    }
-    size_t mid = (lo + hi) / 2;
-    addNode(2 * node, lo, mid, ql, qh, delta);
-    addNode(2 * node + 1, mid + 1, hi, ql, qh, delta);
-    pull(node);
-  }
-  int64_t queryNode(size_t node, size_t lo, size_t hi, size_t ql, size_t qh) {
-    if (qh < lo || hi < ql)
-      return std::numeric_limits<int64_t>::min();
-    if (ql <= lo && hi <= qh)
-      return maxv[node];
-    size_t mid = (lo + hi) / 2;
-    int64_t best = std::max(queryNode(2 * node, lo, mid, ql, qh),
-                            queryNode(2 * node + 1, mid + 1, hi, ql, qh));
-    return best + lazy[node];
-  }
-
-  size_t size = 1;
-  std::vector<int64_t> maxv, lazy;
-  std::vector<size_t> arg;
-};
 
 /// Where things are in the current schedule.
 struct Positions {
@@ -254,6 +177,12 @@ public:
         acts(analysis.getActivations()), options(options), seeds(seeds),
         solverOptions(solver), evaluationsBefore(evaluator.getEvaluations()) {
     tieClass.assign(acts.size(), -1);
+    activationOfValue.assign(graph.numValues(), -1);
+    for (size_t v = 0; v < graph.numValues(); ++v)
+      activationOfValue[v] = analysis.activationIndex(static_cast<ValueId>(v));
+    lastForwardUseOf.reserve(acts.size());
+    for (const ActivationInfo &act : acts)
+      lastForwardUseOf.push_back(act.lastForwardUse);
     for (auto [c, members] : llvm::enumerate(solverOptions.tiedClasses))
       for (int32_t a : members)
         tieClass[a] = static_cast<int32_t>(c);
@@ -547,6 +476,12 @@ private:
   bool noTrades = false;
   /// Per activation: its tied class, or -1 (AutoSolverOptions::tiedClasses).
   std::vector<int32_t> tieClass;
+  /// analysis.activationIndex of every value, and each activation's
+  /// lastForwardUse, as flat arrays: index() reads them for every buffer
+  /// of every schedule, where the two lookups of activationIndex and the
+  /// 248-byte ActivationInfo were a cache miss each (~45% of index()).
+  std::vector<int32_t> activationOfValue;
+  std::vector<NodeId> lastForwardUseOf;
   /// While set, reduceTo ties its picks across their classes.
   bool tying = false;
   /// While set (and tying), a tied pick takes only the members that bring

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 using namespace mlir;
 using namespace lethe;
 
@@ -135,6 +137,42 @@ TEST(TrainingGraphTest, FromFunction) {
   EXPECT_TRUE(graph->isAlias(graph->getNode(1).results[0]));
   EXPECT_EQ(graph->firstBackwardNode(), 2);
   ASSERT_EQ(graph->getOutputs().size(), 1u);
+}
+
+// Node ids in any order, extremes included: every node is found by its id,
+// and no id that no node has.
+TEST(TrainingGraphTest, FindsNodesByIdsInAnyOrder) {
+  MLIRContext context;
+  context.loadDialect<LetheDialect, func::FuncDialect>();
+  const char *source = R"mlir(
+    func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
+      %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 9}
+          : (tensor<4xf32>) -> tensor<4xf32>
+      %1 = lethe.node "aten.neg.default" fwd (%0) {lethe.node_id = 4}
+          : (tensor<4xf32>) -> tensor<4xf32>
+      %2 = lethe.node "aten.relu.default" fwd (%1)
+          {lethe.node_id = 9223372036854775807}
+          : (tensor<4xf32>) -> tensor<4xf32>
+      %3 = lethe.node "aten.neg.default" fwd (%2)
+          {lethe.node_id = -9223372036854775808}
+          : (tensor<4xf32>) -> tensor<4xf32>
+      %4 = lethe.node "aten.relu.default" bwd (%3) {lethe.node_id = 6}
+          : (tensor<4xf32>) -> tensor<4xf32>
+      return %4 : tensor<4xf32>
+    })mlir";
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
+  ASSERT_TRUE(module);
+  auto func = *module->getOps<func::FuncOp>().begin();
+  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
+  ASSERT_TRUE(succeeded(graph));
+  const int64_t ids[] = {9, 4, std::numeric_limits<int64_t>::max(),
+                         std::numeric_limits<int64_t>::min(), 6};
+  for (auto [node, id] : llvm::enumerate(ids)) {
+    EXPECT_EQ(graph->findNodeBySourceId(id), static_cast<NodeId>(node));
+    EXPECT_EQ(graph->getNode(node).sourceId, id);
+  }
+  for (int64_t absent : {0, 5, 7, 10})
+    EXPECT_EQ(graph->findNodeBySourceId(absent), std::nullopt);
 }
 
 } // namespace

@@ -7,11 +7,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Import/StreamedJson.h"
+#include "lethe/Import/JsonLocations.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/MLIRContext.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -133,6 +140,48 @@ void expectSameTree(const json::Value &a, const json::Value &b) {
   }
 }
 
+/// A FlatJsonValue answers each accessor the importer uses as the json
+/// tree of the same text does, for its members and elements too: the keys
+/// it has and keys it lacks, every scalar read as each kind.
+void expectSameAnswers(const FlatJsonValue &flat, const json::Value &tree) {
+  EXPECT_EQ(flat.kind(), tree.kind());
+  EXPECT_EQ(flat.getAsString(), tree.getAsString());
+  EXPECT_EQ(flat.getAsBoolean(), tree.getAsBoolean());
+  EXPECT_EQ(flat.getAsInteger(), tree.getAsInteger());
+  EXPECT_EQ(flat.getAsUINT64(), tree.getAsUINT64());
+  std::optional<double> number = flat.getAsNumber();
+  EXPECT_EQ(number.has_value(), tree.getAsNumber().has_value());
+  if (number && tree.getAsNumber() && !std::isnan(*number))
+    EXPECT_EQ(*number, *tree.getAsNumber());
+  EXPECT_EQ(flat.getAsArray() != nullptr, tree.getAsArray() != nullptr);
+  EXPECT_EQ(flat.getAsObject() != nullptr, tree.getAsObject() != nullptr);
+  if (const json::Array *array = tree.getAsArray()) {
+    ASSERT_EQ(flat.size(), array->size());
+    for (size_t i = 0; i < array->size(); ++i)
+      expectSameAnswers(flat[i], (*array)[i]);
+  }
+  if (const json::Object *object = tree.getAsObject()) {
+    std::vector<std::string> keys = {"", "missing", "nodes", "a"};
+    for (const auto &[key, value] : *object)
+      keys.push_back(std::string(llvm::StringRef(key)));
+    for (const std::string &key : keys) {
+      SCOPED_TRACE(key);
+      const json::Value *expected = object->get(key);
+      const FlatJsonValue *found = flat.get(key);
+      ASSERT_EQ(found != nullptr, expected != nullptr);
+      if (expected)
+        expectSameAnswers(*found, *expected);
+      EXPECT_EQ(flat.getString(key), object->getString(key));
+      EXPECT_EQ(flat.getInteger(key), object->getInteger(key));
+      EXPECT_EQ(flat.getBoolean(key), object->getBoolean(key));
+      EXPECT_EQ(flat.getArray(key) != nullptr,
+                object->getArray(key) != nullptr);
+      EXPECT_EQ(flat.getObject(key) != nullptr,
+                object->getObject(key) != nullptr);
+    }
+  }
+}
+
 /// Parses `text` both ways: the same verdict, error and elements.
 void expectSameAsWholeParse(const std::string &text) {
   SCOPED_TRACE(text);
@@ -146,9 +195,13 @@ void expectSameAsWholeParse(const std::string &text) {
     streamedError = llvm::toString(document.takeError());
   } else {
     if (llvm::Error error = document->forEachElement(
-            [&](size_t index, std::optional<size_t>, const json::Value &v) {
+            [&](size_t index, std::optional<size_t>,
+                const FlatJsonValue *plain, const json::Value *v) {
               EXPECT_EQ(index, elements.size());
-              elements.push_back(v);
+              EXPECT_NE(plain == nullptr, v == nullptr);
+              if (plain)
+                expectSameAnswers(*plain, plain->toJson());
+              elements.push_back(plain ? plain->toJson() : *v);
             }))
       streamedError = llvm::toString(std::move(error));
     else
@@ -195,6 +248,68 @@ TEST(StreamedJsonTest, EdgeCases) {
            R"({"nodes": ["]", "\"]"]})", "{\"nodes\": [\"\xff\"]}", "",
            R"({"nodes": [1]} x)", R"({"a": "\"nodes\": [1]", "nodes": [2]})"})
     expectSameAsWholeParse(text);
+}
+
+/// findExcessiveJsonNesting's meaning, one byte at a time: brackets outside
+/// strings counted, a backslash in a string skipping the byte after it.
+std::optional<size_t> excessiveNestingByBytes(llvm::StringRef text) {
+  unsigned depth = 0;
+  bool inString = false;
+  for (size_t i = 0, e = text.size(); i < e; ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"')
+      inString = true;
+    else if ((c == '[' || c == '{') && ++depth > kMaxJsonNesting)
+      return i;
+    else if ((c == ']' || c == '}') && depth > 0)
+      --depth;
+  }
+  return std::nullopt;
+}
+
+// The table-driven scan (strings skipped with memchr) finds what a reading
+// byte by byte finds, on texts dense in brackets, quotes and backslashes
+// (runs of them before a quote, a backslash at the very end) and near the
+// nesting limit; line starts found with memchr give the same locations.
+TEST(StreamedJsonTest, NestingAndLocationsAsByteByByte) {
+  std::mt19937 rng(21);
+  const char alphabet[] = {'[', '{', ']', '}', '"', '\\', 'a', ',', '\n'};
+  mlir::MLIRContext context;
+  auto file = mlir::StringAttr::get(&context, "f.json");
+  int excessive = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string text;
+    // Some texts open deep first, so that the limit is crossed.
+    if (i % 4 == 0)
+      text.append(kMaxJsonNesting - 2 + rng() % 5, '[');
+    for (unsigned n = rng() % 64; n > 0; --n)
+      text += alphabet[rng() % std::size(alphabet)];
+    std::optional<size_t> expected = excessiveNestingByBytes(text);
+    excessive += expected.has_value();
+    EXPECT_EQ(findExcessiveJsonNesting(text), expected) << text;
+    TextLocator locator(file, text);
+    for (size_t offset = 0; offset <= text.size(); offset += 1 + rng() % 7) {
+      size_t line = 1 + std::count(text.begin(), text.begin() + offset, '\n');
+      size_t lineStart = text.rfind('\n', offset == 0 ? 0 : offset - 1);
+      size_t column =
+          offset + 1 - (lineStart == std::string::npos || offset == 0
+                            ? 0
+                            : lineStart + 1);
+      auto loc = mlir::cast<mlir::FileLineColLoc>(locator.at(offset));
+      EXPECT_EQ(loc.getLine(), line) << text << " @" << offset;
+      EXPECT_EQ(loc.getColumn(), column) << text << " @" << offset;
+    }
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(excessive, 100);
+  EXPECT_LT(excessive, 3900);
 }
 
 } // namespace

@@ -54,7 +54,12 @@ struct StreamNeed {
 
 class StreamOrder {
 public:
-  explicit StreamOrder(const ExplicitProgram &program) : program(program) {}
+  explicit StreamOrder(const ExplicitProgram &program) : program(program) {
+    // A record per buffer the program allocates, and the few storages it
+    // does not (graph inputs): reserved, not rehashed as they come (~0.5%
+    // of a `lethe plan` at 100k ops).
+    storages.reserve(program.getBuffers().size());
+  }
 
   /// Timepoints `op` waits for before it starts on its stream.
   static llvm::SmallVector<mlir::Value> getAwaited(mlir::Operation *op);

@@ -55,6 +55,32 @@ func.func @repeated_id(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // -----
 
+// Ids out of program order (kept apart from the sorted ones): a repeat of
+// an earlier out-of-order id is found among them.
+func.func @repeated_late_id(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 9} : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-note @+1 {{the earlier node}}
+  %1 = lethe.node "aten.neg.default" fwd (%0) {lethe.node_id = 4} : (tensor<16xf32>) -> tensor<16xf32>
+  %2 = lethe.node "aten.relu.default" fwd (%1) {lethe.node_id = 12} : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error @+1 {{node id 4 is also an earlier node's}}
+  %3 = lethe.node "aten.neg.default" bwd (%2) {lethe.node_id = 4} : (tensor<16xf32>) -> tensor<16xf32>
+  return %3 : tensor<16xf32>
+}
+
+// -----
+
+// An id out of order that repeats one that came in order.
+func.func @late_id_repeats_sorted(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // expected-note @+1 {{the earlier node}}
+  %0 = lethe.node "aten.relu.default" fwd (%x) {lethe.node_id = 3} : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = lethe.node "aten.neg.default" fwd (%0) {lethe.node_id = 8} : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error @+1 {{node id 3 is also an earlier node's}}
+  %2 = lethe.node "aten.neg.default" bwd (%1) {lethe.node_id = 3} : (tensor<16xf32>) -> tensor<16xf32>
+  return %2 : tensor<16xf32>
+}
+
+// -----
+
 // A placement written by hand that restores a checkpoint no chain reads: %0
 // (a layer input only the next layer's forward reads) offloaded while its
 // reader %1 is retained. The prefetched copy would have no reader. (Nodes
