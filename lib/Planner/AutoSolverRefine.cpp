@@ -32,7 +32,7 @@ using namespace lethe::autosolver;
 
 /// The evaluations one refinement may make, as a share of those the solve
 /// made before it (at least kMinRefineEvaluations): so it costs the solve at
-/// most about 1/8 more time on any graph. On the corpus a solve makes
+/// most about 1/8 more time on any graph but small ones. On the corpus a solve makes
 /// 200-1,000 (Llama-style at 50%: about 960); the moves kept there came
 /// within the first 100 (bench/results/bound.md, 2026-11-26 21:30).
 constexpr double kRefineShare = 0.125;
