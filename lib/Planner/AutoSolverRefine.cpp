@@ -68,9 +68,13 @@ constexpr double kCheapDropShare = 0.002;
 constexpr double kSwitchLossShare = 0.5;
 /// Such switches tried per round, and offloads moved to a sibling (refine's
 /// swaps): four swaps a round gained under 0.1 point more on the corpus and
-/// took 45% more solve time (bench/results/bound.md, 2026-11-27 09:05).
+/// took 45% more solve time (bench/results/bound.md, 2026-11-27 09:05);
+/// three (since 2026-11-27 12:00, the returned plan's refine at least 32
+/// evaluations) took six cells 0.01-0.14 points lower (Llama-timed 60% 8.00
+/// -> 7.94%), none higher, the solve times summed the same; more switches
+/// moved none.
 constexpr size_t kSwitchesPerRound = 2;
-constexpr size_t kSwapsPerRound = 2;
+constexpr size_t kSwapsPerRound = 3;
 
 namespace {
 
