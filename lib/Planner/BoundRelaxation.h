@@ -52,6 +52,9 @@ public:
   Relaxation(const ExactModel &model, const DeviceProfile &device,
              const PlanOptions &options, double baselineStepUs);
 
+  /// Fixes each activation's columns to `fixed`'s decision (boundStepTime's
+  /// `fixed`); an error where the decision is not allowed.
+  llvm::Error fixDecisions(llvm::ArrayRef<Decision> fixed);
   /// Runs row generation; fills `bound`'s status fields and `overheadUs`
   /// (the bound on step time minus the unplanned step's).
   llvm::Error solve(OverheadBound &bound, double &overheadUs);
