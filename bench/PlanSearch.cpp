@@ -181,9 +181,8 @@ int main(int argc, char **argv) {
                                   options.budgetBytes);
     // Which side of the gap is loose: auto's plan priced by the relaxation
     // with its decisions fixed (docs/Bound.md, §3).
-    llvm::Expected<OverheadBound> priced =
-        boundStepTime(step->graph, step->device, options, base,
-                      plan->baselinePeakBytes, dec);
+    llvm::Expected<OverheadBound> priced = boundStepTime(
+        step->graph, step->device, options, base, plan->baselinePeakBytes, dec);
     if (!priced) {
       llvm::errs() << llvm::toString(priced.takeError()) << "\n";
       return 1;

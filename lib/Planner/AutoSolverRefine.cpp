@@ -32,9 +32,10 @@ using namespace lethe::autosolver;
 
 /// The evaluations one refinement may make, as a share of those the solve
 /// made before it (at least kMinRefineEvaluations): so it costs the solve at
-/// most about 1/8 more time on any graph but small ones. On the corpus a solve makes
-/// 200-1,000 (Llama-style at 50%: about 960); the moves kept there came
-/// within the first 100 (bench/results/bound.md, 2026-11-26 21:30).
+/// most about 1/8 more time on any graph but small ones. On the corpus a
+/// solve makes 200-1,000 (Llama-style at 50%: about 960); the moves kept
+/// there came within the first 100 (bench/results/bound.md, 2026-11-26
+/// 21:30).
 constexpr double kRefineShare = 0.125;
 /// Other offloads tried widened, one at a time, where a move overfills ops
 /// its own offloads do not reach (refine's tryPlan).
@@ -44,7 +45,7 @@ constexpr size_t kWidenOthers = 3;
 /// (under 128 evaluations to solve) the floors were mostly lowered already
 /// and the 16 evaluations of the returned plan's refine ran out short of
 /// them (Qwen2 at 60%: 5.28% where its floor was 5.13%; T5 at 50% 17.41 ->
-/// 17.29%; bench/results/bound.md, 2026-11-27 12:00).
+/// 17.29%; bench/results/bound.md, 2026-11-27 11:07).
 constexpr unsigned kMinRefineEvaluations = 16;
 constexpr unsigned kMinReturnedRefineEvaluations = 32;
 /// Levels above the ladder's least peak within which refine widens no copies
@@ -69,7 +70,7 @@ constexpr double kSwitchLossShare = 0.5;
 /// Such switches tried per round, and offloads moved to a sibling (refine's
 /// swaps): four swaps a round gained under 0.1 point more on the corpus and
 /// took 45% more solve time (bench/results/bound.md, 2026-11-27 09:05);
-/// three (since 2026-11-27 12:00, the returned plan's refine at least 32
+/// three (since 2026-11-27 11:07, the returned plan's refine at least 32
 /// evaluations) took six cells 0.01-0.14 points lower (Llama-timed 60% 8.00
 /// -> 7.94%), none higher, the solve times summed the same; more switches
 /// moved none.
@@ -650,7 +651,7 @@ namespace {
 /// none, 11.47% with 1, 11.07% with 2, 10.96% with 3, the solve 290, 316,
 /// 349 and 376 ms (bench/results/bound.md, 2026-11-27); on DiT-B/2 at 50%
 /// 7.85% with 2, 7.56% with 3 and 4 (bench/results/bound.md, 2026-11-27
-/// 12:00).
+/// 11:07).
 constexpr unsigned kFloorDepth = 3;
 
 } // namespace

@@ -465,8 +465,8 @@ llvm::Error Relaxation::fixDecisions(llvm::ArrayRef<Decision> fixed) {
           llvm::inconvertibleErrorCode(),
           llvm::formatv("activation {0} cannot be {1} in the relaxation", a,
                         recompute ? "recomputed" : "offloaded"));
-    for (auto [col, on] : {std::pair(colC[a], recompute),
-                           std::pair(colO[a], offload)})
+    for (auto [col, on] :
+         {std::pair(colC[a], recompute), std::pair(colO[a], offload)})
       if (col >= 0)
         lp.colLower[col] = lp.colUpper[col] = on ? 1.0 : 0.0;
   }
@@ -523,7 +523,8 @@ llvm::Error Relaxation::solve(OverheadBound &bound, double &overheadUs) {
 llvm::Expected<OverheadBound>
 lethe::boundStepTime(const TrainingGraph &graph, const DeviceProfile &device,
                      const PlanOptions &options, double baselineStepUs,
-                     int64_t baselinePeakBytes, llvm::ArrayRef<Decision> fixed) {
+                     int64_t baselinePeakBytes,
+                     llvm::ArrayRef<Decision> fixed) {
   auto started = std::chrono::steady_clock::now();
   OverheadBound bound;
   bound.stepUs = baselineStepUs;
