@@ -37,7 +37,8 @@ struct DeviceProfile;
 /// ActivationAnalysis(graph, options), in its order), fixes every
 /// activation's decision in the relaxation: the value then bounds only the
 /// plans with those decisions (any placement of their copies), and is that
-/// plan's price in the relaxation. A plan's simulated step minus its price
+/// plan's price in the relaxation (a checkpoint's decision is not priced:
+/// the relaxation gives checkpoints no columns). A plan's simulated step minus its price
 /// is what the relaxation's pricing misses; its price minus the bound, what
 /// the relaxation gains by deciding otherwise (docs/Bound.md, §3;
 /// bench/PlanSearch.cpp prints both for auto's plan). An error where a
