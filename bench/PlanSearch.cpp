@@ -11,7 +11,10 @@
 // dropped, plans over the budget allowed at a price per byte, the fastest plan
 // within the budget (device and host) kept. A plan it finds faster than auto's
 // shows `auto` loose by at least the difference; the bound is a lower bound on
-// it too.
+// it too. It also prints auto's plan priced by the bound's relaxation with
+// auto's decisions fixed (boundStepTime's `fixed`): how much of the gap the
+// relaxation's pricing misses on a plan it knows, and how much it gains by
+// deciding otherwise.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +23,7 @@
 #include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Import/JsonImporter.h"
 #include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Bound.h"
 #include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Support/DeviceProfile.h"
@@ -175,6 +179,21 @@ int main(int argc, char **argv) {
     llvm::outs() << llvm::formatv("  auto replayed: {0:F2}%, peak {1} of {2}\n",
                                   pct(cur->stepUs), cur->peakBytes,
                                   options.budgetBytes);
+    // Which side of the gap is loose: auto's plan priced by the relaxation
+    // with its decisions fixed (docs/Bound.md, §3).
+    llvm::Expected<OverheadBound> priced = boundStepTime(
+        step->graph, step->device, options, base, plan->baselinePeakBytes, dec);
+    if (!priced) {
+      llvm::errs() << llvm::toString(priced.takeError()) << "\n";
+      return 1;
+    }
+    if (priced->feasible && plan->lowerBound && plan->lowerBound->feasible)
+      llvm::outs() << llvm::formatv(
+          "  bound at auto's decisions: {0:F2}% (the relaxation prices "
+          "auto's plan {1:F2} points under its step, and decides {2:F2} "
+          "points under that)\n",
+          100.0 * priced->overhead, pct(cur->stepUs) - 100.0 * priced->overhead,
+          100.0 * (priced->overhead - plan->lowerBound->overhead));
     const std::vector<Decision> autoDec = dec;
     double curCost = search.cost(*cur);
     std::vector<Decision> bestDec = dec;

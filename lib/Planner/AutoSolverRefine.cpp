@@ -32,15 +32,22 @@ using namespace lethe::autosolver;
 
 /// The evaluations one refinement may make, as a share of those the solve
 /// made before it (at least kMinRefineEvaluations): so it costs the solve at
-/// most about 1/8 more time on any graph. On the corpus a solve makes
-/// 200-1,000 (Llama-style at 50%: about 960); the moves kept there came
-/// within the first 100 (bench/results/bound.md, 2026-11-26 21:30).
+/// most about 1/8 more time on any graph but small ones. On the corpus a
+/// solve makes 200-1,000 (Llama-style at 50%: about 960); the moves kept
+/// there came within the first 100 (bench/results/bound.md, 2026-11-26
+/// 21:30).
 constexpr double kRefineShare = 0.125;
 /// Other offloads tried widened, one at a time, where a move overfills ops
 /// its own offloads do not reach (refine's tryPlan).
 constexpr size_t kWidenOthers = 3;
-/// A small solve still gets a few moves tried.
+/// A small solve still gets a few moves tried: those nested for the floor
+/// (solveAt) at least 16, the plan returned at least 32. On small graphs
+/// (under 128 evaluations to solve) the floors were mostly lowered already
+/// and the 16 evaluations of the returned plan's refine ran out short of
+/// them (Qwen2 at 60%: 5.28% where its floor was 5.13%; T5 at 50% 17.41 ->
+/// 17.29%; bench/results/bound.md, 2026-11-27 11:07).
 constexpr unsigned kMinRefineEvaluations = 16;
+constexpr unsigned kMinReturnedRefineEvaluations = 32;
 /// Levels above the ladder's least peak within which refine widens no copies
 /// (refineSolution).
 constexpr int64_t kNoWidenLevels = 2;
@@ -62,9 +69,13 @@ constexpr double kCheapDropShare = 0.002;
 constexpr double kSwitchLossShare = 0.5;
 /// Such switches tried per round, and offloads moved to a sibling (refine's
 /// swaps): four swaps a round gained under 0.1 point more on the corpus and
-/// took 45% more solve time (bench/results/bound.md, 2026-11-27 09:05).
+/// took 45% more solve time (bench/results/bound.md, 2026-11-27 09:05);
+/// three (since 2026-11-27 11:07, the returned plan's refine at least 32
+/// evaluations) took six cells 0.01-0.14 points lower (Llama-timed 60% 8.00
+/// -> 7.94%), none higher, the solve times summed the same; more switches
+/// moved none.
 constexpr size_t kSwitchesPerRound = 2;
-constexpr size_t kSwapsPerRound = 2;
+constexpr size_t kSwapsPerRound = 3;
 
 namespace {
 
@@ -223,8 +234,9 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   // what the switch gained.
   llvm::DenseSet<int32_t> keptActs;
   unsigned evaluations = 0, kept = 0;
+  // answersAgain: this solve is the caller's, not one nested for a floor.
   const unsigned maxEvaluations = std::max<unsigned>(
-      kMinRefineEvaluations,
+      answersAgain ? kMinReturnedRefineEvaluations : kMinRefineEvaluations,
       static_cast<unsigned>(kRefineShare *
                             static_cast<double>(refineEvaluationBase
                                                     ? refineEvaluationBase
@@ -637,8 +649,10 @@ namespace {
 /// costs about a refine (the ladder is replayed) and is made only where the
 /// floor turns a move down. On the Llama-style graph at 50%: 11.47% with
 /// none, 11.47% with 1, 11.07% with 2, 10.96% with 3, the solve 290, 316,
-/// 349 and 376 ms (bench/results/bound.md, 2026-11-27).
-constexpr unsigned kFloorDepth = 2;
+/// 349 and 376 ms (bench/results/bound.md, 2026-11-27); on DiT-B/2 at 50%
+/// 7.85% with 2, 7.56% with 3 and 4 (bench/results/bound.md, 2026-11-27
+/// 11:07).
+constexpr unsigned kFloorDepth = 3;
 
 } // namespace
 

@@ -447,6 +447,32 @@ int Relaxation::separate(const std::vector<double> &x) {
   return added;
 }
 
+llvm::Error Relaxation::fixDecisions(llvm::ArrayRef<Decision> fixed) {
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  if (fixed.size() != acts.size())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("{0} decisions fixed for {1} activations", fixed.size(),
+                      acts.size()));
+  for (size_t a = 0; a < acts.size(); ++a) {
+    const bool recompute = fixed[a] == Decision::Recompute;
+    const bool offload = fixed[a] == Decision::Offload;
+    // A checkpoint's bytes are outside the relaxation (it has no columns).
+    if (acts[a].checkpoint)
+      continue;
+    if ((recompute && colC[a] < 0) || (offload && colO[a] < 0))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("activation {0} cannot be {1} in the relaxation", a,
+                        recompute ? "recomputed" : "offloaded"));
+    for (auto [col, on] :
+         {std::pair(colC[a], recompute), std::pair(colO[a], offload)})
+      if (col >= 0)
+        lp.colLower[col] = lp.colUpper[col] = on ? 1.0 : 0.0;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error Relaxation::solve(OverheadBound &bound, double &overheadUs) {
   auto started = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -497,7 +523,8 @@ llvm::Error Relaxation::solve(OverheadBound &bound, double &overheadUs) {
 llvm::Expected<OverheadBound>
 lethe::boundStepTime(const TrainingGraph &graph, const DeviceProfile &device,
                      const PlanOptions &options, double baselineStepUs,
-                     int64_t baselinePeakBytes) {
+                     int64_t baselinePeakBytes,
+                     llvm::ArrayRef<Decision> fixed) {
   auto started = std::chrono::steady_clock::now();
   OverheadBound bound;
   bound.stepUs = baselineStepUs;
@@ -505,6 +532,9 @@ lethe::boundStepTime(const TrainingGraph &graph, const DeviceProfile &device,
   if (baselinePeakBytes > options.budgetBytes) {
     ExactModel model(graph, device, options);
     Relaxation relaxation(model, device, options, baselineStepUs);
+    if (!fixed.empty())
+      if (llvm::Error error = relaxation.fixDecisions(fixed))
+        return std::move(error);
     bound.converged = false;
     double overheadUs = 0.0;
     if (llvm::Error error = relaxation.solve(bound, overheadUs))

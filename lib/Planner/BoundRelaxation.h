@@ -52,6 +52,9 @@ public:
   Relaxation(const ExactModel &model, const DeviceProfile &device,
              const PlanOptions &options, double baselineStepUs);
 
+  /// Fixes each activation's columns to `fixed`'s decision (boundStepTime's
+  /// `fixed`); an error where the decision is not allowed.
+  llvm::Error fixDecisions(llvm::ArrayRef<Decision> fixed);
   /// Runs row generation; fills `bound`'s status fields and `overheadUs`
   /// (the bound on step time minus the unplanned step's).
   llvm::Error solve(OverheadBound &bound, double &overheadUs);
@@ -115,11 +118,14 @@ private:
   /// levels"): the loss per microsecond charged beside copies moving one
   /// way and both ways, per node the deficit times its time (`U` at this
   /// level), and the column of the re-runs' deficits sum(d_n t_n z_n) (-1:
-  /// no chain node has one), defined by an equality row.
+  /// no chain node has one), defined by an equality row; and the largest
+  /// deficit per microsecond of a chain node's re-run, which caps the
+  /// deficits of the re-runs that a phase holds by their time.
   struct ContentionLevel {
     double one = 0.0, both = 0.0;
     std::vector<double> unslowedUs;
     int colRerunDeficit = -1;
+    double densestRerun = 0.0;
   };
   /// The contention rows' state (addContention; colBoth < 0: no contention
   /// in the profile): the columns of copy time both ways, only D2H, only

@@ -18,6 +18,7 @@
 
 #include "lethe/Planner/Plan.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 namespace lethe {
@@ -31,11 +32,21 @@ struct DeviceProfile;
 /// (Plan::baselineStepUs, Plan::baselinePeakBytes): the overhead is
 /// relative to that step, and a budget at or above that peak gives 0.
 /// An error only when the LP solver fails before any bound is known.
-llvm::Expected<OverheadBound> boundStepTime(const TrainingGraph &graph,
-                                            const DeviceProfile &device,
-                                            const PlanOptions &options,
-                                            double baselineStepUs,
-                                            int64_t baselinePeakBytes);
+///
+/// `fixed`, where given (one decision per activation of
+/// ActivationAnalysis(graph, options), in its order), fixes every
+/// activation's decision in the relaxation: the value then bounds only the
+/// plans with those decisions (any placement of their copies), and is that
+/// plan's price in the relaxation (a checkpoint's decision is not priced:
+/// the relaxation gives checkpoints no columns). A plan's simulated step minus its price
+/// is what the relaxation's pricing misses; its price minus the bound, what
+/// the relaxation gains by deciding otherwise (docs/Bound.md, §3;
+/// bench/PlanSearch.cpp prints both for auto's plan). An error where a
+/// decision is one the relaxation does not allow the activation.
+llvm::Expected<OverheadBound>
+boundStepTime(const TrainingGraph &graph, const DeviceProfile &device,
+              const PlanOptions &options, double baselineStepUs,
+              int64_t baselinePeakBytes, llvm::ArrayRef<Decision> fixed = {});
 
 } // namespace lethe
 
