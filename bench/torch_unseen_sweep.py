@@ -65,6 +65,8 @@ def _lm(model, config, **fields):
 
 _ATTN = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
              num_attention_heads=4)
+# BERT-style encoders' dropout, off.
+_NO_DROP = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 MODELS = {
     "resnet18": lambda: _vision("resnet18"),
     "mobilenet_v3_small": lambda: _vision("mobilenet_v3_small"),
@@ -103,21 +105,16 @@ MODELS = {
     "convnext_tiny": lambda: _vision("convnext_tiny"),
     "regnet_y_400mf": lambda: _vision("regnet_y_400mf"),
     "squeezenet1_1": lambda: _vision("squeezenet1_1"),
-    "bert": lambda: _lm("BertForMaskedLM", "BertConfig",
-                        hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0, **_ATTN),
+    "bert": lambda: _lm("BertForMaskedLM", "BertConfig", **_NO_DROP,
+                        **_ATTN),
     "roberta": lambda: _lm("RobertaForMaskedLM", "RobertaConfig",
-                           hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0, **_ATTN),
+                           **_NO_DROP, **_ATTN),
     "albert": lambda: _lm("AlbertForMaskedLM", "AlbertConfig",
-                          embedding_size=32, hidden_dropout_prob=0.0,
-                          attention_probs_dropout_prob=0.0, **_ATTN),
+                          embedding_size=32, **_NO_DROP, **_ATTN),
     "deberta_v2": lambda: _lm("DebertaV2ForMaskedLM", "DebertaV2Config",
-                              hidden_dropout_prob=0.0,
-                              attention_probs_dropout_prob=0.0, **_ATTN),
+                              **_NO_DROP, **_ATTN),
     "electra": lambda: _lm("ElectraForMaskedLM", "ElectraConfig",
-                           embedding_size=64, hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0, **_ATTN),
+                           embedding_size=64, **_NO_DROP, **_ATTN),
     "t5": lambda: _lm("T5ForConditionalGeneration", "T5Config",
                       num_layers=2, num_decoder_layers=2, d_model=64,
                       d_ff=128, d_kv=16, num_heads=4, dropout_rate=0.0,

@@ -69,6 +69,22 @@ void expectAbove(const Plan &plan, const OverheadBound &bound,
   }
 }
 
+/// The bound at `share` of the unplanned peak lies more than `minOverUs` over
+/// the unplanned step (the rows a test guards lift it past that) and under
+/// auto's plan at that budget.
+void expectBoundOverAt(const TrainingGraph &g, const DeviceProfile &device,
+                       double share, double minOverUs) {
+  Plan unplanned = unplannedPlan(g, device);
+  PlanOptions options;
+  options.budgetBytes = static_cast<int64_t>(share * unplanned.peakBytes);
+  OverheadBound bound = boundAt(g, device, options.budgetBytes, unplanned);
+  ASSERT_TRUE(bound.feasible);
+  EXPECT_GT(bound.stepUs - unplanned.stepUs, minOverUs);
+  llvm::Expected<Plan> autoPlan = planTrainingStep(g, device, options);
+  ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
+  expectAbove(*autoPlan, bound, "auto");
+}
+
 TEST(BoundTest, ZeroWhenTheUnplannedStepFits) {
   const DeviceProfile device = testDeviceProfile();
   TrainingGraph g = randomLayeredGraph(1);
@@ -473,16 +489,7 @@ TEST_P(StreamCapacityOnSharedGraphs, CopiesMoveNoLongerThanTheirPhase) {
   // unplanned peak the bound was 4358.9 us over the unplanned step, with
   // them 4484.4 us (measured 2026-11-27; only the lower limit between the
   // two is checked, so later rows that tighten it keep this green).
-  Plan unplanned = unplannedPlan(*graph, *device);
-  PlanOptions options;
-  options.budgetBytes = static_cast<int64_t>(0.7 * unplanned.peakBytes);
-  OverheadBound bound =
-      boundAt(*graph, *device, options.budgetBytes, unplanned);
-  ASSERT_TRUE(bound.feasible);
-  EXPECT_GT(bound.stepUs - unplanned.stepUs, 4420.0);
-  llvm::Expected<Plan> autoPlan = planTrainingStep(*graph, *device, options);
-  ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-  expectAbove(*autoPlan, bound, "auto");
+  expectBoundOverAt(*graph, *device, 0.7, 4420.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Graphs, StreamCapacityOnSharedGraphs,
@@ -500,16 +507,7 @@ TEST_P(LateRecomputeOnSharedGraphs, ShortenThePhaseBeforeThePeak) {
   // the bound was 5710.2 us over the unplanned step, with it 5745.2 us
   // (measured 2026-11-27; only a limit between the two is checked, so later
   // rows that tighten it keep this green).
-  Plan unplanned = unplannedPlan(*graph, *device);
-  PlanOptions options;
-  options.budgetBytes = static_cast<int64_t>(0.5 * unplanned.peakBytes);
-  OverheadBound bound =
-      boundAt(*graph, *device, options.budgetBytes, unplanned);
-  ASSERT_TRUE(bound.feasible);
-  EXPECT_GT(bound.stepUs - unplanned.stepUs, 5728.0);
-  llvm::Expected<Plan> autoPlan = planTrainingStep(*graph, *device, options);
-  ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-  expectAbove(*autoPlan, bound, "auto");
+  expectBoundOverAt(*graph, *device, 0.5, 5728.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Graphs, LateRecomputeOnSharedGraphs,
@@ -524,16 +522,7 @@ TEST_P(RederivedViewsOnSharedGraphs, RunAtTheRestorePoint) {
   // the LP re-derived Mixtral's views for free: at 60% of the unplanned
   // peak the bound was 1393.2 us over the unplanned step, with them 1403.7
   // us (measured 2026-11-27; only a limit between the two is checked).
-  Plan unplanned = unplannedPlan(*graph, *device);
-  PlanOptions options;
-  options.budgetBytes = static_cast<int64_t>(0.6 * unplanned.peakBytes);
-  OverheadBound bound =
-      boundAt(*graph, *device, options.budgetBytes, unplanned);
-  ASSERT_TRUE(bound.feasible);
-  EXPECT_GT(bound.stepUs - unplanned.stepUs, 1398.0);
-  llvm::Expected<Plan> autoPlan = planTrainingStep(*graph, *device, options);
-  ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-  expectAbove(*autoPlan, bound, "auto");
+  expectBoundOverAt(*graph, *device, 0.6, 1398.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Graphs, RederivedViewsOnSharedGraphs,
@@ -550,16 +539,7 @@ TEST_P(EarlyRerunsOnSharedGraphs, GiveThePhaseBeforeThePeakOnlyTheirDeficits) {
   // 0.2 ms before the peak) the bound was 5591.0 us over the unplanned
   // step, with it 5694.2 us (measured 2026-11-27; only a limit between the
   // two is checked).
-  Plan unplanned = unplannedPlan(*graph, *device);
-  PlanOptions options;
-  options.budgetBytes = static_cast<int64_t>(0.5 * unplanned.peakBytes);
-  OverheadBound bound =
-      boundAt(*graph, *device, options.budgetBytes, unplanned);
-  ASSERT_TRUE(bound.feasible);
-  EXPECT_GT(bound.stepUs - unplanned.stepUs, 5640.0);
-  llvm::Expected<Plan> autoPlan = planTrainingStep(*graph, *device, options);
-  ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-  expectAbove(*autoPlan, bound, "auto");
+  expectBoundOverAt(*graph, *device, 0.5, 5640.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Graphs, EarlyRerunsOnSharedGraphs,
