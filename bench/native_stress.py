@@ -210,6 +210,23 @@ def threaded(paths, rounds):
         raise errors[0]
 
 
+def count_calls(counts):
+    """Counts the graph loads and plans that reach the library."""
+    for name in ("load", "loads"):
+        method = getattr(_native.Graph, name)
+
+        def counted(*args, _method=method, _name=name):
+            counts[_name] += 1
+            return _method(*args)
+        setattr(_native.Graph, name, staticmethod(counted))
+    plan = _native.Graph.plan
+
+    def counted_plan(self, options):
+        counts["plan"] += 1
+        return plan(self, options)
+    _native.Graph.plan = counted_plan
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -225,7 +242,8 @@ def main():
         sys.exit("no graphs")
     print(f"library: {_native.library_path()}", flush=True)
     rng = random.Random(args.seed)
-    calls = 0
+    counts = {"load": 0, "loads": 0, "plan": 0}
+    count_calls(counts)
     start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         previous_plan = None
@@ -240,13 +258,13 @@ def main():
                 previous_plan = plans[len(plans) // 2].to_json()
                 cycles(path)
                 del graph, plans
-                calls += 1
                 print(f"round {r} {os.path.basename(path)}: "
                       f"{time.time() - t:.1f} s", flush=True)
             threaded(paths, 6)
             gc.collect()
     print(f"OK: {args.rounds} rounds over {len(paths)} graphs, "
-          f"{time.time() - start:.0f} s", flush=True)
+          f"{time.time() - start:.0f} s; calls that reached the library "
+          f"(failed ones included): {counts}", flush=True)
 
 
 if __name__ == "__main__":
