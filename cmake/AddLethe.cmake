@@ -165,8 +165,10 @@ function(lethe_add_standalone_library name)
     LINKER:--version-script=${ARG_VERSION_SCRIPT}
     LINKER:--exclude-libs,ALL
     LINKER:-z,defs
-    LINKER:--gc-sections
-    LINKER:--strip-all)
+    LINKER:--gc-sections)
+  if(LETHE_STRIP_STANDALONE)
+    target_link_options(${name} PRIVATE LINKER:--strip-all)
+  endif()
   if(LLVM_USE_LINKER STREQUAL "lld")
     target_link_options(${name} PRIVATE LINKER:--icf=all)
   endif()
