@@ -22,7 +22,6 @@ process survives; the sanitizer aborts it otherwise.
 """
 
 import argparse
-import copy
 import gc
 import glob
 import json
