@@ -180,6 +180,25 @@ static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
                       "sequence repeats along the forward; use policy auto, "
                       "none or offload-all",
                       stringifyPolicy(options.policy)));
+  // A kept kind that no op has keeps nothing, so a misspelt one would
+  // silently recompute what the user meant to keep (kinds match as
+  // substrings of the op name, as isKeptOpKind reads them).
+  if (options.policy == Policy::SelectiveOp) {
+    const TrainingGraph &graph = analysis.getGraph();
+    for (const std::string &kind : options.keepOpKinds) {
+      if (kind.empty())
+        continue;
+      bool found = false;
+      for (size_t n = 0, e = graph.numNodes(); n < e && !found; ++n)
+        found = llvm::StringRef(graph.getNode(n).kind).contains(kind);
+      if (!found)
+        return planError(llvm::formatv(
+            "keep-ops names '{0}', which is in no op of this graph: nothing "
+            "would be kept for it (a kind matches as a part of the op name: "
+            "'mm' keeps aten.mm.default and aten.addmm.default)",
+            kind));
+    }
+  }
   std::vector<Decision> decisions;
   std::vector<std::string> reasons;
   std::optional<Evaluation> evaluation;

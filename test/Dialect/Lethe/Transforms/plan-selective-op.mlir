@@ -5,6 +5,11 @@
 // RUN:   | FileCheck %s --check-prefix=OFFLOAD
 // RUN: lethe-opt %s --lethe-plan='policy=selective-op keep-ops=gelu device=%S/Inputs/plan-device.json' \
 // RUN:   | FileCheck %s --check-prefix=KEEP
+// A kept kind that no op of the step has (here a misspelling) is refused:
+// it would keep nothing and recompute what was meant to be kept.
+// RUN: not lethe-opt %s --lethe-plan='policy=selective-op keep-ops=mm,gleu device=%S/Inputs/plan-device.json' \
+// RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: keep-ops names 'gleu', which is in no op of this graph: nothing would be kept for it
 
 // Policy `selective-op` is PyTorch's selective activation checkpointing
 // (torchtitan's default): inside each layer, keep the outputs of the
