@@ -43,8 +43,8 @@ from lethe._fused_graph import (FusedGraph, _is_tensor_node, value_names,
                                 build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
 from lethe._measure import (CostTable, device_key, host_launch_profile,
-                            measured_profile, runs_as_library_kernel,
-                            scaled_profile)
+                            inductor_profile, measured_profile,
+                            runs_as_library_kernel, scaled_profile)
 from lethe._partition import OFFLOAD, RETAIN
 from lethe._planclient import (PlanRecord, default_policy, parse_plan,
                                plan_json)
@@ -403,7 +403,7 @@ class LethePartitioner(_partitioner_base()):
         measured["library_us"] = sum(
             e["time_us"] for e in fused.doc["nodes"]
             if e["kind"] == "op" and e.get("time_us") is not None)
-        profile = scaled_profile(profile, self.time_scale)
+        profile = scaled_profile(inductor_profile(profile), self.time_scale)
         if self.host_launch_us is not None:
             profile = host_launch_profile(profile, self.host_launch_us)
         offload_ok = self.offload is True or (

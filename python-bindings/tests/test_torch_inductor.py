@@ -238,6 +238,43 @@ def test_host_launch_profile_sets_the_hosts_time_an_op(tmp_path,
     assert "25.00 us an op" in profile["notes"]["host_launch_us"]
 
 
+def test_inductor_profile_prices_views_at_nothing(tmp_path, monkeypatch):
+    # Inductor launches no kernel for a view: the profile the partitioner
+    # plans with has view_us 0, and the rest is the base's.
+    from lethe import _measure
+    monkeypatch.setattr(_measure, "cache_dir", lambda: str(tmp_path))
+    with open(_measure.inductor_profile("h100")) as f:
+        profile = json.load(f)
+    base = _measure._load_profile("h100")
+    assert base["view_us"] > 0 and profile["view_us"] == 0
+    assert profile["launch_overhead_us"] == base["launch_overhead_us"]
+    assert "no kernel for a view" in profile["notes"]["view_us"]
+
+
+def test_the_partitioner_plans_with_the_inductor_profile(tmp_path,
+                                                        monkeypatch):
+    # The profile the planner is handed is the named one with its views
+    # free (the Block's attention reshapes are views of the fused graph).
+    from lethe import _measure
+    monkeypatch.setattr(_measure, "cache_dir", lambda: str(tmp_path))
+    devices, docs = [], []
+
+    def record(doc, device, **kwargs):
+        devices.append(device)
+        docs.append(doc)
+        return _planner(lambda e: "retain")(doc, device=device, **kwargs)
+    model = _model(2)
+    p = lt.partitioner(budget="80%", device="h100", planner=record)
+    _step(model, _compile(model, p))
+    assert any(o.get("alias", -1) >= 0 for e in docs[0]["nodes"]
+               for o in e["outputs"])
+    with open(devices[0]) as f:
+        profile = json.load(f)
+    assert profile["view_us"] == 0
+    assert profile["name"] == f"{_measure._load_profile('h100')['name']}" \
+        "-inductor"
+
+
 @needs_lethe
 def test_cached_compile_replays_only_for_the_same_key(monkeypatch,
                                                       tmp_path):
