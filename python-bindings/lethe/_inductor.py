@@ -32,7 +32,7 @@ import os
 import tempfile
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 import torch.fx as fx
@@ -46,8 +46,8 @@ from lethe._measure import (CostTable, device_key, host_launch_profile,
                             inductor_profile, measured_profile,
                             runs_as_library_kernel, scaled_profile)
 from lethe._partition import OFFLOAD, RETAIN
-from lethe._planclient import (PlanRecord, default_policy, parse_plan,
-                               plan_json)
+from lethe._planclient import (PlanRecord, compute_times, default_policy,
+                               parse_plan, plan_json)
 from lethe.schema import is_workspace, workspace_output
 
 __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks",
@@ -204,6 +204,12 @@ class PartitionRecord(PlanRecord):
         # graph_digest() of the planned graph: which graph the plan's
         # decisions name (LethePartitioner.fixed_plan).
         self.graph_digest: Optional[str] = None
+        # While calibrating: the plan's compute-stream time by node
+        # (_planclient.compute_times), the ops whose times were given (not
+        # the model's) and the time scale the model's were priced at.
+        self.compute_times: Optional[Dict[str, Tuple[float, int]]] = None
+        self.given: Set[str] = set()
+        self.time_scale = 1.0
         # The planned graph's ops (kept when the graph itself is not): the
         # calibration's host time an op divides by them.
         self.ops = ops
@@ -273,6 +279,9 @@ class LethePartitioner(_partitioner_base()):
         # attributes them (the backend owns inductor's inner compile).
         self.profiled: Dict[str, float] = {}
         self.provenance: Optional[KernelProvenance] = None
+        # The last plan's compute-stream time by node (compute_times), kept
+        # while calibrating.
+        self.compute_times: Optional[Dict[str, Tuple[float, int]]] = None
         self.dump_dir = dump_dir
         self.fold = fold
         self.plan_options = plan_options
@@ -455,6 +464,10 @@ class LethePartitioner(_partitioner_base()):
             ops=sum(1 for e in fused.doc["nodes"] if e["kind"] == "op"))
         record.provisional = self.provisional
         record.graph_digest = digest
+        record.compute_times = self.compute_times
+        record.given = {e["name"] for e in fused.doc["nodes"]
+                        if e["kind"] == "op" and e.get("time_us") is not None}
+        record.time_scale = self.time_scale
         if self.provenance is not None:
             record.kernels = self.provenance.expect(fw, bw)
             record.roots = planned_roots(fused)
@@ -567,12 +580,23 @@ class LethePartitioner(_partitioner_base()):
                    compile_id: Optional[str],
                    options: Dict[str, Any]) -> Plan:
         def plan_at(budget):
+            self.compute_times = None
             if self.planner is not None:
                 raw = self.planner(doc, budget=budget, policy=self.policy,
                                    device=profile or self.device, **options)
-            else:
+            elif self.provenance is None:
                 raw = plan_json(doc, budget, self.policy,
                                 profile or self.device, **options)
+            else:
+                # Calibrating: the step's time by node, for the share the
+                # model prices (lethe._calibrate.remainder_scale).
+                with tempfile.TemporaryDirectory() as d:
+                    trace = os.path.join(d, "step.json")
+                    raw = plan_json(doc, budget, self.policy,
+                                    profile or self.device, trace=trace,
+                                    **options)
+                    if os.path.exists(trace):
+                        self.compute_times = compute_times(trace)
             return parse_plan(raw, doc)
         plan = plan_at(self._planning_budget() if self.planner is None
                        else self.budget)

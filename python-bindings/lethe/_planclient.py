@@ -16,8 +16,8 @@ import lethe
 from lethe import InfeasibleBudgetError, LetheError, Plan
 from lethe._partition import Decision
 
-__all__ = ["InfeasibleBudgetError", "PlanError", "available", "default_policy",
-           "parse_plan", "plan_json"]
+__all__ = ["InfeasibleBudgetError", "PlanError", "available", "compute_times",
+           "default_policy", "parse_plan", "plan_json"]
 
 
 class PlanError(LetheError, RuntimeError):
@@ -48,6 +48,7 @@ def default_policy() -> str:
 
 def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],
               policy: Optional[str] = None, device: Optional[str] = None,
+              trace: Optional[str] = None,
               **options: Any) -> Dict[str, Any]:
     """Lethe's plan (the `lethe plan --json` document) of `graph`, a graph
     dict in graphs/SCHEMA.md's layout, under `budget` (bytes, "40GiB",
@@ -56,7 +57,8 @@ def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],
     `min_offload_bytes`, `solver`, ...); None means the default. A budget
     no plan meets is not an error: the document says `feasible: false` and
     gives `least_feasible_budget_bytes`. None: the lethe-plan pass's
-    default."""
+    default. `trace`: a file to write the plan's simulated step to (a
+    Chrome trace, `Plan.trace`)."""
     kwargs = {_OPTION_NAMES.get(k, k): v for k, v in options.items()
               if v is not None}
     budget = None if budget is None or budget == "" else str(budget)
@@ -67,7 +69,26 @@ def plan_json(graph: Dict[str, Any], budget: Union[int, str, None],
         raise PlanError(f"no Lethe planner: {e}") from e
     except LetheError as e:
         raise PlanError(f"Lethe could not plan the step: {e}") from e
+    if trace is not None:
+        plan.trace(trace)
     return json.loads(plan.to_json())
+
+
+def compute_times(trace: str) -> Dict[str, Tuple[float, int]]:
+    """The compute stream's time (µs) and runs per node name of a plan's
+    simulated step (`plan_json(trace=...)`): a recomputed node runs more
+    than once."""
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    names = {e.get("tid"): e.get("args", {}).get("name") for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    compute = next((t for t, n in names.items() if n == "compute"), 0)
+    times: Dict[str, Tuple[float, int]] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("tid") == compute:
+            us, runs = times.get(e["name"], (0.0, 0))
+            times[e["name"]] = (us + float(e["dur"]), runs + 1)
+    return times
 
 
 def _node_id(ref: Any, graph: Dict[str, Any]) -> Optional[int]:

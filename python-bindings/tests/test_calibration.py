@@ -67,6 +67,32 @@ def test_calibration_scales_only_the_modelled_kernels():
     assert _correction(1000, 1e6).time_scale == 5.0
 
 
+def test_what_a_profile_leaves_to_the_model_takes_the_steps_rest():
+    # The measured plan ran mm once, add twice (a recomputation), the
+    # library op lib (timed alone) and view_1, which no kernel named. Re-
+    # priced by the profile, mm, add and lib take 90 + 2 * 5 + 50 us of the
+    # measured 165 us: view_1's 30 modelled us took the other 15.
+    from lethe._calibrate import remainder_scale
+    from lethe._step_meter import Measurement
+    r = types.SimpleNamespace(
+        compute_times={"mm": (100.0, 1), "add": (20.0, 2),
+                       "view_1": (30.0, 1), "lib": (50.0, 1)},
+        given={"lib"}, time_scale=1.0, offloaded=[])
+    profiled = {"mm": 90.0, "add": 5.0}
+    assert remainder_scale(Measurement(1, 0.165), r, profiled) \
+        == pytest.approx(0.5)
+    # Its 30 us were priced at twice the model's time: the model said 15.
+    r.time_scale = 2.0
+    assert remainder_scale(Measurement(1, 0.165), r, profiled) \
+        == pytest.approx(1.0)
+    # Bounded; nothing for a plan that waits on copies or has no times.
+    assert remainder_scale(Measurement(1, 0.1), r, profiled) == 0.2
+    r.offloaded = ["x"]
+    assert remainder_scale(Measurement(1, 0.165), r, profiled) is None
+    r.offloaded, r.compute_times = [], None
+    assert remainder_scale(Measurement(1, 0.165), r, profiled) is None
+
+
 def test_a_host_bound_step_does_not_scale_a_model_for_cuda_graphs():
     from lethe._calibrate import correction
     from lethe._step_meter import Measurement
@@ -219,11 +245,13 @@ def test_calibration_prices_generated_kernels_by_a_profiled_step(
         + first["unattributed_ms"] == pytest.approx(first["kernel_ms"],
                                                     abs=2e-3)
     assert first["attributed_ms"] > 0.5 * first["kernel_ms"]
-    # Re-planned once with the profiled times and no scale.
-    assert c["replanned"] and c["time_scale"] == 1.0
-    assert c["profiled_nodes"] >= first["profiled_nodes"]
+    # Re-planned once with the profiled times; what no kernel named is
+    # scaled to the rest of the measured step (remainder_scale).
+    assert c["replanned"]
+    assert "no kernel named" in " ".join(c["reasons"])
+    assert 0.2 <= c["time_scale"] <= 5.0
     p = b.partitioner
-    assert p.time_scale == 1.0 and p.compiles == 2
+    assert p.time_scale == c["time_scale"] and p.compiles == 2
     assert len(p.profiled) == c["profiled_nodes"]
     assert p.records[-1].measured["profiled_nodes"] == len(p.profiled)
     assert "priced by their kernels" in " ".join(c["reasons"])
@@ -369,8 +397,8 @@ def test_on_cuda_the_profile_waits_for_a_measured_step(monkeypatch,
     if room:
         assert c["profile_deferred"] and len(c["attempts"]) == 3
         assert c["profiles"][0]["profiled_nodes"] > 0
-        assert c["time_scale"] == 1.0
         assert "priced by their kernels" in " ".join(c["reasons"])
+        assert "no kernel named" in " ".join(c["reasons"])
     else:
         assert "profiles" not in c and "profile_deferred" not in c
         assert "CUPTI" in c["not_profiled"] and len(c["attempts"]) == 2
