@@ -331,6 +331,21 @@ TEST(BoundTest, NeverAbovePlansWhenMemoryKernelsHideCopies) {
   }
 }
 
+TEST(BoundTest, NeverAbovePlansWhenCopiesWait) {
+  // The same with waits between streams costing a copy op work (eager
+  // launch: `wait_us` per dependency the stream does not know of, and an
+  // event record on the op waited for), large against the random graphs'
+  // copies: a stream's moving time does its copies' work and their waits,
+  // which the copy-work rows allow for (docs/Bound.md, §1 "Copy work").
+  for (double waitUs : {1.5, 40.0}) {
+    SCOPED_TRACE("wait " + std::to_string(waitUs) + " us");
+    DeviceProfile device = contendedProfile(1.0);
+    device.waitUs = waitUs;
+    device.eventRecordUs = waitUs / 2;
+    EXPECT_GT(checkPoliciesAndRandomDecisions(device), 100);
+  }
+}
+
 /// Kernels slowed by copies moving one way (by `oneWay`) but not by copies
 /// moving both ways at once, which the bound may price at nothing: only
 /// the contention split (docs/Bound.md, §1 "Contention split") makes it
