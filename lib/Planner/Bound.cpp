@@ -13,6 +13,7 @@
 
 #include "lethe/Planner/Bound.h"
 #include "lethe/Planner/ExactModel.h"
+#include "lethe/Planner/Placement.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -94,8 +95,15 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   colC.assign(acts.size(), -1);
   colO.assign(acts.size(), -1);
   for (size_t a = 0; a < acts.size(); ++a) {
-    if (acts[a].checkpoint)
+    if (acts[a].checkpoint) {
+      // A checkpoint's bytes are outside the memory rows, but a plan that
+      // offloads it moves its copies on the copy streams, which the rows
+      // that cap a stream's moving time by its work must count
+      // (BoundContention.cpp): an offload column that only they read.
+      if (acts[a].canOffload)
+        colO[a] = lp.addColumn(0, 1, 0, false);
       continue;
+    }
     if (acts[a].canRecompute)
       colC[a] = lp.addColumn(0, 1, 0, false);
     if (acts[a].canOffload)
@@ -114,7 +122,7 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     if (colC[a] >= 0)
       for (NodeId node : acts[a].recomputeNodes)
         chainOf[node].push_back(static_cast<int>(a));
-    if (colO[a] >= 0)
+    if (colO[a] >= 0 && !acts[a].checkpoint)
       for (NodeId node : acts[a].rederiveNodes)
         rederiveOf[node].push_back(static_cast<int>(a));
   }
@@ -159,6 +167,27 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
       lp.addRow(0, INFINITY, {{col, 1}, {colO[a], -1}});
   }
   addRestoreRuns(colZ, chainOf);
+  // A checkpoint is offloaded only where a chain that reads it runs: a
+  // reader recomputed, or offloaded with views that read it re-derived
+  // (Placement.cpp, effectiveDecisions). Where every reader has its column,
+  // o_x <= sum of theirs (a reader without one, a checkpoint recomputed,
+  // leaves it uncapped).
+  for (size_t x = 0; x < acts.size(); ++x) {
+    if (!acts[x].checkpoint || colO[x] < 0)
+      continue;
+    std::vector<std::pair<int, double>> row{{colO[x], 1}};
+    bool capped = true;
+    for (int r : acts[x].recomputeReaders) {
+      capped &= colC[r] >= 0;
+      row.push_back({colC[r], -1});
+    }
+    for (int r : acts[x].rederiveReaders) {
+      capped &= colO[r] >= 0;
+      row.push_back({colO[r], -1});
+    }
+    if (capped)
+      lp.addRow(-INFINITY, 0, row);
+  }
   // The re-run time as one column (R = sum(t_n z_n)), which the contention
   // rows and each contention split read instead of every chain node.
   lp.addRow(0, 0, recompute);
@@ -170,7 +199,7 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     for (double rate : {rateD2h, rateH2d}) {
       std::vector<std::pair<int, double>> row{{colT, -rate}};
       for (size_t a = 0; a < acts.size(); ++a)
-        if (colO[a] >= 0 && acts[a].firstBackwardUse <= q)
+        if (colO[a] >= 0 && bytes[a] > 0 && acts[a].firstBackwardUse <= q)
           row.push_back({colO[a], bytes[a]});
       if (row.size() > 1)
         lp.addRow(-INFINITY, rate * hi[q], row);
@@ -454,12 +483,21 @@ llvm::Error Relaxation::fixDecisions(llvm::ArrayRef<Decision> fixed) {
         llvm::inconvertibleErrorCode(),
         llvm::formatv("{0} decisions fixed for {1} activations", fixed.size(),
                       acts.size()));
+  // A checkpoint is offloaded only where a chain that reads it runs
+  // (Placement.cpp): its copies count only then.
+  const std::vector<Decision> effective =
+      effectiveDecisions(model.getAnalysis(), fixed);
   for (size_t a = 0; a < acts.size(); ++a) {
     const bool recompute = fixed[a] == Decision::Recompute;
     const bool offload = fixed[a] == Decision::Offload;
-    // A checkpoint's bytes are outside the relaxation (it has no columns).
-    if (acts[a].checkpoint)
+    // A checkpoint's bytes are outside the relaxation (it has no recompute
+    // column); its offload column only carries its copies.
+    if (acts[a].checkpoint) {
+      if (colO[a] >= 0)
+        lp.colLower[colO[a]] = lp.colUpper[colO[a]] =
+            effective[a] == Decision::Offload ? 1.0 : 0.0;
       continue;
+    }
     if ((recompute && colC[a] < 0) || (offload && colO[a] < 0))
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),

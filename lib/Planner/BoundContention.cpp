@@ -18,23 +18,25 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 using namespace lethe;
 using namespace lethe::bound;
 
 /// The least rate a copy moves at while it moves at all, as a fraction of
-/// its direction's lone rate: Simulator.cpp's factors below 1 (duplex,
-/// beside a collective, beside a kernel), then shareHostBandwidth's caps,
-/// the other direction taken at the most it moves. 0 where the profile
-/// leaves no bound.
-static double leastMovingRate(const DeviceProfile &device, bool h2d) {
+/// its direction's lone rate: Simulator.cpp's factors below 1 (duplex
+/// where `beside`, the other direction busy; beside a collective, beside a
+/// kernel), then shareHostBandwidth's caps, the other direction (where
+/// busy) taken at the most it moves. 0 where the profile leaves no bound.
+static double leastMovingRate(const DeviceProfile &device, bool h2d,
+                              bool beside) {
   auto slows = [](double f) { return f > 0.0 ? std::min(1.0, f) : 1.0; };
   auto speeds = [](double f) { return f > 0.0 ? std::max(1.0, f) : 1.0; };
   double lone = h2d ? device.h2dBytesPerSec : device.d2hBytesPerSec;
   double otherLone = h2d ? device.d2hBytesPerSec : device.h2dBytesPerSec;
   if (!(lone > 0) || !(otherLone > 0))
     return 0.0;
-  double least = slows(device.duplexFactor) *
+  double least = (beside ? slows(device.duplexFactor) : 1.0) *
                  slows(device.copySlowdownWithCollectives) *
                  std::min(slows(device.copySlowdownWithMatmul),
                           slows(device.copySlowdownWithMemoryBound));
@@ -48,6 +50,8 @@ static double leastMovingRate(const DeviceProfile &device, bool h2d) {
   double otherCap = h2d ? device.hostD2HBytesPerSec : device.hostH2DBytesPerSec;
   if (ownCap > 0)
     own = std::min(own, ownCap / ranks);
+  if (!beside)
+    return own / lone;
   if (otherCap > 0)
     other = std::min(other, otherCap / ranks);
   // Both directions capped together: each scaled by cap / (sum), which for
@@ -92,8 +96,22 @@ void Relaxation::addContention(const DeviceProfile &device,
               std::max({1.0, positive(device.copySlowdownWithMatmul),
                         positive(device.copySlowdownWithMemoryBound)});
   rateBeside = rateAlone * positive(device.duplexFactor);
-  leastD2h = leastMovingRate(device, /*h2d=*/false);
-  leastH2d = leastMovingRate(device, /*h2d=*/true);
+  leastD2h = leastMovingRate(device, /*h2d=*/false, /*beside=*/true);
+  leastH2d = leastMovingRate(device, /*h2d=*/true, /*beside=*/true);
+  // While only one direction moves, the other is idle (no duplex factor,
+  // no shared host cap) -- unless copies yield to a collective: then the
+  // paused direction is still busy and the moving one keeps the duplex
+  // factor (Simulator.cpp), so a step with collectives takes the least
+  // rate of both ways.
+  bool collectives = false;
+  for (NodeId i = 0; i < numNodes && !collectives; ++i)
+    collectives = model.getGraph().getNode(i).hasFlag(NodeFlagCollective);
+  leastD2hAlone = collectives
+                      ? leastD2h
+                      : leastMovingRate(device, /*h2d=*/false, /*beside=*/false);
+  leastH2dAlone = collectives
+                      ? leastH2d
+                      : leastMovingRate(device, /*h2d=*/true, /*beside=*/false);
   // A node whose kernel loses less than a level's loss per microsecond
   // beside copies (a view: nothing; a memory-bound kernel whose memory
   // traffic is a small part of its time: kernelSlowdown's roofline; at a
@@ -185,6 +203,50 @@ void Relaxation::addContention(const DeviceProfile &device,
             {{colBoth, rateBeside}, {colD2hOnly, rateAlone}, {colWorkD2h, -1}});
   lp.addRow(0, INFINITY,
             {{colBoth, rateBeside}, {colH2dOnly, rateAlone}, {colWorkH2d, -1}});
+  // And each moves at least at its least rate: a direction's moving time
+  // does at least that much work, and all it does is its copies' work
+  // (the checkpoints' too: they have offload columns for it) plus what the
+  // simulator adds to a copy op (Simulator.cpp, addLaunchCosts): a wait
+  // per dependency on another stream that the stream does not already
+  // know of, and an event record where an op waits for it. An offload
+  // depends on the compute stream (its node) and on its storage's producer,
+  // on the compute stream too unless a collective made it; a prefetch on
+  // its offload and on the compute stream (ScheduleBuilder.cpp). Per
+  // offloaded activation, the D2H stream does at most its copy work and
+  // `waitsD2hUs`, the H2D stream `waitsH2dUs` more (docs/Bound.md, §1
+  // "Copy work"). Without these rows the LP let a direction move with
+  // nothing to move, beside the other, so that the other's copies took the
+  // both-ways loss (on the calibrated H200 1.7% against 4.9%).
+  auto waits = [&](double dependencies) {
+    return std::max(
+        {0.0,
+         dependencies * std::max(0.0, device.waitUs) +
+             std::max(0.0, device.eventRecordUs),
+         dependencies * std::max(0.0, device.graphWaitUs)});
+  };
+  waitsD2hUs = waits(collectives ? 2.0 : 1.0);
+  waitsH2dUs = waits(2.0);
+  if (waitsD2hUs > 0 || waitsH2dUs > 0) {
+    colOffloads = lp.addColumn(0, INFINITY, 0, false);
+    std::vector<std::pair<int, double>> count{{colOffloads, 1}};
+    for (size_t a = 0; a < acts.size(); ++a)
+      if (colO[a] >= 0)
+        count.push_back({colO[a], -1});
+    lp.addRow(0, 0, count);
+  }
+  for (auto [only, least, leastAlone, work, waited] :
+       {std::tuple(colD2hOnly, leastD2h, leastD2hAlone, colWorkD2h,
+                   waitsD2hUs),
+        std::tuple(colH2dOnly, leastH2d, leastH2dAlone, colWorkH2d,
+                   waitsH2dUs)}) {
+    if (!(least > 0) || !(leastAlone > 0))
+      continue;
+    std::vector<std::pair<int, double>> row{
+        {colBoth, least}, {only, leastAlone}, {work, -1}};
+    if (colOffloads >= 0)
+      row.push_back({colOffloads, -waited});
+    lp.addRow(-INFINITY, 0, row);
+  }
   // Each direction's copies move on one stream, at most the step's wall
   // time, B + T (docs/Bound.md, §1 "Stream capacity").
   lp.addRow(-INFINITY, hi[numNodes],
@@ -287,15 +349,25 @@ void Relaxation::addPhaseSplit(NodeId p) {
   for (int a : gapAt(p))
     if (colO[a] >= 0 && workH2d[a] > 0)
       ratio = std::min(ratio, workD2h[a] / workH2d[a]);
+  // And the checkpoints in their gap at p (gapAt leaves them out: their
+  // bytes are outside the memory rows), whose copies have columns.
+  for (size_t a = 0; a < acts.size(); ++a)
+    if (acts[a].checkpoint && colO[a] >= 0 && workH2d[a] > 0 &&
+        acts[a].lastForwardUse < p && p < acts[a].firstBackwardUse)
+      ratio = std::min(ratio, workD2h[a] / workH2d[a]);
   if (std::isfinite(ratio) && ratio > 0) {
     std::vector<std::pair<int, double>> roundTrips{
         {both1, rateBeside - ratio * leastH2d},
         {d2h1, rateAlone},
-        {h2d1, -ratio * leastH2d},
+        {h2d1, -ratio * leastH2dAlone},
         {point, -1 / rateD2h}};
     for (size_t a = 0; a < acts.size(); ++a)
       if (colO[a] >= 0 && acts[a].firstBackwardUse <= p)
         roundTrips.push_back({colO[a], ratio * workH2d[a] - workD2h[a]});
+    // The H2D stream's moving time does its copies' work and their waits
+    // (addContention): the copy work is that less the waits.
+    if (colOffloads >= 0)
+      roundTrips.push_back({colOffloads, ratio * waitsH2dUs});
     lp.addRow(0, INFINITY, roundTrips);
   }
   // Each direction's stream moves in phase 1 at most its wall time, which
@@ -318,18 +390,24 @@ void Relaxation::addPhaseSplit(NodeId p) {
       {{colBoth, 1}, {both1, -1}, {colH2dOnly, 1}, {h2d1, -1}, {colT, -1}});
   // H2D moving in phase 1 does at most the H2D work phase 2 does not;
   // D2H moving in phase 2 at most the D2H work phase 1 does not.
-  lp.addRow(-INFINITY, 0,
-            {{both1, leastH2d},
-             {h2d1, leastH2d},
-             {point, 1 / rateH2d},
-             {colWorkH2d, -1}});
-  lp.addRow(-INFINITY, 0,
-            {{colBoth, leastD2h},
-             {both1, -leastD2h},
-             {colD2hOnly, leastD2h},
-             {d2h1, -leastD2h},
-             {point, 1 / rateD2h},
-             {colWorkD2h, -1}});
+  // (What a direction moves includes its copies' waits, as in
+  // addContention.)
+  std::vector<std::pair<int, double>> h2dEarly{{both1, leastH2d},
+                                               {h2d1, leastH2dAlone},
+                                               {point, 1 / rateH2d},
+                                               {colWorkH2d, -1}};
+  std::vector<std::pair<int, double>> d2hLate{{colBoth, leastD2h},
+                                              {both1, -leastD2h},
+                                              {colD2hOnly, leastD2hAlone},
+                                              {d2h1, -leastD2hAlone},
+                                              {point, 1 / rateD2h},
+                                              {colWorkD2h, -1}};
+  if (colOffloads >= 0) {
+    h2dEarly.push_back({colOffloads, -waitsH2dUs});
+    d2hLate.push_back({colOffloads, -waitsD2hUs});
+  }
+  lp.addRow(-INFINITY, 0, h2dEarly);
+  lp.addRow(-INFINITY, 0, d2hLate);
   // Each phase lasts at least its nodes' time plus the re-runs in it, and
   // beside copies at least a level's loss more per microsecond they move,
   // less the deficits of its nodes and of the re-runs (all of them: which

@@ -30,8 +30,11 @@ namespace lethe::bound {
 constexpr double kMiB = 1024.0 * 1024.0;
 /// Breakpoints of the copy cuts: release thresholds spread over the forward
 /// part's time, restore deadlines over the backward part's nodes. More make
-/// the bound tighter and the LP larger.
-constexpr int kNumReadyThresholds = 16;
+/// the bound tighter and the LP larger. 256 thresholds (16 before
+/// 2026-11-27) are about 0.1 ms apart on the corpus's forwards, where a
+/// copy out of one activation takes 0.1-2 ms (bench/results/bound.md: the
+/// bound rose in 31 of 78 corpus cells, Mixtral 60% by 0.13 points).
+constexpr int kNumReadyThresholds = 256;
 constexpr int kNumDeadlines = 32;
 /// Row generation: nodes added per round (the most violated first), and the
 /// limits after which the bound so far is returned (still valid).
@@ -130,12 +133,20 @@ private:
   /// The contention rows' state (addContention; colBoth < 0: no contention
   /// in the profile): the columns of copy time both ways, only D2H, only
   /// H2D; the levels, the first at the least kernel losses; the most and
-  /// the least a moving copy's rate is, as fractions of its lone rate; and
-  /// per activation its copy work each way (full-rate microseconds).
+  /// the least a moving copy's rate is, as fractions of its lone rate (the
+  /// least with the other direction moving too, and with it not moving);
+  /// and per activation its copy work each way (full-rate microseconds).
   int colBoth = -1, colD2hOnly = -1, colH2dOnly = -1;
   std::vector<ContentionLevel> levels;
   double rateAlone = 1.0, rateBeside = 1.0;
   double leastD2h = 0.0, leastH2d = 0.0;
+  double leastD2hAlone = 0.0, leastH2dAlone = 0.0;
+  /// The most the simulator adds to one copy op's work in waits, each
+  /// direction, and the column of the number of offloads, sum(o_a) (-1
+  /// where no wait costs anything): a direction moves at most its copies'
+  /// work and their waits.
+  double waitsD2hUs = 0.0, waitsH2dUs = 0.0;
+  int colOffloads = -1;
   std::vector<double> workD2h, workH2d;
   /// The re-run time sum(t_n z_n) and each direction's copy work
   /// sum(w_a o_a), each a column defined by an equality row: the rows that

@@ -28,11 +28,12 @@
 // has copied it (0.0095 MiB/us: about 6 MiB over the whole 645 us forward)
 // and must come back before its first backward use; the recomputes that
 // free what offloads cannot run after the point they free, so they do not
-// lengthen the D2H windows before it. The bound only drops to +6.81%;
-// auto's plan (+11.46%) is within 4.64 points. The bound is also in the
-// plan's summary attribute (after the remarks).
-// SLOW: no plan at this budget is faster than 2050.8 us (+6.81%): this plan is within 4.64 points
-// SLOW: lethe.plan = #lethe.plan<{{.*}}, overhead = 1.145830e-01, lower_bound_overhead = 6.814900e-02>
+// lengthen the D2H windows before it. The bound only drops to +6.92%
+// (+6.81% with 16 D2H thresholds before 2026-11-27: 256 follow the ready
+// times closer); auto's plan (+11.46%) is within 4.53 points. The bound is
+// also in the plan's summary attribute (after the remarks).
+// SLOW: no plan at this budget is faster than 2052.9 us (+6.92%): this plan is within 4.53 points
+// SLOW: lethe.plan = #lethe.plan<{{.*}}, overhead = 1.145830e-01, lower_bound_overhead = 6.924400e-02>
 //
 // FAST (100 GB/s copies, plan-device.json): auto hides every copy behind
 // compute, the step is not slower at all, and the bound proves it optimal.
