@@ -48,6 +48,15 @@ constexpr size_t kWidenOthers = 3;
 /// 17.29%; bench/results/bound.md, 2026-11-27 11:07).
 constexpr unsigned kMinRefineEvaluations = 16;
 constexpr unsigned kMinReturnedRefineEvaluations = 32;
+/// Graphs of up to this many nodes get those floors in full, larger ones a
+/// share of them in proportion (the floor times kFloorFullNodes / nodes):
+/// an evaluation costs about its graph's nodes (~0.2 us a node here), so the
+/// floor adds at most what 32 evaluations of a graph of this size cost (~25
+/// ms on the 2-core VM). Every corpus graph but Mamba (18,254 nodes) is
+/// under it; on a 10,000-op step the 32 evaluations cost 27 ms for 0.03
+/// points of overhead, on a 100,000-op step 430 ms for 0.01
+/// (bench/results/scaling.md, 2026-11-27 12:53 and the section above it).
+constexpr size_t kFloorFullNodes = 4096;
 /// Levels above the ladder's least peak within which refine widens no copies
 /// (refineSolution).
 constexpr int64_t kNoWidenLevels = 2;
@@ -235,8 +244,14 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   llvm::DenseSet<int32_t> keptActs;
   unsigned evaluations = 0, kept = 0;
   // answersAgain: this solve is the caller's, not one nested for a floor.
+  // The floor shrinks with the evaluations' cost (see kFloorFullNodes).
+  const double floorShare = std::min(
+      1.0, static_cast<double>(kFloorFullNodes) /
+               static_cast<double>(std::max<size_t>(1, graph.numNodes())));
   const unsigned maxEvaluations = std::max<unsigned>(
-      answersAgain ? kMinReturnedRefineEvaluations : kMinRefineEvaluations,
+      static_cast<unsigned>(floorShare *
+                            (answersAgain ? kMinReturnedRefineEvaluations
+                                          : kMinRefineEvaluations)),
       static_cast<unsigned>(kRefineShare *
                             static_cast<double>(refineEvaluationBase
                                                     ? refineEvaluationBase
