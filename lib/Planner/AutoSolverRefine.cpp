@@ -639,8 +639,11 @@ llvm::Error Solver::refineSolution(
           : nullptr);
   if (!kept)
     return kept.takeError();
-  if (*kept == 0)
+  if (*kept == 0) {
+    if (reasonsDeferred)
+      explainAll(solution);
     return llvm::Error::success();
+  }
   solution.evaluation = currentEval;
   solution.decisions = current;
   for (size_t a = 0; a < acts.size(); ++a)
@@ -649,12 +652,7 @@ llvm::Error Solver::refineSolution(
   solution.chosen +=
       llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
           .str();
-  solution.reasons.resize(acts.size());
-  for (size_t a = 0; a < acts.size(); ++a) {
-    solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);
-    if (!notes[a].empty())
-      solution.reasons[a] += " [" + notes[a] + "]";
-  }
+  explainAll(solution, notes);
   return llvm::Error::success();
 }
 
