@@ -55,7 +55,7 @@ constexpr unsigned kMinReturnedRefineEvaluations = 32;
 /// ms on the 2-core VM). Every corpus graph but Mamba (18,254 nodes) is
 /// under it; on a 10,000-op step the 32 evaluations cost 27 ms for 0.03
 /// points of overhead, on a 100,000-op step 430 ms for 0.01
-/// (bench/results/scaling.md, 2026-11-27 12:53 and the section above it).
+/// (bench/results/scaling.md, 2026-11-27 12:53 and 13:55).
 constexpr size_t kFloorFullNodes = 4096;
 /// Levels above the ladder's least peak within which refine widens no copies
 /// (refineSolution).
