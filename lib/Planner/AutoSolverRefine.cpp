@@ -23,6 +23,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <optional>
 #include <set>
@@ -296,7 +297,11 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
       if (evaluations >= maxEvaluations)
         return false;
       ++evaluations;
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+      // Only a faster trial goes on (over the cap too), so its simulation
+      // stops once it is certain to be no faster (EvaluationLimits).
+      llvm::Expected<Evaluation> eval = evaluator.evaluate(
+          trial, trialHints,
+          {std::numeric_limits<int64_t>::max(), currentEval.stepUs});
       if (!eval)
         return eval.takeError();
       const double gainUs = currentEval.stepUs - eval->stepUs;
