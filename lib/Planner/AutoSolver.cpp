@@ -748,15 +748,6 @@ llvm::Expected<AutoSolution> Solver::solve() {
   return solution;
 }
 
-void Solver::explainAll(AutoSolution &solution,
-                        llvm::ArrayRef<std::string> notes) {
-  solution.reasons.resize(acts.size());
-  for (size_t a = 0; a < acts.size(); ++a) {
-    solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);
-    if (a < notes.size() && !notes[a].empty())
-      solution.reasons[a] += " [" + notes[a] + "]";
-  }
-}
 
 void Solver::keepSolved(const AutoSolution &solution) const {
   if (answersAgain && usedFamily)
