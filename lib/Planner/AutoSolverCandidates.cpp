@@ -155,7 +155,7 @@ void Solver::computeRecompute(Candidate &c, const Placement &placement,
   c.costUs = 0.0;
   c.chainExtra = 0;
   c.newChainNodes.clear();
-  const std::vector<NodeId> &existing = placement.chainNodes[c.restore];
+  llvm::ArrayRef<NodeId> existing = placement.chainAt(c.restore);
   for (NodeId node : act.recomputeNodes) {
     if (std::binary_search(existing.begin(), existing.end(), node) ||
         batch.chain.contains((uint64_t(c.restore) << 32) | uint32_t(node)))

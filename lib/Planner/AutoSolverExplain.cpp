@@ -65,3 +65,13 @@ std::string Solver::explain(size_t a, llvm::ArrayRef<Decision> decisions,
   }
   return "";
 }
+
+void Solver::explainAll(AutoSolution &solution,
+                        llvm::ArrayRef<std::string> notes) {
+  solution.reasons.resize(acts.size());
+  for (size_t a = 0; a < acts.size(); ++a) {
+    solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);
+    if (a < notes.size() && !notes[a].empty())
+      solution.reasons[a] += " [" + notes[a] + "]";
+  }
+}

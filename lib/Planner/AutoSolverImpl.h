@@ -429,6 +429,10 @@ private:
   llvm::Expected<bool> reduceLate(int64_t level);
   std::string explain(size_t a, llvm::ArrayRef<Decision> decisions,
                       const Evaluation &eval);
+  /// Every decision of `solution` explained (explain), each with its note
+  /// where `notes` has one (refine's).
+  void explainAll(AutoSolution &solution,
+                  llvm::ArrayRef<std::string> notes = {});
   /// The last step of the solve: a bounded local search on the current plan
   /// (moves of one or two decisions, ranked by estimated step time saved per
   /// byte, each evaluated whole), keeping a move where the peak stays <= `cap`,
@@ -512,6 +516,9 @@ private:
   AutoFamily *usedFamily = nullptr;
   bool answersAgain = false;
   bool solvedAgain = false;
+  /// solve() left a feasible plan's reasons to refineSolution, which
+  /// explains the plan it returns (refined or not).
+  bool reasonsDeferred = false;
   /// The evaluator's count when the solve began (refine's budget is a share
   /// of the solve's evaluations).
   size_t evaluationsBefore = 0;

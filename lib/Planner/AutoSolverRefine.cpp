@@ -23,6 +23,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <optional>
 #include <set>
@@ -48,6 +49,15 @@ constexpr size_t kWidenOthers = 3;
 /// 17.29%; bench/results/bound.md, 2026-11-27 11:07).
 constexpr unsigned kMinRefineEvaluations = 16;
 constexpr unsigned kMinReturnedRefineEvaluations = 32;
+/// Graphs of up to this many nodes get those floors in full, larger ones a
+/// share of them in proportion (the floor times kFloorFullNodes / nodes):
+/// an evaluation costs about its graph's nodes (~0.2 us a node here), so the
+/// floor adds at most what 32 evaluations of a graph of this size cost (~25
+/// ms on the 2-core VM). Every corpus graph but Mamba (18,254 nodes) is
+/// under it; on a 10,000-op step the 32 evaluations cost 27 ms for 0.03
+/// points of overhead, on a 100,000-op step 430 ms for 0.01
+/// (bench/results/scaling.md, 2026-11-27 12:53 and 13:55).
+constexpr size_t kFloorFullNodes = 4096;
 /// Levels above the ladder's least peak within which refine widens no copies
 /// (refineSolution).
 constexpr int64_t kNoWidenLevels = 2;
@@ -235,8 +245,14 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   llvm::DenseSet<int32_t> keptActs;
   unsigned evaluations = 0, kept = 0;
   // answersAgain: this solve is the caller's, not one nested for a floor.
+  // The floor shrinks with the evaluations' cost (see kFloorFullNodes).
+  const double floorShare = std::min(
+      1.0, static_cast<double>(kFloorFullNodes) /
+               static_cast<double>(std::max<size_t>(1, graph.numNodes())));
   const unsigned maxEvaluations = std::max<unsigned>(
-      answersAgain ? kMinReturnedRefineEvaluations : kMinRefineEvaluations,
+      static_cast<unsigned>(floorShare *
+                            (answersAgain ? kMinReturnedRefineEvaluations
+                                          : kMinRefineEvaluations)),
       static_cast<unsigned>(kRefineShare *
                             static_cast<double>(refineEvaluationBase
                                                     ? refineEvaluationBase
@@ -281,7 +297,11 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
       if (evaluations >= maxEvaluations)
         return false;
       ++evaluations;
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(trial, trialHints);
+      // Only a faster trial goes on (over the cap too), so its simulation
+      // stops once it is certain to be no faster (EvaluationLimits).
+      llvm::Expected<Evaluation> eval = evaluator.evaluate(
+          trial, trialHints,
+          {std::numeric_limits<int64_t>::max(), currentEval.stepUs});
       if (!eval)
         return eval.takeError();
       const double gainUs = currentEval.stepUs - eval->stepUs;
@@ -624,8 +644,11 @@ llvm::Error Solver::refineSolution(
           : nullptr);
   if (!kept)
     return kept.takeError();
-  if (*kept == 0)
+  if (*kept == 0) {
+    if (reasonsDeferred)
+      explainAll(solution);
     return llvm::Error::success();
+  }
   solution.evaluation = currentEval;
   solution.decisions = current;
   for (size_t a = 0; a < acts.size(); ++a)
@@ -634,12 +657,7 @@ llvm::Error Solver::refineSolution(
   solution.chosen +=
       llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
           .str();
-  solution.reasons.resize(acts.size());
-  for (size_t a = 0; a < acts.size(); ++a) {
-    solution.reasons[a] = explain(a, solution.decisions, solution.evaluation);
-    if (!notes[a].empty())
-      solution.reasons[a] += " [" + notes[a] + "]";
-  }
+  explainAll(solution, notes);
   return llvm::Error::success();
 }
 

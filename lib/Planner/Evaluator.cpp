@@ -22,15 +22,14 @@ static size_t approxBytes(const Evaluation &eval) {
                  eval.memory.deviceAtOp.capacity() * sizeof(int64_t);
   const Placement &p = *eval.placement;
   bytes += p.decisions.capacity() * sizeof(ActivationDecision) +
-           p.chainNodes.capacity() * sizeof(std::vector<NodeId>) +
+           p.chainBegin.capacity() * sizeof(int32_t) +
+           p.chainNodes.capacity() * sizeof(NodeId) +
            (p.chainUs.capacity() + p.chainStartUs.capacity() +
             p.nodeEndUs.capacity() + p.d2hEndUs.capacity() +
             p.h2dStartUs.capacity()) *
                sizeof(double);
   for (const ActivationDecision &d : p.decisions)
     bytes += d.recomputeNodes.capacity() * sizeof(NodeId);
-  for (const std::vector<NodeId> &nodes : p.chainNodes)
-    bytes += nodes.capacity() * sizeof(NodeId);
   return bytes;
 }
 

@@ -114,11 +114,12 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   size_t restoredCursor = 0;
   Placement result;
   result.chainUs.assign(numNodes, 0.0);
-  result.chainNodes.resize(numNodes);
+  result.chainBegin.reserve(numNodes + 1);
   std::vector<uint8_t> inChain(numNodes, 0);
   std::vector<NodeId> chain;
   std::vector<int32_t> targets;
   for (NodeId point = 0; point < static_cast<NodeId>(numNodes); ++point) {
+    result.chainBegin.push_back(static_cast<int32_t>(result.chainNodes.size()));
     targets.clear();
     for (; restoredCursor < restoredAt.size() &&
            restoredAt[restoredCursor].first == point;
@@ -167,10 +168,12 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     }
     if (!chain.empty()) {
       llvm::sort(chain);
-      result.chainNodes[point] = chain;
+      result.chainNodes.insert(result.chainNodes.end(), chain.begin(),
+                               chain.end());
     }
     result.recomputeUs += result.chainUs[point];
   }
+  result.chainBegin.push_back(static_cast<int32_t>(result.chainNodes.size()));
 
   // Compute-stream times.
   result.chainStartUs.resize(numNodes);
