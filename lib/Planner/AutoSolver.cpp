@@ -748,7 +748,6 @@ llvm::Expected<AutoSolution> Solver::solve() {
   return solution;
 }
 
-
 void Solver::keepSolved(const AutoSolution &solution) const {
   if (answersAgain && usedFamily)
     usedFamily->solved =

@@ -23,8 +23,8 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <limits>
 #include <array>
+#include <limits>
 #include <optional>
 #include <set>
 
