@@ -6,9 +6,11 @@ one training step each; the table gives whether Lethe's compiled and
 trained, and its loss and gradient norm against plain compile's (dropout
 and stochastic depth off: a stochastic step is not comparable). A model
 that plain `torch.compile` itself fails on is listed as n/a, not as
-Lethe's failure.
+Lethe's failure. With --at-least, a model whose budget Lethe refuses as
+below its least is compiled again at the least it named (bytes): a least
+that Lethe reports must compile and train.
 
-    python3 bench/torch_unseen_sweep.py [--budget 90%] [MODEL ...]
+    python3 bench/torch_unseen_sweep.py [--budget 90%] [--at-least] [MODEL ...]
 
 Needs torch >= 2.9, torchvision and transformers (the torch venv of
 scripts/test.sh has torch; pip install torchvision transformers), and
@@ -24,6 +26,7 @@ import warnings
 import torch
 import torch.nn as nn
 
+import lethe
 import lethe.torch as lt
 
 
@@ -151,6 +154,38 @@ MODELS = {
 }
 
 
+# Refusals followed at most: each compiled graph of a model (one per
+# graph break) names its own least, so a model of several graphs may be
+# refused once per graph whose least is above the last one named.
+_LEAST_TRIES = 4
+
+
+def _least_named(e):
+    """The least budget of the InfeasibleBudgetError in `e`'s chain, in the
+    form the budget was given (a share, else bytes), or None."""
+    c, seen = e, []
+    while c is not None and c not in seen:
+        if isinstance(c, lethe.InfeasibleBudgetError):
+            return c.least_share or (
+                None if c.least_feasible_budget is None
+                else str(c.least_feasible_budget))
+        seen.append(c)
+        c = c.__cause__ or c.__context__
+    return None
+
+
+def _lethe_step(net, inputs, loss_fn, budget):
+    """One step under Lethe's backend; Lethe's warnings."""
+    torch._dynamo.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _step(net, inputs, loss_fn, torch.compile(
+            net, backend=lt.backend(budget=budget), dynamic=False))
+    said = sorted({str(w.message)[len("Lethe: "):][:70] for w in caught
+                   if str(w.message).startswith("Lethe: ")})
+    return got, said
+
+
 def _step(net, inputs, loss_fn, run):
     net.zero_grad(set_to_none=True)
     loss = loss_fn(run, *inputs)
@@ -164,6 +199,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="*", default=list(MODELS))
     ap.add_argument("--budget", default="90%")
+    ap.add_argument("--at-least", action="store_true",
+                    help="where the budget is refused as below the least, "
+                    "compile again at the least Lethe named")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, budget {args.budget}, CPU")
     print("| model | Lethe | s | loss | loss Δ (rel.) | grad norm Δ (rel.) "
@@ -191,16 +229,19 @@ def main():
                       f"{type(e).__name__}: {why} |", flush=True)
                 traceback.print_exc(file=sys.stderr)
                 continue
-            torch._dynamo.reset()
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                got = _step(net, inputs, loss_fn, torch.compile(
-                    net, backend=lt.backend(budget=args.budget),
-                    dynamic=False))
-            said = sorted({str(w.message)[len("Lethe: "):][:70]
-                           for w in caught
-                           if str(w.message).startswith("Lethe: ")})
-            print(f"| {name} | ok | {time.time() - start:.0f} | "
+            verdict, budget = "ok", args.budget
+            for tries in range(1, _LEAST_TRIES + 1):
+                try:
+                    got, said = _lethe_step(net, inputs, loss_fn, budget)
+                    break
+                except Exception as e:  # noqa: BLE001 (retried or reported)
+                    least = _least_named(e) if args.at_least else None
+                    if least is None or tries == _LEAST_TRIES:
+                        raise
+                    budget = least
+                    verdict = f"ok at the least named, {least}" + (
+                        f" ({tries} refusals)" if tries > 1 else "")
+            print(f"| {name} | {verdict} | {time.time() - start:.0f} | "
                   f"{ref[0]:.5f} | {abs(got[0] - ref[0]) / abs(ref[0]):.1e} "
                   f"| {abs(got[1] - ref[1]) / ref[1]:.1e} | "
                   f"{'; '.join(said)} |", flush=True)

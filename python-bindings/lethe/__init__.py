@@ -160,17 +160,21 @@ class Plan:
 
 class InfeasibleBudgetError(LetheError):
     """No plan of the policy meets the budget. `least_feasible_budget` is
-    the least budget it can meet, in bytes (None if unknown); `plan` the
-    infeasible plan, when `lethe.plan` raised it (the torch backend raises
-    it with the budget only)."""
+    the least budget it can meet, in bytes (None if unknown); `least_share`
+    the same as a share of the unplanned peak ("55%"), where the budget was
+    given as one (the torch backend); `plan` the infeasible plan, when
+    `lethe.plan` raised it (the torch backend raises it with the budget
+    only)."""
 
     def __init__(self, message: str,
                  least_feasible_budget: Optional[int] = None, *,
-                 plan: Optional[Plan] = None) -> None:
+                 plan: Optional[Plan] = None,
+                 least_share: Optional[str] = None) -> None:
         super().__init__(message)
         if least_feasible_budget is None and plan is not None:
             least_feasible_budget = plan.least_feasible_budget_bytes
         self.least_feasible_budget = least_feasible_budget
+        self.least_share = least_share
         self.plan = plan
 
 

@@ -369,7 +369,7 @@ class Backend:
                 and str(plan.budget_bytes) != self.budget else ""
             raise _inductor.infeasible_error(
                 self.budget, given, self.policy, "this graph",
-                plan.least_feasible_budget_bytes)
+                plan.least_feasible_budget_bytes, plan.baseline_peak_bytes)
         return plan
 
 

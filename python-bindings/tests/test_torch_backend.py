@@ -283,8 +283,10 @@ def test_lethe_infeasible_budget_raises():
     e = _infeasible(lambda: _run("lm", lambda: lt.backend(budget="30%",
                                                         policy="auto")))
     assert "below what policy 'auto' can meet" in str(e)  # either route
-    assert f"pass budget={e.least_feasible_budget}" in str(e)
-    assert e.least_feasible_budget > 0
+    # A share budget is answered with a share (and the bytes it comes to).
+    assert e.least_feasible_budget > 0 and e.least_share.endswith("%")
+    assert f'pass budget="{e.least_share}"' in str(e)
+    assert f"{e.least_feasible_budget} B" in str(e)
 
 
 def test_module_paths_name_layers_in_dynamos_spellings():

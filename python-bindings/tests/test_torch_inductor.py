@@ -345,6 +345,20 @@ def test_infeasible_budget_names_the_least_one():
         e = e.__cause__ or e.__context__
     errors = [x for x in chain if isinstance(x, lethe.InfeasibleBudgetError)]
     assert errors and errors[0].least_feasible_budget > 0
+    # The least it names, as the share asked for, compiles and trains.
+    least = errors[0].least_share
+    assert least.endswith("%") and f'pass budget="{least}"' in str(errors[0])
+    p = lt.partitioner(budget=least, device="h100")
+    _step(model, _compile(model, p))
+    assert p.records[-1].plan.feasible
+
+
+def test_the_least_share_is_the_least_whole_percent_that_fits():
+    from lethe._inductor import least_share
+    assert least_share(50, 100) == "50%"
+    assert least_share(501, 1000) == "51%"
+    # 33% of 301 bytes is 99 bytes: under 100, so 34%.
+    assert least_share(100, 301) == "34%"
 
 
 @needs_lethe
