@@ -97,24 +97,34 @@ void lethe::buildPlanPhase(OpPassManager &pm,
 }
 
 /// The program phase up to its buffers: what the feasibility check, which
-/// packs them itself, runs.
+/// packs them itself, runs; from lethe-schedule on where the program is
+/// materialized already (materializePlannedStep).
 static void buildProgramOrder(OpPassManager &pm,
-                              const LethePipelineConfig &config) {
-  MaterializeOptions materialize;
-  materialize.device = config.plan.device;
-  pm.addPass(createMaterialize(materialize));
+                              const LethePipelineConfig &config,
+                              bool materialized = false) {
+  if (!materialized) {
+    MaterializeOptions materialize;
+    materialize.device = config.plan.device;
+    pm.addPass(createMaterialize(materialize));
+  }
   ScheduleProgramOptions schedule;
   schedule.device = config.plan.device;
   schedule.contention = config.contention;
   pm.addPass(createScheduleProgram(schedule));
 }
 
-void lethe::buildProgramPhase(OpPassManager &pm,
-                              const LethePipelineConfig &config) {
-  buildProgramOrder(pm, config);
+/// The program phase, from lethe-schedule on where `materialized`.
+static void buildProgram(OpPassManager &pm, const LethePipelineConfig &config,
+                         bool materialized) {
+  buildProgramOrder(pm, config, materialized);
   AssignBuffersOptions buffers;
   buffers.alignment = config.plan.alignment;
   pm.addPass(createAssignBuffers(buffers));
+}
+
+void lethe::buildProgramPhase(OpPassManager &pm,
+                              const LethePipelineConfig &config) {
+  buildProgram(pm, config, /*materialized=*/false);
 }
 
 void lethe::buildLethePipeline(OpPassManager &pm,
@@ -224,6 +234,32 @@ static void recordDecisions(ModuleOp module,
   });
 }
 
+/// A module as `func`'s with `func` alone (withOnly), the function's body
+/// one empty block with its arguments: what materializePlannedStep fills.
+static std::pair<OwningOpRef<ModuleOp>, func::FuncOp>
+emptyProgram(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  OpBuilder builder(func.getContext());
+  OwningOpRef<ModuleOp> program =
+      cast<ModuleOp>(builder.cloneWithoutRegions(*module));
+  program->getBodyRegion().push_back(new Block());
+  builder.setInsertionPointToEnd(program->getBody());
+  func::FuncOp into;
+  for (Operation &op : *module.getBody()) {
+    auto other = dyn_cast<func::FuncOp>(op);
+    if (!other) {
+      builder.clone(op);
+    } else if (other.getSymName() == func.getSymName()) {
+      into = cast<func::FuncOp>(builder.cloneWithoutRegions(op));
+      Block *entry = new Block();
+      for (BlockArgument arg : func.getArguments())
+        entry->addArgument(arg.getType(), arg.getLoc());
+      into.getBody().push_back(entry);
+    }
+  }
+  return {std::move(program), into};
+}
+
 namespace {
 
 /// One try of the pipeline: plan for a budget, then materialize, schedule
@@ -304,13 +340,41 @@ public:
   /// The attempt for `step`, the plan planStep made of `func` (a function
   /// of the module `costed` was cloned from, with the same costs) for the
   /// pipeline's budget: what attempt(config.plan.budget) returns, without
-  /// planning again.
-  /// `own`, when given, is `costed` itself, handed over to be compiled
-  /// instead of a clone of it: the caller makes a new `costed` if it
-  /// needs another attempt.
+  /// planning again. The program is materialized from `step` itself into
+  /// an empty copy of `func` (materializePlannedStep): neither `func` is
+  /// cloned nor the plan written on the clone and read back (together
+  /// ~8% of a `lethe plan` at 100k ops). A plan that route does not take
+  /// goes the attribute route, on a clone of `costed` (`makeCosted`
+  /// makes it).
   Attempt attemptPlanned(func::FuncOp func, const PlannedStep &step,
-                         OwningOpRef<ModuleOp> own = nullptr) {
-    OwningOpRef<ModuleOp> module = own ? std::move(own) : costed.clone();
+                         llvm::function_ref<ModuleOp()> makeCosted) {
+    Attempt result;
+    ++attempts;
+    bool budgetGiven = !config.plan.budget.empty();
+    {
+      ScopedDiagnosticHandler capture(func.getContext(), [&](Diagnostic &diag) {
+        result.diagnostics.push_back(std::move(diag));
+        return success();
+      });
+      auto [module, into] = emptyProgram(func);
+      writePlanSummary(into, step, budgetGiven);
+      if (materializePlannedStep(func, step, into.getBody().front())) {
+        result.module = std::move(module);
+        compilePlanned(result, /*materialized=*/true);
+        return result;
+      }
+    }
+    --attempts;
+    costed = makeCosted();
+    if (!costed)
+      return Attempt();
+    return attemptWritten(func, step);
+  }
+
+  /// attemptPlanned by the attribute route: `step` written on a clone of
+  /// `costed` (lethe-plan's attributes), then the whole program phase.
+  Attempt attemptWritten(func::FuncOp func, const PlannedStep &step) {
+    OwningOpRef<ModuleOp> module = costed.clone();
     auto funcs = module->getOps<func::FuncOp>();
     auto cloned = llvm::find_if(funcs, [&](func::FuncOp f) {
       return f.getSymName() == func.getSymName();
@@ -338,8 +402,9 @@ public:
     return result;
   }
 
-  /// The program phase of `result`, whose module has its plan.
-  void compilePlanned(Attempt &result) {
+  /// The program phase of `result`, whose module has its plan (and with
+  /// `materialized`, its program: the phase from lethe-schedule on).
+  void compilePlanned(Attempt &result, bool materialized = false) {
     result.planned = true;
     result.planBudget =
         getI64(*result.module,
@@ -349,12 +414,15 @@ public:
       if (auto summary =
               LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func))
         result.peak = std::max(result.peak, summary.getPeakBytes());
-    recordDecisions(*result.module, result.decisions);
-    PassManager program(costed.getContext());
+    // A materialized program carries no decisions; the arena-only callers
+    // read none.
+    if (!materialized)
+      recordDecisions(*result.module, result.decisions);
+    PassManager program(result.module->getContext());
     if (arenaOnly)
-      buildProgramOrder(program, config);
+      buildProgramOrder(program, config, materialized);
     else
-      buildProgramPhase(program, config);
+      buildProgram(program, config, materialized);
     // The IR is verified once, after the phase, not after each of its three
     // passes: each verification walks the whole module (together ~3% of a
     // `lethe plan` at 100k ops). IR a pass left invalid is still refused,
@@ -578,24 +646,32 @@ LogicalResult lethe::agreeWithPipeline(
       plan.leastFeasibleBudget = *least;
     return success();
   }
-  OwningOpRef<ModuleOp> one = withOnly(module, func);
-  MLIRContext *context = module.getContext();
-  if (failed(runCostPass(*one, config)))
+  // `one`: `module` with `func` alone and its costs, what the search plans
+  // on; made where it is needed: with the cost pass, and otherwise only for
+  // the re-plans of a plan that does not pack.
+  OwningOpRef<ModuleOp> one;
+  auto makeOne = [&]() -> ModuleOp {
+    one = withOnly(module, func);
+    if (failed(runCostPass(*one, config)))
+      one = nullptr;
+    return one ? *one : ModuleOp();
+  };
+  if (config.annotateCosts && !makeOne())
     return failure();
-  ScopedDiagnosticHandler quiet(context,
+  ScopedDiagnosticHandler quiet(module.getContext(),
                                 [](Diagnostic &) { return success(); });
   // The caller's ladders serve only where the costs stay as `step`'s were.
-  PipelineSearch search(*one, config,
+  // Without `one` yet, the search's module is `module` until `one` is
+  // made, which is before the search plans or clones anything.
+  PipelineSearch search(one ? *one : module, config,
                         config.annotateCosts ? nullptr : std::move(families));
   search.arenaOnly = true;
   // `step` is the plan the pass would make on `one` when the cost pass
   // leaves the costs as they are (the driver's pipeline): compiled as it
-  // is instead of planned a second time, in `one` itself (a clone of a
-  // 100k-op step is ~2% of `lethe plan`); `one` is made again only for
-  // the re-plans of a plan that does not pack.
+  // is instead of planned a second time (attemptPlanned).
   Attempt first = config.annotateCosts
                       ? search.attempt(config.plan.budget)
-                      : search.attemptPlanned(func, step, std::move(one));
+                      : search.attemptPlanned(func, step, makeOne);
   // A plan the program phase cannot take is the compile's error to report.
   if (!first.planned || first.broken)
     return success();
@@ -603,8 +679,7 @@ LogicalResult lethe::agreeWithPipeline(
   if (budget < 0 || first.packed() <= budget)
     return success();
   if (!one) {
-    one = withOnly(module, func);
-    if (failed(runCostPass(*one, config)))
+    if (!makeOne())
       return failure();
     search.costed = *one;
   }

@@ -47,6 +47,23 @@ struct PlannedStep;
 void writePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
                       bool budgetGiven, const mlir::IRMapping *ops = nullptr);
 
+/// What writePlannedStep writes besides the decisions: the function's
+/// `#lethe.plan` and, with `budgetGiven`, the module's `lethe.budget_bytes`.
+void writePlanSummary(mlir::func::FuncOp func, const PlannedStep &step,
+                      bool budgetGiven);
+
+/// `step` (the plan of `func`) written out as lethe-materialize writes the
+/// plan writePlannedStep leaves on `func`, into `into`: the empty entry
+/// block of a function of `func`'s signature; `func` stays as it is. The
+/// schedule is built from the planner's own graph and decisions instead of
+/// from the IR (readScheduledPlan), so that a caller that only measures
+/// the program (the pipeline's feasibility check) need not write the plan
+/// on a clone and read it back. False, with `into` to be discarded, where
+/// the plan is not one the planner returns (a decision unplaced or about no
+/// activation) or cannot be followed: the attribute route says why.
+bool materializePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
+                            mlir::Block &into);
+
 /// What readPlanAttributes found.
 struct PlanOnIR {
   /// One decision per activation of the analysis, in its order (retain
