@@ -88,6 +88,12 @@ public:
   /// The buffer of `value`'s storage, or -1 (function arguments, values
   /// that own no bytes such as timepoints).
   int32_t getBufferIndex(mlir::Value value) const;
+  /// getBufferIndex of a storage owner (getStorage's answer), looked up
+  /// once.
+  int32_t getStorageBufferIndex(mlir::Value storage) const {
+    auto it = bufferOf.find(storage);
+    return it == bufferOf.end() ? -1 : it->second;
+  }
   llvm::ArrayRef<ProgramBuffer> getBuffers() const { return buffers; }
   /// Whether result `index` of `op` allocates a buffer.
   static bool isAllocatingResult(mlir::Operation *op, unsigned index);
