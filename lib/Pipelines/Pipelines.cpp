@@ -98,10 +98,13 @@ void lethe::buildPlanPhase(OpPassManager &pm,
 
 /// The program phase up to its buffers: what the feasibility check, which
 /// packs them itself, runs; from lethe-schedule on where the program is
-/// materialized already (materializePlannedStep).
+/// materialized already (materializePlannedStep). `measured`: a program
+/// only measured (its arena), never kept, whose ops need not carry the
+/// streams they run on anyway (write-streams=false).
 static void buildProgramOrder(OpPassManager &pm,
                               const LethePipelineConfig &config,
-                              bool materialized = false) {
+                              bool materialized = false,
+                              bool measured = false) {
   if (!materialized) {
     MaterializeOptions materialize;
     materialize.device = config.plan.device;
@@ -110,6 +113,7 @@ static void buildProgramOrder(OpPassManager &pm,
   ScheduleProgramOptions schedule;
   schedule.device = config.plan.device;
   schedule.contention = config.contention;
+  schedule.writeStreams = !measured;
   pm.addPass(createScheduleProgram(schedule));
 }
 
@@ -428,7 +432,7 @@ public:
       recordDecisions(*result.module, result.decisions);
     PassManager program(result.module->getContext());
     if (arenaOnly)
-      buildProgramOrder(program, config, materialized);
+      buildProgramOrder(program, config, materialized, /*measured=*/true);
     else
       buildProgram(program, config, materialized);
     // The IR is verified once, after the phase, not after each of its three
