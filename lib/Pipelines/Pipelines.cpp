@@ -238,34 +238,8 @@ static void recordDecisions(ModuleOp module,
   });
 }
 
-/// A module as `func`'s with `func` alone (withOnly), the function's body
-/// one empty block with its arguments: what materializePlannedStep fills.
-static std::pair<OwningOpRef<ModuleOp>, func::FuncOp>
-emptyProgram(func::FuncOp func) {
-  auto module = func->getParentOfType<ModuleOp>();
-  OpBuilder builder(func.getContext());
-  OwningOpRef<ModuleOp> program =
-      cast<ModuleOp>(builder.cloneWithoutRegions(*module));
-  program->getBodyRegion().push_back(new Block());
-  builder.setInsertionPointToEnd(program->getBody());
-  func::FuncOp into;
-  for (Operation &op : *module.getBody()) {
-    auto other = dyn_cast<func::FuncOp>(op);
-    if (!other) {
-      builder.clone(op);
-    } else if (other.getSymName() == func.getSymName()) {
-      into = cast<func::FuncOp>(builder.cloneWithoutRegions(op));
-      Block *entry = new Block();
-      for (BlockArgument arg : func.getArguments())
-        entry->addArgument(arg.getType(), arg.getLoc());
-      into.getBody().push_back(entry);
-    }
-  }
-  return {std::move(program), into};
-}
-
 /// Whether the programs the arena-only callers measure are verified
-/// (PipelineSearch::verifyPrograms): in builds with assertions.
+/// (PipelineSearch::compilePlanned).
 #ifdef NDEBUG
 static constexpr bool kVerifyMeasuredPrograms = false;
 #else
@@ -349,34 +323,28 @@ public:
   }
   Attempt attempt(int64_t budget) { return attempt(std::to_string(budget)); }
 
-  /// The attempt for `step`, the plan planStep made of `func` (a function
-  /// of the module `costed` was cloned from, with the same costs) for the
-  /// pipeline's budget: what attempt(config.plan.budget) returns, without
-  /// planning again. The program is materialized from `step` itself into
-  /// an empty copy of `func` (materializePlannedStep): neither `func` is
-  /// cloned nor the plan written on the clone and read back (together
-  /// ~8% of a `lethe plan` at 100k ops). A plan that route does not take
-  /// goes the attribute route, on a clone of `costed` (`makeCosted`
-  /// makes it).
+  /// The attempt for `step`, planStep's plan of `func` (with the costs
+  /// `costed` would have) for the pipeline's budget: what
+  /// attempt(config.plan.budget) returns, without planning again, its
+  /// program materialized from `step` itself (materializePlannedStep: no
+  /// clone written and read back, ~8% of a `lethe plan` at 100k ops), or
+  /// by the attribute route on `makeCosted()` where that one is not taken.
   Attempt attemptPlanned(func::FuncOp func, const PlannedStep &step,
                          llvm::function_ref<ModuleOp()> makeCosted) {
     Attempt result;
-    ++attempts;
-    bool budgetGiven = !config.plan.budget.empty();
     {
       ScopedDiagnosticHandler capture(func.getContext(), [&](Diagnostic &diag) {
         result.diagnostics.push_back(std::move(diag));
         return success();
       });
-      auto [module, into] = emptyProgram(func);
-      writePlanSummary(into, step, budgetGiven);
-      if (materializePlannedStep(func, step, into.getBody().front())) {
-        result.module = std::move(module);
+      result.module =
+          materializePlannedStep(func, step, !config.plan.budget.empty());
+      if (result.module) {
+        ++attempts;
         compilePlanned(result, /*materialized=*/true);
         return result;
       }
     }
-    --attempts;
     costed = makeCosted();
     if (!costed)
       return Attempt();
@@ -439,9 +407,17 @@ public:
     // passes: each verification walks the whole module (together ~3% of a
     // `lethe plan` at 100k ops). IR a pass left invalid is still refused,
     // at the end of the phase instead of at once.
+    // The arena-only callers' programs are only measured, never kept:
+    // `lethe compile` builds the same program (the same passes on the same
+    // plan; materializePlannedStep writes what lethe-materialize writes) and
+    // verifies it where it keeps it, and failing verification here only
+    // left the plan as it was (a broken attempt: the compile's error to
+    // report). Only builds with assertions verify them (~3% of a `lethe
+    // plan` at 100k ops).
     program.enableVerifier(false);
     if (failed(program.run(*result.module)) ||
-        (verifyPrograms && failed(verify(*result.module)))) {
+        ((!arenaOnly || kVerifyMeasuredPrograms) &&
+         failed(verify(*result.module)))) {
       result.broken = true;
       return;
     }
@@ -575,16 +551,6 @@ public:
   /// are packed for the arena, but no offsets are written (~4% of a
   /// `lethe plan` at 100k ops).
   bool arenaOnly = false;
-  /// Whether the attempts' programs are verified (mlir::verify): always,
-  /// but in release builds for the arena-only callers. Their programs are
-  /// only measured, never kept: `lethe compile` builds the same program
-  /// (the same passes on the same plan; materializePlannedStep writes what
-  /// lethe-materialize writes) and verifies it before it is kept, so an
-  /// invalid one is still refused there. Here failing verification only
-  /// left the plan as it was (a broken attempt: the compile's error to
-  /// report); it costs ~3% of a `lethe plan` at 100k ops. Builds with
-  /// assertions still verify.
-  bool verifyPrograms = true;
   int attempts = 0;
   /// Every attempt plans `costed` with `config` but for the budget: `auto`
   /// builds its ladder once for all of them, as far as the lowest budget
@@ -633,7 +599,6 @@ lethe::findLeastPipelineBudget(ModuleOp module,
   PipelineSearch search(*costed, config,
                         config.annotateCosts ? nullptr : std::move(families));
   search.arenaOnly = true;
-  search.verifyPrograms = kVerifyMeasuredPrograms;
   FailureOr<Plan> plan = search.planDirectly(/*budget=*/0);
   if (failed(plan))
     return failure();
@@ -690,7 +655,6 @@ LogicalResult lethe::agreeWithPipeline(
   PipelineSearch search(one ? *one : module, config,
                         config.annotateCosts ? nullptr : std::move(families));
   search.arenaOnly = true;
-  search.verifyPrograms = kVerifyMeasuredPrograms;
   // `step` is the plan the pass would make on `one` when the cost pass
   // leaves the costs as they are (the driver's pipeline): compiled as it
   // is instead of planned a second time (attemptPlanned).

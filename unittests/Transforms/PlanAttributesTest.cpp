@@ -243,7 +243,8 @@ std::string printed(Operation *op) {
 // program lethe-materialize writes from the plan writePlannedStep leaves on
 // the IR, op for op and location for location, from the planner's graph
 // and decisions (offload-all, full and auto plans, with and without RNG
-// replay and alignment), and leaves the planned function as it was.
+// replay and alignment), module attributes included, and leaves the
+// planned function as it was.
 TEST(PlanAttributesTest, MaterializePlannedStepIsTheAttributeRoute) {
   MLIRContext context;
   context.loadDialect<LetheDialect, func::FuncDialect>();
@@ -286,19 +287,12 @@ TEST(PlanAttributesTest, MaterializePlannedStepIsTheAttributeRoute) {
     pm.addPass(createMaterialize());
     ASSERT_TRUE(succeeded(pm.run(*written)));
 
-    // The direct route, into an empty function of the same signature.
+    // The direct route, into a module of its own.
     std::string before = printed(func);
-    OwningOpRef<ModuleOp> direct = ModuleOp::create(UnknownLoc::get(&context));
-    OpBuilder builder(&context);
-    builder.setInsertionPointToEnd(direct->getBody());
-    auto into = cast<func::FuncOp>(builder.cloneWithoutRegions(*func));
-    Block *entry = new Block();
-    for (BlockArgument arg : func.getArguments())
-      entry->addArgument(arg.getType(), arg.getLoc());
-    into.getBody().push_back(entry);
-    writePlanSummary(into, *step, /*budgetGiven=*/true);
-    ASSERT_TRUE(materializePlannedStep(func, *step, *entry));
-    EXPECT_EQ(printed(into), printed(writtenFunc));
+    OwningOpRef<ModuleOp> direct =
+        materializePlannedStep(func, *step, /*budgetGiven=*/true);
+    ASSERT_TRUE(direct);
+    EXPECT_EQ(printed(*direct), printed(*written));
     EXPECT_EQ(printed(func), before);
     EXPECT_TRUE(succeeded(verify(*direct)));
   }

@@ -461,8 +461,35 @@ LogicalResult Materializer::run(Counts &counts) {
   return success();
 }
 
-bool lethe::materializePlannedStep(func::FuncOp func, const PlannedStep &step,
-                                   Block &into) {
+/// A module as `func`'s with `func` alone, the function's body one empty
+/// block with its arguments (and their locations).
+static std::pair<OwningOpRef<ModuleOp>, func::FuncOp>
+emptyProgram(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  OpBuilder builder(func.getContext());
+  OwningOpRef<ModuleOp> program =
+      cast<ModuleOp>(builder.cloneWithoutRegions(*module));
+  program->getBodyRegion().push_back(new Block());
+  builder.setInsertionPointToEnd(program->getBody());
+  func::FuncOp into;
+  for (Operation &op : *module.getBody()) {
+    auto other = dyn_cast<func::FuncOp>(op);
+    if (!other) {
+      builder.clone(op);
+    } else if (other.getSymName() == func.getSymName()) {
+      into = cast<func::FuncOp>(builder.cloneWithoutRegions(op));
+      Block *entry = new Block();
+      for (BlockArgument arg : func.getArguments())
+        entry->addArgument(arg.getType(), arg.getLoc());
+      into.getBody().push_back(entry);
+    }
+  }
+  return {std::move(program), into};
+}
+
+OwningOpRef<ModuleOp> lethe::materializePlannedStep(func::FuncOp func,
+                                                    const PlannedStep &step,
+                                                    bool budgetGiven) {
   // What readScheduledPlan reads back from what writePlannedStep writes:
   // the analysis under planReadOptions (the plan's replay_rng), one
   // decision per activation in its order (retain where the plan has none).
@@ -477,13 +504,13 @@ bool lethe::materializePlannedStep(func::FuncOp func, const PlannedStep &step,
   for (const ActivationDecision &d : step.plan.decisions) {
     int32_t a = analysis.activationIndex(d.value);
     if (a < 0 || acts[a].storage != d.value)
-      return false;
+      return nullptr;
     bool placed = d.decision == Decision::Retain ||
                   (d.firstBackwardUse >= 0 &&
                    (d.decision != Decision::Offload ||
                     (d.releaseAfter >= 0 && d.prefetchAfter >= 0)));
     if (!placed)
-      return false;
+      return nullptr;
     // As much of the decision as the IR holds (PlacementAttr).
     ActivationDecision &read = decisions[a];
     read = ActivationDecision();
@@ -501,11 +528,15 @@ bool lethe::materializePlannedStep(func::FuncOp func, const PlannedStep &step,
   llvm::Expected<Schedule> schedule = buildSchedule(analysis, decisions);
   if (!schedule) {
     llvm::consumeError(schedule.takeError());
-    return false;
+    return nullptr;
   }
+  auto [program, into] = emptyProgram(func);
+  writePlanSummary(into, step, budgetGiven);
   Counts counts;
-  return succeeded(
-      Materializer(func, step.graph, *schedule, &into).run(counts));
+  if (failed(Materializer(func, step.graph, *schedule, &into.getBody().front())
+                 .run(counts)))
+    return nullptr;
+  return std::move(program);
 }
 
 namespace {

@@ -19,7 +19,9 @@
 #include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -52,17 +54,19 @@ void writePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
 void writePlanSummary(mlir::func::FuncOp func, const PlannedStep &step,
                       bool budgetGiven);
 
-/// `step` (the plan of `func`) written out as lethe-materialize writes the
-/// plan writePlannedStep leaves on `func`, into `into`: the empty entry
-/// block of a function of `func`'s signature; `func` stays as it is. The
-/// schedule is built from the planner's own graph and decisions instead of
-/// from the IR (readScheduledPlan), so that a caller that only measures
-/// the program (the pipeline's feasibility check) need not write the plan
-/// on a clone and read it back. False, with `into` to be discarded, where
-/// the plan is not one the planner returns (a decision unplaced or about no
-/// activation) or cannot be followed: the attribute route says why.
-bool materializePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
-                            mlir::Block &into);
+/// `step` (the plan of `func`) written out as lethe-plan then
+/// lethe-materialize write it (writePlannedStep with `budgetGiven`, then
+/// the pass), in a module as `func`'s with `func` alone, whose body is the
+/// program; `func` stays as it is. The schedule is built from the planner's
+/// own graph and decisions instead of from the IR (readScheduledPlan), so
+/// that a caller that only measures the program (the pipeline's
+/// feasibility check) need not clone the module, write the plan on the
+/// clone and read it back. Null where the plan is not one the planner
+/// returns (a decision unplaced or about no activation) or cannot be
+/// followed: the attribute route says why.
+mlir::OwningOpRef<mlir::ModuleOp>
+materializePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
+                       bool budgetGiven);
 
 /// What readPlanAttributes found.
 struct PlanOnIR {
