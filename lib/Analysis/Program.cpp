@@ -23,7 +23,11 @@ DeviceProfile lethe::deviceForFunction(const DeviceProfile &profile,
 }
 
 Stream lethe::getOpStream(Operation *op) {
-  if (auto attr = LetheDialect::StreamAttrHelper(op->getContext()).getAttr(op))
+  // Read by its name's text: the helper's StringAttr is looked up in the
+  // context's uniquer on every call (each program pass asks for every op).
+  // `lethe.stream` is never an inherent attribute.
+  if (auto attr = dyn_cast_or_null<StreamAttr>(op->getDiscardableAttr(
+          LetheDialect::StreamAttrHelper::getNameStr())))
     return attr.getValue();
   if (isa<OffloadOp>(op))
     return Stream::D2H;
@@ -59,6 +63,15 @@ bool ExplicitProgram::isAllocatingResult(Operation *op, unsigned index) {
   return true;
 }
 
+unsigned ExplicitProgram::getPosition(Operation *op) const {
+  if (positions.empty()) {
+    positions.reserve(ops.size());
+    for (auto [pos, each] : llvm::enumerate(ops))
+      positions[each] = pos;
+  }
+  return positions.at(op);
+}
+
 Value ExplicitProgram::getStorage(Value value) const {
   auto it = storageOf.find(value);
   return it == storageOf.end() ? value : it->second;
@@ -81,13 +94,11 @@ FailureOr<ExplicitProgram> ExplicitProgram::build(func::FuncOp func) {
   const size_t numOps =
       func.getBody().empty() ? 0 : func.getBody().front().getOperations().size();
   program.ops.reserve(numOps);
-  program.positions.reserve(numOps);
   program.bufferOf.reserve(numOps);
   program.buffers.reserve(numOps);
   WalkResult walk = func.getBody().walk<WalkOrder::PreOrder>(
       [&](Operation *op) -> WalkResult {
         unsigned pos = program.ops.size();
-        program.positions[op] = pos;
         program.ops.push_back(op);
         if (op->getNumRegions() && !isa<RecomputeOp>(op))
           return op->emitError("lethe programs cannot hold region op '")

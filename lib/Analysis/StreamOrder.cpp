@@ -135,7 +135,7 @@ StreamClock StreamOrder::issue(Operation *op, unsigned stream) {
     for (Value operand : op->getOperands()) {
       if (!isa<RankedTensorType, HostTensorType>(operand.getType()))
         continue;
-      StorageAccesses &record = storages[program.getStorage(operand)];
+      StorageAccesses &record = this->record(program.getStorage(operand));
       for (unsigned other = 0; other < kNumProgramStreams; ++other)
         if (other != stream && record.writes[other].index >= 0) {
           ++numCrossStreamReads;
@@ -157,11 +157,11 @@ StreamClock StreamOrder::issue(Operation *op, unsigned stream) {
 
   for (OpResult result : op->getResults())
     if (ExplicitProgram::isAllocatingResult(op, result.getResultNumber())) {
-      StorageAccesses &record = storages[result];
+      StorageAccesses &record = this->record(result);
       record.writes[stream] = record.accesses[stream] = {index, op};
     }
   for (Value target : inPlaceTargets(op)) {
-    StorageAccesses &record = storages[program.getStorage(target)];
+    StorageAccesses &record = this->record(program.getStorage(target));
     record.writes[stream] = record.accesses[stream] = {index, op};
   }
   return start;

@@ -97,24 +97,38 @@ void lethe::buildPlanPhase(OpPassManager &pm,
 }
 
 /// The program phase up to its buffers: what the feasibility check, which
-/// packs them itself, runs.
+/// packs them itself, runs; from lethe-schedule on where the program is
+/// materialized already (materializePlannedStep). `measured`: a program
+/// only measured (its arena), never kept, whose ops need not carry the
+/// streams they run on anyway (write-streams=false).
 static void buildProgramOrder(OpPassManager &pm,
-                              const LethePipelineConfig &config) {
-  MaterializeOptions materialize;
-  materialize.device = config.plan.device;
-  pm.addPass(createMaterialize(materialize));
+                              const LethePipelineConfig &config,
+                              bool materialized = false,
+                              bool measured = false) {
+  if (!materialized) {
+    MaterializeOptions materialize;
+    materialize.device = config.plan.device;
+    pm.addPass(createMaterialize(materialize));
+  }
   ScheduleProgramOptions schedule;
   schedule.device = config.plan.device;
   schedule.contention = config.contention;
+  schedule.writeStreams = !measured;
   pm.addPass(createScheduleProgram(schedule));
+}
+
+/// The program phase, from lethe-schedule on where `materialized`.
+static void buildProgram(OpPassManager &pm, const LethePipelineConfig &config,
+                         bool materialized) {
+  buildProgramOrder(pm, config, materialized);
+  AssignBuffersOptions buffers;
+  buffers.alignment = config.plan.alignment;
+  pm.addPass(createAssignBuffers(buffers));
 }
 
 void lethe::buildProgramPhase(OpPassManager &pm,
                               const LethePipelineConfig &config) {
-  buildProgramOrder(pm, config);
-  AssignBuffersOptions buffers;
-  buffers.alignment = config.plan.alignment;
-  pm.addPass(createAssignBuffers(buffers));
+  buildProgram(pm, config, /*materialized=*/false);
 }
 
 void lethe::buildLethePipeline(OpPassManager &pm,
@@ -224,6 +238,14 @@ static void recordDecisions(ModuleOp module,
   });
 }
 
+/// Whether the programs the arena-only callers measure are verified
+/// (PipelineSearch::compilePlanned).
+#ifdef NDEBUG
+static constexpr bool kVerifyMeasuredPrograms = false;
+#else
+static constexpr bool kVerifyMeasuredPrograms = true;
+#endif
+
 namespace {
 
 /// One try of the pipeline: plan for a budget, then materialize, schedule
@@ -301,16 +323,38 @@ public:
   }
   Attempt attempt(int64_t budget) { return attempt(std::to_string(budget)); }
 
-  /// The attempt for `step`, the plan planStep made of `func` (a function
-  /// of the module `costed` was cloned from, with the same costs) for the
-  /// pipeline's budget: what attempt(config.plan.budget) returns, without
-  /// planning again.
-  /// `own`, when given, is `costed` itself, handed over to be compiled
-  /// instead of a clone of it: the caller makes a new `costed` if it
-  /// needs another attempt.
+  /// The attempt for `step`, planStep's plan of `func` (with the costs
+  /// `costed` would have) for the pipeline's budget: what
+  /// attempt(config.plan.budget) returns, without planning again, its
+  /// program materialized from `step` itself (materializePlannedStep: no
+  /// clone written and read back, ~8% of a `lethe plan` at 100k ops), or
+  /// by the attribute route on `makeCosted()` where that one is not taken.
   Attempt attemptPlanned(func::FuncOp func, const PlannedStep &step,
-                         OwningOpRef<ModuleOp> own = nullptr) {
-    OwningOpRef<ModuleOp> module = own ? std::move(own) : costed.clone();
+                         llvm::function_ref<ModuleOp()> makeCosted) {
+    Attempt result;
+    {
+      ScopedDiagnosticHandler capture(func.getContext(), [&](Diagnostic &diag) {
+        result.diagnostics.push_back(std::move(diag));
+        return success();
+      });
+      result.module =
+          materializePlannedStep(func, step, !config.plan.budget.empty());
+      if (result.module) {
+        ++attempts;
+        compilePlanned(result, /*materialized=*/true);
+        return result;
+      }
+    }
+    costed = makeCosted();
+    if (!costed)
+      return Attempt();
+    return attemptWritten(func, step);
+  }
+
+  /// attemptPlanned by the attribute route: `step` written on a clone of
+  /// `costed` (lethe-plan's attributes), then the whole program phase.
+  Attempt attemptWritten(func::FuncOp func, const PlannedStep &step) {
+    OwningOpRef<ModuleOp> module = costed.clone();
     auto funcs = module->getOps<func::FuncOp>();
     auto cloned = llvm::find_if(funcs, [&](func::FuncOp f) {
       return f.getSymName() == func.getSymName();
@@ -338,8 +382,9 @@ public:
     return result;
   }
 
-  /// The program phase of `result`, whose module has its plan.
-  void compilePlanned(Attempt &result) {
+  /// The program phase of `result`, whose module has its plan (and with
+  /// `materialized`, its program: the phase from lethe-schedule on).
+  void compilePlanned(Attempt &result, bool materialized = false) {
     result.planned = true;
     result.planBudget =
         getI64(*result.module,
@@ -349,18 +394,30 @@ public:
       if (auto summary =
               LetheDialect::PlanAttrHelper(func->getContext()).getAttr(func))
         result.peak = std::max(result.peak, summary.getPeakBytes());
-    recordDecisions(*result.module, result.decisions);
-    PassManager program(costed.getContext());
+    // A materialized program carries no decisions; the arena-only callers
+    // read none.
+    if (!materialized)
+      recordDecisions(*result.module, result.decisions);
+    PassManager program(result.module->getContext());
     if (arenaOnly)
-      buildProgramOrder(program, config);
+      buildProgramOrder(program, config, materialized, /*measured=*/true);
     else
-      buildProgramPhase(program, config);
+      buildProgram(program, config, materialized);
     // The IR is verified once, after the phase, not after each of its three
     // passes: each verification walks the whole module (together ~3% of a
     // `lethe plan` at 100k ops). IR a pass left invalid is still refused,
     // at the end of the phase instead of at once.
+    // The arena-only callers' programs are only measured, never kept:
+    // `lethe compile` builds the same program (the same passes on the same
+    // plan; materializePlannedStep writes what lethe-materialize writes) and
+    // verifies it where it keeps it, and failing verification here only
+    // left the plan as it was (a broken attempt: the compile's error to
+    // report). Only builds with assertions verify them (~3% of a `lethe
+    // plan` at 100k ops).
     program.enableVerifier(false);
-    if (failed(program.run(*result.module)) || failed(verify(*result.module))) {
+    if (failed(program.run(*result.module)) ||
+        ((!arenaOnly || kVerifyMeasuredPrograms) &&
+         failed(verify(*result.module)))) {
       result.broken = true;
       return;
     }
@@ -578,24 +635,32 @@ LogicalResult lethe::agreeWithPipeline(
       plan.leastFeasibleBudget = *least;
     return success();
   }
-  OwningOpRef<ModuleOp> one = withOnly(module, func);
-  MLIRContext *context = module.getContext();
-  if (failed(runCostPass(*one, config)))
+  // `one`: `module` with `func` alone and its costs, what the search plans
+  // on; made where it is needed: with the cost pass, and otherwise only for
+  // the re-plans of a plan that does not pack.
+  OwningOpRef<ModuleOp> one;
+  auto makeOne = [&]() -> ModuleOp {
+    one = withOnly(module, func);
+    if (failed(runCostPass(*one, config)))
+      one = nullptr;
+    return one ? *one : ModuleOp();
+  };
+  if (config.annotateCosts && !makeOne())
     return failure();
-  ScopedDiagnosticHandler quiet(context,
+  ScopedDiagnosticHandler quiet(module.getContext(),
                                 [](Diagnostic &) { return success(); });
   // The caller's ladders serve only where the costs stay as `step`'s were.
-  PipelineSearch search(*one, config,
+  // Without `one` yet, the search's module is `module` until `one` is
+  // made, which is before the search plans or clones anything.
+  PipelineSearch search(one ? *one : module, config,
                         config.annotateCosts ? nullptr : std::move(families));
   search.arenaOnly = true;
   // `step` is the plan the pass would make on `one` when the cost pass
   // leaves the costs as they are (the driver's pipeline): compiled as it
-  // is instead of planned a second time, in `one` itself (a clone of a
-  // 100k-op step is ~2% of `lethe plan`); `one` is made again only for
-  // the re-plans of a plan that does not pack.
+  // is instead of planned a second time (attemptPlanned).
   Attempt first = config.annotateCosts
                       ? search.attempt(config.plan.budget)
-                      : search.attemptPlanned(func, step, std::move(one));
+                      : search.attemptPlanned(func, step, makeOne);
   // A plan the program phase cannot take is the compile's error to report.
   if (!first.planned || first.broken)
     return success();
@@ -603,8 +668,7 @@ LogicalResult lethe::agreeWithPipeline(
   if (budget < 0 || first.packed() <= budget)
     return success();
   if (!one) {
-    one = withOnly(module, func);
-    if (failed(runCostPass(*one, config)))
+    if (!makeOne())
       return failure();
     search.costed = *one;
   }

@@ -13,13 +13,19 @@
 
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/NodeIds.h"
+#include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
 #include "lethe/Planner/Planner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <gtest/gtest.h>
 
@@ -223,6 +229,75 @@ TEST(PlanAttributesTest, ReadScheduledPlanIsThePlannersSchedule) {
   // replay.
   EXPECT_GT(dropped, 50);
   EXPECT_GT(replayed, 5);
+}
+
+/// `op` printed with its locations.
+std::string printed(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os, OpPrintingFlags().enableDebugInfo());
+  return text;
+}
+
+// materializePlannedStep (the pipeline's feasibility check) writes the
+// program lethe-materialize writes from the plan writePlannedStep leaves on
+// the IR, op for op and location for location, from the planner's graph
+// and decisions (offload-all, full and auto plans, with and without RNG
+// replay and alignment), module attributes included, and leaves the
+// planned function as it was.
+TEST(PlanAttributesTest, MaterializePlannedStepIsTheAttributeRoute) {
+  MLIRContext context;
+  context.loadDialect<LetheDialect, func::FuncDialect>();
+  DeviceProfile device = testDeviceProfile();
+  int dropped = 0;
+  for (uint64_t seed = 0; seed < 18; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+    func::FuncOp func = emitGraph(randomLayeredGraph(seed), *module);
+    const char *policy = seed % 3 == 0   ? "offload-all"
+                         : seed % 3 == 1 ? "full"
+                                         : "auto";
+    llvm::Expected<PlanActivationsOptions> options =
+        parsePlanActivationsOptions(llvm::formatv(
+            "budget=70% policy={0} solver=fast min-offload-bytes=0 "
+            "replay-rng={1} alignment={2}",
+            policy, seed % 2 ? "true" : "false", seed % 4 < 2 ? 1 : 4096)
+            .str());
+    ASSERT_TRUE(static_cast<bool>(options))
+        << llvm::toString(options.takeError());
+    FailureOr<PlannedStep> step = planStep(
+        func, *options, device,
+        [](const llvm::Twine &message) { ADD_FAILURE() << message.str(); });
+    ASSERT_TRUE(succeeded(step));
+    for (const ActivationDecision &d : step->plan.decisions)
+      dropped += d.decision != Decision::Retain;
+
+    // The attribute route: the plan written on a clone, then the pass.
+    OwningOpRef<ModuleOp> written = module->clone();
+    func::FuncOp writtenFunc = *written->getOps<func::FuncOp>().begin();
+    SmallVector<Operation *> from, to;
+    func.walk([&](Operation *op) { from.push_back(op); });
+    writtenFunc.walk([&](Operation *op) { to.push_back(op); });
+    ASSERT_EQ(from.size(), to.size());
+    IRMapping ops;
+    for (auto [original, copy] : llvm::zip_equal(from, to))
+      ops.map(original, copy);
+    writePlannedStep(writtenFunc, *step, /*budgetGiven=*/true, &ops);
+    PassManager pm(&context);
+    pm.addPass(createMaterialize());
+    ASSERT_TRUE(succeeded(pm.run(*written)));
+
+    // The direct route, into a module of its own.
+    std::string before = printed(func);
+    OwningOpRef<ModuleOp> direct =
+        materializePlannedStep(func, *step, /*budgetGiven=*/true);
+    ASSERT_TRUE(direct);
+    EXPECT_EQ(printed(*direct), printed(*written));
+    EXPECT_EQ(printed(func), before);
+    EXPECT_TRUE(succeeded(verify(*direct)));
+  }
+  // The test means something: plans recompute and offload.
+  EXPECT_GT(dropped, 50);
 }
 
 TEST(PlanAttributesTest, AssignNodeIds) {

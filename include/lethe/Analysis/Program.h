@@ -80,7 +80,7 @@ public:
 
   /// Ops in issue order (nested recompute bodies included, in place).
   llvm::ArrayRef<mlir::Operation *> getOps() const { return ops; }
-  unsigned getPosition(mlir::Operation *op) const { return positions.at(op); }
+  unsigned getPosition(mlir::Operation *op) const;
 
   /// The value owning the storage of `value` (itself for allocating
   /// results and function arguments).
@@ -88,6 +88,12 @@ public:
   /// The buffer of `value`'s storage, or -1 (function arguments, values
   /// that own no bytes such as timepoints).
   int32_t getBufferIndex(mlir::Value value) const;
+  /// getBufferIndex of a storage owner (getStorage's answer), looked up
+  /// once.
+  int32_t getStorageBufferIndex(mlir::Value storage) const {
+    auto it = bufferOf.find(storage);
+    return it == bufferOf.end() ? -1 : it->second;
+  }
   llvm::ArrayRef<ProgramBuffer> getBuffers() const { return buffers; }
   /// Whether result `index` of `op` allocates a buffer.
   static bool isAllocatingResult(mlir::Operation *op, unsigned index);
@@ -98,7 +104,10 @@ public:
 
 private:
   std::vector<mlir::Operation *> ops;
-  llvm::DenseMap<mlir::Operation *, unsigned> positions;
+  /// Made on the first getPosition: only lethe-schedule's prefetch
+  /// placement asks, and a map of every op was ~1% of a `lethe plan` at
+  /// 100k ops, which builds two programs.
+  mutable llvm::DenseMap<mlir::Operation *, unsigned> positions;
   llvm::DenseMap<mlir::Value, mlir::Value> storageOf;
   llvm::DenseMap<mlir::Value, int32_t> bufferOf;
   std::vector<ProgramBuffer> buffers;

@@ -54,12 +54,8 @@ struct StreamNeed {
 
 class StreamOrder {
 public:
-  explicit StreamOrder(const ExplicitProgram &program) : program(program) {
-    // A record per buffer the program allocates, and the few storages it
-    // does not (graph inputs): reserved, not rehashed as they come (~0.5%
-    // of a `lethe plan` at 100k ops).
-    storages.reserve(program.getBuffers().size());
-  }
+  explicit StreamOrder(const ExplicitProgram &program)
+      : program(program), bufferAccesses(program.getBuffers().size()) {}
 
   /// Timepoints `op` waits for before it starts on its stream.
   static llvm::SmallVector<mlir::Value> getAwaited(mlir::Operation *op);
@@ -102,9 +98,18 @@ private:
     StreamAccesses writes;
     StreamAccesses accesses;
   };
+  /// The accesses of `storage` (a storage owner: ExplicitProgram::
+  /// getStorage), by its buffer where it is one; null where it has none.
   const StorageAccesses *lookup(mlir::Value storage) const {
-    auto it = storages.find(storage);
-    return it == storages.end() ? nullptr : &it->second;
+    if (int32_t buffer = program.getStorageBufferIndex(storage); buffer >= 0)
+      return &bufferAccesses[buffer];
+    auto it = otherAccesses.find(storage);
+    return it == otherAccesses.end() ? nullptr : &it->second;
+  }
+  StorageAccesses &record(mlir::Value storage) {
+    if (int32_t buffer = program.getStorageBufferIndex(storage); buffer >= 0)
+      return bufferAccesses[buffer];
+    return otherAccesses[storage];
   }
 
   const ExplicitProgram &program;
@@ -113,7 +118,12 @@ private:
   std::array<std::pair<int32_t, mlir::Value>, kNumProgramStreams>
       lastTimepoint = {};
   llvm::DenseMap<mlir::Value, StreamClock> timepoints;
-  llvm::DenseMap<mlir::Value, StorageAccesses> storages;
+  /// Per buffer of the program, in its order (a record with no access is
+  /// no record: every index -1); the storages that are no buffer (function
+  /// arguments) apart. A map of 136-byte entries for all of them was ~40%
+  /// of lethe-schedule at 100k ops.
+  std::vector<StorageAccesses> bufferAccesses;
+  llvm::DenseMap<mlir::Value, StorageAccesses> otherAccesses;
   Access lastRelease;
   unsigned numCrossStreamReads = 0;
 };

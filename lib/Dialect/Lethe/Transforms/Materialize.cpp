@@ -22,6 +22,8 @@
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
+#include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
+#include "lethe/Planner/Placement.h"
 #include "lethe/Simulator/Schedule.h"
 #include "lethe/Support/DeviceProfile.h"
 
@@ -50,9 +52,12 @@ struct Counts {
 
 class Materializer {
 public:
+  /// Writes `schedule` (of `graph`, built from `func`) over `func`'s body,
+  /// or, with `into` (the empty entry block of a function of `func`'s
+  /// signature), into that block, leaving `func` as it is.
   Materializer(func::FuncOp func, const TrainingGraph &graph,
-               const Schedule &schedule)
-      : func(func), graph(graph), schedule(schedule),
+               const Schedule &schedule, Block *into = nullptr)
+      : func(func), graph(graph), schedule(schedule), into(into),
         builder(func.getContext()), currentLoc(func.getLoc()) {}
 
   LogicalResult run(Counts &counts);
@@ -79,6 +84,7 @@ private:
   func::FuncOp func;
   const TrainingGraph &graph;
   const Schedule &schedule;
+  Block *into;
   OpBuilder builder;
   /// New ops take the location of the node they serve (the node run, or
   /// the producer of the storage copied or released).
@@ -314,21 +320,28 @@ LogicalResult Materializer::run(Counts &counts) {
   Block &block = func.getBody().front();
   Operation *terminator = block.getTerminator();
   SmallVector<Operation *> original;
-  for (Operation &op : block.without_terminator())
-    original.push_back(&op);
+  if (!into)
+    for (Operation &op : block.without_terminator())
+      original.push_back(&op);
 
   current.assign(graph.numValues(), Value());
   for (auto [id, value] : llvm::enumerate(graph.getValues()))
     if (graph.isAlias(id) && value.producer >= 0 &&
         graph.getNode(value.producer).hasFlag(NodeFlagMutates))
       inPlaceAliases[value.storage].push_back(id);
+  // Inputs are the function's arguments (TrainingGraph::fromFunction).
   for (auto [id, value] : llvm::enumerate(graph.getValues()))
     if (value.isInput())
-      current[id] = value.irValue;
+      current[id] = into ? into->getArgument(
+                               cast<BlockArgument>(value.irValue).getArgNumber())
+                         : value.irValue;
   bufferValue.assign(schedule.buffers.size(), Value());
   opDone.assign(schedule.ops.size(), Value());
   foreignReaders.assign(schedule.buffers.size(), {});
-  builder.setInsertionPoint(terminator);
+  if (into)
+    builder.setInsertionPointToEnd(into);
+  else
+    builder.setInsertionPoint(terminator);
 
   ArrayRef<ScheduleOp> ops = schedule.ops;
   for (OpIndex index = 0, e = ops.size(); index < e; ++index) {
@@ -438,10 +451,92 @@ LogicalResult Materializer::run(Counts &counts) {
   for (auto [operand, output] :
        llvm::zip(terminator->getOperands(), graph.getOutputs()))
     results.push_back(current[output]);
+  if (into) {
+    builder.clone(*terminator)->setOperands(results);
+    return success();
+  }
   terminator->setOperands(results);
   for (Operation *op : llvm::reverse(original))
     op->erase();
   return success();
+}
+
+/// A module as `func`'s with `func` alone, the function's body one empty
+/// block with its arguments (and their locations).
+static std::pair<OwningOpRef<ModuleOp>, func::FuncOp>
+emptyProgram(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  OpBuilder builder(func.getContext());
+  OwningOpRef<ModuleOp> program =
+      cast<ModuleOp>(builder.cloneWithoutRegions(*module));
+  program->getBodyRegion().push_back(new Block());
+  builder.setInsertionPointToEnd(program->getBody());
+  func::FuncOp into;
+  for (Operation &op : *module.getBody()) {
+    auto other = dyn_cast<func::FuncOp>(op);
+    if (!other) {
+      builder.clone(op);
+    } else if (other.getSymName() == func.getSymName()) {
+      into = cast<func::FuncOp>(builder.cloneWithoutRegions(op));
+      Block *entry = new Block();
+      for (BlockArgument arg : func.getArguments())
+        entry->addArgument(arg.getType(), arg.getLoc());
+      into.getBody().push_back(entry);
+    }
+  }
+  return {std::move(program), into};
+}
+
+OwningOpRef<ModuleOp> lethe::materializePlannedStep(func::FuncOp func,
+                                                    const PlannedStep &step,
+                                                    bool budgetGiven) {
+  // What readScheduledPlan reads back from what writePlannedStep writes:
+  // the analysis under planReadOptions (the plan's replay_rng), one
+  // decision per activation in its order (retain where the plan has none).
+  PlanOptions options;
+  options.replayRng = step.options.replayRng;
+  options.minOffloadBytes = 0;
+  ActivationAnalysis analysis(step.graph, options);
+  ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  std::vector<ActivationDecision> decisions(acts.size());
+  for (auto [index, act] : llvm::enumerate(acts))
+    decisions[index].value = act.storage;
+  for (const ActivationDecision &d : step.plan.decisions) {
+    int32_t a = analysis.activationIndex(d.value);
+    if (a < 0 || acts[a].storage != d.value)
+      return nullptr;
+    bool placed = d.decision == Decision::Retain ||
+                  (d.firstBackwardUse >= 0 &&
+                   (d.decision != Decision::Offload ||
+                    (d.releaseAfter >= 0 && d.prefetchAfter >= 0)));
+    if (!placed)
+      return nullptr;
+    // As much of the decision as the IR holds (PlacementAttr).
+    ActivationDecision &read = decisions[a];
+    read = ActivationDecision();
+    read.value = d.value;
+    read.decision = d.decision;
+    if (d.decision == Decision::Retain)
+      continue;
+    read.firstBackwardUse = d.firstBackwardUse;
+    read.recomputeNodes = d.recomputeNodes;
+    if (d.decision == Decision::Offload) {
+      read.releaseAfter = d.releaseAfter;
+      read.prefetchAfter = d.prefetchAfter;
+    }
+  }
+  llvm::Expected<Schedule> schedule = buildSchedule(analysis, decisions);
+  if (!schedule) {
+    llvm::consumeError(schedule.takeError());
+    return nullptr;
+  }
+  auto [program, into] = emptyProgram(func);
+  writePlanSummary(into, step, budgetGiven);
+  Counts counts;
+  if (failed(Materializer(func, step.graph, *schedule, &into.getBody().front())
+                 .run(counts)))
+    return nullptr;
+  return std::move(program);
 }
 
 namespace {

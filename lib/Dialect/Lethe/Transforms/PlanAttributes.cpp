@@ -67,9 +67,14 @@ void lethe::writePlanAttributes(const TrainingGraph &graph, const Plan &plan,
 
 void lethe::writePlannedStep(func::FuncOp func, const PlannedStep &step,
                              bool budgetGiven, const IRMapping *ops) {
+  writePlanAttributes(step.graph, step.plan, ops);
+  writePlanSummary(func, step, budgetGiven);
+}
+
+void lethe::writePlanSummary(func::FuncOp func, const PlannedStep &step,
+                             bool budgetGiven) {
   MLIRContext *context = func.getContext();
   const Plan &plan = step.plan;
-  writePlanAttributes(step.graph, plan, ops);
   auto roundUs = [](double us) { return std::round(us * 1000.0) / 1000.0; };
   double overhead =
       plan.baselineStepUs > 0 ? plan.stepUs / plan.baselineStepUs - 1.0 : 0.0;

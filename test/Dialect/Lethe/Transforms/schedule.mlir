@@ -6,6 +6,8 @@
 // RUN: lethe-opt %s --lethe-schedule='device=h200-pcie' --lethe-assign-buffers --lethe-verify -o /dev/null
 // RUN: lethe-opt %s --lethe-schedule='device=h200-pcie contention=off' | FileCheck %s
 // RUN: not lethe-opt %s --lethe-schedule='contention=maybe' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: lethe-opt %s --lethe-schedule='write-streams=false' | FileCheck %s --check-prefix=QUIET
+// RUN: lethe-opt %s --lethe-schedule='write-streams=false' | lethe-opt --lethe-schedule | FileCheck %s
 // RUN: not lethe-opt %s --lethe-schedule='device=tpu9' 2>&1 | FileCheck %s --check-prefix=NODEV
 
 // BAD: error: lethe-schedule: contention must be auto, on, off or yield, got 'maybe'
@@ -14,6 +16,17 @@
 // An explicit program without any synchronisation: lethe-schedule puts
 // every op on its stream and adds the barriers and awaits the program needs,
 // and nothing more (running it twice gives the same program).
+
+// With write-streams=false (the pipeline's feasibility check, which only
+// measures the program) the ops keep no stream of their own, the barriers
+// and awaits inserted theirs; scheduled again with the streams written, it
+// is the program above: the same barriers and awaits.
+// QUIET-LABEL: func.func @step
+// QUIET-NEXT: lethe.node "aten.mm.default" fwd (%arg0) : (tensor<256xf32>) -> tensor<256xf32>
+// QUIET-NEXT: lethe.barrier {lethe.stream = #lethe<stream compute>}
+// QUIET-NEXT: lethe.offload %0 await(%1) : tensor<256xf32>
+// QUIET: lethe.await %3 {lethe.stream = #lethe<stream comm>}
+// QUIET-NEXT: lethe.collective all_reduce %2 group [0, 1] bwd : tensor<256xf32>
 
 // CHECK-LABEL: func.func @step
 func.func @step(%w: tensor<256xf32>) -> tensor<256xf32> {

@@ -238,6 +238,10 @@ def ScheduleProgram : Pass<"lethe-schedule", "mlir::ModuleOp"> {
            /*default=*/"0.05",
            "contention=auto: how much slower than without copies the "
            "collectives may run">,
+    Option<"writeStreams", "write-streams", "bool", /*default=*/"true",
+           "write every op's stream as `lethe.stream`, also where it is the "
+           "op's own (false: only on the barriers and awaits inserted; a "
+           "program only measured, never lowered)">,
   ];
   let statistics = [
     Statistic<"numBarriers", "num-barriers", "Barriers inserted">,

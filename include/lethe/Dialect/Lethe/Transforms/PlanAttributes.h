@@ -19,7 +19,9 @@
 #include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LLVM.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
@@ -46,6 +48,25 @@ struct PlannedStep;
 /// pipeline a plan made already, so that it need not plan it again.
 void writePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
                       bool budgetGiven, const mlir::IRMapping *ops = nullptr);
+
+/// What writePlannedStep writes besides the decisions: the function's
+/// `#lethe.plan` and, with `budgetGiven`, the module's `lethe.budget_bytes`.
+void writePlanSummary(mlir::func::FuncOp func, const PlannedStep &step,
+                      bool budgetGiven);
+
+/// `step` (the plan of `func`) written out as lethe-plan then
+/// lethe-materialize write it (writePlannedStep with `budgetGiven`, then
+/// the pass), in a module as `func`'s with `func` alone, whose body is the
+/// program; `func` stays as it is. The schedule is built from the planner's
+/// own graph and decisions instead of from the IR (readScheduledPlan), so
+/// that a caller that only measures the program (the pipeline's
+/// feasibility check) need not clone the module, write the plan on the
+/// clone and read it back. Null where the plan is not one the planner
+/// returns (a decision unplaced or about no activation) or cannot be
+/// followed: the attribute route says why.
+mlir::OwningOpRef<mlir::ModuleOp>
+materializePlannedStep(mlir::func::FuncOp func, const PlannedStep &step,
+                       bool budgetGiven);
 
 /// What readPlanAttributes found.
 struct PlanOnIR {
