@@ -33,14 +33,11 @@ bool expectRefinedNoWorse(const TrainingGraph &g, const DeviceProfile &device,
   PlanOptions options;
   ActivationAnalysis analysis(g, options);
   Evaluator evaluator(analysis, device);
-  llvm::Expected<Evaluation> unplanned =
-      evaluator.evaluate(std::vector<Decision>(analysis.getActivations().size(),
-                                               Decision::Retain));
-  EXPECT_TRUE(static_cast<bool>(unplanned));
-  if (!unplanned)
+  std::optional<int64_t> budget =
+      budgetAtFraction(evaluator, analysis, fraction);
+  if (!budget)
     return false;
-  options.budgetBytes = static_cast<int64_t>(
-      fraction * static_cast<double>(unplanned->peakBytes));
+  options.budgetBytes = *budget;
   AutoSolverOptions off;
   off.refine = false;
   llvm::Expected<AutoSolution> with = solveAuto(evaluator, options, {});
@@ -197,14 +194,11 @@ size_t refineEvaluations(const TrainingGraph &g, const DeviceProfile &device,
   PlanOptions options;
   ActivationAnalysis analysis(g, options);
   Evaluator evaluator(analysis, device);
-  llvm::Expected<Evaluation> unplanned =
-      evaluator.evaluate(std::vector<Decision>(analysis.getActivations().size(),
-                                               Decision::Retain));
-  EXPECT_TRUE(static_cast<bool>(unplanned));
-  if (!unplanned)
+  std::optional<int64_t> budget =
+      budgetAtFraction(evaluator, analysis, fraction);
+  if (!budget)
     return 0;
-  options.budgetBytes = static_cast<int64_t>(
-      fraction * static_cast<double>(unplanned->peakBytes));
+  options.budgetBytes = *budget;
   AutoSolverOptions off;
   off.refine = false;
   size_t before = evaluator.getEvaluations();

@@ -35,3 +35,18 @@ void lethe::testing::CorpusGraphTest::SetUp() {
       << llvm::toString(profile.takeError());
   device.emplace(std::move(*profile));
 }
+
+std::optional<int64_t>
+lethe::testing::budgetAtFraction(Evaluator &evaluator,
+                                 const ActivationAnalysis &analysis,
+                                 double fraction) {
+  llvm::Expected<Evaluation> unplanned = evaluator.evaluate(
+      std::vector<Decision>(analysis.getActivations().size(),
+                            Decision::Retain));
+  if (!unplanned) {
+    ADD_FAILURE() << llvm::toString(unplanned.takeError());
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(fraction *
+                              static_cast<double>(unplanned->peakBytes));
+}

@@ -9,6 +9,7 @@
 #define LETHE_UNITTESTS_PLANNER_GRAPHFILE_H
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Planner/Evaluator.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -27,6 +28,13 @@ namespace lethe::testing {
 llvm::Expected<TrainingGraph>
 loadGraphFile(llvm::StringRef path, mlir::MLIRContext &context,
               mlir::OwningOpRef<mlir::ModuleOp> &module);
+
+/// The budget at `fraction` of the unplanned step's peak (every activation
+/// retained, under `evaluator`); nullopt, with the test failed, where that
+/// step cannot be evaluated.
+std::optional<int64_t> budgetAtFraction(Evaluator &evaluator,
+                                        const ActivationAnalysis &analysis,
+                                        double fraction);
 
 /// Tests over corpus graphs, parameterized by a file name in graphs/: each
 /// test starts with that graph (`graph`) and the h200 profile (`device`)
