@@ -11,11 +11,26 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace lethe;
 
 namespace {
+
+/// The TrainingGraph of the first function of `source` (nullopt where it
+/// does not parse or build); `module` keeps the IR it refers to.
+std::optional<TrainingGraph> graphOf(const char *source, MLIRContext &context,
+                                     OwningOpRef<ModuleOp> &module) {
+  module = parseSourceString<ModuleOp>(source, &context);
+  if (!module)
+    return std::nullopt;
+  FailureOr<TrainingGraph> graph =
+      TrainingGraph::fromFunction(*module->getOps<func::FuncOp>().begin());
+  if (failed(graph))
+    return std::nullopt;
+  return std::move(*graph);
+}
 
 TEST(TrainingGraphTest, BuilderTracksUsersAliasesAndOutputs) {
   TrainingGraph g;
@@ -122,11 +137,9 @@ TEST(TrainingGraphTest, FromFunction) {
           : (tensor<4x2xbf16>, tensor<2x4xbf16>) -> tensor<4x4xbf16>
       return %2 : tensor<4x4xbf16>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
-  ASSERT_TRUE(module);
-  auto func = *module->getOps<func::FuncOp>().begin();
-  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
-  ASSERT_TRUE(succeeded(graph));
+  OwningOpRef<ModuleOp> module;
+  std::optional<TrainingGraph> graph = graphOf(source, context, module);
+  ASSERT_TRUE(graph);
   EXPECT_EQ(graph->numNodes(), 3u);
   EXPECT_EQ(graph->numValues(), 6u);
   EXPECT_EQ(graph->getValue(0).inputKind, InputKind::Param);
@@ -160,11 +173,9 @@ TEST(TrainingGraphTest, FindsNodesByIdsInAnyOrder) {
           : (tensor<4xf32>) -> tensor<4xf32>
       return %4 : tensor<4xf32>
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
-  ASSERT_TRUE(module);
-  auto func = *module->getOps<func::FuncOp>().begin();
-  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
-  ASSERT_TRUE(succeeded(graph));
+  OwningOpRef<ModuleOp> module;
+  std::optional<TrainingGraph> graph = graphOf(source, context, module);
+  ASSERT_TRUE(graph);
   const int64_t ids[] = {9, 4, std::numeric_limits<int64_t>::max(),
                          std::numeric_limits<int64_t>::min(), 6};
   for (auto [node, id] : llvm::enumerate(ids)) {
@@ -194,11 +205,9 @@ TEST(TrainingGraphTest, AttentionWithDropoutIsRandom) {
           : (tensor<2x4xbf16>, tensor<2x4xbf16>, tensor<2x4xbf16>) -> (tensor<2x4xbf16>, tensor<2xf32>)
       return
     })mlir";
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(source, &context);
-  ASSERT_TRUE(module);
-  auto func = *module->getOps<func::FuncOp>().begin();
-  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
-  ASSERT_TRUE(succeeded(graph));
+  OwningOpRef<ModuleOp> module;
+  std::optional<TrainingGraph> graph = graphOf(source, context, module);
+  ASSERT_TRUE(graph);
   EXPECT_TRUE(graph->getNode(0).hasFlag(NodeFlagRandom));
   EXPECT_FALSE(graph->getNode(1).hasFlag(NodeFlagRandom));
   EXPECT_TRUE(graph->getNode(2).hasFlag(NodeFlagRandom));

@@ -493,10 +493,8 @@ OwningOpRef<ModuleOp> lethe::materializePlannedStep(func::FuncOp func,
   // What readScheduledPlan reads back from what writePlannedStep writes:
   // the analysis under planReadOptions (the plan's replay_rng), one
   // decision per activation in its order (retain where the plan has none).
-  PlanOptions options;
-  options.replayRng = step.options.replayRng;
-  options.minOffloadBytes = 0;
-  ActivationAnalysis analysis(step.graph, options);
+  ActivationAnalysis analysis(step.graph,
+                              planReadOptions(step.options.replayRng));
   ArrayRef<ActivationInfo> acts = analysis.getActivations();
   std::vector<ActivationDecision> decisions(acts.size());
   for (auto [index, act] : llvm::enumerate(acts))

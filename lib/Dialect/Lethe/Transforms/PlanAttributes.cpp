@@ -176,9 +176,13 @@ lethe::readPlanAttributes(const TrainingGraph &graph,
 }
 
 PlanOptions lethe::planReadOptions(func::FuncOp func) {
-  PlanOptions options;
   PlanAttr plan = LetheDialect::PlanAttrHelper(func.getContext()).getAttr(func);
-  options.replayRng = plan ? plan.getReplayRng() : true;
+  return planReadOptions(plan ? plan.getReplayRng() : true);
+}
+
+PlanOptions lethe::planReadOptions(bool replayRng) {
+  PlanOptions options;
+  options.replayRng = replayRng;
   options.minOffloadBytes = 0;
   return options;
 }

@@ -96,6 +96,9 @@ readPlanAttributes(const TrainingGraph &graph,
 /// another tool) RNG replay is accepted. The minimum offload size is not
 /// read: it only narrows what a solver may choose, never what a plan means.
 PlanOptions planReadOptions(mlir::func::FuncOp func);
+/// The same for a plan made with `replayRng` (the planner's own, where it
+/// is at hand: materializePlannedStep).
+PlanOptions planReadOptions(bool replayRng);
 
 /// A plan read back from the IR as the program will run it.
 struct ScheduledPlan {
