@@ -255,6 +255,8 @@ class Backend:
                 # Asynchronous D2H copies read buffers that inductor would
                 # otherwise hand to later kernels (lethe/_inductor.py).
                 patches.setdefault("allow_buffer_reuse", False)
+                # The copies run between CUDA graphs, not inside them.
+                patches.update(_inductor.cudagraph_patches(patches))
             extra = {}
             if self._calibrate and _kernel_times.supported():
                 # The calibration profiles a step and prices the generated

@@ -39,7 +39,7 @@ import torch
 import torch.fx as fx
 
 from lethe import InfeasibleBudgetError, Plan
-from lethe import _offload_insert
+from lethe import _offload_insert, _offload_ops
 from lethe._fused_graph import (FusedGraph, _is_tensor_node, value_names,
                                 build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
@@ -475,6 +475,15 @@ class LethePartitioner(_partitioner_base()):
                     "sets it; with lethe.torch.partitioner pass options="
                     "{'custom_partitioner_fn': ..., 'allow_buffer_reuse': "
                     "False}), or plan with offload=False")
+            if inductor_config.triton.cudagraphs and \
+                    not _partitions_around_offload(inductor_config):
+                raise RuntimeError(
+                    "Lethe's plan offloads activations and the step runs as "
+                    "CUDA graphs: the copies must run between the graphs. "
+                    "Compile with inductor's custom_should_partition_ops="
+                    f"{list(_offload_ops.CUDAGRAPH_PARTITION_OPS)} "
+                    "(lethe.torch.backend sets it; torch >= 2.10), or plan "
+                    "with offload=False")
             moved = _offload_insert.insert(fw, bw, num_fwd_outputs, offloaded,
                                         plan, fused, device)
         record = PartitionRecord(
@@ -755,6 +764,31 @@ def _device_of(joint_inputs: Sequence[Any]) -> torch.device:
             if isinstance(t, torch.Tensor) and t.device.type != "cpu":
                 return t.device
     return torch.device("cpu")
+
+
+def _partitions_around_offload(inductor_config: Any) -> bool:
+    """Whether inductor splits its CUDA graphs around the copy ops (its
+    custom_should_partition_ops, torch >= 2.10, with graph partitioning)."""
+    listed = getattr(inductor_config, "custom_should_partition_ops", None)
+    return bool(getattr(inductor_config, "graph_partition", False)) and \
+        listed is not None and \
+        all(op in listed for op in _offload_ops.CUDAGRAPH_PARTITION_OPS)
+
+
+def cudagraph_patches(inductor_options: Dict[str, Any]) -> Dict[str, Any]:
+    """The inductor options that let an offloading plan run under CUDA
+    graphs (see lethe._offload_ops): the copy ops added to the user's
+    custom_should_partition_ops, graph partitioning on. Empty on a torch
+    without them."""
+    from torch._inductor import config as inductor_config
+    if not hasattr(inductor_config, "custom_should_partition_ops"):
+        return {}
+    listed = list(inductor_options.get(
+        "custom_should_partition_ops",
+        inductor_config.custom_should_partition_ops))
+    listed += [op for op in _offload_ops.CUDAGRAPH_PARTITION_OPS
+               if op not in listed]
+    return {"custom_should_partition_ops": listed, "graph_partition": True}
 
 
 def _saved_names(fw: fx.GraphModule, num_fwd_outputs: int) -> List[str]:

@@ -183,6 +183,36 @@ def test_offloaded_values_travel_through_the_lethe_ops():
     assert copies == reloads == len(record.offloaded)
 
 
+def test_offload_under_cuda_graphs_runs_between_the_graphs():
+    """Under CUDA graphs the copy ops must not be captured (a copy forked
+    in one graph and joined in another fails the capture): without
+    custom_should_partition_ops naming them the partitioner refuses the
+    offloading plan; with the options lethe.torch.backend adds it runs.
+    (On a CPU tensor inductor skips the CUDA graphs; the partitioner's
+    check and the options are what this tests.)"""
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, offload=True, planner=_planner(
+        lambda e: "offload" if e["op"] == "aten.addmm.default"
+        else "retain"))
+    options = {"custom_partitioner_fn": p, "allow_buffer_reuse": False,
+               "triton.cudagraphs": True}
+    with pytest.raises(Exception, match="custom_should_partition_ops"):
+        _step(model, torch.compile(model, dynamic=False, options=options))
+    torch._dynamo.reset()
+    patches = _inductor.cudagraph_patches({})
+    assert set(patches["custom_should_partition_ops"]) == {
+        "lethe::offload", "lethe::reload", "lethe::wait"}
+    run = torch.compile(model, dynamic=False, options={**options, **patches})
+    _close(_step(model, run), eager)
+    assert p.records[-1].offloaded
+    # A user's own ops stay listed.
+    mine = _inductor.cudagraph_patches(
+        {"custom_should_partition_ops": ["mylib::op"]})
+    assert mine["custom_should_partition_ops"][0] == "mylib::op"
+    assert len(mine["custom_should_partition_ops"]) == 4
+
+
 def test_offload_is_off_by_default_under_inductor():
     p = lt.backend(budget=None)
     assert p.partitioner.offload is False
