@@ -16,6 +16,7 @@ graphs then run eagerly, op by op.
 """
 
 import time
+import warnings
 
 import torch
 
@@ -147,6 +148,14 @@ class Backend:
         if compiler == "inductor":
             if prefetch != "plan":
                 raise ValueError("prefetch='layer' is for compiler='eager'")
+            if offload is not False and _cudagraphs(self.inductor_options):
+                # Decided here, not per compile: the calibration compiles
+                # without CUDA graphs, and the plan it measures must be the
+                # one the graphs will run.
+                if offload is True:
+                    warnings.warn("Lethe: offload=True: " +
+                                  _inductor.OFFLOAD_UNDER_CUDA_GRAPHS)
+                offload = False
             self.partitioner = _inductor.LethePartitioner(
                 budget, self.policy, self.device, offload=offload,
                 replay_rng=replay_rng, planner=planner, costs=costs,
@@ -255,8 +264,6 @@ class Backend:
                 # Asynchronous D2H copies read buffers that inductor would
                 # otherwise hand to later kernels (lethe/_inductor.py).
                 patches.setdefault("allow_buffer_reuse", False)
-                # The copies run between CUDA graphs, not inside them.
-                patches.update(_inductor.cudagraph_patches(patches))
             extra = {}
             if self._calibrate and _kernel_times.supported():
                 # The calibration profiles a step and prices the generated

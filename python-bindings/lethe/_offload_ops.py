@@ -25,14 +25,9 @@ for the D2H copy of h. Pinned buffers come from PyTorch's caching host
 allocator, which holds a block until the copies using it complete.
 
 `fence` and `wait` return their first argument (schema `Tensor(a) ->
-Tensor(a)`): they move no data. Under CUDA graphs (`mode="reduce-overhead"`,
-inductor's `triton.cudagraphs`) the copies must run outside the captured
-graphs: a copy forked onto a side stream inside a capture and joined in a
-later graph fails the capture ("capturing stream has unjoined work",
-measured on an H200 with U-Net, 2026-11-27). `CUDAGRAPH_PARTITION_OPS` go
-into inductor's `custom_should_partition_ops` (lethe.torch.backend sets
-it), which splits the graphs around them; the partitioner refuses an
-offloading plan under CUDA graphs without it.
+Tensor(a)`): they move no data. They do not run under CUDA graphs
+(`mode="reduce-overhead"`): there the partitioner plans recompute-only
+(lethe._inductor.OFFLOAD_UNDER_CUDA_GRAPHS says why).
 
 On a CPU tensor the copies are synchronous clones and `wait` does nothing:
 the stand-in the CPU tests compile and run.
@@ -45,11 +40,9 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-__all__ = ["ensure_registered", "stats", "OP_NAMES", "CUDAGRAPH_PARTITION_OPS"]
+__all__ = ["ensure_registered", "stats", "OP_NAMES"]
 
 OP_NAMES = ("lethe::offload", "lethe::reload", "lethe::wait", "lethe::fence")
-# The ops that use the side streams (fence moves nothing and stays inside).
-CUDAGRAPH_PARTITION_OPS = ("lethe::offload", "lethe::reload", "lethe::wait")
 
 _lock = threading.Lock()
 _registered = False
