@@ -768,7 +768,9 @@ def _device_of(joint_inputs: Sequence[Any]) -> torch.device:
 # capture ("capturing stream has unjoined work"); with the copy ops split
 # out of the graphs (inductor's custom_should_partition_ops), the reloaded
 # buffers, allocated outside the graphs' memory pool, fail cudagraph trees'
-# pool check ("not allocated in pool").
+# pool check ("not allocated in pool"); with `fence` split out too, the
+# ops' record_stream uses fail the pool's checkpointing between graphs
+# ("Events should have synchronized when checkpointing block").
 OFFLOAD_UNDER_CUDA_GRAPHS = (
     "the step runs as CUDA graphs, which Lethe's offload copies do not run "
     "in yet: planned recompute-only")
