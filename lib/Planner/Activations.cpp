@@ -110,6 +110,13 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
     computeChains(act, options, mutatedInForward);
   chainMarks = std::vector<uint8_t>();
   keepReadCheckpoints();
+  for (auto [a, act] : llvm::enumerate(activations))
+    if (act.checkpoint)
+      checkpoints.push_back(static_cast<int32_t>(a));
+  storageBriefs.reserve(storages.size());
+  for (const StorageInfo &info : storages)
+    storageBriefs.push_back(
+        {info.bytes, info.storage, info.activation, info.isOutput});
 }
 
 ActivationInfo &ActivationAnalysis::addActivation(StorageInfo &info) {

@@ -117,7 +117,8 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
   for (unsigned iter = 0; iter < 64; ++iter) {
     if (currentEval.peakBytes <= level)
       return true;
-    Positions pos = index(currentEval);
+    std::shared_ptr<const Positions> indexed = index(currentEval);
+    const Positions &pos = *indexed;
     tree.build(currentEval.memory.deviceAtOp);
     planner::CopyModel copies(analysis, device, *currentEval.placement,
                               currentHints);

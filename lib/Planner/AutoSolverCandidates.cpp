@@ -81,12 +81,16 @@ double Solver::contentionRate() const {
   return total > 0.0 ? slowed / total : 0.0;
 }
 
-Positions Solver::index(const Evaluation &eval) const {
+std::shared_ptr<const Positions>
+Solver::index(const Evaluation &eval) const {
+  if (indexedSchedule && indexedSchedule == eval.schedule)
+    return indexedPositions;
+  auto made = std::make_shared<Positions>();
+  Positions &pos = *made;
   const Schedule &schedule = *eval.schedule;
   const size_t numOps = schedule.ops.size();
   const size_t numNodes = graph.numNodes();
   const size_t numActs = acts.size();
-  Positions pos;
   // Each node's op, unknown until the walk reaches it: then above every op
   // before it, which the reads' test below relies on.
   constexpr OpIndex kNotYet = std::numeric_limits<OpIndex>::max();
@@ -146,7 +150,9 @@ Positions Solver::index(const Evaluation &eval) const {
   for (size_t a = 0; a < numActs; ++a)
     if (needOp[a] >= 0)
       pos.needNode[a] = pos.opNode[needOp[a]];
-  return pos;
+  indexedSchedule = eval.schedule;
+  indexedPositions = std::move(made);
+  return indexedPositions;
 }
 
 void Solver::computeRecompute(Candidate &c, const Placement &placement,

@@ -156,7 +156,8 @@ llvm::Expected<bool> Solver::reduceLate(int64_t level) {
   for (unsigned round = 0; round < kLateRounds; ++round) {
     if (currentEval.peakBytes <= level)
       return true;
-    Positions pos = index(currentEval);
+    std::shared_ptr<const Positions> indexed = index(currentEval);
+    const Positions &pos = *indexed;
     Batch batch = prepareBatch(pos, currentEval, current);
     llvm::Expected<bool> moved = latePrefetch(pos, batch);
     if (!moved)

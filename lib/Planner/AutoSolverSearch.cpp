@@ -85,7 +85,8 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
   if (order.empty())
     return currentEval.stepUs < before;
   llvm::sort(order);
-  Positions pos = index(currentEval);
+  std::shared_ptr<const Positions> indexed = index(currentEval);
+  const Positions &pos = *indexed;
   MaxTree tree;
   tree.build(currentEval.memory.deviceAtOp);
   std::vector<int32_t> reverted;

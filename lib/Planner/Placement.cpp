@@ -29,6 +29,14 @@ lethe::effectiveDecisions(const ActivationAnalysis &analysis,
                           llvm::ArrayRef<Decision> decisions) {
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   std::vector<Decision> result(decisions.begin(), decisions.end());
+  // Only a restored checkpoint's decision can change: where there is none,
+  // the walk below (which reads every restored activation's chain inputs,
+  // on every evaluation) would change nothing.
+  if (llvm::none_of(analysis.getCheckpoints(), [&](int32_t a) {
+        return static_cast<size_t>(a) < decisions.size() &&
+               decisions[a] != Decision::Retain;
+      }))
+    return result;
   // Checkpoints are restored only for the chains that read them: from the
   // activations restored anyway, follow the chains' inputs.
   std::vector<uint8_t> read(acts.size(), 0);

@@ -270,13 +270,15 @@ llvm::Expected<Schedule> Builder::build() {
         return std::move(err);
       OpIndex index = lastIndex();
       for (int32_t s : analysis.resultStorages(node)) {
-        BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
+        const ActivationAnalysis::StorageBrief &result =
+            analysis.getStorageBrief(s);
+        BufferId buffer = newBuffer(result.storage, result.bytes,
                                     BufferOrigin::Recomputed, index);
         op.allocs.push_back(buffer);
         // The re-created value replaces the dropped one only where it is
         // needed: a target restored here, or a forward temporary the chain
         // reads. Other results are thrown away when the op ends.
-        bool keep = isTargetHere[s] || storages[s].activation < 0;
+        bool keep = isTargetHere[s] || result.activation < 0;
         if (keep)
           current[s] = buffer;
       }
@@ -299,7 +301,9 @@ llvm::Expected<Schedule> Builder::build() {
       return std::move(err);
     OpIndex nodeOp = lastIndex();
     for (int32_t s : analysis.resultStorages(i)) {
-      BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
+      const ActivationAnalysis::StorageBrief &result =
+          analysis.getStorageBrief(s);
+      BufferId buffer = newBuffer(result.storage, result.bytes,
                                   BufferOrigin::Produced, nodeOp);
       op.allocs.push_back(buffer);
       current[s] = buffer;
@@ -390,7 +394,8 @@ llvm::Expected<Schedule> Builder::build() {
     if (explicitFree[buffer] || info.isHost())
       return false;
     int32_t s = analysis.storageIndex(info.storage);
-    return !storages[s].isOutput || info.origin == BufferOrigin::Recomputed;
+    return !analysis.getStorageBrief(s).isOutput ||
+           info.origin == BufferOrigin::Recomputed;
   };
   std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
   std::vector<BufferId> freed;
