@@ -122,7 +122,8 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
     tree.build(currentEval.memory.deviceAtOp);
     planner::CopyModel copies(analysis, device, *currentEval.placement,
                               currentHints);
-    Batch batch = prepareBatch(pos, currentEval, current);
+    Batch &batch = greedyBatch;
+    prepareBatch(pos, currentEval, current, batch);
     std::vector<Decision> next = current;
     std::vector<CopyHint> nextHints = currentHints;
     bool any = false;

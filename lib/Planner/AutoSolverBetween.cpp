@@ -276,7 +276,8 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
     const Positions &pos = *indexed;
     planner::CopyModel copies(analysis, device, *currentEval.placement,
                               currentHints);
-    Batch batch = prepareBatch(pos, currentEval, current);
+    Batch batch;
+    prepareBatch(pos, currentEval, current, batch);
     const size_t peakOp = currentEval.memory.peakOp;
     llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
     const int64_t peak = currentEval.peakBytes;

@@ -199,15 +199,33 @@ void Solver::computeRecompute(Candidate &c, const Placement &placement,
   }
 }
 
-Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
-                           llvm::ArrayRef<Decision> decisions) const {
-  Batch batch;
-  batch.restore.assign(acts.size(), -1);
+void Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
+                          llvm::ArrayRef<Decision> decisions,
+                          Batch &batch) const {
+  // Only the candidates in byRestore are ever written (here and by
+  // pickRecompute).
+  for (auto [restore, a] : batch.byRestore)
+    batch.recompute[a] = Candidate();
   batch.recompute.resize(acts.size());
-  batch.picked.assign(acts.size(), 0);
+  for (std::optional<planner::CopyWhatIf> &w : batch.whatIf)
+    w.reset();
   batch.whatIf.resize(acts.size());
+  for (auto &w : batch.tradeWhatIf)
+    w.reset();
   batch.tradeWhatIf.resize(acts.size());
+  batch.restore.assign(acts.size(), -1);
+  batch.picked.assign(acts.size(), 0);
   batch.offloadMark.assign(acts.size(), 0);
+  batch.byRestore.clear();
+  batch.chain.clear();
+  batch.liveAct.clear();
+  batch.liveBegin.clear();
+  batch.liveEnd.clear();
+  batch.liveGapBegin.clear();
+  batch.liveGapEnd.clear();
+  batch.liveOffloadable.clear();
+  batch.liveBytes.clear();
+  batch.offloadScratch.clear();
   for (size_t a = 0; a < acts.size(); ++a) {
     if (decisions[a] != Decision::Retain)
       continue;
@@ -240,7 +258,6 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
   }
   llvm::sort(batch.byRestore);
-  return batch;
 }
 
 void Solver::pickRecompute(Batch &batch, const Candidate &picked,

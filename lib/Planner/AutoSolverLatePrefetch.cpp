@@ -158,7 +158,8 @@ llvm::Expected<bool> Solver::reduceLate(int64_t level) {
       return true;
     std::shared_ptr<const Positions> indexed = index(currentEval);
     const Positions &pos = *indexed;
-    Batch batch = prepareBatch(pos, currentEval, current);
+    Batch batch;
+    prepareBatch(pos, currentEval, current, batch);
     llvm::Expected<bool> moved = latePrefetch(pos, batch);
     if (!moved)
       return moved.takeError();

@@ -358,7 +358,8 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
 llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
   planner::CopyModel copies(analysis, device, *currentEval.placement,
                             currentHints);
-  Batch batch = prepareBatch(pos, currentEval, current);
+  Batch batch;
+  prepareBatch(pos, currentEval, current, batch);
   const size_t peakOp = currentEval.memory.peakOp;
   llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
   auto overLevel = [&] {
