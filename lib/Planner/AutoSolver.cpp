@@ -113,7 +113,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep,
 }
 
 llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
-  MaxTree tree;
+  MaxTree &tree = greedyTree;
   for (unsigned iter = 0; iter < 64; ++iter) {
     if (currentEval.peakBytes <= level)
       return true;

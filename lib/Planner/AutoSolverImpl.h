@@ -494,9 +494,10 @@ private:
   /// 248-byte ActivationInfo were a cache miss each (~45% of index()).
   std::vector<int32_t> activationOfValue;
   std::vector<NodeId> lastForwardUseOf;
-  /// The greedy's batch (reduceToAfresh), its arrays kept from one batch to
-  /// the next.
+  /// The greedy's batch and memory (reduceToAfresh), their arrays kept from
+  /// one batch to the next.
   Batch greedyBatch;
+  MaxTree greedyTree;
   /// index()'s last schedule and its positions.
   mutable std::shared_ptr<const Schedule> indexedSchedule;
   mutable std::shared_ptr<const Positions> indexedPositions;

@@ -206,13 +206,16 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     return std::max(lo, static_cast<NodeId>(it - begin) - 1);
   };
 
-  result.decisions.resize(numActs);
+  // Each decision made where its fields are written (a resize first was a
+  // second pass over the 80-byte decisions).
+  result.decisions.reserve(numActs);
   result.d2hEndUs.assign(numActs, 0.0);
   result.h2dStartUs.assign(numActs, 0.0);
   std::vector<int32_t> offloaded;
+  llvm::ArrayRef<ValueId> storageOf = analysis.getActivationStorages();
   for (size_t a = 0; a < numActs; ++a) {
-    ActivationDecision &d = result.decisions[a];
-    d.value = acts[a].storage;
+    ActivationDecision &d = result.decisions.emplace_back();
+    d.value = storageOf[a];
     d.decision = decisions[a];
     if (decisions[a] == Decision::Retain)
       continue;

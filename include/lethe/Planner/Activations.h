@@ -117,6 +117,11 @@ public:
   llvm::ArrayRef<ActivationInfo> getActivations() const { return activations; }
   /// Indices (getActivations()) of the checkpoints, ascending.
   llvm::ArrayRef<int32_t> getCheckpoints() const { return checkpoints; }
+  /// Each activation's storage (ActivationInfo::storage), as a flat array
+  /// for the loops over every activation (placement names each decision's).
+  llvm::ArrayRef<ValueId> getActivationStorages() const {
+    return activationStorages;
+  }
   /// Storages the step allocates, ordered by storage id.
   llvm::ArrayRef<StorageInfo> getStorages() const { return storages; }
   /// Index of the storage of `value` in getStorages(), or -1 for graph
@@ -124,10 +129,12 @@ public:
   int32_t storageIndex(ValueId value) const {
     return storageIndexOfValue[value];
   }
-  /// The activation index of the storage of `value`, or -1.
+  /// The activation index of the storage of `value`, or -1 (a flat array
+  /// by value: placement asks it for every chain input of every restored
+  /// activation, and the StorageInfo it was read from was a cache miss
+  /// each).
   int32_t activationIndex(ValueId value) const {
-    int32_t s = storageIndex(value);
-    return s < 0 ? -1 : storages[s].activation;
+    return activationOfValue[value];
   }
   /// Whether `node` may be re-run (not RNG unless replayed, not a
   /// collective, not mutating).
@@ -199,6 +206,8 @@ private:
   /// Made last, once the activations are final.
   std::vector<StorageBrief> storageBriefs;
   std::vector<int32_t> checkpoints;
+  std::vector<int32_t> activationOfValue;
+  std::vector<ValueId> activationStorages;
   bool anyP2PGroup = false;
   /// Per node, whether the chain being found holds it: all clear between
   /// two chains, and freed once every chain is found.
