@@ -310,6 +310,10 @@ private:
   /// Retains offloads whose copies are exposed where the level still holds
   /// and the step gets faster, the `tries` most exposed first.
   llvm::Error unexposeOffloads(int64_t level, size_t tries = 4);
+  /// A lower bound on the device peak of the current plan with offloaded
+  /// activation `a` retained instead, or INT64_MIN where none is known
+  /// (what may and may not move: AutoSolverSearch.cpp).
+  int64_t retainedPeakBound(int32_t a) const;
   /// Polishes until the step stops improving (a plan far from the level,
   /// such as a seed the ladder restarts from, needs several rounds).
   llvm::Error polishFully(int64_t level);
