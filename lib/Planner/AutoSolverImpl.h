@@ -52,6 +52,17 @@ struct Positions {
   std::vector<OpIndex> releaseOp, prefetchOp;
 };
 
+/// A lower bound on the device peak of `eval`'s plan with offloaded
+/// activation `a` retained instead (its other decisions and copy hints
+/// the same), or INT64_MIN where none is known; `nodeOp` and `regionStart`
+/// as Positions has them for `eval`'s schedule. What may and may not move
+/// when `a`'s copies leave the queues: AutoSolverSearch.cpp.
+/// unexposeOffloads skips a trial this proves over the level.
+int64_t retainedPeakBound(const ActivationAnalysis &analysis,
+                          const Evaluation &eval,
+                          llvm::ArrayRef<OpIndex> nodeOp,
+                          llvm::ArrayRef<OpIndex> regionStart, int32_t a);
+
 /// A plan of the ladder.
 struct Member {
   std::vector<Decision> decisions;
@@ -310,9 +321,7 @@ private:
   /// Retains offloads whose copies are exposed where the level still holds
   /// and the step gets faster, the `tries` most exposed first.
   llvm::Error unexposeOffloads(int64_t level, size_t tries = 4);
-  /// A lower bound on the device peak of the current plan with offloaded
-  /// activation `a` retained instead, or INT64_MIN where none is known
-  /// (what may and may not move: AutoSolverSearch.cpp).
+  /// retainedPeakBound of the current plan.
   int64_t retainedPeakBound(int32_t a) const;
   /// Polishes until the step stops improving (a plan far from the level,
   /// such as a seed the ladder restarts from, needs several rounds).

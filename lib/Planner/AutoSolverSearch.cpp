@@ -168,8 +168,18 @@ llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
 }
 
 int64_t Solver::retainedPeakBound(int32_t a) const {
+  std::shared_ptr<const Positions> indexed = index(currentEval);
+  return lethe::autosolver::retainedPeakBound(
+      analysis, currentEval, indexed->nodeOp, indexed->regionStart, a);
+}
+
+int64_t lethe::autosolver::retainedPeakBound(
+    const ActivationAnalysis &analysis, const Evaluation &eval,
+    llvm::ArrayRef<OpIndex> nodeOp, llvm::ArrayRef<OpIndex> regionStart,
+    int32_t a) {
   constexpr int64_t kUnknown = std::numeric_limits<int64_t>::min();
-  const Placement &placement = *currentEval.placement;
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  const Placement &placement = *eval.placement;
   const ActivationDecision &d = placement.decisions[a];
   if (d.decision != Decision::Offload || d.releaseAfter < 0 ||
       d.prefetchAfter <= d.releaseAfter)
@@ -222,15 +232,14 @@ int64_t Solver::retainedPeakBound(int32_t a) const {
   // it once retained: at each node's op there and at the recompute ops run
   // before it (the copies issued after the node before come before them),
   // which are the same chains in both plans.
-  std::shared_ptr<const Positions> indexed = index(currentEval);
-  const std::vector<int64_t> &memory = currentEval.memory.deviceAtOp;
+  const std::vector<int64_t> &memory = eval.memory.deviceAtOp;
   int64_t running = 0, best = kUnknown;
   for (NodeId i = 0; i <= last; ++i) {
     running += movable[i];
     if (i <= d.releaseAfter)
       continue;
-    int64_t most = memory[indexed->nodeOp[i]];
-    for (OpIndex k = indexed->regionStart[i]; k < indexed->nodeOp[i]; ++k)
+    int64_t most = memory[nodeOp[i]];
+    for (OpIndex k = regionStart[i]; k < nodeOp[i]; ++k)
       most = std::max(most, memory[k]);
     best = std::max(best, most - running);
   }
