@@ -174,12 +174,14 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
       inChain[node] = 0;
       result.chainUs[point] += nodeComputeUs(analysis.getNodeBrief(node));
     }
+    // Where no chain runs, chainUs is +0.0, which adds nothing: the sum
+    // of every point's was a chain of dependent adds a node long.
     if (!chain.empty()) {
       llvm::sort(chain);
       result.chainNodes.insert(result.chainNodes.end(), chain.begin(),
                                chain.end());
+      result.recomputeUs += result.chainUs[point];
     }
-    result.recomputeUs += result.chainUs[point];
   }
   result.chainBegin.push_back(static_cast<int32_t>(result.chainNodes.size()));
 

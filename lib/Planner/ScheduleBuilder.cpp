@@ -409,9 +409,11 @@ llvm::Expected<Schedule> Builder::build() {
   for (auto [buffer, state] : llvm::enumerate(buffers))
     if (state.freedAtLastRead)
       freed[fill[state.lastReader]++] = static_cast<BufferId>(buffer);
+  // One append an op (a push_back a buffer checked the capacity each time).
   for (size_t k = 0; k < schedule.ops.size(); ++k)
-    for (int32_t f = firstFree[k]; f < firstFree[k + 1]; ++f)
-      schedule.ops[k].frees.push_back(freed[f]);
+    if (firstFree[k] < firstFree[k + 1])
+      schedule.ops[k].frees.append(freed.begin() + firstFree[k],
+                                   freed.begin() + firstFree[k + 1]);
   return std::move(schedule);
 }
 
