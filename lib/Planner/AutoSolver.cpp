@@ -64,7 +64,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep,
   // down from there); the plan reduceTo leaves is simulated as far as the
   // caller keeps it.
   auto simulateLeft = [&](bool reached) -> llvm::Error {
-    if (keeps.onlyReached && !reached)
+    if (keeps.memoryOnly || (keeps.onlyReached && !reached))
       return llvm::Error::success();
     return evaluator.simulateWithin(currentEval, keeps.fasterThanUs);
   };
@@ -285,9 +285,16 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
     }
     if (currentEval.peakBytes <= level)
       continue; // this level's member is the previous one
-    llvm::Expected<bool> reached = reduceTo(level);
+    // Untied, a level reached is simulated by polish, as far as it reads
+    // its step; every other path reads the plan's step whole.
+    ReduceKeeps keeps;
+    keeps.memoryOnly = !tying;
+    llvm::Expected<bool> reached = reduceTo(level, /*keep=*/false, keeps);
     if (!reached)
       return reached.takeError();
+    if (!*reached || tying)
+      if (llvm::Error err = simulateCurrent())
+        return err;
     if (!*reached && tying) {
       // The tied greedy is stuck: the ladder goes on untied from here.
       tying = false;

@@ -146,6 +146,9 @@ struct Batch {
 struct ReduceKeeps {
   bool onlyReached = false;
   double fasterThanUs = std::numeric_limits<double>::infinity();
+  /// The plan left judged by its memory alone, not simulated: the ladder's
+  /// polish simulates it as far as it reads its step.
+  bool memoryOnly = false;
 };
 
 /// A move of the late-prefetch step (AutoSolverLatePrefetch.cpp,

@@ -28,15 +28,36 @@ constexpr unsigned kProbeLevels = 3;
 constexpr size_t kMaxSwapActivations = 256;
 
 llvm::Expected<bool> Solver::polish(int64_t level) {
-  if (llvm::Error err = simulateCurrent())
-    return std::move(err);
-  const double before = currentEval.stepUs;
   // Copy-time trades no longer needed: hide the copies again where the
   // level still holds (all at once, else the first half).
   std::vector<int32_t> trades;
   for (size_t a = 0; a < acts.size(); ++a)
     if (current[a] == Decision::Offload && !(currentHints[a] == CopyHint()))
       trades.push_back(static_cast<int32_t>(a));
+  // A plan judged by its memory alone (the ladder's level: reduceTo with
+  // ReduceKeeps::memoryOnly) is simulated here unless only the revert of
+  // recomputes below reads its step ("lazy"): that revert simulates its
+  // trial first and the plan only until it is certain to be slower than
+  // the trial, which is then kept (on the 10k-op step 18 of the 54 levels
+  // revert, and every one keeps its trial).
+  bool exposed = false;
+  for (size_t a = 0; a < acts.size() && !exposed; ++a)
+    exposed = exposedCopyUs(a) > 0.0;
+  if (!trades.empty() || exposed)
+    if (llvm::Error err = simulateCurrent())
+      return std::move(err);
+  const bool lazy = !currentEval.simulated;
+  // +infinity where lazy: the return value is then the revert's.
+  const double before = currentEval.stepUs;
+  bool revertedFaster = false;
+  // The plan left is simulated, as the caller expects.
+  auto finish = [&]() -> llvm::Expected<bool> {
+    if (!lazy)
+      return currentEval.stepUs < before;
+    if (llvm::Error err = simulateCurrent())
+      return std::move(err);
+    return revertedFaster;
+  };
   for (size_t count = trades.size(), attempt = 0; count > 0 && attempt < 2;
        count /= 2, ++attempt) {
     std::vector<CopyHint> trialHints = currentHints;
@@ -83,7 +104,7 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
       order.push_back({-saving, static_cast<int32_t>(a)});
   }
   if (order.empty())
-    return currentEval.stepUs < before;
+    return finish();
   llvm::sort(order);
   std::shared_ptr<const Positions> indexed = index(currentEval);
   const Positions &pos = *indexed;
@@ -108,17 +129,34 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     std::vector<Decision> trial = current;
     for (size_t i = 0; i < count; ++i)
       trial[reverted[i]] = Decision::Retain;
-    llvm::Expected<Evaluation> eval =
-        evaluator.evaluate(trial, currentHints, {level, currentEval.stepUs});
+    // Lazy (until the plan is simulated): the trial whole, if it fits.
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(
+        trial, currentHints,
+        {level, currentEval.simulated ? currentEval.stepUs
+                                      : std::numeric_limits<double>::infinity()});
     if (!eval)
       return eval.takeError();
-    if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
+    if (eval->peakBytes > level)
+      continue;
+    if (!currentEval.simulated) {
+      // Stopped: certainly slower than the trial, which is kept.
+      if (llvm::Error err = evaluator.simulateWithin(currentEval, eval->stepUs))
+        return std::move(err);
+      if (!currentEval.simulated) {
+        current = std::move(trial);
+        currentEval = std::move(*eval);
+        revertedFaster = true;
+        break;
+      }
+    }
+    if (eval->stepUs <= currentEval.stepUs) {
+      revertedFaster = eval->stepUs < currentEval.stepUs;
       current = std::move(trial);
       currentEval = std::move(*eval);
       break;
     }
   }
-  return currentEval.stepUs < before;
+  return finish();
 }
 
 double Solver::exposedCopyUs(size_t a) const {
@@ -134,12 +172,16 @@ double Solver::exposedCopyUs(size_t a) const {
 }
 
 llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
-  if (llvm::Error err = simulateCurrent())
-    return err;
   std::vector<std::pair<double, int32_t>> order;
   for (size_t a = 0; a < acts.size(); ++a)
     if (double late = exposedCopyUs(a); late > 0.0)
       order.push_back({-late, static_cast<int32_t>(a)});
+  // The trials are judged against the plan's step (the copies' exposure
+  // above is the placement's).
+  if (order.empty())
+    return llvm::Error::success();
+  if (llvm::Error err = simulateCurrent())
+    return err;
   llvm::sort(order);
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
     int32_t a = order[i].second;
