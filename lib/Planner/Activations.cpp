@@ -110,6 +110,21 @@ ActivationAnalysis::ActivationAnalysis(const TrainingGraph &graph,
     computeChains(act, options, mutatedInForward);
   chainMarks = std::vector<uint8_t>();
   keepReadCheckpoints();
+  activationStorages.reserve(activations.size());
+  for (auto [a, act] : llvm::enumerate(activations)) {
+    activationStorages.push_back(act.storage);
+    if (act.checkpoint)
+      checkpoints.push_back(static_cast<int32_t>(a));
+  }
+  activationOfValue.resize(numValues);
+  for (ValueId v = 0; v < static_cast<ValueId>(numValues); ++v) {
+    int32_t s = storageIndexOfValue[v];
+    activationOfValue[v] = s < 0 ? -1 : storages[s].activation;
+  }
+  storageBriefs.reserve(storages.size());
+  for (const StorageInfo &info : storages)
+    storageBriefs.push_back(
+        {info.bytes, info.storage, info.activation, info.isOutput});
 }
 
 ActivationInfo &ActivationAnalysis::addActivation(StorageInfo &info) {
@@ -178,7 +193,9 @@ void ActivationAnalysis::keepReadCheckpoints() {
     std::vector<int32_t> result;
     auto add = [&](llvm::ArrayRef<ValueId> inputs) {
       for (ValueId v : inputs) {
-        int32_t x = activationIndex(v);
+        // Read from the storages: activationIndex's array is made last.
+        int32_t s = storageIndex(v);
+        int32_t x = s < 0 ? -1 : storages[s].activation;
         if (x >= 0 && activations[x].checkpoint &&
             !llvm::is_contained(result, x))
           result.push_back(x);

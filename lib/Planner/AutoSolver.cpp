@@ -64,7 +64,7 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep,
   // down from there); the plan reduceTo leaves is simulated as far as the
   // caller keeps it.
   auto simulateLeft = [&](bool reached) -> llvm::Error {
-    if (keeps.onlyReached && !reached)
+    if (keeps.memoryOnly || (keeps.onlyReached && !reached))
       return llvm::Error::success();
     return evaluator.simulateWithin(currentEval, keeps.fasterThanUs);
   };
@@ -113,15 +113,17 @@ llvm::Expected<bool> Solver::reduceTo(int64_t level, bool keep,
 }
 
 llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
-  MaxTree tree;
+  MaxTree &tree = greedyTree;
   for (unsigned iter = 0; iter < 64; ++iter) {
     if (currentEval.peakBytes <= level)
       return true;
-    Positions pos = index(currentEval);
+    std::shared_ptr<const Positions> indexed = index(currentEval);
+    const Positions &pos = *indexed;
     tree.build(currentEval.memory.deviceAtOp);
     planner::CopyModel copies(analysis, device, *currentEval.placement,
                               currentHints);
-    Batch batch = prepareBatch(pos, currentEval, current);
+    Batch &batch = greedyBatch;
+    prepareBatch(pos, currentEval, current, batch);
     std::vector<Decision> next = current;
     std::vector<CopyHint> nextHints = currentHints;
     bool any = false;
@@ -251,8 +253,13 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
   if (!resume) {
     record(0);
     // Seeds first: the ladder falls back on them where the greedy is stuck.
+    // Their memory only: a seed's step is read where it fits the budget or
+    // a level (then simulated whole) or may floor refine (simulated only as
+    // far as that reads it); most seeds of a solve are neither (~3% of a
+    // 10k-op solve simulated them all).
     for (const AutoSeed &seed : seeds) {
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(seed.decisions);
+      llvm::Expected<Evaluation> eval = evaluator.evaluate(
+          seed.decisions, {}, EvaluationLimits::memoryOnly());
       if (!eval)
         return eval.takeError();
       family.seedEvals.push_back(std::move(*eval));
@@ -278,9 +285,16 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
     }
     if (currentEval.peakBytes <= level)
       continue; // this level's member is the previous one
-    llvm::Expected<bool> reached = reduceTo(level);
+    // Untied, a level reached is simulated by polish, as far as it reads
+    // its step; every other path reads the plan's step whole.
+    ReduceKeeps keeps;
+    keeps.memoryOnly = !tying;
+    llvm::Expected<bool> reached = reduceTo(level, /*keep=*/false, keeps);
     if (!reached)
       return reached.takeError();
+    if (!*reached || tying)
+      if (llvm::Error err = simulateCurrent())
+        return err;
     if (!*reached && tying) {
       // The tied greedy is stuck: the ladder goes on untied from here.
       tying = false;
@@ -592,8 +606,11 @@ llvm::Expected<AutoSolution> Solver::solve() {
     }
   }
   for (size_t i = 0; i < seeds.size(); ++i)
-    if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i]))
+    if (seedEvals[i].peakBytes <= budget && hostFits(seedEvals[i])) {
+      if (llvm::Error err = evaluator.simulate(seedEvals[i]))
+        return std::move(err);
       consider({seedEvals[i].stepUs, 1, i});
+    }
   // Only where it is faster than the plan the family gave: its key may be
   // below a ladder member's whose own step is under its key.
   auto chosenStepOf = [&](const Scored &s) {
@@ -618,6 +635,8 @@ llvm::Expected<AutoSolution> Solver::solve() {
            seedEvals[i].peakBytes < seedEvals[bestSeed].peakBytes))
         bestSeed = i;
     if (bestSeed < seeds.size()) {
+      if (llvm::Error err = evaluator.simulate(seedEvals[bestSeed]))
+        return std::move(err);
       solution.decisions = seeds[bestSeed].decisions;
       solution.reasons = seeds[bestSeed].getReasons();
       solution.evaluation = std::move(seedEvals[bestSeed]);
@@ -689,9 +708,16 @@ llvm::Expected<AutoSolution> Solver::solve() {
   for (const auto &[i, plan] : between)
     if (plan.peak > budget && plan.step <= chosenStep)
       refineFloor = std::max(refineFloor, plan.step);
-  for (const Evaluation &eval : seedEvals)
-    if (eval.peakBytes > budget && hostFits(eval) && eval.stepUs <= chosenStep)
+  for (Evaluation &eval : seedEvals) {
+    if (eval.peakBytes <= budget || !hostFits(eval))
+      continue;
+    // A seed slower than the plan chosen floors nothing: simulated only
+    // until that is certain (its step is then +infinity).
+    if (llvm::Error err = evaluator.simulateWithin(eval, chosenStep))
+      return std::move(err);
+    if (eval.stepUs <= chosenStep)
       refineFloor = std::max(refineFloor, eval.stepUs);
+  }
   nextPeakAbove = -1;
   auto above = [&](int64_t peak) {
     if (peak > budget && (nextPeakAbove < 0 || peak < nextPeakAbove))

@@ -83,7 +83,8 @@ Solver::plansBetween(llvm::ArrayRef<Decision> upper,
       changes.push_back({cost, static_cast<int32_t>(a), d});
     }
   }
-  const Positions pos = index(*from);
+  std::shared_ptr<const Positions> indexed = index(*from);
+  const Positions &pos = *indexed;
   const size_t peakOp = from->memory.peakOp;
   const NodeId peakNode = pos.opNode[peakOp];
   for (size_t a = 0; a < acts.size(); ++a) {
@@ -271,10 +272,12 @@ llvm::Expected<bool> Solver::swapBelow(int64_t below) {
     }
     // Else with the drop that frees the op it now peaks at, as the greedy
     // prices them there.
-    const Positions pos = index(currentEval);
+    std::shared_ptr<const Positions> indexed = index(currentEval);
+    const Positions &pos = *indexed;
     planner::CopyModel copies(analysis, device, *currentEval.placement,
                               currentHints);
-    Batch batch = prepareBatch(pos, currentEval, current);
+    Batch batch;
+    prepareBatch(pos, currentEval, current, batch);
     const size_t peakOp = currentEval.memory.peakOp;
     llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
     const int64_t peak = currentEval.peakBytes;

@@ -81,12 +81,16 @@ double Solver::contentionRate() const {
   return total > 0.0 ? slowed / total : 0.0;
 }
 
-Positions Solver::index(const Evaluation &eval) const {
+std::shared_ptr<const Positions>
+Solver::index(const Evaluation &eval) const {
+  if (indexedSchedule && indexedSchedule == eval.schedule)
+    return indexedPositions;
+  auto made = std::make_shared<Positions>();
+  Positions &pos = *made;
   const Schedule &schedule = *eval.schedule;
   const size_t numOps = schedule.ops.size();
   const size_t numNodes = graph.numNodes();
   const size_t numActs = acts.size();
-  Positions pos;
   // Each node's op, unknown until the walk reaches it: then above every op
   // before it, which the reads' test below relies on.
   constexpr OpIndex kNotYet = std::numeric_limits<OpIndex>::max();
@@ -146,7 +150,9 @@ Positions Solver::index(const Evaluation &eval) const {
   for (size_t a = 0; a < numActs; ++a)
     if (needOp[a] >= 0)
       pos.needNode[a] = pos.opNode[needOp[a]];
-  return pos;
+  indexedSchedule = eval.schedule;
+  indexedPositions = std::move(made);
+  return indexedPositions;
 }
 
 void Solver::computeRecompute(Candidate &c, const Placement &placement,
@@ -193,15 +199,33 @@ void Solver::computeRecompute(Candidate &c, const Placement &placement,
   }
 }
 
-Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
-                           llvm::ArrayRef<Decision> decisions) const {
-  Batch batch;
-  batch.restore.assign(acts.size(), -1);
+void Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
+                          llvm::ArrayRef<Decision> decisions,
+                          Batch &batch) const {
+  // Only the candidates in byRestore are ever written (here and by
+  // pickRecompute).
+  for (auto [restore, a] : batch.byRestore)
+    batch.recompute[a] = Candidate();
   batch.recompute.resize(acts.size());
-  batch.picked.assign(acts.size(), 0);
+  for (std::optional<planner::CopyWhatIf> &w : batch.whatIf)
+    w.reset();
   batch.whatIf.resize(acts.size());
+  for (auto &w : batch.tradeWhatIf)
+    w.reset();
   batch.tradeWhatIf.resize(acts.size());
+  batch.restore.assign(acts.size(), -1);
+  batch.picked.assign(acts.size(), 0);
   batch.offloadMark.assign(acts.size(), 0);
+  batch.byRestore.clear();
+  batch.chain.clear();
+  batch.liveAct.clear();
+  batch.liveBegin.clear();
+  batch.liveEnd.clear();
+  batch.liveGapBegin.clear();
+  batch.liveGapEnd.clear();
+  batch.liveOffloadable.clear();
+  batch.liveBytes.clear();
+  batch.offloadScratch.clear();
   for (size_t a = 0; a < acts.size(); ++a) {
     if (decisions[a] != Decision::Retain)
       continue;
@@ -234,7 +258,6 @@ Batch Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
   }
   llvm::sort(batch.byRestore);
-  return batch;
 }
 
 void Solver::pickRecompute(Batch &batch, const Candidate &picked,

@@ -52,6 +52,17 @@ struct Positions {
   std::vector<OpIndex> releaseOp, prefetchOp;
 };
 
+/// A lower bound on the device peak of `eval`'s plan with offloaded
+/// activation `a` retained instead (its other decisions and copy hints
+/// the same), or INT64_MIN where none is known; `nodeOp` and `regionStart`
+/// as Positions has them for `eval`'s schedule. What may and may not move
+/// when `a`'s copies leave the queues: AutoSolverSearch.cpp.
+/// unexposeOffloads skips a trial this proves over the level.
+int64_t retainedPeakBound(const ActivationAnalysis &analysis,
+                          const Evaluation &eval,
+                          llvm::ArrayRef<OpIndex> nodeOp,
+                          llvm::ArrayRef<OpIndex> regionStart, int32_t a);
+
 /// A plan of the ladder.
 struct Member {
   std::vector<Decision> decisions;
@@ -135,6 +146,9 @@ struct Batch {
 struct ReduceKeeps {
   bool onlyReached = false;
   double fasterThanUs = std::numeric_limits<double>::infinity();
+  /// The plan left judged by its memory alone, not simulated: the ladder's
+  /// polish simulates it as far as it reads its step.
+  bool memoryOnly = false;
 };
 
 /// A move of the late-prefetch step (AutoSolverLatePrefetch.cpp,
@@ -235,7 +249,12 @@ private:
   /// run slower (the profile's one-way slowdown factors, averaged over the
   /// step's kernel time by class; views are not slowed).
   double contentionRate() const;
-  Positions index(const Evaluation &eval) const;
+  /// Where things are in `eval`'s schedule: a function of the schedule
+  /// alone, so the last one made is kept (with its schedule, which keeps
+  /// the pointer from being reused) and given again for the same schedule:
+  /// the ladder's next level, polish and refine index the plan the step
+  /// before indexed about a third of the time.
+  std::shared_ptr<const Positions> index(const Evaluation &eval) const;
   /// Candidates that free bytes at schedule op `op`. Offloads are judged
   /// with the copy model, at most `offloadLimit` of them, hardest to
   /// recompute first. `overLevel` gives the ops around `op` that are above
@@ -245,9 +264,12 @@ private:
                Batch &batch, const planner::CopyModel &copies,
                size_t offloadLimit,
                llvm::function_ref<std::pair<size_t, size_t>()> overLevel);
-  /// Recompute candidates of every retained activation, for one batch.
-  Batch prepareBatch(const Positions &pos, const Evaluation &eval,
-                     llvm::ArrayRef<Decision> decisions) const;
+  /// Recompute candidates of every retained activation, for one batch, in
+  /// `batch` (new, or one prepared before: its arrays are reused, and only
+  /// the entries it wrote cleared; a new one constructed and freed a
+  /// candidate per activation, ~3% of a 10k-op solve).
+  void prepareBatch(const Positions &pos, const Evaluation &eval,
+                    llvm::ArrayRef<Decision> decisions, Batch &batch) const;
   void computeRecompute(Candidate &c, const Placement &placement,
                         const Batch &batch) const;
   /// Records a picked recompute: its chain nodes are now shared at its
@@ -302,6 +324,8 @@ private:
   /// Retains offloads whose copies are exposed where the level still holds
   /// and the step gets faster, the `tries` most exposed first.
   llvm::Error unexposeOffloads(int64_t level, size_t tries = 4);
+  /// retainedPeakBound of the current plan.
+  int64_t retainedPeakBound(int32_t a) const;
   /// Polishes until the step stops improving (a plan far from the level,
   /// such as a seed the ladder restarts from, needs several rounds).
   llvm::Error polishFully(int64_t level);
@@ -486,6 +510,13 @@ private:
   /// 248-byte ActivationInfo were a cache miss each (~45% of index()).
   std::vector<int32_t> activationOfValue;
   std::vector<NodeId> lastForwardUseOf;
+  /// The greedy's batch and memory (reduceToAfresh), their arrays kept from
+  /// one batch to the next.
+  Batch greedyBatch;
+  MaxTree greedyTree;
+  /// index()'s last schedule and its positions.
+  mutable std::shared_ptr<const Schedule> indexedSchedule;
+  mutable std::shared_ptr<const Positions> indexedPositions;
   /// While set, reduceTo ties its picks across their classes.
   bool tying = false;
   /// While set (and tying), a tied pick takes only the members that bring

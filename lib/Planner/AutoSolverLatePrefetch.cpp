@@ -156,8 +156,10 @@ llvm::Expected<bool> Solver::reduceLate(int64_t level) {
   for (unsigned round = 0; round < kLateRounds; ++round) {
     if (currentEval.peakBytes <= level)
       return true;
-    Positions pos = index(currentEval);
-    Batch batch = prepareBatch(pos, currentEval, current);
+    std::shared_ptr<const Positions> indexed = index(currentEval);
+    const Positions &pos = *indexed;
+    Batch batch;
+    prepareBatch(pos, currentEval, current, batch);
     llvm::Expected<bool> moved = latePrefetch(pos, batch);
     if (!moved)
       return moved.takeError();

@@ -350,7 +350,8 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
         ++first;
       while (memory[last] <= cap)
         --last;
-      const Positions pos = index(*eval);
+      std::shared_ptr<const Positions> indexed = index(*eval);
+      const Positions &pos = *indexed;
       if (!widenTried && widenCopies) {
         widenTried = true;
         const NodeId firstNode = pos.opNode[first], lastNode = pos.opNode[last];
@@ -417,7 +418,8 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   while (changed && evaluations < maxEvaluations) {
     changed = false;
     const Placement &placement = *currentEval.placement;
-    const Positions pos = index(currentEval);
+    std::shared_ptr<const Positions> indexed = index(currentEval);
+    const Positions &pos = *indexed;
     MaxTree tree;
     tree.build(currentEval.memory.deviceAtOp);
     llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;

@@ -28,15 +28,36 @@ constexpr unsigned kProbeLevels = 3;
 constexpr size_t kMaxSwapActivations = 256;
 
 llvm::Expected<bool> Solver::polish(int64_t level) {
-  if (llvm::Error err = simulateCurrent())
-    return std::move(err);
-  const double before = currentEval.stepUs;
   // Copy-time trades no longer needed: hide the copies again where the
   // level still holds (all at once, else the first half).
   std::vector<int32_t> trades;
   for (size_t a = 0; a < acts.size(); ++a)
     if (current[a] == Decision::Offload && !(currentHints[a] == CopyHint()))
       trades.push_back(static_cast<int32_t>(a));
+  // A plan judged by its memory alone (the ladder's level: reduceTo with
+  // ReduceKeeps::memoryOnly) is simulated here unless only the revert of
+  // recomputes below reads its step ("lazy"): that revert simulates its
+  // trial first and the plan only until it is certain to be slower than
+  // the trial, which is then kept (on the 10k-op step 18 of the 54 levels
+  // revert, and every one keeps its trial).
+  bool exposed = false;
+  for (size_t a = 0; a < acts.size() && !exposed; ++a)
+    exposed = exposedCopyUs(a) > 0.0;
+  if (!trades.empty() || exposed)
+    if (llvm::Error err = simulateCurrent())
+      return std::move(err);
+  const bool lazy = !currentEval.simulated;
+  // +infinity where lazy: the return value is then the revert's.
+  const double before = currentEval.stepUs;
+  bool revertedFaster = false;
+  // The plan left is simulated, as the caller expects.
+  auto finish = [&]() -> llvm::Expected<bool> {
+    if (!lazy)
+      return currentEval.stepUs < before;
+    if (llvm::Error err = simulateCurrent())
+      return std::move(err);
+    return revertedFaster;
+  };
   for (size_t count = trades.size(), attempt = 0; count > 0 && attempt < 2;
        count /= 2, ++attempt) {
     std::vector<CopyHint> trialHints = currentHints;
@@ -83,9 +104,10 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
       order.push_back({-saving, static_cast<int32_t>(a)});
   }
   if (order.empty())
-    return currentEval.stepUs < before;
+    return finish();
   llvm::sort(order);
-  Positions pos = index(currentEval);
+  std::shared_ptr<const Positions> indexed = index(currentEval);
+  const Positions &pos = *indexed;
   MaxTree tree;
   tree.build(currentEval.memory.deviceAtOp);
   std::vector<int32_t> reverted;
@@ -107,17 +129,34 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     std::vector<Decision> trial = current;
     for (size_t i = 0; i < count; ++i)
       trial[reverted[i]] = Decision::Retain;
-    llvm::Expected<Evaluation> eval =
-        evaluator.evaluate(trial, currentHints, {level, currentEval.stepUs});
+    // Lazy (until the plan is simulated): the trial whole, if it fits.
+    llvm::Expected<Evaluation> eval = evaluator.evaluate(
+        trial, currentHints,
+        {level, currentEval.simulated ? currentEval.stepUs
+                                      : std::numeric_limits<double>::infinity()});
     if (!eval)
       return eval.takeError();
-    if (eval->peakBytes <= level && eval->stepUs <= currentEval.stepUs) {
+    if (eval->peakBytes > level)
+      continue;
+    if (!currentEval.simulated) {
+      // Stopped: certainly slower than the trial, which is kept.
+      if (llvm::Error err = evaluator.simulateWithin(currentEval, eval->stepUs))
+        return std::move(err);
+      if (!currentEval.simulated) {
+        current = std::move(trial);
+        currentEval = std::move(*eval);
+        revertedFaster = true;
+        break;
+      }
+    }
+    if (eval->stepUs <= currentEval.stepUs) {
+      revertedFaster = eval->stepUs < currentEval.stepUs;
       current = std::move(trial);
       currentEval = std::move(*eval);
       break;
     }
   }
-  return currentEval.stepUs < before;
+  return finish();
 }
 
 double Solver::exposedCopyUs(size_t a) const {
@@ -133,15 +172,25 @@ double Solver::exposedCopyUs(size_t a) const {
 }
 
 llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
-  if (llvm::Error err = simulateCurrent())
-    return err;
   std::vector<std::pair<double, int32_t>> order;
   for (size_t a = 0; a < acts.size(); ++a)
     if (double late = exposedCopyUs(a); late > 0.0)
       order.push_back({-late, static_cast<int32_t>(a)});
+  // The trials are judged against the plan's step (the copies' exposure
+  // above is the placement's).
+  if (order.empty())
+    return llvm::Error::success();
+  if (llvm::Error err = simulateCurrent())
+    return err;
   llvm::sort(order);
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
     int32_t a = order[i].second;
+    // A trial proved over the level is rejected as its evaluation would
+    // reject it (on BERT's least budget 515 of 723 trials were over it).
+    if (retainedPeakBound(a) > level) {
+      evaluator.countAnswered();
+      continue;
+    }
     std::vector<Decision> trial = current;
     std::vector<CopyHint> trialHints = currentHints;
     trial[a] = Decision::Retain;
@@ -158,6 +207,85 @@ llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
     }
   }
   return llvm::Error::success();
+}
+
+int64_t Solver::retainedPeakBound(int32_t a) const {
+  std::shared_ptr<const Positions> indexed = index(currentEval);
+  return lethe::autosolver::retainedPeakBound(
+      analysis, currentEval, indexed->nodeOp, indexed->regionStart, a);
+}
+
+int64_t lethe::autosolver::retainedPeakBound(
+    const ActivationAnalysis &analysis, const Evaluation &eval,
+    llvm::ArrayRef<OpIndex> nodeOp, llvm::ArrayRef<OpIndex> regionStart,
+    int32_t a) {
+  constexpr int64_t kUnknown = std::numeric_limits<int64_t>::min();
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  const Placement &placement = *eval.placement;
+  const ActivationDecision &d = placement.decisions[a];
+  if (d.decision != Decision::Offload || d.releaseAfter < 0 ||
+      d.prefetchAfter <= d.releaseAfter)
+    return kUnknown;
+  // Retaining `a` changes only copies: no restore point (its views'
+  // re-run reads no other activation, so it moved none earlier), no chain
+  // op but its own views', which must read its storage alone and make no
+  // buffer (else removing them could free another buffer sooner). Their
+  // time goes from the chain before its restore point, so node times from
+  // there on change.
+  const int32_t own = analysis.storageIndex(acts[a].storage);
+  if (!acts[a].rederiveInputs.empty())
+    return kUnknown;
+  for (NodeId node : d.recomputeNodes) {
+    if (!analysis.resultStorages(node).empty())
+      return kUnknown;
+    for (int32_t s : analysis.operandStorages(node))
+      if (s != own)
+        return kUnknown;
+  }
+  const NodeId restoreA = d.firstBackwardUse;
+  auto d2hKey = [&](size_t b) {
+    return std::make_pair(acts[b].contentReadyAfter, acts[b].storage);
+  };
+  // Another offloaded value is on the device up to its last forward use
+  // and from its restore point whatever its copies do; its bytes after its
+  // last forward use up to its release, and after its prefetch before its
+  // restore point, may go once `a`'s copies leave the queues. Not its
+  // release where its D2H copy is queued before `a`'s (FIFO: the same
+  // start and end) and its release node comes before `a`'s restore point
+  // (placed by node ends that `a`'s views do not change). Every other
+  // buffer is made and freed by the same nodes and chains.
+  const NodeId last = d.prefetchAfter;
+  std::vector<int64_t> movable(last + 2, 0);
+  auto addRange = [&](NodeId first, NodeId end, int64_t bytes) {
+    end = std::min(end, last);
+    if (first > end)
+      return;
+    movable[first] += bytes;
+    movable[end + 1] -= bytes;
+  };
+  for (auto [b, db] : llvm::enumerate(placement.decisions)) {
+    if (db.decision != Decision::Offload || b == static_cast<size_t>(a))
+      continue;
+    if (!(d2hKey(b) < d2hKey(a) && db.releaseAfter < restoreA))
+      addRange(acts[b].lastForwardUse + 1, db.releaseAfter, acts[b].bytes);
+    addRange(db.prefetchAfter + 1, db.firstBackwardUse - 1, acts[b].bytes);
+  }
+  // Between its release and its prefetch `a` is off the device now, and on
+  // it once retained: at each node's op there and at the recompute ops run
+  // before it (the copies issued after the node before come before them),
+  // which are the same chains in both plans.
+  const std::vector<int64_t> &memory = eval.memory.deviceAtOp;
+  int64_t running = 0, best = kUnknown;
+  for (NodeId i = 0; i <= last; ++i) {
+    running += movable[i];
+    if (i <= d.releaseAfter)
+      continue;
+    int64_t most = memory[nodeOp[i]];
+    for (OpIndex k = regionStart[i]; k < nodeOp[i]; ++k)
+      most = std::max(most, memory[k]);
+    best = std::max(best, most - running);
+  }
+  return best == kUnknown ? kUnknown : best + acts[a].bytes;
 }
 
 llvm::Error Solver::polishFully(int64_t level) {
@@ -357,7 +485,8 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
 llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
   planner::CopyModel copies(analysis, device, *currentEval.placement,
                             currentHints);
-  Batch batch = prepareBatch(pos, currentEval, current);
+  Batch batch;
+  prepareBatch(pos, currentEval, current, batch);
   const size_t peakOp = currentEval.memory.peakOp;
   llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
   auto overLevel = [&] {

@@ -38,8 +38,19 @@ public:
           i < values.size() ? values[i] : std::numeric_limits<int64_t>::min();
       arg[leaves + i] = static_cast<uint32_t>(i);
     }
-    for (size_t node = leaves - 1; node > 0; --node)
-      pull(node);
+    // Level by level, bottom up. A node over padding alone is what pulling
+    // it gives (the minimum, its left child's argmax) without the compare:
+    // the padding is up to half the leaves (9,528 ops take 16,384).
+    for (size_t first = leaves / 2, span = 2; first >= 1;
+         first /= 2, span *= 2) {
+      const size_t used = (size + span - 1) / span;
+      for (size_t node = first + used; node < 2 * first; ++node) {
+        maxv[node] = std::numeric_limits<int64_t>::min();
+        arg[node] = arg[2 * node];
+      }
+      for (size_t node = first; node < first + used; ++node)
+        pull(node);
+    }
   }
   void add(size_t lo, size_t hi, int64_t delta) {
     if (lo > hi || hi >= size)

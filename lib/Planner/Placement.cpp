@@ -29,6 +29,14 @@ lethe::effectiveDecisions(const ActivationAnalysis &analysis,
                           llvm::ArrayRef<Decision> decisions) {
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   std::vector<Decision> result(decisions.begin(), decisions.end());
+  // Only a restored checkpoint's decision can change: where there is none,
+  // the walk below (which reads every restored activation's chain inputs,
+  // on every evaluation) would change nothing.
+  if (llvm::none_of(analysis.getCheckpoints(), [&](int32_t a) {
+        return static_cast<size_t>(a) < decisions.size() &&
+               decisions[a] != Decision::Retain;
+      }))
+    return result;
   // Checkpoints are restored only for the chains that read them: from the
   // activations restored anyway, follow the chains' inputs.
   std::vector<uint8_t> read(acts.size(), 0);
@@ -166,12 +174,14 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
       inChain[node] = 0;
       result.chainUs[point] += nodeComputeUs(analysis.getNodeBrief(node));
     }
+    // Where no chain runs, chainUs is +0.0, which adds nothing: the sum
+    // of every point's was a chain of dependent adds a node long.
     if (!chain.empty()) {
       llvm::sort(chain);
       result.chainNodes.insert(result.chainNodes.end(), chain.begin(),
                                chain.end());
+      result.recomputeUs += result.chainUs[point];
     }
-    result.recomputeUs += result.chainUs[point];
   }
   result.chainBegin.push_back(static_cast<int32_t>(result.chainNodes.size()));
 
@@ -198,13 +208,16 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     return std::max(lo, static_cast<NodeId>(it - begin) - 1);
   };
 
-  result.decisions.resize(numActs);
+  // Each decision made where its fields are written (a resize first was a
+  // second pass over the 80-byte decisions).
+  result.decisions.reserve(numActs);
   result.d2hEndUs.assign(numActs, 0.0);
   result.h2dStartUs.assign(numActs, 0.0);
   std::vector<int32_t> offloaded;
+  llvm::ArrayRef<ValueId> storageOf = analysis.getActivationStorages();
   for (size_t a = 0; a < numActs; ++a) {
-    ActivationDecision &d = result.decisions[a];
-    d.value = acts[a].storage;
+    ActivationDecision &d = result.decisions.emplace_back();
+    d.value = storageOf[a];
     d.decision = decisions[a];
     if (decisions[a] == Decision::Retain)
       continue;

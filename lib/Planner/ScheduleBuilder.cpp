@@ -60,14 +60,22 @@ private:
   OpIndex lastIndex() const {
     return static_cast<OpIndex>(schedule.ops.size()) - 1;
   }
-  BufferId newBuffer(ValueId storage, int64_t bytes, BufferOrigin origin,
-                     OpIndex producer) {
+  /// A new buffer of storage `s` (host: of its offloaded copy).
+  BufferId newBuffer(int32_t s, BufferOrigin origin, OpIndex producer) {
+    const ActivationAnalysis::StorageBrief &brief = analysis.getStorageBrief(s);
     BufferId id = static_cast<BufferId>(schedule.buffers.size());
-    schedule.buffers.push_back({storage, bytes, origin});
-    bufferProducer.push_back(producer);
-    lastReader.push_back(producer);
-    explicitFree.push_back(0);
+    schedule.buffers.push_back({brief.storage, brief.bytes, origin});
+    // Buffers of returned storages live to the end (a re-created one is
+    // only a temporary), host buffers until their prefetch.
+    bool freedAtLastRead = origin != BufferOrigin::Host &&
+                           (!brief.isOutput ||
+                            origin == BufferOrigin::Recomputed);
+    buffers.push_back({producer, producer, freedAtLastRead});
     return id;
+  }
+  /// Freed by a release or a prefetch, not by its last reader.
+  void freeExplicitly(BufferId buffer) {
+    buffers[buffer].freedAtLastRead = false;
   }
 
   const ActivationAnalysis &analysis;
@@ -76,13 +84,19 @@ private:
   Schedule schedule;
   /// Current buffer of every storage (by storage index), -1 when dropped.
   std::vector<BufferId> current;
-  std::vector<OpIndex> bufferProducer;
-  /// The last op reading each buffer so far (its producer at first).
-  std::vector<OpIndex> lastReader;
+  /// What the walk keeps of each buffer, in one array (one append a
+  /// buffer).
+  struct BufferState {
+    OpIndex producer;
+    /// The last op reading it so far (its producer at first).
+    OpIndex lastReader;
+    /// Freed when its last reader ends.
+    bool freedAtLastRead;
+  };
+  std::vector<BufferState> buffers;
   /// The stream of each op, to tell cross-stream reads without touching
   /// the ops themselves.
   std::vector<Stream> opStream;
-  std::vector<uint8_t> explicitFree;
   OpIndex lastCompute = -1;
 };
 } // namespace
@@ -170,8 +184,8 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
       continue;
     op.reads.push_back(buffer);
     // The op being built is the last.
-    lastReader[buffer] = lastIndex();
-    OpIndex producer = bufferProducer[buffer];
+    buffers[buffer].lastReader = lastIndex();
+    OpIndex producer = buffers[buffer].producer;
     if (producer >= 0 && opStream[producer] != op.stream &&
         !llvm::is_contained(op.deps, producer))
       op.deps.push_back(producer);
@@ -224,9 +238,7 @@ llvm::Expected<Schedule> Builder::build() {
   schedule.ops.reserve(numNodes + 3 * offloadList.size() + chainOps);
   schedule.buffers.reserve(storages.size() + 2 * restoredList.size());
   opStream.reserve(schedule.ops.capacity());
-  bufferProducer.reserve(schedule.buffers.capacity());
-  lastReader.reserve(schedule.buffers.capacity());
-  explicitFree.reserve(schedule.buffers.capacity());
+  buffers.reserve(schedule.buffers.capacity());
 
   std::vector<OpIndex> offloadOp(acts.size(), -1);
   std::vector<BufferId> hostBuffer(acts.size(), -1);
@@ -270,13 +282,13 @@ llvm::Expected<Schedule> Builder::build() {
         return std::move(err);
       OpIndex index = lastIndex();
       for (int32_t s : analysis.resultStorages(node)) {
-        BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
-                                    BufferOrigin::Recomputed, index);
+        BufferId buffer = newBuffer(s, BufferOrigin::Recomputed, index);
         op.allocs.push_back(buffer);
         // The re-created value replaces the dropped one only where it is
         // needed: a target restored here, or a forward temporary the chain
         // reads. Other results are thrown away when the op ends.
-        bool keep = isTargetHere[s] || storages[s].activation < 0;
+        bool keep =
+            isTargetHere[s] || analysis.getStorageBrief(s).activation < 0;
         if (keep)
           current[s] = buffer;
       }
@@ -299,8 +311,7 @@ llvm::Expected<Schedule> Builder::build() {
       return std::move(err);
     OpIndex nodeOp = lastIndex();
     for (int32_t s : analysis.resultStorages(i)) {
-      BufferId buffer = newBuffer(storages[s].storage, storages[s].bytes,
-                                  BufferOrigin::Produced, nodeOp);
+      BufferId buffer = newBuffer(s, BufferOrigin::Produced, nodeOp);
       op.allocs.push_back(buffer);
       current[s] = buffer;
     }
@@ -320,8 +331,7 @@ llvm::Expected<Schedule> Builder::build() {
       if (llvm::Error err = addReads(copy, storage, i, false))
         return std::move(err);
       OpIndex index = lastIndex();
-      hostBuffer[a] =
-          newBuffer(acts[a].storage, acts[a].bytes, BufferOrigin::Host, index);
+      hostBuffer[a] = newBuffer(storage, BufferOrigin::Host, index);
       copy.allocs.push_back(hostBuffer[a]);
       offloadOp[a] = finish();
     }
@@ -341,7 +351,7 @@ llvm::Expected<Schedule> Builder::build() {
             "value {0} is released after {1} but is not on the device",
             describeValue(graph, acts[a].storage), describeNode(graph, i)));
       release.frees.push_back(current[s]);
-      explicitFree[current[s]] = 1;
+      freeExplicitly(current[s]);
       current[s] = -1;
       finish();
     }
@@ -355,10 +365,9 @@ llvm::Expected<Schedule> Builder::build() {
         copy.deps.push_back(lastCompute);
       copy.reads.push_back(hostBuffer[a]);
       copy.frees.push_back(hostBuffer[a]);
-      explicitFree[hostBuffer[a]] = 1;
+      freeExplicitly(hostBuffer[a]);
       OpIndex index = lastIndex();
-      BufferId buffer = newBuffer(acts[a].storage, acts[a].bytes,
-                                  BufferOrigin::Prefetched, index);
+      BufferId buffer = newBuffer(s, BufferOrigin::Prefetched, index);
       copy.allocs.push_back(buffer);
       current[s] = buffer;
       finish();
@@ -375,40 +384,36 @@ llvm::Expected<Schedule> Builder::build() {
     if (op.kind == ScheduleOpKind::Node && graph.getNode(op.node).p2pGroup >= 0)
       groupEnd[graph.getNode(op.node).p2pGroup] = static_cast<OpIndex>(index);
   if (!groupEnd.empty())
-    for (OpIndex &reader : lastReader)
+    for (BufferState &state : buffers) {
+      OpIndex &reader = state.lastReader;
       if (reader >= 0 && schedule.ops[reader].kind == ScheduleOpKind::Node) {
         int64_t group = graph.getNode(schedule.ops[reader].node).p2pGroup;
         if (group >= 0)
           reader = std::max(reader, groupEnd.lookup(group));
       }
+    }
 
-  // Free every other buffer when the last op reading it ends; buffers of
-  // returned storages live to the end.
+  // Free every other buffer when the last op reading it ends (newBuffer
+  // and freeExplicitly said which).
   // Group the frees by op first (a counting sort): appending to the ops in
   // program order touches them sequentially instead of at random.
-  auto freedAtLastRead = [&](size_t buffer, const auto &info) {
-    if (explicitFree[buffer] || info.isHost())
-      return false;
-    int32_t s = analysis.storageIndex(info.storage);
-    return !storages[s].isOutput || info.origin == BufferOrigin::Recomputed;
-  };
   std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
   std::vector<BufferId> freed;
-  // Asked once per buffer: it reads the buffer's StorageInfo.
-  std::vector<uint8_t> freedLast(schedule.buffers.size());
-  for (auto [buffer, info] : llvm::enumerate(schedule.buffers))
-    if ((freedLast[buffer] = freedAtLastRead(buffer, info)))
-      ++firstFree[lastReader[buffer] + 1];
+  for (const BufferState &state : buffers)
+    if (state.freedAtLastRead)
+      ++firstFree[state.lastReader + 1];
   for (size_t k = 1; k < firstFree.size(); ++k)
     firstFree[k] += firstFree[k - 1];
   freed.resize(firstFree.back());
   std::vector<int32_t> fill(firstFree.begin(), firstFree.end() - 1);
-  for (size_t buffer = 0; buffer < freedLast.size(); ++buffer)
-    if (freedLast[buffer])
-      freed[fill[lastReader[buffer]]++] = static_cast<BufferId>(buffer);
+  for (auto [buffer, state] : llvm::enumerate(buffers))
+    if (state.freedAtLastRead)
+      freed[fill[state.lastReader]++] = static_cast<BufferId>(buffer);
+  // One append an op (a push_back a buffer checked the capacity each time).
   for (size_t k = 0; k < schedule.ops.size(); ++k)
-    for (int32_t f = firstFree[k]; f < firstFree[k + 1]; ++f)
-      schedule.ops[k].frees.push_back(freed[f]);
+    if (firstFree[k] < firstFree[k + 1])
+      schedule.ops[k].frees.append(freed.begin() + firstFree[k],
+                                   freed.begin() + firstFree[k + 1]);
   return std::move(schedule);
 }
 

@@ -115,6 +115,13 @@ public:
   const LayerInfo &getLayers() const { return layers; }
   /// Activations ordered by storage id.
   llvm::ArrayRef<ActivationInfo> getActivations() const { return activations; }
+  /// Indices (getActivations()) of the checkpoints, ascending.
+  llvm::ArrayRef<int32_t> getCheckpoints() const { return checkpoints; }
+  /// Each activation's storage (ActivationInfo::storage), as a flat array
+  /// for the loops over every activation (placement names each decision's).
+  llvm::ArrayRef<ValueId> getActivationStorages() const {
+    return activationStorages;
+  }
   /// Storages the step allocates, ordered by storage id.
   llvm::ArrayRef<StorageInfo> getStorages() const { return storages; }
   /// Index of the storage of `value` in getStorages(), or -1 for graph
@@ -122,10 +129,12 @@ public:
   int32_t storageIndex(ValueId value) const {
     return storageIndexOfValue[value];
   }
-  /// The activation index of the storage of `value`, or -1.
+  /// The activation index of the storage of `value`, or -1 (a flat array
+  /// by value: placement asks it for every chain input of every restored
+  /// activation, and the StorageInfo it was read from was a cache miss
+  /// each).
   int32_t activationIndex(ValueId value) const {
-    int32_t s = storageIndex(value);
-    return s < 0 ? -1 : storages[s].activation;
+    return activationOfValue[value];
   }
   /// Whether `node` may be re-run (not RNG unless replayed, not a
   /// collective, not mutating).
@@ -150,6 +159,19 @@ public:
     bool hasFlag(NodeFlags flag) const { return (flags & flag) != 0; }
   };
   const NodeBrief &getNodeBrief(NodeId node) const { return briefs[node]; }
+  /// A storage's value, bytes, activation and whether the step returns it
+  /// (StorageInfo's), 24 bytes a storage: what schedule building reads of
+  /// every result it allocates, without StorageInfo's 64-byte entry (a
+  /// cache miss per result on a 10k-op step: a tenth of building).
+  struct StorageBrief {
+    int64_t bytes = 0;
+    ValueId storage = -1;
+    int32_t activation = -1;
+    bool isOutput = false;
+  };
+  const StorageBrief &getStorageBrief(int32_t s) const {
+    return storageBriefs[s];
+  }
   /// Whether some node is in a point-to-point group (GraphNode::p2pGroup).
   bool hasP2PGroups() const { return anyP2PGroup; }
 
@@ -181,6 +203,11 @@ private:
   std::vector<int32_t> operandBegin, operandStorageList;
   std::vector<int32_t> resultBegin, resultStorageList;
   std::vector<NodeBrief> briefs;
+  /// Made last, once the activations are final.
+  std::vector<StorageBrief> storageBriefs;
+  std::vector<int32_t> checkpoints;
+  std::vector<int32_t> activationOfValue;
+  std::vector<ValueId> activationStorages;
   bool anyP2PGroup = false;
   /// Per node, whether the chain being found holds it: all clear between
   /// two chains, and freed once every chain is found.

@@ -129,6 +129,11 @@ public:
   /// Evaluations asked for so far (answered by the cache or not): what a
   /// search that must stay a fraction of the solve measures.
   size_t getEvaluations() const { return evaluations; }
+  /// Counts an evaluation the caller asked for and answered without it (it
+  /// proved the plan's peak over what it keeps): counted as one evaluated,
+  /// so that what depends on the count (refine's share, a family's checks)
+  /// is the same either way.
+  void countAnswered() const { ++evaluations; }
 
 private:
   /// Places, schedules and simulates, without the cache.
