@@ -230,13 +230,14 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   // `auto`'s ladder, built once for this plan and the re-plans that make
   // it agree with the pipeline.
   auto families = std::make_shared<AutoFamilies>();
-  FailureOr<PlannedStep> step = planStep(
-      func, options.plan, *device,
-      [](const llvm::Twine &message) {
-        llvm::errs() << "error: " << message << "\n";
-      },
-      families.get());
-  if (failed(step))
+  // In place: the program check reuses the planner's analysis of its graph.
+  auto step = std::make_unique<PlannedStep>();
+  if (failed(planStepInPlace(
+          *step, func, options.plan, *device,
+          [](const llvm::Twine &message) {
+            llvm::errs() << "error: " << message << "\n";
+          },
+          families.get())))
     return failure();
   // Feasible means `lethe compile` succeeds: the plan is the one it keeps
   // once packed, and the least budget stated is the one it meets.
