@@ -33,6 +33,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/SourceMgr.h"
@@ -579,6 +580,7 @@ void GraphJsonImporter::build(ModuleOp module) {
   StringAttr nodeIdName = LetheDialect::NodeIdAttrHelper(context).getName();
   StringAttr savedName = LetheDialect::SavedAttrHelper(context).getName();
   std::array<PhaseAttr, 3> phases; // by Phase (fwd, bwd, opt), on first use
+  DenseMap<uint64_t, FloatAttr> timeAttrs;
   // Set all at once: setting one argument's attributes rebuilds the array of
   // every argument's (quadratic in a step's thousands of parameters).
   SmallVector<DictionaryAttr> argAttrs;
@@ -608,8 +610,15 @@ void GraphJsonImporter::build(ModuleOp module) {
       continue;
     }
 
-    FloatAttr time =
-        node.timeUs ? builder.getF64FloatAttr(*node.timeUs) : FloatAttr();
+    FloatAttr time;
+    if (node.timeUs) {
+      // Repeated layers repeat their times. By the bits: times are finite,
+      // never the map's reserved keys (NaNs).
+      FloatAttr &known = timeAttrs[llvm::bit_cast<uint64_t>(*node.timeUs)];
+      if (!known)
+        known = builder.getF64FloatAttr(*node.timeUs);
+      time = known;
+    }
     Operation *op = nullptr;
     if (std::optional<CollectiveKind> collective =
             getCollectiveKind(node.op.getValue())) {
