@@ -144,6 +144,8 @@ lethe::planStepInPlace(PlannedStep &step, func::FuncOp func,
                        const DeviceProfile &device,
                        llvm::function_ref<void(const llvm::Twine &)> reportError,
                        AutoFamilies *families) {
+  // An analysis of what `step` held before is of another graph.
+  step.planned.analysis.reset();
   // Options are checked before the graph is touched.
   if (llvm::Expected<PlanOptions> checked =
           parsePlanOptions(options, 0, device);
