@@ -3,6 +3,7 @@
 #include "lethe/Analysis/Program.h"
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Analysis/TypeBytes.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Dialect/Lethe/IR/LetheTypes.h"
 #include "lethe/Support/IntervalPacking.h"
@@ -96,6 +97,7 @@ FailureOr<ExplicitProgram> ExplicitProgram::build(func::FuncOp func) {
   program.ops.reserve(numOps);
   program.bufferOf.reserve(numOps);
   program.buffers.reserve(numOps);
+  TypeBytesCache typeBytes;
   WalkResult walk = func.getBody().walk<WalkOrder::PreOrder>(
       [&](Operation *op) -> WalkResult {
         unsigned pos = program.ops.size();
@@ -126,7 +128,7 @@ FailureOr<ExplicitProgram> ExplicitProgram::build(func::FuncOp func) {
         for (OpResult result : op->getResults()) {
           if (!isAllocatingResult(op, result.getResultNumber()))
             continue;
-          int64_t bytes = getTypeBytes(result.getType());
+          int64_t bytes = typeBytes.get(result.getType());
           if (bytes < 0)
             return op->emitError("result #")
                    << result.getResultNumber() << " of dynamic type "

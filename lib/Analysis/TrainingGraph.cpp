@@ -3,6 +3,7 @@
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Analysis/CostModel.h"
 #include "lethe/Analysis/Program.h"
+#include "lethe/Analysis/TypeBytes.h"
 #include "lethe/Dialect/Lethe/IR/LetheOps.h"
 #include "lethe/Support/Limits.h"
 
@@ -205,7 +206,8 @@ static bool attentionHasDropout(NodeOp node) {
 FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
   TrainingGraph graph;
   DenseMap<Value, ValueId> ids;
-  auto bytesOf = [](Value value, Operation *where) -> FailureOr<int64_t> {
+  TypeBytesCache typeBytes;
+  auto bytesOf = [&](Value value, Operation *where) -> FailureOr<int64_t> {
     // Lethe plans tensor-level IR: what it materializes (offloads, releases,
     // buffers) holds tensors. A memref or vector has a size but is refused
     // here, once for every pass and tool, rather than where an op built
@@ -216,7 +218,7 @@ FailureOr<TrainingGraph> TrainingGraph::fromFunction(func::FuncOp func) {
              << value.getType()
              << " is not a tensor: Lethe plans tensor-level IR (before "
                 "bufferization)";
-    int64_t bytes = getTypeBytes(value.getType());
+    int64_t bytes = typeBytes.get(value.getType());
     if (bytes < 0)
       return where->emitError("value of dynamic type ")
              << value.getType() << " has no static size";

@@ -177,6 +177,7 @@ void ActivationAnalysis::computeChains(
     act.notRecomputableReason = "written in place during the forward";
   else
     computeRecompute(act);
+  offloadThresholdApplied |= act.bytes < options.minOffloadBytes;
   if (act.bytes < options.minOffloadBytes)
     act.notOffloadableReason =
         "smaller than the offload threshold (" +

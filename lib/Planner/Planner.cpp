@@ -124,16 +124,17 @@ bool lethe::planCopiesYield(const TrainingGraph &graph,
   return false;
 }
 
-static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
-                                     const DeviceProfile &device,
-                                     const PlanOptions &options,
-                                     AutoFamily *family);
+static llvm::Expected<Plan>
+planStep(const TrainingGraph &graph, const DeviceProfile &device,
+         const PlanOptions &options, AutoFamily *family,
+         std::shared_ptr<const ActivationAnalysis> *analysisOut);
 
-llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
-                                             const DeviceProfile &device,
-                                             const PlanOptions &options,
-                                             AutoFamily *family) {
-  llvm::Expected<Plan> plan = planStep(graph, device, options, family);
+llvm::Expected<Plan> lethe::planTrainingStep(
+    const TrainingGraph &graph, const DeviceProfile &device,
+    const PlanOptions &options, AutoFamily *family,
+    std::shared_ptr<const ActivationAnalysis> *analysis) {
+  llvm::Expected<Plan> plan =
+      planStep(graph, device, options, family, analysis);
   if (!plan || !options.bound)
     return plan;
   llvm::Expected<OverheadBound> bound =
@@ -145,12 +146,15 @@ llvm::Expected<Plan> lethe::planTrainingStep(const TrainingGraph &graph,
   return plan;
 }
 
-static llvm::Expected<Plan> planStep(const TrainingGraph &graph,
-                                     const DeviceProfile &device,
-                                     const PlanOptions &options,
-                                     AutoFamily *family) {
+static llvm::Expected<Plan>
+planStep(const TrainingGraph &graph, const DeviceProfile &device,
+         const PlanOptions &options, AutoFamily *family,
+         std::shared_ptr<const ActivationAnalysis> *analysisOut) {
   auto started = std::chrono::steady_clock::now();
-  ActivationAnalysis analysis(graph, options);
+  auto shared = std::make_shared<const ActivationAnalysis>(graph, options);
+  if (analysisOut)
+    *analysisOut = shared;
+  const ActivationAnalysis &analysis = *shared;
   bool copiesYield = planCopiesYield(graph, device, options);
   Evaluator evaluator(analysis, device, copiesYield,
                       options.evaluationCacheBytes);

@@ -3,6 +3,7 @@
 #include "lethe/Support/IntervalPacking.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Allocator.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 
 using namespace lethe;
 
@@ -79,30 +81,36 @@ int64_t lethe::computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
 
 static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
                                  PackOrder order) {
-  std::vector<int> indices(intervals.size());
-  std::iota(indices.begin(), indices.end(), 0);
-  auto length = [&](int i) { return intervals[i].end - intervals[i].begin; };
-  auto key = [&](int i) -> std::tuple<double, int64_t, int64_t> {
-    const PackInterval &in = intervals[i];
+  using Key = std::tuple<double, int64_t, int64_t>;
+  auto keyOf = [&](const PackInterval &in) -> Key {
+    int64_t length = in.end - in.begin;
     switch (order) {
     case PackOrder::BySize:
-      return {-static_cast<double>(in.bytes), -length(i), in.begin};
+      return {-static_cast<double>(in.bytes), -length, in.begin};
     case PackOrder::ByLifetime:
-      return {-static_cast<double>(length(i)), -in.bytes, in.begin};
+      return {-static_cast<double>(length), -in.bytes, in.begin};
     case PackOrder::ByArea:
-      return {-static_cast<double>(in.bytes) * static_cast<double>(length(i)),
+      return {-static_cast<double>(in.bytes) * static_cast<double>(length),
               -in.bytes, in.begin};
     case PackOrder::ByBegin:
     case PackOrder::Perturbed:
     case PackOrder::Skyline:
     case PackOrder::PeakOutward:
     case PackOrder::Search:
-      return {static_cast<double>(in.begin), -length(i), -in.bytes};
+      return {static_cast<double>(in.begin), -length, -in.bytes};
     }
     return {0.0, 0, 0};
   };
+  // Each key made once, not at every comparison (~8% of packing a training
+  // step's 86,000 buffers by size).
+  std::vector<Key> keys;
+  keys.reserve(intervals.size());
+  for (const PackInterval &in : intervals)
+    keys.push_back(keyOf(in));
+  std::vector<int> indices(intervals.size());
+  std::iota(indices.begin(), indices.end(), 0);
   std::stable_sort(indices.begin(), indices.end(),
-                   [&](int a, int b) { return key(a) < key(b); });
+                   [&](int a, int b) { return keys[a] < keys[b]; });
   return indices;
 }
 
@@ -163,32 +171,50 @@ using Run = std::pair<int64_t, int64_t>;
 using Runs = std::vector<Run>;
 
 /// Arena ranges as sorted, disjoint runs, touching ones merged: placement
-/// needs only the union of the ranges it meets.
+/// needs only the union of the ranges it meets. The runs live in memory of
+/// the index's allocator, never freed one by one: an index holds four sets
+/// per buffer, most of a run or two, and allocating and freeing each one's
+/// was ~10% of placing a training step's 86,000 buffers.
 class RunSet {
 public:
-  void insert(int64_t begin, int64_t end) {
+  void insert(int64_t begin, int64_t end, llvm::BumpPtrAllocator &memory) {
     // The first run ending at or after `begin` is the first it touches.
-    auto first =
-        std::partition_point(runs.begin(), runs.end(), [&](const Run &run) {
-          return run.second < begin;
-        });
-    auto last = first;
-    while (last != runs.end() && last->first <= end) {
+    Run *first = std::partition_point(
+        data, data + size, [&](const Run &run) { return run.second < begin; });
+    Run *last = first;
+    while (last != data + size && last->first <= end) {
       begin = std::min(begin, last->first);
       end = std::max(end, last->second);
       ++last;
     }
     if (first == last) {
-      runs.insert(first, {begin, end});
+      size_t at = first - data;
+      if (size == capacity) {
+        // Doubling: what the old block held stays in the allocator, at most
+        // as much again as the sets hold.
+        capacity = capacity ? 2 * capacity : 1;
+        Run *grown = memory.Allocate<Run>(capacity);
+        std::copy(data, data + at, grown);
+        std::copy(data + at, data + size, grown + at + 1);
+        data = grown;
+      } else {
+        std::copy_backward(data + at, data + size, data + size + 1);
+      }
+      data[at] = {begin, end};
+      ++size;
       return;
     }
     *first = {begin, end};
-    runs.erase(first + 1, last);
+    if (first + 1 != last) {
+      std::copy(last, data + size, first + 1);
+      size -= static_cast<uint32_t>(last - first - 1);
+    }
   }
-  llvm::ArrayRef<Run> get() const { return runs; }
+  llvm::ArrayRef<Run> get() const { return llvm::ArrayRef<Run>(data, size); }
 
 private:
-  Runs runs;
+  Run *data = nullptr;
+  uint32_t size = 0, capacity = 0;
 };
 
 /// The first run of [run, end) ending after `at`. Galloping: in a union of
@@ -254,12 +280,12 @@ public:
   void add(const PackInterval &in, int64_t offset, int64_t end) {
     auto [first, last] = leafRange(in);
     for (size_t node = first + leaves; node; node /= 2)
-      begun[node].insert(offset, end);
+      begun[node].insert(offset, end, memory);
     for (size_t l = first + leaves, r = last + leaves; l < r; l /= 2, r /= 2) {
       if (l & 1)
-        live[l++].insert(offset, end);
+        live[l++].insert(offset, end, memory);
       if (r & 1)
-        live[--r].insert(offset, end);
+        live[--r].insert(offset, end, memory);
     }
   }
 
@@ -330,6 +356,8 @@ private:
 
   std::vector<int64_t> begins;
   size_t leaves;
+  /// The runs of `live` and `begun`.
+  llvm::BumpPtrAllocator memory;
   std::vector<RunSet> live, begun;
   // Working space of collect.
   std::vector<std::pair<const Run *, const Run *>> spans;

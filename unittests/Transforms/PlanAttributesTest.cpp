@@ -16,6 +16,7 @@
 #include "lethe/Dialect/Lethe/Transforms/Passes.h"
 #include "lethe/Dialect/Lethe/Transforms/PlanAttributes.h"
 #include "lethe/Dialect/Lethe/Transforms/PlanStep.h"
+#include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Planner.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -249,7 +250,7 @@ TEST(PlanAttributesTest, MaterializePlannedStepIsTheAttributeRoute) {
   MLIRContext context;
   context.loadDialect<LetheDialect, func::FuncDialect>();
   DeviceProfile device = testDeviceProfile();
-  int dropped = 0;
+  int dropped = 0, thresholdApplied = 0;
   for (uint64_t seed = 0; seed < 18; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
@@ -257,20 +258,27 @@ TEST(PlanAttributesTest, MaterializePlannedStepIsTheAttributeRoute) {
     const char *policy = seed % 3 == 0   ? "offload-all"
                          : seed % 3 == 1 ? "full"
                                          : "auto";
+    // An offload threshold the graph's activations straddle (seed % 5 ==
+    // 4) leaves the planner's analysis other than the plan's reading.
     llvm::Expected<PlanActivationsOptions> options =
         parsePlanActivationsOptions(llvm::formatv(
-            "budget=70% policy={0} solver=fast min-offload-bytes=0 "
+            "budget=70% policy={0} solver=fast min-offload-bytes={3} "
             "replay-rng={1} alignment={2}",
-            policy, seed % 2 ? "true" : "false", seed % 4 < 2 ? 1 : 4096)
+            policy, seed % 2 ? "true" : "false", seed % 4 < 2 ? 1 : 4096,
+            seed % 5 == 4 ? "64KiB" : "0")
             .str());
     ASSERT_TRUE(static_cast<bool>(options))
         << llvm::toString(options.takeError());
-    FailureOr<PlannedStep> step = planStep(
-        func, *options, device,
-        [](const llvm::Twine &message) { ADD_FAILURE() << message.str(); });
-    ASSERT_TRUE(succeeded(step));
+    // Planned in place: the direct route reuses the planner's analysis.
+    auto step = std::make_unique<PlannedStep>();
+    ASSERT_TRUE(succeeded(planStepInPlace(
+        *step, func, *options, device,
+        [](const llvm::Twine &message) { ADD_FAILURE() << message.str(); })));
+    ASSERT_TRUE(step->planned.of(step->graph));
     for (const ActivationDecision &d : step->plan.decisions)
       dropped += d.decision != Decision::Retain;
+    thresholdApplied +=
+        step->planned.of(step->graph)->isOffloadThresholdApplied();
 
     // The attribute route: the plan written on a clone, then the pass.
     OwningOpRef<ModuleOp> written = module->clone();
@@ -295,9 +303,19 @@ TEST(PlanAttributesTest, MaterializePlannedStepIsTheAttributeRoute) {
     EXPECT_EQ(printed(*direct), printed(*written));
     EXPECT_EQ(printed(func), before);
     EXPECT_TRUE(succeeded(verify(*direct)));
+    // A moved step has no analysis (it referred to the graph moved from):
+    // the direct route analyses the graph itself, to the same program.
+    PlannedStep moved = std::move(*step);
+    EXPECT_FALSE(moved.planned.of(moved.graph));
+    OwningOpRef<ModuleOp> again =
+        materializePlannedStep(func, moved, /*budgetGiven=*/true);
+    ASSERT_TRUE(again);
+    EXPECT_EQ(printed(*again), printed(*written));
   }
-  // The test means something: plans recompute and offload.
+  // The test means something: plans recompute and offload, and both kinds
+  // of analysis (threshold applied or not) are met.
   EXPECT_GT(dropped, 50);
+  EXPECT_GT(thresholdApplied, 0);
 }
 
 TEST(PlanAttributesTest, AssignNodeIds) {

@@ -174,6 +174,10 @@ public:
   }
   /// Whether some node is in a point-to-point group (GraphNode::p2pGroup).
   bool hasP2PGroups() const { return anyP2PGroup; }
+  /// Whether PlanOptions::minOffloadBytes left some activation unoffloadable
+  /// (the only option besides replayRng the analysis reads): where not, it
+  /// is the analysis under a minOffloadBytes of 0 too.
+  bool isOffloadThresholdApplied() const { return offloadThresholdApplied; }
 
 private:
   /// A new activation of `info`'s storage (which records its index).
@@ -209,6 +213,7 @@ private:
   std::vector<int32_t> activationOfValue;
   std::vector<ValueId> activationStorages;
   bool anyP2PGroup = false;
+  bool offloadThresholdApplied = false;
   /// Per node, whether the chain being found holds it: all clear between
   /// two chains, and freed once every chain is found.
   std::vector<uint8_t> chainMarks;

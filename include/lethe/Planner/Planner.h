@@ -16,8 +16,11 @@
 
 #include "llvm/Support/Error.h"
 
+#include <memory>
+
 namespace lethe {
 
+class ActivationAnalysis;
 class AutoFamily;
 
 /// Plans `graph`. Errors are for input that cannot be planned at all (a
@@ -27,10 +30,15 @@ class AutoFamily;
 ///
 /// `family`: for `auto`'s fast solver, the ladder of earlier solves of this
 /// graph with these options at other budgets (AutoSolverOptions::family).
-llvm::Expected<Plan> planTrainingStep(const TrainingGraph &graph,
-                                      const DeviceProfile &device,
-                                      const PlanOptions &options,
-                                      AutoFamily *family = nullptr);
+///
+/// `analysis`: where given, set to the ActivationAnalysis the plan was made
+/// on (of `graph`, under `options`), for a caller that builds the plan's
+/// schedule again (materializePlannedStep) without analysing the graph a
+/// second time.
+llvm::Expected<Plan>
+planTrainingStep(const TrainingGraph &graph, const DeviceProfile &device,
+                 const PlanOptions &options, AutoFamily *family = nullptr,
+                 std::shared_ptr<const ActivationAnalysis> *analysis = nullptr);
 
 /// Simulates a plan made for `graph` with `options` (the same options: they
 /// decide what may be recomputed or offloaded), with a timeline. Plans whose

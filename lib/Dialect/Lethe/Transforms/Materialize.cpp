@@ -30,7 +30,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Remarks.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -190,23 +189,35 @@ SmallVector<Value> Materializer::dependences(OpIndex index, Stream stream,
 
 Operation *Materializer::cloneNode(NodeId node, OpIndex index) {
   const GraphNode &info = graph.getNode(node);
-  IRMapping mapping;
-  for (auto [operand, value] :
-       llvm::zip(info.irOp->getOperands(), info.operands))
-    mapping.map(operand, current[value]);
-  Operation *clone = builder.clone(*info.irOp, mapping);
+  Operation *source = info.irOp;
+  // The node's op made again from its fields, as Operation::clone makes it,
+  // on the current versions of its operands (the graph's, one per operand),
+  // without the IRMapping a clone fills (two maps of at least 64 buckets
+  // per node). Graph nodes have no regions or successors.
+  assert(source->getNumRegions() == 0 && source->getNumSuccessors() == 0 &&
+         source->getNumOperands() == info.operands.size() &&
+         "a graph node is a plain op");
+  SmallVector<Value, 4> operands;
+  operands.reserve(info.operands.size());
+  for (ValueId value : info.operands)
+    operands.push_back(current[value]);
   // The plan's attributes go in one new dictionary, and only where the node
   // has them: each removeAttr copied the op's attributes (~1% of a `lethe
   // plan` at 100k ops).
   StringRef decisionsName = LetheDialect::DecisionsAttrHelper::getNameStr();
   StringRef placementName = LetheDialect::PlacementAttrHelper::getNameStr();
-  DictionaryAttr planned = clone->getDiscardableAttrDictionary();
-  if (planned.contains(decisionsName) || planned.contains(placementName)) {
-    NamedAttrList kept(planned);
+  DictionaryAttr attributes = source->getRawDictionaryAttrs();
+  if (attributes.contains(decisionsName) ||
+      attributes.contains(placementName)) {
+    NamedAttrList kept(attributes);
     kept.erase(decisionsName);
     kept.erase(placementName);
-    clone->setDiscardableAttrs(kept.getDictionary(clone->getContext()));
+    attributes = kept.getDictionary(source->getContext());
   }
+  Operation *clone = builder.insert(Operation::create(
+      source->getLoc(), source->getName(), source->getResultTypes(), operands,
+      attributes, source->getPropertiesStorage(), /*successors=*/{},
+      /*numRegions=*/0));
   const ScheduleOp &op = schedule.ops[index];
   for (BufferId buffer : op.allocs) {
     ValueId storage = schedule.buffers[buffer].storage;
@@ -493,8 +504,15 @@ OwningOpRef<ModuleOp> lethe::materializePlannedStep(func::FuncOp func,
   // What readScheduledPlan reads back from what writePlannedStep writes:
   // the analysis under planReadOptions (the plan's replay_rng), one
   // decision per activation in its order (retain where the plan has none).
-  ActivationAnalysis analysis(step.graph,
-                              planReadOptions(step.options.replayRng));
+  // The planner's own analysis is that one where its offload threshold
+  // excluded nothing (the only other option it reads; ~2.5% of a `lethe
+  // plan` at 100k ops).
+  std::optional<ActivationAnalysis> built;
+  const ActivationAnalysis *planned = step.planned.of(step.graph);
+  if (!planned || planned->isOffloadThresholdApplied())
+    planned = &built.emplace(step.graph,
+                             planReadOptions(step.options.replayRng));
+  const ActivationAnalysis &analysis = *planned;
   ArrayRef<ActivationInfo> acts = analysis.getActivations();
   std::vector<ActivationDecision> decisions(acts.size());
   for (auto [index, act] : llvm::enumerate(acts))

@@ -5,6 +5,7 @@
 #include "lethe/Analysis/Program.h"
 #include "lethe/Dialect/Lethe/IR/NodeIds.h"
 #include "lethe/Import/PlanImporter.h"
+#include "lethe/Planner/Activations.h"
 #include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Planner.h"
 #include "lethe/Planner/Policies.h"
@@ -119,11 +120,32 @@ lethe::parsePlanOptions(const PlanActivationsOptions &given,
   return options;
 }
 
+const ActivationAnalysis *
+lethe::PlannerAnalysis::of(const TrainingGraph &graph) const {
+  return analysis && &analysis->getGraph() == &graph ? analysis.get()
+                                                      : nullptr;
+}
+
 FailureOr<PlannedStep>
 lethe::planStep(func::FuncOp func, const PlanActivationsOptions &options,
                 const DeviceProfile &device,
                 llvm::function_ref<void(const llvm::Twine &)> reportError,
                 AutoFamilies *families) {
+  PlannedStep step;
+  if (failed(planStepInPlace(step, func, options, device, reportError,
+                             families)))
+    return failure();
+  return step;
+}
+
+LogicalResult
+lethe::planStepInPlace(PlannedStep &step, func::FuncOp func,
+                       const PlanActivationsOptions &options,
+                       const DeviceProfile &device,
+                       llvm::function_ref<void(const llvm::Twine &)> reportError,
+                       AutoFamilies *families) {
+  // An analysis of what `step` held before is of another graph.
+  step.planned.analysis.reset();
   // Options are checked before the graph is touched.
   if (llvm::Expected<PlanOptions> checked =
           parsePlanOptions(options, 0, device);
@@ -133,9 +155,12 @@ lethe::planStep(func::FuncOp func, const PlanActivationsOptions &options,
   }
   // The plan names nodes by id: every node gets one before it is planned.
   assignNodeIds(func);
-  FailureOr<TrainingGraph> graph = TrainingGraph::fromFunction(func);
-  if (failed(graph))
+  FailureOr<TrainingGraph> built = TrainingGraph::fromFunction(func);
+  if (failed(built))
     return failure();
+  // Planned where it stays: the planner's analysis refers to it.
+  step.graph = std::move(*built);
+  TrainingGraph *graph = &step.graph;
   // Plan the bytes the arena holds (lethe-assign-buffers aligns with the
   // same value), so that the planned peak is the packed arena's lower
   // bound on every route.
@@ -158,13 +183,16 @@ lethe::planStep(func::FuncOp func, const PlanActivationsOptions &options,
   if (failed(
           loadGivenPlan(options.planFile, *graph, *parsed, func.getContext())))
     return failure();
-  llvm::Expected<Plan> plan =
-      planTrainingStep(*graph, profile, *parsed,
-                       families ? &families->get(func.getSymName()) : nullptr);
+  llvm::Expected<Plan> plan = planTrainingStep(
+      *graph, profile, *parsed,
+      families ? &families->get(func.getSymName()) : nullptr,
+      &step.planned.analysis);
   if (!plan) {
     reportError(llvm::toString(plan.takeError()));
     return failure();
   }
-  return PlannedStep{std::move(*graph), std::move(profile), std::move(*parsed),
-                     std::move(*plan)};
+  step.device = std::move(profile);
+  step.options = std::move(*parsed);
+  step.plan = std::move(*plan);
+  return success();
 }

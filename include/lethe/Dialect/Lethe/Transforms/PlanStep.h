@@ -29,6 +29,7 @@
 
 namespace lethe {
 
+class ActivationAnalysis;
 class AutoFamilies;
 
 /// `text` split at the spaces that separate pass options (not those inside
@@ -76,6 +77,28 @@ llvm::Expected<PlanOptions>
 parsePlanOptions(const PlanActivationsOptions &options,
                  int64_t unplannedPeakBytes, const DeviceProfile &device);
 
+/// The planner's ActivationAnalysis of a PlannedStep's graph, which refers
+/// to that graph where it was planned: a copied or moved step holds none.
+class PlannerAnalysis {
+public:
+  PlannerAnalysis() = default;
+  PlannerAnalysis(const PlannerAnalysis &) {}
+  PlannerAnalysis(PlannerAnalysis &&) {}
+  PlannerAnalysis &operator=(const PlannerAnalysis &) {
+    analysis.reset();
+    return *this;
+  }
+  PlannerAnalysis &operator=(PlannerAnalysis &&) {
+    analysis.reset();
+    return *this;
+  }
+  /// The analysis, where it is of `graph` (the object, not a copy); else
+  /// null.
+  const ActivationAnalysis *of(const TrainingGraph &graph) const;
+  /// Set by planTrainingStep.
+  std::shared_ptr<const ActivationAnalysis> analysis;
+};
+
 /// A planned training function.
 struct PlannedStep {
   /// The function's graph, its storages rounded up to the alignment.
@@ -84,6 +107,10 @@ struct PlannedStep {
   DeviceProfile device;
   PlanOptions options;
   Plan plan;
+  /// What the plan was made on (under `options`), where the step was
+  /// planned in place (planStepInPlace) and not copied or moved since: for
+  /// materializePlannedStep, which would otherwise analyse `graph` again.
+  PlannerAnalysis planned;
 };
 
 /// Plans `func` under `options` on `device` (the profile `options.device`
@@ -102,6 +129,15 @@ planStep(mlir::func::FuncOp func, const PlanActivationsOptions &options,
          const DeviceProfile &device,
          llvm::function_ref<void(const llvm::Twine &)> reportError,
          AutoFamilies *families = nullptr);
+
+/// planStep into `step`, which keeps the planner's analysis (`planned`)
+/// while it stays where it is.
+mlir::LogicalResult
+planStepInPlace(PlannedStep &step, mlir::func::FuncOp func,
+                const PlanActivationsOptions &options,
+                const DeviceProfile &device,
+                llvm::function_ref<void(const llvm::Twine &)> reportError,
+                AutoFamilies *families = nullptr);
 
 /// The `lethe-plan` pass planning through `families` (planStep): for a
 /// caller that runs it on one module again and again at other budgets.
