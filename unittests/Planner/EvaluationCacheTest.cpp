@@ -85,11 +85,10 @@ TEST(EvaluationCacheTest, ReusedEvaluationsAreBitIdentical) {
   size_t hits = 0;
   for (uint64_t seed = 0; seed < 60; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    TrainingGraph g = randomLayeredGraph(seed);
-    PlanOptions options;
-    ActivationAnalysis analysis(g, options);
+    SeededAnalysis step(seed);
+    const ActivationAnalysis &analysis = step.analysis;
+    std::mt19937_64 &rng = step.rng;
     llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
-    std::mt19937_64 rng(seed);
     // A pool of decision vectors, some with copy hints.
     std::vector<std::pair<std::vector<Decision>, std::vector<CopyHint>>> pool;
     for (int v = 0; v < 8; ++v) {

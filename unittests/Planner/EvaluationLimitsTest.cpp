@@ -28,12 +28,10 @@ TEST(EvaluationLimitsTest, LimitedEvaluationsDecideAsWholeOnes) {
   size_t stopped = 0, skipped = 0, simulated = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    TrainingGraph g = randomLayeredGraph(seed);
-    PlanOptions options;
-    ActivationAnalysis analysis(g, options);
-    llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
-    Evaluator evaluator(analysis, testDeviceProfile());
-    std::mt19937_64 rng(seed);
+    SeededAnalysis step(seed);
+    std::mt19937_64 &rng = step.rng;
+    llvm::ArrayRef<ActivationInfo> acts = step.analysis.getActivations();
+    Evaluator evaluator(step.analysis, testDeviceProfile());
     for (int v = 0; v < 6; ++v) {
       std::vector<Decision> decisions(acts.size(), Decision::Retain);
       for (size_t a = 0; a < acts.size(); ++a) {

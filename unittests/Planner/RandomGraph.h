@@ -16,9 +16,11 @@
 #define LETHE_UNITTESTS_PLANNER_RANDOMGRAPH_H
 
 #include "lethe/Analysis/TrainingGraph.h"
+#include "lethe/Planner/Activations.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include <cstdint>
+#include <random>
 
 namespace lethe::testing {
 
@@ -47,6 +49,18 @@ int64_t lifetimePeak(const TrainingGraph &graph);
 
 /// An H100-like device profile: 55 GB/s copies each way.
 DeviceProfile testDeviceProfile();
+
+/// What a planner property test draws for one seed: the random graph, its
+/// activations under the default options, and a PRNG seeded alike for the
+/// decisions it tries.
+struct SeededAnalysis {
+  explicit SeededAnalysis(uint64_t seed)
+      : graph(randomLayeredGraph(seed)), analysis(graph, options), rng(seed) {}
+  TrainingGraph graph;
+  PlanOptions options;
+  ActivationAnalysis analysis;
+  std::mt19937_64 rng;
+};
 
 } // namespace lethe::testing
 

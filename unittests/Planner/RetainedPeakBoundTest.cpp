@@ -54,12 +54,12 @@ TEST(RetainedPeakBoundTest, NeverAboveTheRetainedPlansPeak) {
   size_t checked = 0, proving = 0;
   for (uint64_t seed = 0; seed < 60; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
-    TrainingGraph g = randomLayeredGraph(seed);
-    PlanOptions options;
-    ActivationAnalysis analysis(g, options);
+    SeededAnalysis step(seed);
+    const TrainingGraph &g = step.graph;
+    const ActivationAnalysis &analysis = step.analysis;
+    std::mt19937_64 &rng = step.rng;
     llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
     Evaluator evaluator(analysis, testDeviceProfile());
-    std::mt19937_64 rng(seed);
     for (int v = 0; v < 4; ++v) {
       std::vector<Decision> decisions(acts.size(), Decision::Retain);
       std::vector<CopyHint> hints(acts.size());
