@@ -172,9 +172,8 @@ Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
   if (!placement)
     return placement.takeError();
   result.placement = std::make_shared<const Placement>(std::move(*placement));
-  llvm::Expected<Schedule> schedule =
-      buildSchedule(analysis, result.placement->decisions,
-                    spareSchedules->take());
+  llvm::Expected<Schedule> schedule = buildSchedule(
+      analysis, result.placement->decisions, spareSchedules->take());
   if (!schedule)
     return schedule.takeError();
   result.schedule = share(std::move(*schedule));

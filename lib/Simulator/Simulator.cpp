@@ -194,8 +194,7 @@ double lethe::memoryShare(const DeviceProfile &device, KernelClass kernel,
 /// read and allocated) takes at the profile's memory-kernel rate, at most
 /// 1; 1 for other ops or where the rate is not measured.
 static double memoryShareOf(const Schedule &schedule,
-                            const DeviceProfile &device,
-                            const ScheduleOp &op) {
+                            const DeviceProfile &device, const ScheduleOp &op) {
   if (!(device.memoryKernelBytesPerSec > 0) ||
       op.kernel != KernelClass::MemoryBound || !(op.durationUs > 0))
     return 1.0;
@@ -281,14 +280,12 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
 
   // One pass over the ops (a schedule of 10,000 ops is 1.3 MB, read again
   // by every pass): each op's work in microseconds at full rate and what
-  // launching it adds, when the host issues it, its stream's queue, its
-  // kernel's memory share. Each is computed as in a pass of its own, in
-  // program order.
+  // launching it adds, when the host issues it, its stream's queue. Each
+  // is computed as in a pass of its own, in program order.
   std::vector<double> work(numOps, 0.0);
   LaunchCosts launchCosts(device, options.launch, numOps);
   IssueTimes issueTimes(device, options.launch, numOps);
   std::array<std::vector<OpIndex>, kNumStreams> queues;
-  std::vector<double> memoryShare(numOps, 1.0);
   for (auto [index, op] : llvm::enumerate(schedule.ops)) {
     if (streamIndex(op.stream) >= kNumStreams)
       return simError(llvm::formatv("op {0} is on an unknown stream", index));
@@ -328,7 +325,6 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     launchCosts.add(schedule, index, op, work);
     issueTimes.add(index, op);
     queues[streamIndex(op.stream)].push_back(static_cast<OpIndex>(index));
-    memoryShare[index] = memoryShareOf(schedule, device, op);
   }
   launchCosts.finish(work);
   auto positiveOr = [](double value, double fallback) {
@@ -389,6 +385,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     computeUnstarted += work[op];
   const double slack = 1e-6 * computeUnstarted;
   bool stopped = false;
+  // The memory share (memoryShareOf) of compute op `shareOp`.
+  OpIndex shareOp = -1;
+  double share = 1.0;
 
   auto ready = [&](OpIndex op) {
     for (OpIndex dep : schedule.ops[op].deps)
@@ -491,11 +490,20 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       allowanceFor = -1;
     }
     // The kernel on the compute stream, slowed by the copies moving now.
-    rate[streamIndex(Stream::Compute)] =
-        1.0 / kernelSlowdown(device, kernel,
-                             d2hBusy && rate[streamIndex(Stream::D2H)] > 0.0,
-                             h2dBusy && rate[streamIndex(Stream::H2D)] > 0.0,
-                             computeOp >= 0 ? memoryShare[computeOp] : 1.0);
+    bool d2hMoves = d2hBusy && rate[streamIndex(Stream::D2H)] > 0.0;
+    bool h2dMoves = h2dBusy && rate[streamIndex(Stream::H2D)] > 0.0;
+    // Its memory share only where it is read (kernelSlowdown reads it for
+    // a memory-bound kernel beside moving copies): most kernels run with
+    // no copy beside them, and the share divides twice.
+    if (kernel == KernelClass::MemoryBound && (d2hMoves || h2dMoves) &&
+        shareOp != computeOp) {
+      shareOp = computeOp;
+      share = memoryShareOf(schedule, device, schedule.ops[computeOp]);
+    }
+    double slowdown = kernelSlowdown(device, kernel, d2hMoves, h2dMoves,
+                                     shareOp == computeOp ? share : 1.0);
+    // x / 1 is x: no division where nothing slows the kernel.
+    rate[streamIndex(Stream::Compute)] = slowdown == 1.0 ? 1.0 : 1.0 / slowdown;
 
     double step = std::numeric_limits<double>::infinity();
     unsigned first = kNumStreams;
@@ -504,7 +512,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         continue;
       if (rate[s] <= 0.0)
         continue;
-      double finish = remaining[active[s]] / rate[s];
+      // x / 1 is x: no division at full rate (most events).
+      double finish = rate[s] == 1.0 ? remaining[active[s]]
+                                     : remaining[active[s]] / rate[s];
       if (finish < step) {
         step = finish;
         first = s;
@@ -581,27 +591,33 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     }
   }
 
-  // Step time, busy time per stream, exposed waits on the compute stream.
-  double previousComputeEnd = 0.0;
+  // Step time, busy time per stream, exposed waits on the compute stream:
+  // stream by stream, each in program order (the sums as over all ops in
+  // program order), so that only a compute op after a gap is read again.
   if (stopped) {
     result.stopped = true;
     result.stepUs = std::numeric_limits<double>::infinity();
   }
-  for (auto [index, op] :
-       llvm::enumerate(stopped ? llvm::ArrayRef<ScheduleOp>()
-                               : llvm::ArrayRef(schedule.ops))) {
+  for (unsigned s = 0; s < kNumStreams && !stopped; ++s) {
+    double busy = 0.0;
+    for (OpIndex index : queues[s]) {
+      const OpTiming &t = timing[index];
+      result.stepUs = std::max(result.stepUs, t.endUs);
+      busy += t.endUs - t.startUs;
+    }
+    result.busyUs[s] = busy;
+  }
+  double previousComputeEnd = 0.0;
+  for (OpIndex index : stopped ? llvm::ArrayRef<OpIndex>()
+                               : llvm::ArrayRef(queues[computeStream])) {
     const OpTiming &t = timing[index];
-    result.stepUs = std::max(result.stepUs, t.endUs);
-    result.busyUs[streamIndex(op.stream)] += t.endUs - t.startUs;
-    if (op.stream != Stream::Compute)
-      continue;
     double gap = t.startUs - previousComputeEnd;
     previousComputeEnd = t.endUs;
     if (gap <= 1e-9)
       continue;
     // Blame the dependency that completed last.
     OpIndex culprit = -1;
-    for (OpIndex dep : op.deps)
+    for (OpIndex dep : schedule.ops[index].deps)
       if (culprit < 0 || timing[dep].endUs > timing[culprit].endUs)
         culprit = dep;
     if (culprit < 0)

@@ -117,8 +117,7 @@ buildSchedule(const ActivationAnalysis &analysis,
 /// writes ~10,000 ops at 10k nodes). The result is the same schedule.
 llvm::Expected<Schedule>
 buildSchedule(const ActivationAnalysis &analysis,
-              llvm::ArrayRef<ActivationDecision> decisions,
-              Schedule &&storage);
+              llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage);
 
 /// buildSchedule + simulate.
 llvm::Expected<SimResult>
