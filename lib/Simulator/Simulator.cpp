@@ -52,7 +52,8 @@ public:
     waitUs = graph ? device.graphWaitUs : device.waitUs;
     recordUs = graph ? 0.0 : device.eventRecordUs;
     floorUs = graph ? device.graphKernelUs : 0.0;
-    enabled = waitUs > 0.0 || recordUs > 0.0 || floorUs > 0.0;
+    // Written as the test it was (a NaN figure enables it).
+    enabled = !(waitUs <= 0.0 && recordUs <= 0.0 && floorUs <= 0.0);
     if (!enabled)
       return;
     clock.resize(numOps);
@@ -128,7 +129,7 @@ struct IssueTimes {
     const bool graph = launch == LaunchMode::Graph;
     perOpUs = graph ? 0.0 : device.hostLaunchUs;
     host = graph ? device.graphLaunchUs : 0.0;
-    if (perOpUs > 0.0 || host > 0.0)
+    if (!(perOpUs <= 0.0 && host <= 0.0))
       issued.resize(numOps);
   }
   void add(size_t index, const ScheduleOp &op) {
