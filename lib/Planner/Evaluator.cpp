@@ -4,6 +4,8 @@
 
 #include "llvm/ADT/Hashing.h"
 
+#include <mutex>
+
 using namespace lethe;
 
 static uint64_t keyHash(llvm::ArrayRef<Decision> decisions,
@@ -118,6 +120,48 @@ llvm::Error Evaluator::simulate(Evaluation &eval, double stopAfterUs) const {
   return llvm::Error::success();
 }
 
+struct Evaluator::SchedulePool {
+  /// Two spares: an evaluation is made while the one before it is still
+  /// held (a batch judged against the best so far), and more would only
+  /// hold memory.
+  static constexpr size_t kMaxSpares = 2;
+  /// Schedules may be let go on any thread that holds an evaluation.
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Schedule>> spares;
+
+  Schedule take() {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (spares.empty())
+      return Schedule();
+    Schedule spare = std::move(*spares.back());
+    spares.pop_back();
+    return spare;
+  }
+  /// Keeps `schedule` as a spare, or frees it.
+  void giveBack(Schedule *schedule) {
+    std::unique_ptr<Schedule> owned(schedule);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (spares.size() < kMaxSpares)
+      spares.push_back(std::move(owned));
+  }
+};
+
+std::shared_ptr<Evaluator::SchedulePool> Evaluator::makeSchedulePool() {
+  return std::make_shared<SchedulePool>();
+}
+
+std::shared_ptr<const Schedule> Evaluator::share(Schedule &&schedule) const {
+  std::weak_ptr<SchedulePool> pool = spareSchedules;
+  return std::shared_ptr<const Schedule>(
+      new Schedule(std::move(schedule)), [pool](const Schedule *done) {
+        Schedule *owned = const_cast<Schedule *>(done);
+        if (std::shared_ptr<SchedulePool> alive = pool.lock())
+          alive->giveBack(owned);
+        else
+          delete owned;
+      });
+}
+
 llvm::Expected<Evaluation>
 Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
                           llvm::ArrayRef<CopyHint> hints,
@@ -128,11 +172,11 @@ Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
   if (!placement)
     return placement.takeError();
   result.placement = std::make_shared<const Placement>(std::move(*placement));
-  llvm::Expected<Schedule> schedule =
-      buildSchedule(analysis, result.placement->decisions);
+  llvm::Expected<Schedule> schedule = buildSchedule(
+      analysis, result.placement->decisions, spareSchedules->take());
   if (!schedule)
     return schedule.takeError();
-  result.schedule = std::make_shared<const Schedule>(std::move(*schedule));
+  result.schedule = share(std::move(*schedule));
   result.memory = walkMemory(*result.schedule);
   result.peakBytes = result.memory.peakBytes;
   result.hostPeakBytes = result.memory.hostPeakBytes;

@@ -28,8 +28,12 @@ namespace {
 class Builder {
 public:
   Builder(const ActivationAnalysis &analysis,
-          llvm::ArrayRef<ActivationDecision> decisions)
-      : analysis(analysis), graph(analysis.getGraph()), decisions(decisions) {}
+          llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage)
+      : analysis(analysis), graph(analysis.getGraph()), decisions(decisions),
+        schedule(std::move(storage)) {
+    // The old ops stay, to be overwritten (begin); the buffers are plain.
+    schedule.buffers.clear();
+  }
 
   llvm::Expected<Schedule> build();
 
@@ -43,23 +47,37 @@ private:
   /// the CPU could not forward (a stall per op). The reference is valid
   /// until the next op begins.
   ScheduleOp &begin(ScheduleOpKind kind, Stream stream) {
-    ScheduleOp &op = schedule.ops.emplace_back();
+    ScheduleOp &op = numOps < schedule.ops.size()
+                         ? resetOp(schedule.ops[numOps])
+                         : schedule.ops.emplace_back();
+    ++numOps;
     op.kind = kind;
     op.stream = stream;
     opStream.push_back(stream);
     return op;
   }
+  /// An op of the storage made as new, keeping its vectors' allocations.
+  static ScheduleOp &resetOp(ScheduleOp &op) {
+    op.node = -1;
+    op.storage = -1;
+    op.durationUs = 0.0;
+    op.kernel = KernelClass::None;
+    op.copyBytes = 0;
+    op.deps.clear();
+    op.allocs.clear();
+    op.frees.clear();
+    op.reads.clear();
+    return op;
+  }
   /// The index of the last op, now built (after its reads: a node op
   /// depends on the compute op before it).
   OpIndex finish() {
-    OpIndex index = static_cast<OpIndex>(schedule.ops.size()) - 1;
+    OpIndex index = lastIndex();
     if (opStream[index] == Stream::Compute)
       lastCompute = index;
     return index;
   }
-  OpIndex lastIndex() const {
-    return static_cast<OpIndex>(schedule.ops.size()) - 1;
-  }
+  OpIndex lastIndex() const { return static_cast<OpIndex>(numOps) - 1; }
   /// A new buffer of storage `s` (host: of its offloaded copy).
   BufferId newBuffer(int32_t s, BufferOrigin origin, OpIndex producer) {
     const ActivationAnalysis::StorageBrief &brief = analysis.getStorageBrief(s);
@@ -82,6 +100,9 @@ private:
   const TrainingGraph &graph;
   llvm::ArrayRef<ActivationDecision> decisions;
   Schedule schedule;
+  /// Ops begun so far: schedule.ops holds more while a recycled schedule's
+  /// ops are overwritten.
+  size_t numOps = 0;
   /// Current buffer of every storage (by storage index), -1 when dropped.
   std::vector<BufferId> current;
   /// What the walk keeps of each buffer, in one array (one append a
@@ -235,9 +256,17 @@ llvm::Expected<Schedule> Builder::build() {
   size_t chainOps = 0;
   for (const ActivationDecision &d : decisions)
     chainOps += d.recomputeNodes.size();
-  schedule.ops.reserve(numNodes + 3 * offloadList.size() + chainOps);
+  const size_t maxOps = numNodes + 3 * offloadList.size() + chainOps;
+  // Recycled ops that would be copied to grow the array are dropped; a
+  // new array has room for plans with more copies or chains than this one
+  // (the next plans to be written into it: the greedy's batches add a few
+  // each), 1/8 more than this one needs.
+  if (schedule.ops.capacity() < maxOps) {
+    schedule.ops.clear();
+    schedule.ops.reserve(maxOps + maxOps / 8);
+  }
   schedule.buffers.reserve(storages.size() + 2 * restoredList.size());
-  opStream.reserve(schedule.ops.capacity());
+  opStream.reserve(maxOps);
   buffers.reserve(schedule.buffers.capacity());
 
   std::vector<OpIndex> offloadOp(acts.size(), -1);
@@ -374,6 +403,9 @@ llvm::Expected<Schedule> Builder::build() {
     }
   }
 
+  // Recycled ops past the last one are not the schedule's.
+  schedule.ops.erase(schedule.ops.begin() + numOps, schedule.ops.end());
+
   // The transfers of one point-to-point group run together (one NCCL
   // group): what any of them reads stays live until the group's last op.
   // (Only where there are groups: the walk reads every op's GraphNode.)
@@ -420,7 +452,14 @@ llvm::Expected<Schedule> Builder::build() {
 llvm::Expected<Schedule>
 lethe::buildSchedule(const ActivationAnalysis &analysis,
                      llvm::ArrayRef<ActivationDecision> decisions) {
-  return Builder(analysis, decisions).build();
+  return Builder(analysis, decisions, Schedule()).build();
+}
+
+llvm::Expected<Schedule>
+lethe::buildSchedule(const ActivationAnalysis &analysis,
+                     llvm::ArrayRef<ActivationDecision> decisions,
+                     Schedule &&storage) {
+  return Builder(analysis, decisions, std::move(storage)).build();
 }
 
 llvm::Expected<SimResult>

@@ -42,33 +42,30 @@ llvm::StringRef lethe::stringifyLaunchMode(LaunchMode mode) {
 /// program issues them: a vector clock per op says how far along each
 /// stream it is known to start (its stream's earlier ops, what they and
 /// its dependencies waited for), and a dependency already behind that
-/// clock needs no wait.
-static void addLaunchCosts(const Schedule &schedule,
-                           const DeviceProfile &device, LaunchMode launch,
-                           std::vector<double> &work) {
-  const bool graph = launch == LaunchMode::Graph;
-  const double waitUs = graph ? device.graphWaitUs : device.waitUs;
-  const double recordUs = graph ? 0.0 : device.eventRecordUs;
-  const double floorUs = graph ? device.graphKernelUs : 0.0;
-  if (waitUs <= 0.0 && recordUs <= 0.0 && floorUs <= 0.0)
-    return;
-  const size_t numOps = schedule.ops.size();
-  // One lane per stream, stored and loaded whole: with an array, setting
-  // one lane and then loading the clock could not be store-forwarded and
-  // stalled once per op (a quarter of the simulation's time).
-  static_assert(kNumStreams == 4, "a clock has one lane per stream");
-  typedef int32_t Clock __attribute__((vector_size(16)));
-  const Clock lanes = {0, 1, 2, 3};
-  auto withLane = [&](Clock clock, unsigned lane, int32_t value) -> Clock {
-    return lanes == static_cast<int32_t>(lane) ? Clock{} + value : clock;
-  };
-  // clock[op][s]: ops of stream s (counted in its order) done before op
-  // starts; position[op]: op's place on its stream, from 1.
-  std::vector<Clock> clock(numOps);
-  std::vector<int32_t> position(numOps, 0);
-  std::array<Clock, kNumStreams> streamClock = {};
-  std::vector<uint8_t> recorded(numOps, 0);
-  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+/// clock needs no wait. Stepped op by op in program order (`add`, then
+/// `finish` once), within simulate's one pass over the ops.
+namespace {
+class LaunchCosts {
+public:
+  LaunchCosts(const DeviceProfile &device, LaunchMode launch, size_t numOps) {
+    const bool graph = launch == LaunchMode::Graph;
+    waitUs = graph ? device.graphWaitUs : device.waitUs;
+    recordUs = graph ? 0.0 : device.eventRecordUs;
+    floorUs = graph ? device.graphKernelUs : 0.0;
+    // Written as the test it was (a NaN figure enables it).
+    enabled = !(waitUs <= 0.0 && recordUs <= 0.0 && floorUs <= 0.0);
+    if (!enabled)
+      return;
+    clock.resize(numOps);
+    position.assign(numOps, 0);
+    recorded.assign(numOps, 0);
+  }
+
+  /// Op `index`, whose work without launch costs is in work[index].
+  void add(const Schedule &schedule, size_t index, const ScheduleOp &op,
+           std::vector<double> &work) {
+    if (!enabled)
+      return;
     if (op.kernel != KernelClass::None && work[index] < floorUs)
       work[index] = floorUs;
     unsigned s = streamIndex(op.stream);
@@ -89,35 +86,67 @@ static void addLaunchCosts(const Schedule &schedule,
     clock[index] = withLane(now, s, place - 1);
     streamClock[s] = withLane(now, s, place);
   }
-  if (recordUs > 0.0)
-    for (size_t index = 0; index < numOps; ++index)
+
+  /// After every op: the event records' costs.
+  void finish(std::vector<double> &work) const {
+    if (!enabled || !(recordUs > 0.0))
+      return;
+    for (size_t index = 0; index < recorded.size(); ++index)
       if (recorded[index])
         work[index] += recordUs;
-}
+  }
 
-/// When each op may start: once the host has enqueued every kernel and copy
+private:
+  // One lane per stream, stored and loaded whole: with an array, setting
+  // one lane and then loading the clock could not be store-forwarded and
+  // stalled once per op (a quarter of the simulation's time).
+  static_assert(kNumStreams == 4, "a clock has one lane per stream");
+  typedef int32_t Clock __attribute__((vector_size(16)));
+  static Clock withLane(Clock clock, unsigned lane, int32_t value) {
+    const Clock lanes = {0, 1, 2, 3};
+    return lanes == static_cast<int32_t>(lane) ? Clock{} + value : clock;
+  }
+
+  double waitUs = 0.0, recordUs = 0.0, floorUs = 0.0;
+  bool enabled = false;
+  // clock[op][s]: ops of stream s (counted in its order) done before op
+  // starts; position[op]: op's place on its stream, from 1.
+  std::vector<Clock> clock;
+  std::vector<int32_t> position;
+  std::array<Clock, kNumStreams> streamClock = {};
+  std::vector<uint8_t> recorded;
+};
+} // namespace
+
+/// When an op may start: once the host has enqueued every kernel and copy
 /// before it (eager: `host_launch_us` each, in program order; the first
-/// starts at 0) or once the graph is launched (`graph_launch_us`). Empty
-/// when neither costs anything.
-static std::vector<double> issueTimes(const Schedule &schedule,
-                                      const DeviceProfile &device,
-                                      LaunchMode launch) {
-  const bool graph = launch == LaunchMode::Graph;
-  const double perOpUs = graph ? 0.0 : device.hostLaunchUs;
-  const double startUs = graph ? device.graphLaunchUs : 0.0;
-  if (perOpUs <= 0.0 && startUs <= 0.0)
-    return {};
-  std::vector<double> issued(schedule.ops.size(), startUs);
-  double host = startUs;
-  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
+/// starts at 0) or once the graph is launched (`graph_launch_us`). Stepped
+/// op by op in program order; `issued` stays empty when neither costs
+/// anything.
+namespace {
+struct IssueTimes {
+  IssueTimes(const DeviceProfile &device, LaunchMode launch, size_t numOps) {
+    const bool graph = launch == LaunchMode::Graph;
+    perOpUs = graph ? 0.0 : device.hostLaunchUs;
+    host = graph ? device.graphLaunchUs : 0.0;
+    if (!(perOpUs <= 0.0 && host <= 0.0))
+      issued.resize(numOps);
+  }
+  void add(size_t index, const ScheduleOp &op) {
+    if (issued.empty())
+      return;
     issued[index] = host;
     bool copy = op.kind == ScheduleOpKind::Offload ||
                 op.kind == ScheduleOpKind::Prefetch;
     if (copy || op.kernel != KernelClass::None)
       host += perOpUs;
   }
-  return issued;
-}
+  double perOpUs = 0.0;
+  /// When the host enqueues the next op.
+  double host = 0.0;
+  std::vector<double> issued;
+};
+} // namespace
 
 /// A copy's rate factor beside a kernel of `kernel`'s class.
 static double copyFactorBeside(const DeviceProfile &device,
@@ -162,27 +191,22 @@ double lethe::memoryShare(const DeviceProfile &device, KernelClass kernel,
                   bytes / device.memoryKernelBytesPerSec * 1e6 / durationUs);
 }
 
-/// Per op, the part of a memory-bound kernel's time that moving its bytes
-/// (buffers read and allocated) takes at the profile's memory-kernel rate,
-/// at most 1; 1 for other ops or where the rate is not measured.
-static std::vector<double> memoryShares(const Schedule &schedule,
-                                        const DeviceProfile &device) {
-  std::vector<double> share(schedule.ops.size(), 1.0);
-  if (!(device.memoryKernelBytesPerSec > 0))
-    return share;
-  for (auto [index, op] : llvm::enumerate(schedule.ops)) {
-    if (op.kernel != KernelClass::MemoryBound || !(op.durationUs > 0))
-      continue;
-    double bytes = 0;
-    for (BufferId b : op.reads)
-      if (b >= 0 && static_cast<size_t>(b) < schedule.buffers.size())
-        bytes += static_cast<double>(schedule.buffers[b].bytes);
-    for (BufferId b : op.allocs)
-      if (b >= 0 && static_cast<size_t>(b) < schedule.buffers.size())
-        bytes += static_cast<double>(schedule.buffers[b].bytes);
-    share[index] = memoryShare(device, op.kernel, op.durationUs, bytes);
-  }
-  return share;
+/// The part of memory-bound `op`'s time that moving its bytes (buffers
+/// read and allocated) takes at the profile's memory-kernel rate, at most
+/// 1; 1 for other ops or where the rate is not measured.
+static double memoryShareOf(const Schedule &schedule,
+                            const DeviceProfile &device, const ScheduleOp &op) {
+  if (!(device.memoryKernelBytesPerSec > 0) ||
+      op.kernel != KernelClass::MemoryBound || !(op.durationUs > 0))
+    return 1.0;
+  double bytes = 0;
+  for (BufferId b : op.reads)
+    if (b >= 0 && static_cast<size_t>(b) < schedule.buffers.size())
+      bytes += static_cast<double>(schedule.buffers[b].bytes);
+  for (BufferId b : op.allocs)
+    if (b >= 0 && static_cast<size_t>(b) < schedule.buffers.size())
+      bytes += static_cast<double>(schedule.buffers[b].bytes);
+  return memoryShare(device, op.kernel, op.durationUs, bytes);
 }
 
 /// Caps the copy rates (fractions of the lone D2H / H2D bandwidths) at this
@@ -255,8 +279,14 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   const size_t numOps = schedule.ops.size();
   SimResult result;
 
-  // Work of every op in microseconds at full rate.
+  // One pass over the ops (a schedule of 10,000 ops is 1.3 MB, read again
+  // by every pass): each op's work in microseconds at full rate and what
+  // launching it adds, when the host issues it, its stream's queue. Each
+  // is computed as in a pass of its own, in program order.
   std::vector<double> work(numOps, 0.0);
+  LaunchCosts launchCosts(device, options.launch, numOps);
+  IssueTimes issueTimes(device, options.launch, numOps);
+  std::array<std::vector<OpIndex>, kNumStreams> queues;
   for (auto [index, op] : llvm::enumerate(schedule.ops)) {
     if (streamIndex(op.stream) >= kNumStreams)
       return simError(llvm::formatv("op {0} is on an unknown stream", index));
@@ -293,8 +323,11 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
                         op.node >= 0 ? ", graph node " + std::to_string(op.node)
                                      : std::string())
               .str());
+    launchCosts.add(schedule, index, op, work);
+    issueTimes.add(index, op);
+    queues[streamIndex(op.stream)].push_back(static_cast<OpIndex>(index));
   }
-  addLaunchCosts(schedule, device, options.launch, work);
+  launchCosts.finish(work);
   auto positiveOr = [](double value, double fallback) {
     return value > 0.0 ? value : fallback;
   };
@@ -313,8 +346,7 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
                                   options.earliestStartUs.size(), numOps));
   // No op starts before the host has enqueued it (eager) or before the graph
   // is launched.
-  const std::vector<double> issued =
-      issueTimes(schedule, device, options.launch);
+  const std::vector<double> &issued = issueTimes.issued;
   std::vector<double> earliest = options.earliestStartUs;
   if (!issued.empty()) {
     earliest.resize(numOps, 0.0);
@@ -325,13 +357,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     return earliest.empty() ? 0.0 : earliest[op];
   };
 
-  std::array<std::vector<OpIndex>, kNumStreams> queues;
-  for (auto [index, op] : llvm::enumerate(schedule.ops))
-    queues[streamIndex(op.stream)].push_back(static_cast<OpIndex>(index));
-
   std::vector<OpTiming> timing(numOps);
   std::vector<double> remaining = work;
-  const std::vector<double> memoryShare = memoryShares(schedule, device);
   std::vector<uint8_t> done(numOps, 0);
   std::array<size_t, kNumStreams> head = {0, 0, 0, 0};
   std::array<OpIndex, kNumStreams> active = {-1, -1, -1, -1};
@@ -359,6 +386,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     computeUnstarted += work[op];
   const double slack = 1e-6 * computeUnstarted;
   bool stopped = false;
+  // The memory share (memoryShareOf) of compute op `shareOp`.
+  OpIndex shareOp = -1;
+  double share = 1.0;
 
   auto ready = [&](OpIndex op) {
     for (OpIndex dep : schedule.ops[op].deps)
@@ -461,11 +491,20 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       allowanceFor = -1;
     }
     // The kernel on the compute stream, slowed by the copies moving now.
-    rate[streamIndex(Stream::Compute)] =
-        1.0 / kernelSlowdown(device, kernel,
-                             d2hBusy && rate[streamIndex(Stream::D2H)] > 0.0,
-                             h2dBusy && rate[streamIndex(Stream::H2D)] > 0.0,
-                             computeOp >= 0 ? memoryShare[computeOp] : 1.0);
+    bool d2hMoves = d2hBusy && rate[streamIndex(Stream::D2H)] > 0.0;
+    bool h2dMoves = h2dBusy && rate[streamIndex(Stream::H2D)] > 0.0;
+    // Its memory share only where it is read (kernelSlowdown reads it for
+    // a memory-bound kernel beside moving copies): most kernels run with
+    // no copy beside them, and the share divides twice.
+    if (kernel == KernelClass::MemoryBound && (d2hMoves || h2dMoves) &&
+        shareOp != computeOp) {
+      shareOp = computeOp;
+      share = memoryShareOf(schedule, device, schedule.ops[computeOp]);
+    }
+    double slowdown = kernelSlowdown(device, kernel, d2hMoves, h2dMoves,
+                                     shareOp == computeOp ? share : 1.0);
+    // x / 1 is x: no division where nothing slows the kernel.
+    rate[streamIndex(Stream::Compute)] = slowdown == 1.0 ? 1.0 : 1.0 / slowdown;
 
     double step = std::numeric_limits<double>::infinity();
     unsigned first = kNumStreams;
@@ -474,7 +513,9 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         continue;
       if (rate[s] <= 0.0)
         continue;
-      double finish = remaining[active[s]] / rate[s];
+      // x / 1 is x: no division at full rate (most events).
+      double finish = rate[s] == 1.0 ? remaining[active[s]]
+                                     : remaining[active[s]] / rate[s];
       if (finish < step) {
         step = finish;
         first = s;
@@ -551,27 +592,33 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     }
   }
 
-  // Step time, busy time per stream, exposed waits on the compute stream.
-  double previousComputeEnd = 0.0;
+  // Step time, busy time per stream, exposed waits on the compute stream:
+  // stream by stream, each in program order (the sums as over all ops in
+  // program order), so that only a compute op after a gap is read again.
   if (stopped) {
     result.stopped = true;
     result.stepUs = std::numeric_limits<double>::infinity();
   }
-  for (auto [index, op] :
-       llvm::enumerate(stopped ? llvm::ArrayRef<ScheduleOp>()
-                               : llvm::ArrayRef(schedule.ops))) {
+  for (unsigned s = 0; s < kNumStreams && !stopped; ++s) {
+    double busy = 0.0;
+    for (OpIndex index : queues[s]) {
+      const OpTiming &t = timing[index];
+      result.stepUs = std::max(result.stepUs, t.endUs);
+      busy += t.endUs - t.startUs;
+    }
+    result.busyUs[s] = busy;
+  }
+  double previousComputeEnd = 0.0;
+  for (OpIndex index : stopped ? llvm::ArrayRef<OpIndex>()
+                               : llvm::ArrayRef(queues[computeStream])) {
     const OpTiming &t = timing[index];
-    result.stepUs = std::max(result.stepUs, t.endUs);
-    result.busyUs[streamIndex(op.stream)] += t.endUs - t.startUs;
-    if (op.stream != Stream::Compute)
-      continue;
     double gap = t.startUs - previousComputeEnd;
     previousComputeEnd = t.endUs;
     if (gap <= 1e-9)
       continue;
     // Blame the dependency that completed last.
     OpIndex culprit = -1;
-    for (OpIndex dep : op.deps)
+    for (OpIndex dep : schedule.ops[index].deps)
       if (culprit < 0 || timing[dep].endUs > timing[culprit].endUs)
         culprit = dep;
     if (culprit < 0)

@@ -14,7 +14,8 @@
 //   (each layer is recomputed from its input, as torch.utils.checkpoint
 //   does);
 // - planning is deterministic;
-// - `none` has the plain lifetime peak.
+// - `none` has the plain lifetime peak;
+// - a schedule written into a recycled one's storage is the schedule.
 //
 //===----------------------------------------------------------------------===//
 
@@ -203,6 +204,72 @@ TEST(PlannerPropertyTest, EveryPolicyBuildsAValidSchedule) {
       }
     }
   }
+}
+
+/// Every field of every op and buffer of `actual` is `expected`'s.
+void expectSameSchedule(const Schedule &actual, const Schedule &expected) {
+  ASSERT_EQ(actual.ops.size(), expected.ops.size());
+  ASSERT_EQ(actual.buffers.size(), expected.buffers.size());
+  for (auto [index, op] : llvm::enumerate(actual.ops)) {
+    SCOPED_TRACE("op " + std::to_string(index));
+    const ScheduleOp &want = expected.ops[index];
+    EXPECT_EQ(op.kind, want.kind);
+    EXPECT_EQ(op.kernel, want.kernel);
+    EXPECT_EQ(op.stream, want.stream);
+    EXPECT_EQ(op.node, want.node);
+    EXPECT_EQ(op.storage, want.storage);
+    EXPECT_EQ(op.durationUs, want.durationUs);
+    EXPECT_EQ(op.copyBytes, want.copyBytes);
+    EXPECT_EQ(op.deps, want.deps);
+    EXPECT_EQ(op.allocs, want.allocs);
+    EXPECT_EQ(op.frees, want.frees);
+    EXPECT_EQ(op.reads, want.reads);
+  }
+  for (auto [index, buffer] : llvm::enumerate(actual.buffers)) {
+    EXPECT_EQ(buffer.storage, expected.buffers[index].storage);
+    EXPECT_EQ(buffer.bytes, expected.buffers[index].bytes);
+    EXPECT_EQ(buffer.origin, expected.buffers[index].origin);
+  }
+}
+
+// The Evaluator writes each schedule into a discarded one's storage
+// (buildSchedule's recycling overload): the ops of a plan with more or
+// fewer ops, copies, chains and reads are overwritten, none of their
+// fields or vectors left over.
+TEST(PlannerPropertyTest, RecycledScheduleIsTheSchedule) {
+  const std::vector<Policy> policies = {
+      Policy::OffloadAll,  Policy::None, Policy::Full,      Policy::EveryN,
+      Policy::SelectiveOp, Policy::None, Policy::OffloadAll};
+  size_t recycled = 0;
+  for (uint64_t seed = 0; seed < kNumGraphs / 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = randomLayeredGraph(seed, optionsFor(seed));
+    PlanOptions options;
+    ActivationAnalysis analysis(g, options);
+    LayerInfo layers = findLayers(g);
+    Schedule storage;
+    for (Policy policy : policies) {
+      options.policy = policy;
+      PolicyDecisions pd =
+          fixedPolicyDecisions(analysis, layers, policy, options);
+      llvm::Expected<Placement> placed =
+          placeDecisions(analysis, testDeviceProfile(), pd.decisions);
+      ASSERT_TRUE(static_cast<bool>(placed))
+          << llvm::toString(placed.takeError());
+      llvm::Expected<Schedule> fresh =
+          buildSchedule(analysis, placed->decisions);
+      ASSERT_TRUE(static_cast<bool>(fresh))
+          << llvm::toString(fresh.takeError());
+      recycled += !storage.ops.empty();
+      llvm::Expected<Schedule> reused =
+          buildSchedule(analysis, placed->decisions, std::move(storage));
+      ASSERT_TRUE(static_cast<bool>(reused))
+          << llvm::toString(reused.takeError());
+      expectSameSchedule(*reused, *fresh);
+      storage = std::move(*reused);
+    }
+  }
+  EXPECT_GT(recycled, 100u);
 }
 
 TEST(PlannerPropertyTest, CheckpointsCutChainsAtLayerInputs) {

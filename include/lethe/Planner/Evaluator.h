@@ -108,7 +108,8 @@ public:
             int64_t cacheBytes = kEvaluationCacheBytes)
       : analysis(analysis), device(device), copiesYield(copiesYield),
         cache(std::make_shared<EvaluationCache>(
-            static_cast<size_t>(std::max<int64_t>(0, cacheBytes)))) {}
+            static_cast<size_t>(std::max<int64_t>(0, cacheBytes)))),
+        spareSchedules(makeSchedulePool()) {}
 
   llvm::Expected<Evaluation>
   evaluate(llvm::ArrayRef<Decision> decisions,
@@ -141,6 +142,15 @@ private:
   evaluateAfresh(llvm::ArrayRef<Decision> decisions,
                  llvm::ArrayRef<CopyHint> hints,
                  const EvaluationLimits &limits) const;
+  /// Schedules no evaluation holds any more, whose storage the next
+  /// evaluation's schedule is written into (buildSchedule's recycling
+  /// overload): most evaluations are discarded soon after they are made.
+  struct SchedulePool;
+  static std::shared_ptr<SchedulePool> makeSchedulePool();
+  /// `schedule` shared so that it returns to the pool when its last holder
+  /// lets it go (or is freed when the pool is gone or full).
+  std::shared_ptr<const Schedule> share(Schedule &&schedule) const;
+
   /// Simulates `eval`'s schedule, stopping past `stopAfterUs`.
   llvm::Error simulate(Evaluation &eval, double stopAfterUs) const;
 
@@ -151,6 +161,9 @@ private:
   /// Shared by copies of the evaluator (evaluate is const: what it keeps
   /// does not change what it answers).
   std::shared_ptr<EvaluationCache> cache;
+  /// Shared by copies of the evaluator, and held weakly by the schedules
+  /// it made (an evaluation may outlive its evaluator).
+  std::shared_ptr<SchedulePool> spareSchedules;
   mutable size_t evaluations = 0;
 };
 

@@ -111,6 +111,13 @@ llvm::Error completePlacement(const ActivationAnalysis &analysis,
 llvm::Expected<Schedule>
 buildSchedule(const ActivationAnalysis &analysis,
               llvm::ArrayRef<ActivationDecision> decisions);
+/// The same, writing into `storage`, a schedule no longer needed: its ops
+/// are overwritten in place, so their small vectors' and the arrays'
+/// allocations are reused instead of made and freed again (an evaluation
+/// writes ~10,000 ops at 10k nodes). The result is the same schedule.
+llvm::Expected<Schedule>
+buildSchedule(const ActivationAnalysis &analysis,
+              llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage);
 
 /// buildSchedule + simulate.
 llvm::Expected<SimResult>
