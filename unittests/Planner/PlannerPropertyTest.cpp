@@ -163,6 +163,28 @@ TEST(PlannerPropertyTest, ContendedAutoNeverLosesToRecomputeOnly) {
   EXPECT_GT(modelsDiffer, 0) << "the yield model never changed a step";
 }
 
+/// `options.policy`'s decisions for `analysis`, placed, and their schedule
+/// built afresh.
+struct PolicyRun {
+  Placement placed;
+  Schedule schedule;
+};
+llvm::Expected<PolicyRun> runPolicy(const ActivationAnalysis &analysis,
+                                    const LayerInfo &layers,
+                                    const PlanOptions &options) {
+  PolicyDecisions pd =
+      fixedPolicyDecisions(analysis, layers, options.policy, options);
+  llvm::Expected<Placement> placed =
+      placeDecisions(analysis, testDeviceProfile(), pd.decisions);
+  if (!placed)
+    return placed.takeError();
+  llvm::Expected<Schedule> schedule =
+      buildSchedule(analysis, placed->decisions);
+  if (!schedule)
+    return schedule.takeError();
+  return PolicyRun{std::move(*placed), std::move(*schedule)};
+}
+
 TEST(PlannerPropertyTest, EveryPolicyBuildsAValidSchedule) {
   const std::vector<Policy> policies = {Policy::None, Policy::Full,
                                         Policy::EveryN, Policy::SelectiveOp,
@@ -179,16 +201,9 @@ TEST(PlannerPropertyTest, EveryPolicyBuildsAValidSchedule) {
           continue;
         options.policy = policy;
         options.offloadKept = offloadKept;
-        PolicyDecisions pd =
-            fixedPolicyDecisions(analysis, layers, policy, options);
-        llvm::Expected<Placement> placed =
-            placeDecisions(analysis, testDeviceProfile(), pd.decisions);
-        ASSERT_TRUE(static_cast<bool>(placed))
-            << llvm::toString(placed.takeError());
-        llvm::Expected<Schedule> schedule =
-            buildSchedule(analysis, placed->decisions);
-        ASSERT_TRUE(static_cast<bool>(schedule))
-            << llvm::toString(schedule.takeError());
+        llvm::Expected<PolicyRun> run = runPolicy(analysis, layers, options);
+        ASSERT_TRUE(static_cast<bool>(run)) << llvm::toString(run.takeError());
+        const Schedule *schedule = &run->schedule;
         llvm::Error err = schedule->verify();
         EXPECT_FALSE(static_cast<bool>(err)) << llvm::toString(std::move(err));
         llvm::Expected<SimResult> sim =
@@ -250,22 +265,14 @@ TEST(PlannerPropertyTest, RecycledScheduleIsTheSchedule) {
     Schedule storage;
     for (Policy policy : policies) {
       options.policy = policy;
-      PolicyDecisions pd =
-          fixedPolicyDecisions(analysis, layers, policy, options);
-      llvm::Expected<Placement> placed =
-          placeDecisions(analysis, testDeviceProfile(), pd.decisions);
-      ASSERT_TRUE(static_cast<bool>(placed))
-          << llvm::toString(placed.takeError());
-      llvm::Expected<Schedule> fresh =
-          buildSchedule(analysis, placed->decisions);
-      ASSERT_TRUE(static_cast<bool>(fresh))
-          << llvm::toString(fresh.takeError());
+      llvm::Expected<PolicyRun> run = runPolicy(analysis, layers, options);
+      ASSERT_TRUE(static_cast<bool>(run)) << llvm::toString(run.takeError());
       recycled += !storage.ops.empty();
-      llvm::Expected<Schedule> reused =
-          buildSchedule(analysis, placed->decisions, std::move(storage));
+      llvm::Expected<Schedule> reused = buildSchedule(
+          analysis, run->placed.decisions, std::move(storage));
       ASSERT_TRUE(static_cast<bool>(reused))
           << llvm::toString(reused.takeError());
-      expectSameSchedule(*reused, *fresh);
+      expectSameSchedule(*reused, run->schedule);
       storage = std::move(*reused);
     }
   }
