@@ -27,21 +27,34 @@ using namespace lethe::testing;
 
 namespace {
 
+/// auto's inputs at `fraction` of `g`'s unplanned peak (no budget where
+/// that is under the least), and the solver's options without refining.
+struct RefineCase {
+  RefineCase(const TrainingGraph &g, const DeviceProfile &device,
+             double fraction)
+      : analysis(g, options), evaluator(analysis, device),
+        budget(budgetAtFraction(evaluator, analysis, fraction)) {
+    if (budget)
+      options.budgetBytes = *budget;
+    off.refine = false;
+  }
+  PlanOptions options;
+  ActivationAnalysis analysis;
+  Evaluator evaluator;
+  std::optional<int64_t> budget;
+  AutoSolverOptions off;
+};
+
 /// Returns whether refining changed the plan.
 bool expectRefinedNoWorse(const TrainingGraph &g, const DeviceProfile &device,
                           double fraction) {
-  PlanOptions options;
-  ActivationAnalysis analysis(g, options);
-  Evaluator evaluator(analysis, device);
-  std::optional<int64_t> budget =
-      budgetAtFraction(evaluator, analysis, fraction);
-  if (!budget)
+  RefineCase c(g, device, fraction);
+  if (!c.budget)
     return false;
-  options.budgetBytes = *budget;
-  AutoSolverOptions off;
-  off.refine = false;
-  llvm::Expected<AutoSolution> with = solveAuto(evaluator, options, {});
-  llvm::Expected<AutoSolution> without = solveAuto(evaluator, options, {}, off);
+  const PlanOptions &options = c.options;
+  llvm::Expected<AutoSolution> with = solveAuto(c.evaluator, options, {});
+  llvm::Expected<AutoSolution> without =
+      solveAuto(c.evaluator, options, {}, c.off);
   EXPECT_TRUE(with && without);
   if (!with || !without)
     return false;
@@ -191,24 +204,18 @@ namespace {
 /// unplanned peak (those of the solve with refine less those without).
 size_t refineEvaluations(const TrainingGraph &g, const DeviceProfile &device,
                          double fraction) {
-  PlanOptions options;
-  ActivationAnalysis analysis(g, options);
-  Evaluator evaluator(analysis, device);
-  std::optional<int64_t> budget =
-      budgetAtFraction(evaluator, analysis, fraction);
-  if (!budget)
+  RefineCase c(g, device, fraction);
+  if (!c.budget)
     return 0;
-  options.budgetBytes = *budget;
-  AutoSolverOptions off;
-  off.refine = false;
-  size_t before = evaluator.getEvaluations();
-  llvm::Expected<AutoSolution> without = solveAuto(evaluator, options, {}, off);
+  size_t before = c.evaluator.getEvaluations();
+  llvm::Expected<AutoSolution> without =
+      solveAuto(c.evaluator, c.options, {}, c.off);
   EXPECT_TRUE(static_cast<bool>(without));
-  const size_t withoutCount = evaluator.getEvaluations() - before;
-  before = evaluator.getEvaluations();
-  llvm::Expected<AutoSolution> with = solveAuto(evaluator, options, {});
+  const size_t withoutCount = c.evaluator.getEvaluations() - before;
+  before = c.evaluator.getEvaluations();
+  llvm::Expected<AutoSolution> with = solveAuto(c.evaluator, c.options, {});
   EXPECT_TRUE(static_cast<bool>(with));
-  const size_t withCount = evaluator.getEvaluations() - before;
+  const size_t withCount = c.evaluator.getEvaluations() - before;
   if (!with || !without)
     return 0;
   EXPECT_GE(withCount, withoutCount);
