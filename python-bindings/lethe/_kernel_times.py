@@ -492,6 +492,8 @@ class Attribution:
     times_us: Dict[str, float] = field(default_factory=dict)
     library_nodes: Set[str] = field(default_factory=set)  # timed in-step
     kernels: int = 0            # generated kernel launches matched
+    launches: int = 0           # the graph's call sites: kernels and
+    #                             library calls, each a launch or more
     kernel_us: float = 0.0      # their time
     attributed_us: float = 0.0  # of it, given to planned values
     recompute_us: float = 0.0   # backward kernels' recomputed forward share
@@ -503,6 +505,7 @@ class Attribution:
     def summary(self) -> Dict[str, Any]:
         return {"profiled_nodes": len(self.times_us),
                 "kernels": self.kernels,
+                "launches": self.launches,
                 "kernel_ms": round(self.kernel_us / 1e3, 3),
                 "attributed_ms": round(self.attributed_us / 1e3, 3),
                 "recompute_ms": round(self.recompute_us / 1e3, 3),
@@ -510,6 +513,11 @@ class Attribution:
                 "library_nodes": len(self.library_nodes),
                 "library_ms": round(self.library_us / 1e3, 3),
                 "other_ms": round(self.other_us / 1e3, 3)}
+
+    @property
+    def device_us(self) -> float:
+        """The device's time in the graph's kernels and library calls."""
+        return self.kernel_us + self.library_us + self.other_us
 
     def give(self, roots: Sequence[str], us: float, backward: bool,
              weight: Callable[[str], float]) -> float:
@@ -558,7 +566,7 @@ def attribute(kernels: GraphKernels, events: Sequence[Tuple[str, float]],
     names = {s.kernel for s, _ in generated}
     at = _indices(events, fw_gen, fw_at[0]) + _indices(
         events, [s for s, b in generated if b], bw_at[0])
-    result = Attribution(_forward=set(roots.forward))
+    result = Attribution(_forward=set(roots.forward), launches=len(sites))
     weight = lambda r: float(max(roots.weight.get(r, 0), 1))  # noqa: E731
     lib_weight = lambda r: max(roots.library_us.get(r, 0.0), 1e-3)  # noqa
 

@@ -93,6 +93,52 @@ def test_what_a_profile_leaves_to_the_model_takes_the_steps_rest():
     assert remainder_scale(Measurement(1, 0.165), r, profiled) is None
 
 
+def test_a_step_for_cuda_graphs_is_priced_as_its_replay():
+    # Measured without CUDA graphs, MoE-8l's step on an H200 took 24.71 ms
+    # for 22.51 ms of kernels: the rest was the host's pace, which a replay
+    # does not have. As a replay: the kernels, each after the replay floor
+    # (graph_kernel_us), never longer than measured.
+    from types import SimpleNamespace
+    from lethe._calibrate import replayed
+    from lethe._step_meter import Measurement
+    att = SimpleNamespace(device_us=22510.0, launches=500)
+    step = replayed(Measurement(1, 24.71, host_ms=20.0), att, 0.68)
+    assert step.step_ms == pytest.approx(22.85)
+    assert step.peak_bytes == 1 and step.host_ms == 20.0
+    assert replayed(Measurement(1, 22.0), att, 0.68).step_ms == 22.0
+    # Nothing profiled: the measured step stands.
+    none = SimpleNamespace(device_us=0.0, launches=0)
+    assert replayed(Measurement(1, 24.71), none, 0.68).step_ms == 24.71
+
+
+def test_a_profiled_replan_for_cuda_graphs_scales_the_rest_by_the_replay(
+        monkeypatch):
+    # The first plan's step ran 20 ms eagerly; its one kernel (mm) took 8
+    # ms of it, in 1,000 launches' worth of call sites. What no kernel
+    # named (view, 2 ms modelled) is scaled to the rest of the step: 12 ms
+    # of host gaps eagerly (scale 6, bounded at 5), 1 ms under CUDA graphs
+    # (a 1 us floor per launch: scale 0.5).
+    from types import SimpleNamespace
+    from lethe import _calibrate
+    from lethe._kernel_times import Attribution
+    from lethe._step_meter import Measurement
+    monkeypatch.setattr(_calibrate, "_replay_floor_us", lambda device: 1.0)
+    for graphs, scale in ((False, 5.0), (True, 0.5)):
+        cal, p, report, compiled = _calibrator(monkeypatch,
+                                               lambda c: 990 + c)
+        cal.backend.cudagraphs_deferred = graphs
+        r = p.records[-1]
+        r.compute_times = {"mm": (8000.0, 1), "view": (2000.0, 1)}
+        r.given, r.time_scale = set(), 1.0
+        r.roots = SimpleNamespace(library_us={})
+        r.attribution = Attribution(times_us={"mm": 8000.0}, kernels=1,
+                                    kernel_us=8000.0, launches=1000)
+        assert cal.on_step(Measurement(990, 20.0))
+        assert p.time_scale == pytest.approx(scale)
+        assert ("replayed as CUDA graphs" in " ".join(report["reasons"])) \
+            == graphs
+
+
 def test_a_host_bound_step_does_not_scale_a_model_for_cuda_graphs():
     from lethe._calibrate import correction
     from lethe._step_meter import Measurement
@@ -483,6 +529,8 @@ class _FakePartitioner:
         self.offloads = []  # what a plan offloads while offload is on
         self.host_launch_us = None
         self.ops = 100  # the planned graph's ops
+        self.device = "h100"
+        self.profiled = {}  # node -> µs from profiled steps
 
     def set_host_launch(self, us):
         self.host_launch_us = us
