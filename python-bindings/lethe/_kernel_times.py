@@ -303,6 +303,17 @@ class StepProfile:
 # the library kernels the wrapper called between them (no call site has
 # it, so attribute() gives it to those calls, _library_gap).
 BETWEEN = "(between launches)"
+# A mark LaunchTimes leaves where it held the device again: the span
+# across it is the hold's, no library call's.
+_REHOLD = "(device held again)"
+# Most holds one step is given after its first (each costs the device the
+# hold's time, once): a step that syncs with the host (MoE routing,
+# a mask checked on the host) drains the device at each sync; held again
+# there, the launches after it are timed back to back too. Without it,
+# GPT-2-medium's profiled steps on an H200 had 200 and 293 of 504 launches
+# issued after the hold had ended and no kernel was timed
+# (bench/results/torch-inductor.md, 2026-11-27 h3).
+_REHOLDS_MAX = 32
 # Longest hold of the device at a timed step's start (ms): a host slower
 # than this to issue the step leaves the device idle where it falls
 # behind, and those launches are timed with the idle time in them.
@@ -352,8 +363,10 @@ class LaunchTimes:
         marks: List[Tuple[str, Any, Any]] = []
         self._marks = marks
         # Launches the host issued after the hold's time had passed on the
-        # host's clock: they may have found the device idle.
+        # host's clock, or with the device done with every launch before,
+        # and no hold left to give: they may have found the device idle.
         self.late = 0
+        self.reholds = 0  # holds given after the first
         # Launches into a CUDA graph being captured (mode="reduce-overhead"):
         # no timing event may be recorded there, and what a capture
         # launches does not run.
@@ -364,18 +377,35 @@ class LaunchTimes:
         clock = time.perf_counter
         capturing = torch.cuda.is_current_stream_capturing
 
+        def caught_up() -> bool:
+            """Whether the device may have run out of queued work: the
+            hold's time has passed on the host's clock, or the last timed
+            launch has already run (a sync with the host drained it)."""
+            if clock() > until[0]:
+                return True
+            last = marks[-1] if marks else None
+            return last is not None and last[2] is not None \
+                and last[2].query()
+
         def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
             if capturing():
                 self.captured += 1
                 return inner(tuner, *args, **kwargs)
+            if cycles and caught_up():
+                if self.reholds < _REHOLDS_MAX:
+                    self.reholds += 1
+                    with torch.cuda.device(device):
+                        torch.cuda._sleep(cycles)
+                    until[0] = clock() + hold_ms / 1e3
+                    marks.append((_REHOLD, None, None))
+                else:
+                    self.late += 1
             start = event(enable_timing=True)
             start.record()
             out = inner(tuner, *args, **kwargs)
             end = event(enable_timing=True)
             end.record()
             marks.append((tuner.fn.__name__, start, end))
-            if clock() > until[0]:
-                self.late += 1
             return out
 
         # Measured before the launcher is wrapped (a failure here leaves
@@ -455,9 +485,11 @@ class LaunchTimes:
         if self.late:
             warnings.warn(
                 f"Lethe: the host issued {self.late} of the profiled step's "
-                f"{len(self._marks)} kernel launches after the device's hold "
-                "had ended; their times may include the device's idle time "
-                "and are not used (the calibration scales the model)")
+                f"{sum(m[0] != _REHOLD for m in self._marks)} kernel "
+                f"launches after the device's hold had ended (held again "
+                f"{self.reholds} times, the most a step is given); their "
+                "times may include the device's idle time and are not used "
+                "(the calibration scales the model)")
             return []
         return timeline(self._marks, self._event)
 
@@ -472,6 +504,9 @@ def timeline(marks: Sequence[Tuple[str, Any, Any]],
     out: List[Tuple[str, float]] = []
     prev = None
     for name, start, end in marks:
+        if name == _REHOLD:  # the span across a hold is the hold's
+            prev = None
+            continue
         if prev is not None:
             gap = prev.elapsed_time(start) * 1e3 - event_us
             if gap > 0:

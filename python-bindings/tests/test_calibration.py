@@ -328,8 +328,9 @@ class _Clock:
     """CUDA events' stand-in: each record() reads a scripted device
     time (ms)."""
 
-    def __init__(self, times):
+    def __init__(self, times, drained=False):
         self.times = list(times)
+        self.drained = drained  # the device has run every launch so far
 
 
 class _Event:
@@ -340,6 +341,9 @@ class _Event:
 
     def record(self):
         self.at = self.clock.times.pop(0)
+
+    def query(self):  # whether the device has run it
+        return self.clock.drained
 
     def elapsed_time(self, other):
         return other.at - self.at
@@ -386,17 +390,26 @@ def test_launches_are_timed_by_events_and_unwrapped_after(monkeypatch):
     assert [round(us, 6) for _, us in events] == [9.0, 99.0, 4.0]
 
     # Behind a hold (10 ms here), a launch the host issues after the hold
-    # has ended may have found the device idle: the step's times are not
-    # used, and a warning says why.
+    # has ended (on the host's clock), or after the device has run every
+    # launch before it (a sync with the host drained it), may find the
+    # device idle: the device is held again before it, and the span across
+    # that hold is no library's. With no hold left to give, the step's
+    # times are not used, and a warning says why.
     now = [100.0]
+    slept = []
     monkeypatch.setattr(time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", slept.append)
     monkeypatch.setattr(torch.cuda, "device",
                         lambda d: contextlib.nullcontext())
     monkeypatch.setattr(_kernel_times.LaunchTimes, "_cycles_per_ms",
                         {0: 1.0})
-    for late, want in ((0.009, 3), (0.011, 0)):
-        _Event.clock = _Clock([0.0, 0.010, 0.110, 0.115])
+    for late, drained, holds, want in (
+            (0.009, False, 1, 3), (0.011, False, 2, 2), (0.009, True, 2, 2),
+            (0.011, False, 1, 0)):
+        slept.clear()
+        monkeypatch.setattr(_kernel_times, "_REHOLDS_MAX", 1 if holds == 2
+                            or want == 3 else 0)
+        _Event.clock = _Clock([0.0, 0.010, 0.110, 0.115], drained)
         timer = _kernel_times.LaunchTimes(torch.device("cuda", 0),
                                           hold_ms=10)
         CachingAutotuner.run(Tuner("triton_poi_a"), 1, stream=7)
@@ -404,7 +417,11 @@ def test_launches_are_timed_by_events_and_unwrapped_after(monkeypatch):
         CachingAutotuner.run(Tuner("triton_red_b"), 2, stream=7)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            assert len(timer.stop()) == want
+            events = timer.stop()
+        assert len(events) == want and len(slept) == holds
+        if want == 2:  # held again between the two: no span between
+            assert [n for n, _ in events] == ["triton_poi_a", "triton_red_b"]
+            assert timer.reholds == 1
         assert bool(w) == (want == 0) and timer.late == (want == 0)
         assert CachingAutotuner.run is inner
         now[0] = 100.0
