@@ -179,6 +179,9 @@ void lethe::writePlanJson(llvm::raw_ostream &os, const Plan &plan,
                              : nullptr);
     if (plan.leastFeasibleBudget)
       j.attribute("least_feasible_budget_bytes", *plan.leastFeasibleBudget);
+    if (plan.leastWithRngReplay)
+      j.attribute("least_budget_with_replay_rng_bytes",
+                  *plan.leastWithRngReplay);
     if (bound) {
       j.attributeObject("lower_bound", [&] {
         j.attribute("columns", bound->columns);
@@ -250,6 +253,9 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   TrainingGraph *graph = &step->graph;
   Plan *plan = &step->plan;
   if (!plan->feasible) {
+    if (plan->leastFeasibleBudget)
+      plan->leastWithRngReplay = leastWithRngReplay(
+          *module, func, pipelineConfig(options), *plan->leastFeasibleBudget);
     llvm::errs() << "error: " << infeasibleMessage(*plan) << "\n";
     // The JSON says so too, for programs that ask.
     OutputFiles outputs;

@@ -563,8 +563,10 @@ public:
 /// "budget B is below the least budget policy P can meet on this graph: L"
 /// for the least budget the whole pipeline meets.
 static std::string belowLeastMessage(const LethePipelineConfig &config,
-                                     int64_t budget, const Least &least) {
+                                     int64_t budget, const Least &least,
+                                     std::optional<int64_t> withReplay = {}) {
   Plan plan;
+  plan.leastWithRngReplay = withReplay;
   plan.policy = !config.plan.planFile.empty()
                     ? Policy::Given
                     : parsePolicy(config.plan.policy).value_or(Policy::Auto);
@@ -755,8 +757,10 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
     result.budgetBytes = direct->budgetBytes;
     result.leastBudgetBytes = least->packed;
     return emitError(loc) << "lethe-plan: "
-                          << belowLeastMessage(config, direct->budgetBytes,
-                                               *least);
+                          << belowLeastMessage(
+                                 config, direct->budgetBytes, *least,
+                                 leastWithRngReplay(module, nullptr, config,
+                                                    least->packed));
   }
 
   const int64_t budget = first.planBudget;

@@ -358,11 +358,20 @@ std::string lethe::infeasibleMessage(const Plan &plan) {
     return llvm::formatv("budget {0} cannot be met by policy {1}",
                          planner::humanBytes(plan.budgetBytes), policy)
         .str();
-  return llvm::formatv("budget {0} ({1} B) is below the least budget policy "
-                       "{2} can meet on this graph: {3} ({4} B)",
-                       planner::humanBytes(plan.budgetBytes), plan.budgetBytes,
-                       policy,
-                       planner::humanBytes(*plan.leastFeasibleBudget),
-                       *plan.leastFeasibleBudget)
-      .str();
+  std::string message =
+      llvm::formatv("budget {0} ({1} B) is below the least budget policy "
+                    "{2} can meet on this graph: {3} ({4} B)",
+                    planner::humanBytes(plan.budgetBytes), plan.budgetBytes,
+                    policy, planner::humanBytes(*plan.leastFeasibleBudget),
+                    *plan.leastFeasibleBudget)
+          .str();
+  if (plan.leastWithRngReplay)
+    message +=
+        llvm::formatv("; values whose recompute chain runs an RNG op (dropout) "
+                      "are never recomputed without --replay-rng, with which "
+                      "the least is {0} ({1} B)",
+                      planner::humanBytes(*plan.leastWithRngReplay),
+                      *plan.leastWithRngReplay)
+            .str();
+  return message;
 }

@@ -122,6 +122,18 @@ findLeastPipelineBudget(mlir::ModuleOp module,
                         const LethePipelineConfig &config,
                         std::shared_ptr<AutoFamilies> families = nullptr);
 
+/// Where the step has RNG ops (dropout) and `config` does not replay their
+/// state, so their chains are never recomputed: the least budget
+/// findLeastPipelineBudget finds with replay on, if under 98% of `least`
+/// (the one without); nullopt otherwise. `func`: that function of
+/// `module` alone (findLeastFunctionBudget); null: the whole module. The
+/// below-the-least errors state it: T5-base's least is 2.55x its largest
+/// op working set without replay, 1.00x with it.
+std::optional<int64_t> leastWithRngReplay(mlir::ModuleOp module,
+                                          mlir::func::FuncOp func,
+                                          const LethePipelineConfig &config,
+                                          int64_t least);
+
 /// findLeastPipelineBudget for `func` of `module` alone (the other
 /// functions left out): the least budget `lethe plan` and the C API state
 /// for an infeasible plan of `func`, the one compiling it meets.

@@ -186,6 +186,9 @@ struct Plan {
   double baselineStepUs = 0.0;
   /// When infeasible: the least budget this policy/solver can meet.
   std::optional<int64_t> leastFeasibleBudget;
+  /// When infeasible, with RNG replay off: the least with it on, where
+  /// notably lower (leastWithRngReplay; infeasibleMessage states it).
+  std::optional<int64_t> leastWithRngReplay;
   double solveMs = 0.0;
   /// Exact solver only: optimality status and gap.
   std::optional<ExactSolveReport> exactReport;
