@@ -249,6 +249,15 @@ def _replay_floor_us(device: str) -> float:
     return float(profile.get("graph_kernel_us") or 0.0)
 
 
+def _compute_ms(r: Any) -> Optional[float]:
+    """The compute stream's busy time in plan `r`'s simulated step (ms;
+    None where its trace was not kept): what the step predicts beyond it
+    is the stream's idle time (host issue, waits), which the report shows
+    beside each measured step."""
+    times = getattr(r, "compute_times", None)
+    return sum(us for us, _ in times.values()) / 1e3 if times else None
+
+
 def _host_launch_us(measured: Measurement, r: Any) -> Optional[float]:
     """Where the host bounds the measured step: the host's time to issue
     it over the step's ops (the graph's ops and the ops its recomputations
@@ -414,7 +423,8 @@ class Calibrator:
             peak_bytes=measured.peak_bytes, step_ms=measured.step_ms,
             peak_correction=self.p.peak_correction,
             predicted_step_ms=None if run is None
-            else run.plan.step_us / 1e3))
+            else run.plan.step_us / 1e3,
+            predicted_compute_ms=None if run is None else _compute_ms(run)))
         if measured.peak_bytes is None or budget is None \
                 or measured.peak_bytes <= budget:
             return False
@@ -465,6 +475,7 @@ class Calibrator:
                        host_ms=measured.host_ms,
                        predicted_peak_bytes=r.plan.peak_bytes,
                        predicted_step_ms=r.plan.step_us / 1e3,
+                       predicted_compute_ms=_compute_ms(r),
                        peak_correction=self.p.peak_correction,
                        time_scale=self.p.time_scale)
         self.report.setdefault("attempts", []).append(attempt)

@@ -135,6 +135,9 @@ def test_a_profiled_replan_for_cuda_graphs_scales_the_rest_by_the_replay(
                                     kernel_us=8000.0, launches=1000)
         assert cal.on_step(Measurement(990, 20.0))
         assert p.time_scale == pytest.approx(scale)
+        # Each attempt shows the compute stream's busy time beside the
+        # predicted step (what is beyond it is the stream's idle time).
+        assert report["attempts"][0]["predicted_compute_ms"] == 10.0
         assert ("replayed as CUDA graphs" in " ".join(report["reasons"])) \
             == graphs
 
