@@ -222,7 +222,13 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
     }
     // Recount the host bytes of the plan we keep.
     recountOffloaded();
-    llvm::Expected<bool> single = trySingles(pos, level);
+    // A batch that picked nothing (no candidate at its first op, the peak
+    // op) left itself and the copy model as prepared for this plan:
+    // trySingles judges the same op with them, their copy what-ifs made
+    // once (on Swin-T's least budget most of the greedy's calls from
+    // swapCostly).
+    llvm::Expected<bool> single =
+        any ? trySingles(pos, level) : trySingles(pos, level, &batch, &copies);
     if (!single)
       return single.takeError();
     if (!*single)

@@ -63,6 +63,23 @@ int64_t retainedPeakBound(const ActivationAnalysis &analysis,
                           llvm::ArrayRef<OpIndex> nodeOp,
                           llvm::ArrayRef<OpIndex> regionStart, int32_t a);
 
+/// The device peak of `eval`'s plan with its copies changed alone: the
+/// copy hints `hints` (one per activation) and the offloaded activations
+/// `retained` retained, each of them without a re-derived view or input and
+/// not a checkpoint; INT64_MIN where one is not such. Exact: no chain and
+/// no node time moves, so the trial's copies are placed on `eval`'s times
+/// (placeCopies) and every buffer but the offloaded ones is made and freed
+/// by the same compute ops, whose memory bounds every copy op's; `nodeOp`
+/// and `regionStart` as Positions has them for `eval`'s schedule
+/// (AutoSolverSearch.cpp). polish and unexposeOffloads skip a trial this
+/// puts over the level.
+int64_t copyOnlyPeak(const ActivationAnalysis &analysis,
+                     const DeviceProfile &device, const Evaluation &eval,
+                     llvm::ArrayRef<OpIndex> nodeOp,
+                     llvm::ArrayRef<OpIndex> regionStart,
+                     llvm::ArrayRef<int32_t> retained,
+                     llvm::ArrayRef<CopyHint> hints);
+
 /// A plan of the ladder.
 struct Member {
   std::vector<Decision> decisions;
@@ -326,6 +343,9 @@ private:
   llvm::Error unexposeOffloads(int64_t level, size_t tries = 4);
   /// retainedPeakBound of the current plan.
   int64_t retainedPeakBound(int32_t a) const;
+  /// copyOnlyPeak of the current plan.
+  int64_t copyOnlyPeak(llvm::ArrayRef<int32_t> retained,
+                       llvm::ArrayRef<CopyHint> hints) const;
   /// Polishes until the step stops improving (a plan far from the level,
   /// such as a seed the ladder restarts from, needs several rounds).
   llvm::Error polishFully(int64_t level);
@@ -415,7 +435,14 @@ private:
   /// first: recomputes by their restore point's chain time, offloads by
   /// the time the step waits for their copies.
   std::vector<int32_t> costliestDecisions() const;
-  llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
+  /// The greedy's fallback where a batch does not help: the best few
+  /// candidates at the peak op, each evaluated, then offloads widened over
+  /// the ops above the level; true where one lowers the peak. `batch` and
+  /// `copies`, where given, are the current plan's as prepared for a batch
+  /// that picked nothing (their what-ifs reused); else made here.
+  llvm::Expected<bool> trySingles(const Positions &pos, int64_t level,
+                                  Batch *batch = nullptr,
+                                  const planner::CopyModel *copies = nullptr);
   /// Where the ladder ends (the greedy only adds decisions and is stuck):
   /// one of the dropped activations that cost the step most retained again,
   /// and where the plan then peaks at least as high, with a drop the greedy
