@@ -35,6 +35,14 @@
 
 namespace lethe::autosolver {
 
+/// Ladder levels built below the first one that fits the budget: a member is
+/// the fastest plan this far down. Random graphs 9100-9699 in 5% budget
+/// steps rose with the budget on 7 of 600 graphs at 3, 4 at 4, 2 at 5, 1 at
+/// 6 (a faster plan deeper down); the corpus solves summed +3% at 4, +12% at
+/// 5, +18% at 6 (bench/results/scaling.md, 2026-11-27). Read by the ladder
+/// (AutoSolver.cpp) and by its replay (AutoSolverFamily.cpp).
+constexpr unsigned kLookBelow = 4;
+
 /// Where things are in the current schedule.
 struct Positions {
   std::vector<OpIndex> nodeOp;
