@@ -32,12 +32,6 @@ using namespace lethe::autosolver;
 
 namespace {
 
-/// Ladder levels built below the first one that fits the budget: a member is
-/// the fastest plan this far down. Random graphs 9100-9699 in 5% budget
-/// steps rose with the budget on 7 of 600 graphs at 3, 4 at 4, 2 at 5, 1 at
-/// 6 (a faster plan deeper down); the corpus solves summed +3% at 4, +12% at
-/// 5, +18% at 6 (bench/results/scaling.md, 2026-11-27).
-constexpr unsigned kLookBelow = 4;
 /// Ladder members below the plan chosen that refining reads (how far the
 /// ladder goes below it, what building it took).
 constexpr unsigned kRefineBelow = 3;
@@ -222,7 +216,13 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
     }
     // Recount the host bytes of the plan we keep.
     recountOffloaded();
-    llvm::Expected<bool> single = trySingles(pos, level);
+    // A batch that picked nothing (no candidate at its first op, the peak
+    // op) left itself and the copy model as prepared for this plan:
+    // trySingles judges the same op with them, their copy what-ifs made
+    // once (on Swin-T's least budget most of the greedy's calls from
+    // swapCostly).
+    llvm::Expected<bool> single =
+        any ? trySingles(pos, level) : trySingles(pos, level, &batch, &copies);
     if (!single)
       return single.takeError();
     if (!*single)
@@ -772,41 +772,4 @@ llvm::Expected<AutoSolution> Solver::solve() {
   if (!reasonsDeferred)
     explainAll(solution);
   return solution;
-}
-
-void Solver::keepSolved(const AutoSolution &solution) const {
-  if (answersAgain && usedFamily)
-    usedFamily->solved =
-        AutoFamily::Solved{options.budgetBytes, solverOptions.refine, solution};
-}
-
-AutoFamily::Replay AutoFamily::replay(int64_t budget) const {
-  // Solver::buildLadder's loop: firstFit is the first member that fits, set
-  // where an iteration ends; the loop ends once kLookBelow members follow
-  // it, or by itself (the last check of a complete ladder).
-  Replay result;
-  for (size_t t = 0; t < checks.size(); ++t) {
-    if (complete && t + 1 == checks.size()) {
-      result.end = t;
-      return result;
-    }
-    size_t members = checks[t].members;
-    if (!result.firstFit && ladder[members - 1].peak <= budget)
-      result.firstFit = members - 1;
-    if (result.firstFit && members > *result.firstFit + kLookBelow) {
-      result.end = t;
-      return result;
-    }
-  }
-  return result;
-}
-
-AutoFamilies::AutoFamilies() = default;
-AutoFamilies::~AutoFamilies() = default;
-
-AutoFamily &AutoFamilies::get(llvm::StringRef step) {
-  std::unique_ptr<AutoFamily> &family = families[step.str()];
-  if (!family)
-    family = std::make_unique<AutoFamily>();
-  return *family;
 }

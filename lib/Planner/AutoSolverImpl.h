@@ -35,6 +35,14 @@
 
 namespace lethe::autosolver {
 
+/// Ladder levels built below the first one that fits the budget: a member is
+/// the fastest plan this far down. Random graphs 9100-9699 in 5% budget
+/// steps rose with the budget on 7 of 600 graphs at 3, 4 at 4, 2 at 5, 1 at
+/// 6 (a faster plan deeper down); the corpus solves summed +3% at 4, +12% at
+/// 5, +18% at 6 (bench/results/scaling.md, 2026-11-27). Read by the ladder
+/// (AutoSolver.cpp) and by its replay (AutoSolverFamily.cpp).
+constexpr unsigned kLookBelow = 4;
+
 /// Where things are in the current schedule.
 struct Positions {
   std::vector<OpIndex> nodeOp;
@@ -62,6 +70,23 @@ int64_t retainedPeakBound(const ActivationAnalysis &analysis,
                           const Evaluation &eval,
                           llvm::ArrayRef<OpIndex> nodeOp,
                           llvm::ArrayRef<OpIndex> regionStart, int32_t a);
+
+/// The device peak of `eval`'s plan with its copies changed alone: the
+/// copy hints `hints` (one per activation) and the offloaded activations
+/// `retained` retained, each of them without a re-derived view or input and
+/// not a checkpoint; INT64_MIN where one is not such. Exact: no chain and
+/// no node time moves, so the trial's copies are placed on `eval`'s times
+/// (placeCopies) and every buffer but the offloaded ones is made and freed
+/// by the same compute ops, whose memory bounds every copy op's; `nodeOp`
+/// and `regionStart` as Positions has them for `eval`'s schedule
+/// (AutoSolverSearch.cpp). polish and unexposeOffloads skip a trial this
+/// puts over the level.
+int64_t copyOnlyPeak(const ActivationAnalysis &analysis,
+                     const DeviceProfile &device, const Evaluation &eval,
+                     llvm::ArrayRef<OpIndex> nodeOp,
+                     llvm::ArrayRef<OpIndex> regionStart,
+                     llvm::ArrayRef<int32_t> retained,
+                     llvm::ArrayRef<CopyHint> hints);
 
 /// A plan of the ladder.
 struct Member {
@@ -326,6 +351,9 @@ private:
   llvm::Error unexposeOffloads(int64_t level, size_t tries = 4);
   /// retainedPeakBound of the current plan.
   int64_t retainedPeakBound(int32_t a) const;
+  /// copyOnlyPeak of the current plan.
+  int64_t copyOnlyPeak(llvm::ArrayRef<int32_t> retained,
+                       llvm::ArrayRef<CopyHint> hints) const;
   /// Polishes until the step stops improving (a plan far from the level,
   /// such as a seed the ladder restarts from, needs several rounds).
   llvm::Error polishFully(int64_t level);
@@ -415,7 +443,14 @@ private:
   /// first: recomputes by their restore point's chain time, offloads by
   /// the time the step waits for their copies.
   std::vector<int32_t> costliestDecisions() const;
-  llvm::Expected<bool> trySingles(const Positions &pos, int64_t level);
+  /// The greedy's fallback where a batch does not help: the best few
+  /// candidates at the peak op, each evaluated, then offloads widened over
+  /// the ops above the level; true where one lowers the peak. `batch` and
+  /// `copies`, where given, are the current plan's as prepared for a batch
+  /// that picked nothing (their what-ifs reused); else made here.
+  llvm::Expected<bool> trySingles(const Positions &pos, int64_t level,
+                                  Batch *batch = nullptr,
+                                  const planner::CopyModel *copies = nullptr);
   /// Where the ladder ends (the greedy only adds decisions and is stuck):
   /// one of the dropped activations that cost the step most retained again,
   /// and where the plan then peaks at least as high, with a drop the greedy

@@ -63,6 +63,13 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     std::vector<CopyHint> trialHints = currentHints;
     for (size_t i = 0; i < count; ++i)
       trialHints[trades[i]] = CopyHint();
+    // Its peak, known without evaluating, is over the level: rejected as
+    // its evaluation would reject it (on BERT's least budget 366 of 384
+    // such trials were over it).
+    if (copyOnlyPeak({}, trialHints) > level) {
+      evaluator.countAnswered();
+      continue;
+    }
     llvm::Expected<Evaluation> eval =
         evaluator.evaluate(current, trialHints, {level, currentEval.stepUs});
     if (!eval)
@@ -185,16 +192,20 @@ llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
   llvm::sort(order);
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
     int32_t a = order[i].second;
-    // A trial proved over the level is rejected as its evaluation would
-    // reject it (on BERT's least budget 515 of 723 trials were over it).
-    if (retainedPeakBound(a) > level) {
-      evaluator.countAnswered();
-      continue;
-    }
     std::vector<Decision> trial = current;
     std::vector<CopyHint> trialHints = currentHints;
     trial[a] = Decision::Retain;
     trialHints[a] = CopyHint();
+    // A trial proved over the level is rejected as its evaluation would
+    // reject it (on BERT's least budget 515 of 723 trials were over it):
+    // by its exact peak where it moves copies alone, else by the bound.
+    int64_t peak = copyOnlyPeak({a}, trialHints);
+    if (peak == std::numeric_limits<int64_t>::min())
+      peak = retainedPeakBound(a);
+    if (peak > level) {
+      evaluator.countAnswered();
+      continue;
+    }
     llvm::Expected<Evaluation> eval =
         evaluator.evaluate(trial, trialHints, {level, currentEval.stepUs});
     if (!eval)
@@ -286,6 +297,80 @@ int64_t lethe::autosolver::retainedPeakBound(
     best = std::max(best, most - running);
   }
   return best == kUnknown ? kUnknown : best + acts[a].bytes;
+}
+
+int64_t Solver::copyOnlyPeak(llvm::ArrayRef<int32_t> retained,
+                             llvm::ArrayRef<CopyHint> hints) const {
+  std::shared_ptr<const Positions> indexed = index(currentEval);
+  return lethe::autosolver::copyOnlyPeak(analysis, device, currentEval,
+                                         indexed->nodeOp, indexed->regionStart,
+                                         retained, hints);
+}
+
+int64_t lethe::autosolver::copyOnlyPeak(const ActivationAnalysis &analysis,
+                                        const DeviceProfile &device,
+                                        const Evaluation &eval,
+                                        llvm::ArrayRef<OpIndex> nodeOp,
+                                        llvm::ArrayRef<OpIndex> regionStart,
+                                        llvm::ArrayRef<int32_t> retained,
+                                        llvm::ArrayRef<CopyHint> hints) {
+  constexpr int64_t kUnknown = std::numeric_limits<int64_t>::min();
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  const Placement &placement = *eval.placement;
+  // A retained offload must leave every chain and restore point as it is:
+  // no view re-derived from it (its time would leave a chain), none read
+  // through it, and no checkpoint (whose restore follows the chains).
+  for (int32_t a : retained) {
+    const ActivationDecision &d = placement.decisions[a];
+    if (d.decision != Decision::Offload || !d.recomputeNodes.empty() ||
+        !acts[a].rederiveInputs.empty() || acts[a].checkpoint)
+      return kUnknown;
+  }
+  const size_t numActs = acts.size();
+  std::vector<NodeId> restore(numActs, -1);
+  std::vector<int32_t> offloaded;
+  for (auto [b, d] : llvm::enumerate(placement.decisions))
+    if (d.decision == Decision::Offload &&
+        !llvm::is_contained(retained, static_cast<int32_t>(b))) {
+      offloaded.push_back(static_cast<int32_t>(b));
+      restore[b] = d.firstBackwardUse;
+    }
+  std::vector<NodeId> releaseAfter(numActs, -1), prefetchAfter(numActs, -1);
+  std::vector<double> d2hEndUs(numActs, 0.0), h2dStartUs(numActs, 0.0);
+  placeCopies(analysis, plannedCopyCosts(device), placement.nodeEndUs,
+              placement.chainStartUs, restore, hints, offloaded, releaseAfter,
+              prefetchAfter, d2hEndUs, h2dStartUs);
+  // An offloaded value is off the device at the compute ops of nodes
+  // releaseAfter + 1 to prefetchAfter (the chain before a node, then the
+  // node: its region): released after the first, prefetched after the
+  // second. What the trial holds at a region's ops is what the plan holds
+  // there, plus the values off in the plan, less those off in the trial.
+  const size_t numNodes = placement.nodeEndUs.size();
+  std::vector<int64_t> change(numNodes + 1, 0);
+  auto add = [&](NodeId first, NodeId last, int64_t bytes) {
+    if (first > last)
+      return;
+    change[first] += bytes;
+    change[last + 1] -= bytes;
+  };
+  for (auto [b, d] : llvm::enumerate(placement.decisions))
+    if (d.decision == Decision::Offload)
+      add(d.releaseAfter + 1, d.prefetchAfter, acts[b].bytes);
+  for (int32_t b : offloaded)
+    add(releaseAfter[b] + 1, prefetchAfter[b], -acts[b].bytes);
+  // A copy op holds at most what a compute op next to it holds (a D2H copy
+  // or a release what the last one left, a prefetch less than the next
+  // one), so the peak is at a compute op.
+  const std::vector<int64_t> &memory = eval.memory.deviceAtOp;
+  int64_t running = 0, peak = kUnknown;
+  for (size_t i = 0; i < numNodes; ++i) {
+    running += change[i];
+    int64_t most = memory[nodeOp[i]];
+    for (OpIndex k = regionStart[i]; k < nodeOp[i]; ++k)
+      most = std::max(most, memory[k]);
+    peak = std::max(peak, most + running);
+  }
+  return peak;
 }
 
 llvm::Error Solver::polishFully(int64_t level) {
@@ -482,11 +567,17 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
   return llvm::Error::success();
 }
 
-llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level) {
-  planner::CopyModel copies(analysis, device, *currentEval.placement,
-                            currentHints);
-  Batch batch;
-  prepareBatch(pos, currentEval, current, batch);
+llvm::Expected<bool> Solver::trySingles(const Positions &pos, int64_t level,
+                                        Batch *prepared,
+                                        const planner::CopyModel *model) {
+  std::optional<planner::CopyModel> made;
+  Batch fresh;
+  if (!prepared) {
+    made.emplace(analysis, device, *currentEval.placement, currentHints);
+    prepareBatch(pos, currentEval, current, fresh);
+  }
+  const planner::CopyModel &copies = prepared ? *model : *made;
+  Batch &batch = prepared ? *prepared : fresh;
   const size_t peakOp = currentEval.memory.peakOp;
   llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
   auto overLevel = [&] {

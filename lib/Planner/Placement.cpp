@@ -82,7 +82,6 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     return placementError(llvm::formatv(
         "expected one copy hint per activation ({0}), got {1}", numActs,
         hints.size()));
-  auto hintOf = [&](size_t a) { return hints.empty() ? CopyHint() : hints[a]; };
   const std::vector<Decision> decisions =
       effectiveDecisions(analysis, requested);
   bool anyOffload = false;
@@ -195,19 +194,6 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
            nodeComputeUs(analysis.getNodeBrief(static_cast<NodeId>(i)));
     result.nodeEndUs[i] = now;
   }
-  // First node k in [lo, hi] whose end is >= t (hi when none).
-  auto firstEndingAfter = [&](double t, NodeId lo, NodeId hi) {
-    auto begin = result.nodeEndUs.begin();
-    auto it = std::lower_bound(begin + lo, begin + hi + 1, t - 1e-9);
-    return std::min(hi, static_cast<NodeId>(it - begin));
-  };
-  // Last node k <= hi whose end is <= t (lo when none).
-  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
-    auto begin = result.nodeEndUs.begin();
-    auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
-    return std::max(lo, static_cast<NodeId>(it - begin) - 1);
-  };
-
   // Each decision made where its fields are written (a resize first was a
   // second pass over the 80-byte decisions).
   result.decisions.reserve(numActs);
@@ -230,6 +216,43 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     }
   }
 
+  std::vector<NodeId> releaseAfter(numActs, -1), prefetchAfter(numActs, -1);
+  placeCopies(analysis, copy, result.nodeEndUs, result.chainStartUs, restore,
+              hints, offloaded, releaseAfter, prefetchAfter, result.d2hEndUs,
+              result.h2dStartUs);
+  for (int32_t a : offloaded) {
+    result.decisions[a].releaseAfter = releaseAfter[a];
+    result.decisions[a].prefetchAfter = prefetchAfter[a];
+  }
+  return result;
+}
+
+void lethe::placeCopies(const ActivationAnalysis &analysis,
+                        const PlannedCopyCosts &copy,
+                        llvm::ArrayRef<double> nodeEndUs,
+                        llvm::ArrayRef<double> chainStartUs,
+                        llvm::ArrayRef<NodeId> restore,
+                        llvm::ArrayRef<CopyHint> hints,
+                        std::vector<int32_t> &offloaded,
+                        llvm::MutableArrayRef<NodeId> releaseAfter,
+                        llvm::MutableArrayRef<NodeId> prefetchAfter,
+                        llvm::MutableArrayRef<double> d2hEndUs,
+                        llvm::MutableArrayRef<double> h2dStartUs) {
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  auto hintOf = [&](size_t a) { return hints.empty() ? CopyHint() : hints[a]; };
+  // First node k in [lo, hi] whose end is >= t (hi when none).
+  auto firstEndingAfter = [&](double t, NodeId lo, NodeId hi) {
+    auto begin = nodeEndUs.begin();
+    auto it = std::lower_bound(begin + lo, begin + hi + 1, t - 1e-9);
+    return std::min(hi, static_cast<NodeId>(it - begin));
+  };
+  // Last node k <= hi whose end is <= t (lo when none).
+  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
+    auto begin = nodeEndUs.begin();
+    auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
+    return std::max(lo, static_cast<NodeId>(it - begin) - 1);
+  };
+
   // D2H: FIFO in order of issue; release once predicted done.
   llvm::sort(offloaded, [&](int32_t x, int32_t y) {
     return std::make_pair(acts[x].contentReadyAfter, acts[x].storage) <
@@ -238,15 +261,15 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   double d2hFree = 0.0;
   for (int32_t a : offloaded) {
     const ActivationInfo &act = acts[a];
-    double start = std::max(result.nodeEndUs[act.contentReadyAfter], d2hFree);
+    double start = std::max(nodeEndUs[act.contentReadyAfter], d2hFree);
     double end = start + copy.d2hUs(act.bytes);
     d2hFree = end;
-    result.d2hEndUs[a] = end;
+    d2hEndUs[a] = end;
     NodeId release = firstEndingAfter(end, act.lastForwardUse, restore[a] - 1);
     if (hintOf(a).releaseBy >= 0)
       release = std::max(act.lastForwardUse,
                          std::min(release, hintOf(a).releaseBy));
-    result.decisions[a].releaseAfter = release;
+    releaseAfter[a] = release;
   }
 
   // H2D: as late as possible, walking deadlines backwards.
@@ -257,19 +280,17 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   double nextStart = std::numeric_limits<double>::infinity();
   for (int32_t a : offloaded) {
     const ActivationInfo &act = acts[a];
-    ActivationDecision &d = result.decisions[a];
-    double deadline = result.chainStartUs[restore[a]];
+    double deadline = chainStartUs[restore[a]];
     double end = std::min(deadline, nextStart);
     double start = end - copy.h2dUs(act.bytes);
-    NodeId issue = lastEndingBefore(start, d.releaseAfter, restore[a] - 1);
+    NodeId issue = lastEndingBefore(start, releaseAfter[a], restore[a] - 1);
     if (hintOf(a).prefetchNotBefore >= 0)
       issue = std::min(restore[a] - 1,
                        std::max(issue, hintOf(a).prefetchNotBefore));
-    d.prefetchAfter = issue;
-    result.h2dStartUs[a] = std::max(start, result.nodeEndUs[issue]);
-    nextStart = result.h2dStartUs[a];
+    prefetchAfter[a] = issue;
+    h2dStartUs[a] = std::max(start, nodeEndUs[issue]);
+    nextStart = h2dStartUs[a];
   }
-  return result;
 }
 
 llvm::Error lethe::completePlacement(const ActivationAnalysis &analysis,

@@ -99,6 +99,25 @@ llvm::Expected<Placement> placeDecisions(const ActivationAnalysis &analysis,
                                          llvm::ArrayRef<Decision> decisions,
                                          llvm::ArrayRef<CopyHint> hints = {});
 
+/// Where offloads' copies go on a placement's compute-stream times (the
+/// copies rule above): `offloaded` (any order; sorted here) restored before
+/// `restore[a]`, each as `hints` says (empty, or one per activation). Writes
+/// the entries of the offloaded activations in the per-activation arrays
+/// `releaseAfter`, `prefetchAfter`, `d2hEndUs` and `h2dStartUs`. Copies
+/// change no node time, so a plan that differs from a placed one only in
+/// copies (hints, offloads without a re-derived view retained) has its
+/// copies placed by this on the placed one's times (the `auto` solver's
+/// exact peaks of such trials, AutoSolverSearch.cpp).
+void placeCopies(const ActivationAnalysis &analysis,
+                 const PlannedCopyCosts &copy, llvm::ArrayRef<double> nodeEndUs,
+                 llvm::ArrayRef<double> chainStartUs,
+                 llvm::ArrayRef<NodeId> restore, llvm::ArrayRef<CopyHint> hints,
+                 std::vector<int32_t> &offloaded,
+                 llvm::MutableArrayRef<NodeId> releaseAfter,
+                 llvm::MutableArrayRef<NodeId> prefetchAfter,
+                 llvm::MutableArrayRef<double> d2hEndUs,
+                 llvm::MutableArrayRef<double> h2dStartUs);
+
 /// Completes a plan whose decisions state only retain / recompute / offload
 /// (as the exact solver writes them): fills restore points, chains and copy
 /// placements; placements already set (>= 0) are kept.
