@@ -307,11 +307,10 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
       // once improved at it (the greedy only adds decisions and cannot
       // reshape a plan the way a layer policy does).
       State stuck = save();
-      llvm::Expected<std::optional<State>> restart =
-          restartFromSeed(level, seedEvals);
-      if (!restart)
-        return restart.takeError();
-      if (!*restart) {
+      llvm::Expected<bool> restarted = restartFromSeed(level, seedEvals);
+      if (!restarted)
+        return restarted.takeError();
+      if (!*restarted) {
         // No seed fits either: keep what is needed only after the peak op
         // off it (late prefetches), where the ladder would otherwise end.
         restore(std::move(stuck));

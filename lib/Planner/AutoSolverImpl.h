@@ -334,11 +334,12 @@ private:
   /// try the costly recomputes against free offloads too, until the step
   /// stops improving.
   llvm::Error improveRestart(int64_t level);
-  /// The seed of `seedEvals` (evaluated for their memory at least) that
-  /// fits `level` and the host budget and is fastest once improved at it
-  /// (improveRestart), probed below (probeBelow); none where no seed fits.
-  llvm::Expected<std::optional<State>>
-  restartFromSeed(int64_t level, llvm::ArrayRef<Evaluation> seedEvals);
+  /// Makes the current plan the seed of `seedEvals` (evaluated for their
+  /// memory at least) that fits `level` and the host budget and is fastest
+  /// once improved at it (improveRestart), probed below (probeBelow); false
+  /// (the plan unchanged) where no seed fits.
+  llvm::Expected<bool> restartFromSeed(int64_t level,
+                                       llvm::ArrayRef<Evaluation> seedEvals);
   /// Where the greedy reached `level` with a plan slower than a seed that
   /// fits it, or slower than the member above (`aboveStep`) by more than
   /// kRestartJump, the ladder restarts from the seeds there as where it is

@@ -326,7 +326,7 @@ llvm::Error Solver::improveRestart(int64_t level) {
   return llvm::Error::success();
 }
 
-llvm::Expected<std::optional<State>>
+llvm::Expected<bool>
 Solver::restartFromSeed(int64_t level, llvm::ArrayRef<Evaluation> seedEvals) {
   // Judged by its raw step time, a seed far below the level (full) lost to
   // one that improves less, and a few levels down the ladder found the
@@ -346,11 +346,11 @@ Solver::restartFromSeed(int64_t level, llvm::ArrayRef<Evaluation> seedEvals) {
       picked = save();
   }
   if (!picked)
-    return std::nullopt;
+    return false;
   restore(std::move(*picked));
   if (llvm::Error err = probeBelow(level))
     return std::move(err);
-  return save();
+  return true;
 }
 
 llvm::Error
@@ -364,7 +364,8 @@ Solver::restartWhereSlower(int64_t level, double aboveStep,
   // where its plans had become slower than a seed improved at the level: a
   // budget whose ladder ended in between got the slower plan, and a smaller
   // one the restart (random graphs 9108, 9311, 9545: a larger budget up to
-  // 4.7 points slower; AutoMonotoneTest).
+  // 4.7 points slower; AutoMonotoneTest). Both only where a seed fits the
+  // level: a restart needs one.
   double seedStep = std::numeric_limits<double>::infinity();
   for (Evaluation &eval : seedEvals) {
     if (eval.peakBytes > level || eval.hostPeakBytes > options.hostBudgetBytes)
@@ -378,10 +379,9 @@ Solver::restartWhereSlower(int64_t level, double aboveStep,
        currentEval.stepUs <= (1 + kRestartJump) * aboveStep))
     return llvm::Error::success();
   State greedy = save();
-  llvm::Expected<std::optional<State>> restart =
-      restartFromSeed(level, seedEvals);
-  if (!restart)
-    return restart.takeError();
+  llvm::Expected<bool> restarted = restartFromSeed(level, seedEvals);
+  if (!restarted)
+    return restarted.takeError();
   // What the ladder does after any restart (buildLadder).
   llvm::Expected<bool> polished = polish(level);
   if (!polished)

@@ -85,8 +85,7 @@ TEST(AutoMonotoneTest, BudgetsChoosingOnePlanRefineItAlike) {
   const DeviceProfile device = testDeviceProfile();
   TrainingGraph g = randomLayeredGraph(9056);
   std::optional<Plan> previous;
-  for (int64_t budget = 115'500'000; budget <= 121'500'000;
-       budget += 500'000) {
+  for (int64_t budget = 115'500'000; budget <= 121'500'000; budget += 500'000) {
     SCOPED_TRACE("budget " + std::to_string(budget));
     PlanOptions options;
     options.budgetBytes = budget;
