@@ -342,9 +342,10 @@ private:
                                        llvm::ArrayRef<Evaluation> seedEvals);
   /// Where the greedy reached `level` with a plan slower than a seed that
   /// fits it, or slower than the member above (`aboveStep`) by more than
-  /// kRestartJump, the ladder restarts from the seeds there as where it is
-  /// stuck, and keeps the restart if faster. Seeds that fit the level are
-  /// simulated in `seedEvals` (once: their step does not depend on it).
+  /// kRestartJump, restarts from the seeds there as where it is stuck, and
+  /// makes the restart the current plan if faster (buildLadder keeps it as
+  /// the level's member only). Seeds that fit the level are simulated in
+  /// `seedEvals` (once: their step does not depend on it).
   llvm::Error restartWhereSlower(int64_t level, double aboveStep,
                                  llvm::MutableArrayRef<Evaluation> seedEvals);
   /// What the ladder's next levels would do, brought back to this one: the

@@ -78,9 +78,9 @@ TEST(AutoMonotoneTest, RandomGraphs) {
 // and whether it widens copies are read kRefineBelow ladder members below
 // the plan chosen, not where each budget's ladder ends. Read there, this
 // graph got 4,008 us up to 118.3 MB and 4,065 us from 119.4 MB, the same
-// plan chosen (peak 114,294,784 B). (Graph 9311, tested here before, chooses
-// a plan of its own at each 0.5 MB step of this kind since the ladder
-// restarts from seeds where its plans are slower: restartWhereSlower.)
+// plan chosen (peak 114,294,784 B). (Graph 9311 at 73.5-81.5 MB, tested
+// here before, chooses four plans there since the ladder restarts from the
+// seeds where its plans are slower: restartWhereSlower.)
 TEST(AutoMonotoneTest, BudgetsChoosingOnePlanRefineItAlike) {
   const DeviceProfile device = testDeviceProfile();
   TrainingGraph g = randomLayeredGraph(9056);
