@@ -76,9 +76,10 @@ TEST(AutoMonotoneTest, RandomGraphs) {
 
 // Budgets that choose the same plan refine it alike: refine's evaluations
 // and whether it widens copies are read kRefineBelow ladder members below
-// the plan chosen, not where each budget's ladder ends. Read there, this
-// graph got 4,008 us up to 118.3 MB and 4,065 us from 119.4 MB, the same
-// plan chosen (peak 114,294,784 B). (Graph 9311 at 73.5-81.5 MB, tested
+// the plan chosen, not where each budget's ladder ends. Read there (at
+// e62b162; it fails so at 3a452ef too), this graph got 4,008 us up to
+// 118.3 MB and 4,065 us from 119.4 MB, the same plan chosen (peak
+// 114,294,784 B). (Graph 9311 at 73.5-81.5 MB, tested
 // here before, chooses four plans there since the ladder restarts from the
 // seeds where its plans are slower: restartWhereSlower.)
 TEST(AutoMonotoneTest, BudgetsChoosingOnePlanRefineItAlike) {
