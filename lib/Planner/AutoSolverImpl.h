@@ -375,6 +375,20 @@ private:
   /// try the costly recomputes against free offloads too, until the step
   /// stops improving.
   llvm::Error improveRestart(int64_t level);
+  /// Makes the current plan the seed of `seedEvals` (evaluated for their
+  /// memory at least) that fits `level` and the host budget and is fastest
+  /// once improved at it (improveRestart), probed below (probeBelow); false
+  /// (the plan unchanged) where no seed fits.
+  llvm::Expected<bool> restartFromSeed(int64_t level,
+                                       llvm::ArrayRef<Evaluation> seedEvals);
+  /// Where the greedy reached `level` with a plan slower than a seed that
+  /// fits it, or slower than the member above (`aboveStep`) by more than
+  /// kRestartJump, restarts from the seeds there as where it is stuck, and
+  /// makes the restart the current plan if faster (buildLadder keeps it as
+  /// the level's member only). Seeds that fit the level are simulated in
+  /// `seedEvals` (once: their step does not depend on it).
+  llvm::Error restartWhereSlower(int64_t level, double aboveStep,
+                                 llvm::MutableArrayRef<Evaluation> seedEvals);
   /// What the ladder's next levels would do, brought back to this one: the
   /// greedy down to each of the kProbeLevels levels below, then polished
   /// at this level (which undoes trades and recomputes the lower picks make

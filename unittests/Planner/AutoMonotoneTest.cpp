@@ -14,7 +14,6 @@
 #include "lethe/Planner/Planner.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "llvm/ADT/STLExtras.h"
 
 #include <gtest/gtest.h>
 
@@ -62,32 +61,32 @@ void expectMonotone(const TrainingGraph &g, const DeviceProfile &device,
 // each failure was a plan a few ladder levels down that the greedy found
 // and a larger budget did not see (docs/Planner.md, "Restarts, trades and
 // the levels below"). Graphs 9100-9399 are in since the look-below window
-// took in the plans between members and went 4 members deep (5 of them rose
-// before); 9400-9699 rise on 2 (DISABLED_RandomGraphsWide runs any range).
-// The known misses: a faster ladder plan 5 and 6 members below the one
-// chosen (graph 9311: 2899 us six below a member of 3043 us).
-constexpr uint64_t kKnownRises[] = {108, 311};
-
+// took in the plans between members and went 4 members deep; graphs 9108
+// and 9311, which rose by up to 4.7 points (a seed restart where the greedy
+// was stuck, 5 and 6 members below the plan chosen), since the ladder
+// restarts from the seeds where its plans are slower (restartWhereSlower).
+// Strict: no graph is left out.
 TEST(AutoMonotoneTest, RandomGraphs) {
   const DeviceProfile device = testDeviceProfile();
   for (uint64_t seed = 0; seed < 400; ++seed) {
-    if (llvm::is_contained(kKnownRises, seed))
-      continue;
     SCOPED_TRACE("seed " + std::to_string(seed));
     expectMonotone(randomLayeredGraph(9000 + seed), device, 0.3);
   }
 }
 
 // Budgets that choose the same plan refine it alike: refine's evaluations
-// and whether it widens copies are read kLookBelow ladder members below the
-// plan chosen, not where each budget's ladder ends. Read there, this graph
-// got 4.47% at 79.5 MB and 4.80% at 80 MB, the same plan chosen (peak
-// 73,400,320 B) and refined further where the ladder went deeper.
+// and whether it widens copies are read kRefineBelow ladder members below
+// the plan chosen, not where each budget's ladder ends. Read there (at
+// e62b162; it fails so at 3a452ef too), this graph got 4,008 us up to
+// 118.3 MB and 4,065 us from 119.4 MB, the same plan chosen (peak
+// 114,294,784 B). (Graph 9311 at 73.5-81.5 MB, tested
+// here before, chooses four plans there since the ladder restarts from the
+// seeds where its plans are slower: restartWhereSlower.)
 TEST(AutoMonotoneTest, BudgetsChoosingOnePlanRefineItAlike) {
   const DeviceProfile device = testDeviceProfile();
-  TrainingGraph g = randomLayeredGraph(9000 + 311);
+  TrainingGraph g = randomLayeredGraph(9056);
   std::optional<Plan> previous;
-  for (int64_t budget = 73'500'000; budget <= 81'500'000; budget += 500'000) {
+  for (int64_t budget = 115'500'000; budget <= 121'500'000; budget += 500'000) {
     SCOPED_TRACE("budget " + std::to_string(budget));
     PlanOptions options;
     options.budgetBytes = budget;
@@ -134,6 +133,37 @@ TEST(AutoMonotoneTest, FasterPlansDeeperDownAreSeenFromAbove) {
   }
 }
 
+// A level's plan slower than a seed that fits the level (graph 9545: 3,154
+// us where the seed `full` improved at the level gives 2,779), or 2% slower
+// than the member above (graph 9641: 3,607 -> 3,802 us), restarts the
+// ladder from the seeds there; before, it restarted only where the greedy
+// was stuck, a few levels further down, and the larger budget of each pair,
+// whose ladder ended above that, was slower than the smaller (2,783 against
+// 2,764 us; 3,706 against 3,649 us). Each pair fails without its half.
+TEST(AutoMonotoneTest, RestartsWhereTheGreedyIsSlowerAreSeenFromAbove) {
+  const DeviceProfile device = testDeviceProfile();
+  const struct {
+    uint64_t seed;
+    int64_t smaller, larger;
+  } pairs[] = {{9545, 129'607'680, 151'208'960},
+               {9641, 64'178'380, 71'309'311}};
+  for (const auto &pair : pairs) {
+    SCOPED_TRACE("graph " + std::to_string(pair.seed));
+    TrainingGraph g = randomLayeredGraph(pair.seed);
+    double steps[2];
+    for (int i = 0; i < 2; ++i) {
+      PlanOptions options;
+      options.budgetBytes = i == 0 ? pair.smaller : pair.larger;
+      options.solver = SolverKind::Fast;
+      llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+      ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+      ASSERT_TRUE(plan->feasible);
+      steps[i] = plan->stepUs;
+    }
+    EXPECT_LE(steps[1], steps[0] * (1 + kTolerance));
+  }
+}
+
 // Further than CI runs it: LETHE_MONOTONE_SEEDS=FIRST-LAST (random graph
 // seeds) and LETHE_MONOTONE_STEP (a fraction of the unplanned peak).
 TEST(AutoMonotoneTest, DISABLED_RandomGraphsWide) {
@@ -156,12 +186,16 @@ TEST_P(AutoMonotoneOnSharedGraphs, OverheadNeverRises) {
   expectMonotone(*graph, *device, 0.4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Graphs, AutoMonotoneOnSharedGraphs,
-                         ::testing::Values("graph_gpt2.json",
-                                           "graph_resnet50.json",
-                                           "graph_llama8l.json",
-                                           "graph_bert_base.json",
-                                           "graph_vit_b16.json",
-                                           "graph_unet.json"));
+// Every graph of graphs/ (the ten after the first six since 2026-11-27).
+INSTANTIATE_TEST_SUITE_P(
+    Graphs, AutoMonotoneOnSharedGraphs,
+    ::testing::Values("graph_gpt2.json", "graph_resnet50.json",
+                      "graph_llama8l.json", "graph_bert_base.json",
+                      "graph_vit_b16.json", "graph_unet.json",
+                      "graph_convnext_t.json", "graph_dit_b2.json",
+                      "graph_gpt2_medium.json", "graph_llama8l_timed.json",
+                      "graph_mamba.json", "graph_mixtral_moe.json",
+                      "graph_mobilenet_v3.json", "graph_qwen2_gqa.json",
+                      "graph_swin_t.json", "graph_t5_base.json"));
 
 } // namespace

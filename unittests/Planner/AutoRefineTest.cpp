@@ -168,6 +168,13 @@ TEST_P(AutoRefineSwitchesDrops, RecomputesTriedAsOffloads) {
   EXPECT_TRUE(llvm::any_of(plan->decisions, [](const ActivationDecision &d) {
     return d.decision == Decision::Offload;
   }));
+  // Its remark says what it was (checked by plan-refine.mlir until the
+  // ladder found that test's plan itself).
+  EXPECT_TRUE(llvm::any_of(plan->decisions, [](const ActivationDecision &d) {
+    return d.decision == Decision::Offload &&
+           llvm::StringRef(d.reason).contains(
+               "[refined: was recomputed in the plan chosen; the change saves");
+  }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Graphs, AutoRefineSwitchesDrops,

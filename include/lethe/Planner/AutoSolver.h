@@ -12,7 +12,8 @@
 //   D2H/H2D windows, else the recompute with the least marginal chain time,
 //   shared sub-chains counted once), then undoes decisions no longer needed
 //   for L_j (and probes the levels below where copies are exposed or the
-//   greedy was stuck); a member is the fastest of five consecutive level
+//   greedy was stuck; restarts from the seeds where it is stuck or its plan
+//   is slower than a seed); a member is the fastest of five consecutive level
 //   plans and the plans found between them;
 // - seeds: plans of the fixed policies, evaluated the same way.
 // On a large step of repeated layers the ladder's greedy ties its picks

@@ -5,7 +5,7 @@
 // RUN:   --lethe-materialize --lethe-schedule --lethe-assign-buffers \
 // RUN:   --remarks-filter='lethe-materialize|lethe-assign-buffers' --remark-format=emitRemark \
 // RUN:   --lethe-verify 2>&1 | FileCheck %s --check-prefix=PROGRAM
-// RUN: lethe-opt %s --lethe-plan='policy=auto budget=50% min-offload-bytes=16777216 device=%S/Inputs/plan-device.json' \
+// RUN: lethe-opt %s --lethe-plan='policy=auto budget=52% min-offload-bytes=16777216 device=%S/Inputs/plan-device.json' \
 // RUN:   --remarks-filter=lethe-plan --remark-format=emitRemark \
 // RUN:   -o /dev/null 2>&1 | FileCheck %s --check-prefix=AUTO
 
@@ -127,10 +127,12 @@ func.func @step(%x: !h,
 // PROGRAM: remark: [Analysis] materialized | Category:lethe-materialize | Function=step | Remark="materialized 11 decisions: 3 recompute regions re-running 9 nodes
 // PROGRAM: remark: [Analysis] arena | Category:lethe-assign-buffers | Function=step | Remark="device arena 34078720 bytes for a max-live of 34078720 (+0.00%)
 
-// `auto` chooses checkpoints like activations. At half the unplanned peak,
-// with nothing offloadable (min-offload-bytes), it recomputes n2 (4 MiB) at
-// the backward peak of layer 2 and so keeps h2 (2 MiB) until n2's chain has
-// run; h1 stays unread (n1 is retained) and is freed after the forward.
-// AUTO-DAG: remark: {{.*}}retained: input of layer model.h.1, a checkpoint candidate no recompute chain reads in this plan (freed after its last forward use)
-// AUTO-DAG: remark: {{.*}}kept as a checkpoint (2.00 MiB): input of layer model.h.2; cuts the recompute chains of 1 activation(s) (of node 10 (aten.norm)); through it they would re-run 2 more nodes (105.00 us) back to node 8 (aten.mm.default)
-// AUTO-DAG: remark: {{.*}}policy auto: peak 34078720 B, budget 35913728 B
+// `auto` chooses checkpoints like activations. At 52% of the unplanned
+// peak, with nothing offloadable (min-offload-bytes), it recomputes n1 (4
+// MiB) at the backward peak of layer 1 and so keeps h1 (2 MiB) until n1's
+// chain has run; h2 stays unread (n2 is retained) and is freed after the
+// forward. (This ran at 50%, where the plan kept h2 for n2's chain, 2190 us;
+// since 2026-11-27 `auto` retains both there, 2185 us.)
+// AUTO-DAG: remark: {{.*}}retained: input of layer model.h.2, a checkpoint candidate no recompute chain reads in this plan (freed after its last forward use)
+// AUTO-DAG: remark: {{.*}}kept as a checkpoint (2.00 MiB): input of layer model.h.1; cuts the recompute chains of 1 activation(s) (of node 5 (aten.norm)); through it they would re-run 2 more nodes (105.00 us) back to node 3 (aten.mm.default)
+// AUTO-DAG: remark: {{.*}}policy auto: peak 37224448 B, budget 37350277 B
