@@ -142,7 +142,7 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
       if (cands.empty())
         break;
       // A copy: the candidate lists are rebuilt as picks change them.
-      Candidate best = *bestCandidate(cands);
+      Candidate best = *bestCandidate(cands, &batch);
       llvm::SmallVector<Candidate, 1> picks = {best};
       if (tying)
         appendTiedPicks(op, pos, batch, copies,

@@ -37,15 +37,47 @@ bool lethe::autosolver::betterCandidate(const Candidate &x, const Candidate &y) 
 }
 
 const Candidate *
-lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands) {
+lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands,
+                                 const Batch *batch) {
+  // A recompute candidate of `batch` is known by its address alone: its
+  // activation (Candidate::act) is its index.
+  const Candidate *first = batch ? batch->recompute.data() : nullptr;
+  const size_t count = batch ? batch->recompute.size() : 0;
+  auto indexOf = [&](const Candidate *c) -> ptrdiff_t {
+    if (!batch || std::less<const Candidate *>()(c, first) ||
+        !std::less<const Candidate *>()(c, first + count))
+      return -1;
+    return c - first;
+  };
+  auto scoreOf = [&](const Candidate *c, ptrdiff_t index) {
+    return index >= 0 ? batch->recomputeKey[index].score : c->score();
+  };
   const Candidate *best = cands.front();
-  double bestScore = best->score();
+  ptrdiff_t bestIndex = indexOf(best);
+  double bestScore = scoreOf(best, bestIndex);
   for (const Candidate *c : cands.drop_front()) {
+    ptrdiff_t index = indexOf(c);
     // betterCandidate(*c, *best), its first test on the score kept.
-    double score = c->score();
-    if (score < bestScore ||
-        (score == bestScore && betterCandidate(*c, *best))) {
+    double score = scoreOf(c, index);
+    bool better = score < bestScore;
+    if (!better && score == bestScore) {
+      if (index >= 0 && bestIndex >= 0) {
+        // betterCandidate's ties between two recomputes.
+        const Batch::RecomputeKey &x = batch->recomputeKey[index];
+        const Batch::RecomputeKey &y = batch->recomputeKey[bestIndex];
+        if (x.difficulty != y.difficulty)
+          better = x.difficulty > y.difficulty;
+        else if (x.bytes != y.bytes)
+          better = x.bytes > y.bytes;
+        else
+          better = index < bestIndex;
+      } else {
+        better = betterCandidate(*c, *best);
+      }
+    }
+    if (better) {
       best = c;
+      bestIndex = index;
       bestScore = score;
     }
   }
@@ -207,6 +239,7 @@ void Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
   for (auto [restore, a] : batch.byRestore)
     batch.recompute[a] = Candidate();
   batch.recompute.resize(acts.size());
+  batch.recomputeKey.resize(acts.size());
   for (std::optional<planner::CopyWhatIf> &w : batch.whatIf)
     w.reset();
   batch.whatIf.resize(acts.size());
@@ -255,6 +288,7 @@ void Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     batch.liveGapEnd.back() = c.gapEnd;
     c.chainPos = pos.regionStart[restore];
     computeRecompute(c, *eval.placement, batch);
+    batch.setRecomputeKey(c);
     batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
   }
   llvm::sort(batch.byRestore);
@@ -270,8 +304,11 @@ void Solver::pickRecompute(Batch &batch, const Candidate &picked,
       [](const std::pair<NodeId, int32_t> &x,
          const std::pair<NodeId, int32_t> &y) { return x.first < y.first; });
   for (auto it = range.first; it != range.second; ++it)
-    if (!batch.picked[it->second])
-      computeRecompute(batch.recompute[it->second], placement, batch);
+    if (!batch.picked[it->second]) {
+      Candidate &c = batch.recompute[it->second];
+      computeRecompute(c, placement, batch);
+      batch.setRecomputeKey(c);
+    }
 }
 
 std::vector<const Candidate *>
