@@ -363,15 +363,9 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
     }
     // While tied, a level's plan is the greedy's: the searches below act on
     // single activations, and would untie the plan one level at a time.
-    if (!tying) {
-      llvm::Expected<bool> polished = polish(level);
-      if (!polished)
-        return polished.takeError();
-      if (llvm::Error err = replaceTrades(level))
+    if (!tying)
+      if (llvm::Error err = searchLevel(level))
         return err;
-      if (llvm::Error err = swapCostly(level))
-        return err;
-    }
     if (!tying) {
       // The member is the plan restarted from the seeds where the greedy's
       // is slower, with its costliest decisions flipped where that is

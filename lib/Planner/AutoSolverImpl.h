@@ -397,6 +397,9 @@ private:
   /// Replaces copy-time trades by decisions that hide their copies where
   /// that holds the level and is faster.
   llvm::Error replaceTrades(int64_t level);
+  /// What the ladder searches at a level once it has its plan (the
+  /// greedy's or a restart's): polish, replaceTrades, swapCostly.
+  llvm::Error searchLevel(int64_t level);
   State save() const {
     return {current, currentHints, currentEval, offloadedBytes};
   }

@@ -381,6 +381,15 @@ int64_t lethe::autosolver::copyOnlyPeak(const ActivationAnalysis &analysis,
   return peak;
 }
 
+llvm::Error Solver::searchLevel(int64_t level) {
+  llvm::Expected<bool> polished = polish(level);
+  if (!polished)
+    return polished.takeError();
+  if (llvm::Error err = replaceTrades(level))
+    return err;
+  return swapCostly(level);
+}
+
 llvm::Error Solver::polishFully(int64_t level) {
   // Each round reverts at most one batch; a few rounds reach a plan the
   // level holds tight (rarely more than three).
@@ -468,12 +477,7 @@ Solver::restartWhereSlower(int64_t level, double aboveStep,
   if (!restarted)
     return restarted.takeError();
   // What the ladder does after any restart (buildLadder).
-  llvm::Expected<bool> polished = polish(level);
-  if (!polished)
-    return polished.takeError();
-  if (llvm::Error err = replaceTrades(level))
-    return err;
-  if (llvm::Error err = swapCostly(level))
+  if (llvm::Error err = searchLevel(level))
     return err;
   if (!(currentEval.stepUs < greedy.eval.stepUs))
     restore(std::move(greedy));

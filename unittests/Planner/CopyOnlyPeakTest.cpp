@@ -26,29 +26,6 @@ using namespace lethe::testing;
 
 namespace {
 
-/// Each node's op and the first op of the recompute run before it, read off
-/// the schedule here (not with the solver's index()).
-void nodePositions(const Schedule &schedule, size_t numNodes,
-                   std::vector<OpIndex> &nodeOp,
-                   std::vector<OpIndex> &regionStart) {
-  nodeOp.assign(numNodes, 0);
-  regionStart.assign(numNodes, 0);
-  OpIndex runStart = -1;
-  for (auto [k, op] : llvm::enumerate(schedule.ops)) {
-    OpIndex index = static_cast<OpIndex>(k);
-    if (op.kind == ScheduleOpKind::Recompute) {
-      if (runStart < 0)
-        runStart = index;
-      continue;
-    }
-    if (op.kind == ScheduleOpKind::Node) {
-      nodeOp[op.node] = index;
-      regionStart[op.node] = runStart >= 0 ? runStart : index;
-    }
-    runStart = -1;
-  }
-}
-
 TEST(CopyOnlyPeakTest, IsTheEvaluatedPeak) {
   size_t checked = 0, retains = 0, moved = 0;
   for (uint64_t seed = 0; seed < 60; ++seed) {

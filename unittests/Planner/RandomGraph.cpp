@@ -237,3 +237,24 @@ int64_t lethe::testing::lifetimePeak(const TrainingGraph &g) {
   }
   return peak;
 }
+
+void lethe::testing::nodePositions(const Schedule &schedule, size_t numNodes,
+                                   std::vector<OpIndex> &nodeOp,
+                                   std::vector<OpIndex> &regionStart) {
+  nodeOp.assign(numNodes, 0);
+  regionStart.assign(numNodes, 0);
+  OpIndex runStart = -1;
+  for (auto [k, op] : llvm::enumerate(schedule.ops)) {
+    OpIndex index = static_cast<OpIndex>(k);
+    if (op.kind == ScheduleOpKind::Recompute) {
+      if (runStart < 0)
+        runStart = index;
+      continue;
+    }
+    if (op.kind == ScheduleOpKind::Node) {
+      nodeOp[op.node] = index;
+      regionStart[op.node] = runStart >= 0 ? runStart : index;
+    }
+    runStart = -1;
+  }
+}

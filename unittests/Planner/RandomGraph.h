@@ -17,6 +17,7 @@
 
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Planner/Activations.h"
+#include "lethe/Simulator/Schedule.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include <cstdint>
@@ -49,6 +50,13 @@ int64_t lifetimePeak(const TrainingGraph &graph);
 
 /// An H100-like device profile: 55 GB/s copies each way.
 DeviceProfile testDeviceProfile();
+
+/// Each node's op in `schedule` and the first op of the recompute run
+/// before it, read off the schedule (not with the solver's index()): what
+/// the solver's peak bounds are checked against.
+void nodePositions(const Schedule &schedule, size_t numNodes,
+                   std::vector<OpIndex> &nodeOp,
+                   std::vector<OpIndex> &regionStart);
 
 /// What a planner property test draws for one seed: the random graph, its
 /// activations under the default options, and a PRNG seeded alike for the
