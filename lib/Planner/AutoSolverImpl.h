@@ -202,6 +202,10 @@ struct LateMove {
   /// tried in: the largest first).
   int32_t act = -1;
   int64_t bytes = 0;
+  /// Chain-reader moves only: where the move fails with `act` offloaded and
+  /// prefetched late, it is tried again with `act` recomputed at its own
+  /// restore point (AutoSolverChainReaders.cpp).
+  bool orRecomputeInput = false;
 };
 
 /// A plan between two ladder members (plansBetween).
