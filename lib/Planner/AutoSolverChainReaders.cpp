@@ -116,7 +116,8 @@ std::vector<LateMove> Solver::chainReaderMoves(const Positions &pos) const {
       hint.prefetchNotBefore = peakNode;
       move.changes.push_back(
           {static_cast<int32_t>(x), Decision::Offload, hint});
-      move.orRecomputeInput = acts[x].recomputable;
+      move.orRecomputeInput =
+          solverOptions.recomputeChainInput && acts[x].recomputable;
     }
     moves.push_back(std::move(move));
   }

@@ -671,7 +671,8 @@ public:
     double baselineStep = 0.0;
     int64_t hostBudget = 0;
     double levelStep = 0.0;
-    bool latePrefetch = false, chainReaders = false;
+    bool latePrefetch = false, chainReaders = false,
+         recomputeChainInput = false;
     std::vector<std::vector<Decision>> seeds;
     bool operator==(const Inputs &other) const {
       return activations == other.activations &&
@@ -679,7 +680,9 @@ public:
              baselineStep == other.baselineStep &&
              hostBudget == other.hostBudget && levelStep == other.levelStep &&
              latePrefetch == other.latePrefetch &&
-             chainReaders == other.chainReaders && seeds == other.seeds;
+             chainReaders == other.chainReaders &&
+             recomputeChainInput == other.recomputeChainInput &&
+             seeds == other.seeds;
     }
     bool operator!=(const Inputs &other) const { return !(*this == other); }
   };
