@@ -455,6 +455,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
                               solverOptions.levelStep,
                               solverOptions.latePrefetch,
                               solverOptions.chainReaders,
+                              solverOptions.recomputeChainInput,
                               {}};
     for (const AutoSeed &seed : seeds)
       inputs.seeds.push_back(seed.decisions);

@@ -17,9 +17,14 @@
 // peak). The offloads' copies then move the others on the D2H queue (a
 // hidden release waits for its copy), which can raise the peak elsewhere
 // (in the forward): so the move is followed by the greedy down to below
-// the old peak, and kept only where that gets there. It runs in
-// reduceLate, where the ladder is stuck and no late prefetch lowers the
-// peak by itself.
+// the old peak, and kept only where that gets there. Where that fails and
+// the input is offloaded and recomputable, the move is tried again with the
+// input recomputed instead (at its own restore point, after the peak):
+// its D2H copy then leaves the queue as the readers' copies join it, so
+// the hidden releases in the forward come no later (U-Net: silu_1 offloaded
+// and its input, native_group_norm_1's output, recomputed; the late
+// prefetch raised the forward by 97 MB). It runs in reduceLate, where the
+// ladder is stuck and no late prefetch lowers the peak by itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,6 +116,8 @@ std::vector<LateMove> Solver::chainReaderMoves(const Positions &pos) const {
       hint.prefetchNotBefore = peakNode;
       move.changes.push_back(
           {static_cast<int32_t>(x), Decision::Offload, hint});
+      move.orRecomputeInput =
+          solverOptions.recomputeChainInput && acts[x].recomputable;
     }
     moves.push_back(std::move(move));
   }
@@ -127,12 +134,18 @@ std::vector<LateMove> Solver::chainReaderMoves(const Positions &pos) const {
 llvm::Expected<bool> Solver::chainReadersAhead(const Positions &pos,
                                                int64_t level) {
   const int64_t peak = currentEval.peakBytes;
-  for (const LateMove &m : chainReaderMoves(pos)) {
+  // Applies the changes, lets the greedy lower what they raised, and keeps
+  // the plan where the peak ends below where it was.
+  auto attempt = [&](llvm::ArrayRef<LateMove::Change> changes)
+      -> llvm::Expected<bool> {
     State before = save();
-    for (const LateMove::Change &c : m.changes) {
+    for (const LateMove::Change &c : changes) {
       if (current[c.act] != Decision::Offload &&
           c.decision == Decision::Offload)
         offloadedBytes += acts[c.act].bytes;
+      else if (current[c.act] == Decision::Offload &&
+               c.decision != Decision::Offload)
+        offloadedBytes -= acts[c.act].bytes;
       current[c.act] = c.decision;
       currentHints[c.act] = c.hint;
     }
@@ -142,14 +155,27 @@ llvm::Expected<bool> Solver::chainReadersAhead(const Positions &pos,
     if (!eval)
       return eval.takeError();
     currentEval = std::move(*eval);
-    // The greedy lowers what the move raised; the plan is kept if the peak
-    // ends below where it was.
     llvm::Expected<bool> reached = reduceTo(std::max(level, peak - 1));
     if (!reached)
       return reached.takeError();
     if (currentEval.peakBytes < peak)
       return true;
     restore(std::move(before));
+    return false;
+  };
+  for (const LateMove &m : chainReaderMoves(pos)) {
+    llvm::Expected<bool> kept = attempt(m.changes);
+    if (!kept || *kept)
+      return kept;
+    if (!m.orRecomputeInput)
+      continue;
+    // The input's change is the move's last (chainReaderMoves).
+    llvm::SmallVector<LateMove::Change, 4> changes(m.changes.begin(),
+                                                   m.changes.end());
+    changes.back() = {m.act, Decision::Recompute, CopyHint()};
+    kept = attempt(changes);
+    if (!kept || *kept)
+      return kept;
   }
   return false;
 }

@@ -202,6 +202,10 @@ struct LateMove {
   /// tried in: the largest first).
   int32_t act = -1;
   int64_t bytes = 0;
+  /// Chain-reader moves only: where the move fails with `act` offloaded and
+  /// prefetched late, it is tried again with `act` recomputed at its own
+  /// restore point (AutoSolverChainReaders.cpp).
+  bool orRecomputeInput = false;
 };
 
 /// A plan between two ladder members (plansBetween).
@@ -670,7 +674,8 @@ public:
     double baselineStep = 0.0;
     int64_t hostBudget = 0;
     double levelStep = 0.0;
-    bool latePrefetch = false, chainReaders = false;
+    bool latePrefetch = false, chainReaders = false,
+         recomputeChainInput = false;
     std::vector<std::vector<Decision>> seeds;
     bool operator==(const Inputs &other) const {
       return activations == other.activations &&
@@ -678,7 +683,9 @@ public:
              baselineStep == other.baselineStep &&
              hostBudget == other.hostBudget && levelStep == other.levelStep &&
              latePrefetch == other.latePrefetch &&
-             chainReaders == other.chainReaders && seeds == other.seeds;
+             chainReaders == other.chainReaders &&
+             recomputeChainInput == other.recomputeChainInput &&
+             seeds == other.seeds;
     }
     bool operator!=(const Inputs &other) const { return !(*this == other); }
   };

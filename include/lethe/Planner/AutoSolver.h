@@ -115,6 +115,11 @@ struct AutoSolverOptions {
   /// run before it read early, by offloading the chain's values instead
   /// (docs/Planner.md). Off only to measure what it adds.
   bool chainReaders = true;
+  /// With chainReaders: where a chain-reader move fails with the value
+  /// offloaded and prefetched after the peak node, try it again with the
+  /// value recomputed instead (docs/Planner.md). Off only to measure what it
+  /// adds.
+  bool recomputeChainInput = true;
   /// The plan chosen is improved at the budget by a bounded local search
   /// (docs/Planner.md, "Refining"). Off only to measure what it adds.
   bool refine = true;
