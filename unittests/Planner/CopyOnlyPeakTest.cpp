@@ -38,20 +38,9 @@ TEST(CopyOnlyPeakTest, IsTheEvaluatedPeak) {
     const DeviceProfile device = testDeviceProfile();
     Evaluator evaluator(analysis, device);
     for (int v = 0; v < 4; ++v) {
-      std::vector<Decision> decisions(acts.size(), Decision::Retain);
-      std::vector<CopyHint> hints(acts.size());
-      for (size_t a = 0; a < acts.size(); ++a) {
-        unsigned r = rng() % 4;
-        if (r == 1 && acts[a].recomputable) {
-          decisions[a] = Decision::Recompute;
-        } else if (r >= 2 && acts[a].offloadable) {
-          decisions[a] = Decision::Offload;
-          // Now and then a copy-time trade: released at its last forward
-          // use, prefetched right before its restore point.
-          if (rng() % 3 == 0)
-            hints[a] = {acts[a].lastForwardUse, acts[a].firstBackwardUse - 1};
-        }
-      }
+      std::vector<Decision> decisions;
+      std::vector<CopyHint> hints;
+      randomDecisions(analysis, rng, decisions, hints);
       llvm::Expected<Evaluation> eval = evaluator.evaluate(decisions, hints);
       if (!eval) {
         llvm::consumeError(eval.takeError());

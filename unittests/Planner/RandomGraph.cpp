@@ -258,3 +258,22 @@ void lethe::testing::nodePositions(const Schedule &schedule, size_t numNodes,
     runStart = -1;
   }
 }
+
+void lethe::testing::randomDecisions(const ActivationAnalysis &analysis,
+                                     std::mt19937_64 &rng,
+                                     std::vector<Decision> &decisions,
+                                     std::vector<CopyHint> &hints) {
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  decisions.assign(acts.size(), Decision::Retain);
+  hints.assign(acts.size(), CopyHint());
+  for (size_t a = 0; a < acts.size(); ++a) {
+    unsigned r = rng() % 4;
+    if (r == 1 && acts[a].recomputable) {
+      decisions[a] = Decision::Recompute;
+    } else if (r >= 2 && acts[a].offloadable) {
+      decisions[a] = Decision::Offload;
+      if (rng() % 3 == 0)
+        hints[a] = {acts[a].lastForwardUse, acts[a].firstBackwardUse - 1};
+    }
+  }
+}

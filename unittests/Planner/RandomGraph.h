@@ -17,6 +17,7 @@
 
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Placement.h"
 #include "lethe/Simulator/Schedule.h"
 #include "lethe/Support/DeviceProfile.h"
 
@@ -57,6 +58,14 @@ DeviceProfile testDeviceProfile();
 void nodePositions(const Schedule &schedule, size_t numNodes,
                    std::vector<OpIndex> &nodeOp,
                    std::vector<OpIndex> &regionStart);
+
+/// Random decisions for `analysis`'s activations: a quarter recomputed, half
+/// offloaded where each is allowed (the rest retained), a third of the
+/// offloads copy-time trades (released at the last forward use, prefetched
+/// right before the restore point); what the peak-bound tests check.
+void randomDecisions(const ActivationAnalysis &analysis, std::mt19937_64 &rng,
+                     std::vector<Decision> &decisions,
+                     std::vector<CopyHint> &hints);
 
 /// What a planner property test draws for one seed: the random graph, its
 /// activations under the default options, and a PRNG seeded alike for the
