@@ -277,3 +277,19 @@ void lethe::testing::randomDecisions(const ActivationAnalysis &analysis,
     }
   }
 }
+
+std::optional<lethe::testing::RandomPlan>
+lethe::testing::randomPlan(const ActivationAnalysis &analysis, size_t numNodes,
+                           Evaluator &evaluator, std::mt19937_64 &rng) {
+  RandomPlan plan;
+  randomDecisions(analysis, rng, plan.decisions, plan.hints);
+  llvm::Expected<Evaluation> eval =
+      evaluator.evaluate(plan.decisions, plan.hints);
+  if (!eval) {
+    llvm::consumeError(eval.takeError());
+    return std::nullopt;
+  }
+  plan.eval = std::move(*eval);
+  nodePositions(*plan.eval.schedule, numNodes, plan.nodeOp, plan.regionStart);
+  return plan;
+}

@@ -17,11 +17,13 @@
 
 #include "lethe/Analysis/TrainingGraph.h"
 #include "lethe/Planner/Activations.h"
+#include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/Placement.h"
 #include "lethe/Simulator/Schedule.h"
 #include "lethe/Support/DeviceProfile.h"
 
 #include <cstdint>
+#include <optional>
 #include <random>
 
 namespace lethe::testing {
@@ -66,6 +68,22 @@ void nodePositions(const Schedule &schedule, size_t numNodes,
 void randomDecisions(const ActivationAnalysis &analysis, std::mt19937_64 &rng,
                      std::vector<Decision> &decisions,
                      std::vector<CopyHint> &hints);
+
+/// A plan of random decisions (randomDecisions), evaluated, with its nodes'
+/// positions in its schedule (nodePositions).
+struct RandomPlan {
+  std::vector<Decision> decisions;
+  std::vector<CopyHint> hints;
+  Evaluation eval;
+  std::vector<OpIndex> nodeOp, regionStart;
+};
+
+/// randomDecisions for `analysis` (of a graph of `numNodes` nodes),
+/// evaluated by `evaluator`; nullopt where the evaluation fails (the
+/// decisions do not make a plan).
+std::optional<RandomPlan> randomPlan(const ActivationAnalysis &analysis,
+                                     size_t numNodes, Evaluator &evaluator,
+                                     std::mt19937_64 &rng);
 
 /// What a planner property test draws for one seed: the random graph, its
 /// activations under the default options, and a PRNG seeded alike for the

@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 
 using namespace lethe;
@@ -38,16 +39,15 @@ TEST(RetainedPeakBoundTest, NeverAboveTheRetainedPlansPeak) {
     llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
     Evaluator evaluator(analysis, testDeviceProfile());
     for (int v = 0; v < 4; ++v) {
-      std::vector<Decision> decisions;
-      std::vector<CopyHint> hints;
-      randomDecisions(analysis, rng, decisions, hints);
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(decisions, hints);
-      if (!eval) {
-        llvm::consumeError(eval.takeError());
+      std::optional<RandomPlan> plan =
+          randomPlan(analysis, g.numNodes(), evaluator, rng);
+      if (!plan)
         continue;
-      }
-      std::vector<OpIndex> nodeOp, regionStart;
-      nodePositions(*eval->schedule, g.numNodes(), nodeOp, regionStart);
+      const Evaluation *eval = &plan->eval;
+      const std::vector<Decision> &decisions = plan->decisions;
+      const std::vector<CopyHint> &hints = plan->hints;
+      const std::vector<OpIndex> &nodeOp = plan->nodeOp;
+      const std::vector<OpIndex> &regionStart = plan->regionStart;
       for (size_t a = 0; a < acts.size(); ++a) {
         if (eval->placement->decisions[a].decision != Decision::Offload)
           continue;
