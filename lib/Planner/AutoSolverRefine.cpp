@@ -527,7 +527,8 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
         if (lo > hi)
           continue;
         const Partner *best = nullptr;
-        auto distance = [&](const Partner &p) {
+        // `a` by value: a structured binding is captured only from C++20.
+        auto distance = [&, a = a](const Partner &p) {
           return std::make_tuple(
               acts[p.act].bytes - acts[a].bytes, rederiveUs(p.act),
               std::abs(acts[p.act].lastForwardUse - acts[a].lastForwardUse));
