@@ -433,6 +433,11 @@ private:
     trial.eval = std::move(*eval);
     return trial;
   }
+  /// Whether `eval` holds the level on the device and the host budget.
+  bool fitsLevel(const Evaluation &eval, int64_t level) const {
+    return eval.peakBytes <= level &&
+           eval.hostPeakBytes <= options.hostBudgetBytes;
+  }
   /// Recounts the host bytes of the current plan.
   void recountOffloaded() {
     offloadedBytes = 0;

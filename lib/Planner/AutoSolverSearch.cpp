@@ -427,8 +427,7 @@ Solver::restartFromSeed(int64_t level, llvm::ArrayRef<Evaluation> seedEvals) {
   // faster plan: a smaller budget was faster.
   std::optional<State> picked;
   for (size_t i = 0; i < seeds.size(); ++i) {
-    if (seedEvals[i].peakBytes > level ||
-        seedEvals[i].hostPeakBytes > options.hostBudgetBytes)
+    if (!fitsLevel(seedEvals[i], level))
       continue;
     current = seeds[i].decisions;
     currentHints.assign(acts.size(), CopyHint());
@@ -462,7 +461,7 @@ Solver::restartWhereSlower(int64_t level, double aboveStep,
   // level: a restart needs one.
   double seedStep = std::numeric_limits<double>::infinity();
   for (Evaluation &eval : seedEvals) {
-    if (eval.peakBytes > level || eval.hostPeakBytes > options.hostBudgetBytes)
+    if (!fitsLevel(eval, level))
       continue;
     if (llvm::Error err = evaluator.simulate(eval))
       return err;
@@ -636,9 +635,8 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
         evaluator.evaluate(trial, trialHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
-    if (eval->peakBytes <= level &&
-        eval->hostPeakBytes <= options.hostBudgetBytes &&
-        eval->stepUs < currentEval.stepUs && eval->stepUs >= floor) {
+    if (fitsLevel(*eval, level) && eval->stepUs < currentEval.stepUs &&
+        eval->stepUs >= floor) {
       offloadedBytes += toOffload ? act.bytes : -act.bytes;
       current = std::move(trial);
       currentHints = std::move(trialHints);

@@ -43,22 +43,19 @@ TEST(CopyOnlyPeakTest, IsTheEvaluatedPeak) {
           randomPlan(analysis, g.numNodes(), evaluator, rng);
       if (!plan)
         continue;
-      const Evaluation *eval = &plan->eval;
-      const std::vector<Decision> &decisions = plan->decisions;
-      const std::vector<CopyHint> &hints = plan->hints;
-      const std::vector<OpIndex> &nodeOp = plan->nodeOp;
-      const std::vector<OpIndex> &regionStart = plan->regionStart;
       // Nothing changed: the plan's own peak.
-      EXPECT_EQ(autosolver::copyOnlyPeak(analysis, device, *eval, nodeOp,
-                                         regionStart, {}, hints),
-                eval->peakBytes);
+      EXPECT_EQ(autosolver::copyOnlyPeak(analysis, device, plan->eval,
+                                         plan->nodeOp, plan->regionStart, {},
+                                         plan->hints),
+                plan->eval.peakBytes);
       auto check = [&](llvm::ArrayRef<int32_t> retained,
                        llvm::ArrayRef<CopyHint> trialHints) {
-        int64_t peak = autosolver::copyOnlyPeak(
-            analysis, device, *eval, nodeOp, regionStart, retained, trialHints);
+        int64_t peak =
+            autosolver::copyOnlyPeak(analysis, device, plan->eval, plan->nodeOp,
+                                     plan->regionStart, retained, trialHints);
         if (peak == std::numeric_limits<int64_t>::min())
           return;
-        std::vector<Decision> trial = decisions;
+        std::vector<Decision> trial = plan->decisions;
         for (int32_t a : retained)
           trial[a] = Decision::Retain;
         llvm::Expected<Evaluation> changed = evaluator.evaluate(
@@ -71,25 +68,26 @@ TEST(CopyOnlyPeakTest, IsTheEvaluatedPeak) {
       // Every trade's copies hidden, then the first half's (polish).
       std::vector<int32_t> trades;
       for (size_t a = 0; a < acts.size(); ++a)
-        if (decisions[a] == Decision::Offload && !(hints[a] == CopyHint()))
+        if (plan->decisions[a] == Decision::Offload &&
+            !(plan->hints[a] == CopyHint()))
           trades.push_back(static_cast<int32_t>(a));
       for (size_t count = trades.size(); count > 0; count /= 2) {
-        std::vector<CopyHint> trialHints = hints;
+        std::vector<CopyHint> trialHints = plan->hints;
         for (size_t i = 0; i < count; ++i)
           trialHints[trades[i]] = CopyHint();
         check({}, trialHints);
       }
       for (size_t a = 0; a < acts.size(); ++a) {
-        if (eval->placement->decisions[a].decision != Decision::Offload)
+        if (plan->eval.placement->decisions[a].decision != Decision::Offload)
           continue;
         // Retained (unexposeOffloads).
-        std::vector<CopyHint> trialHints = hints;
+        std::vector<CopyHint> trialHints = plan->hints;
         trialHints[a] = CopyHint();
         size_t before = checked;
         check({static_cast<int32_t>(a)}, trialHints);
         retains += checked - before;
         // Released and prefetched at random nodes of its gap.
-        const ActivationDecision &d = eval->placement->decisions[a];
+        const ActivationDecision &d = plan->eval.placement->decisions[a];
         NodeId span = d.firstBackwardUse - acts[a].lastForwardUse;
         trialHints[a] = {
             acts[a].lastForwardUse + static_cast<NodeId>(rng() % span),

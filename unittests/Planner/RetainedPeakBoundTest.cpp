@@ -43,20 +43,16 @@ TEST(RetainedPeakBoundTest, NeverAboveTheRetainedPlansPeak) {
           randomPlan(analysis, g.numNodes(), evaluator, rng);
       if (!plan)
         continue;
-      const Evaluation *eval = &plan->eval;
-      const std::vector<Decision> &decisions = plan->decisions;
-      const std::vector<CopyHint> &hints = plan->hints;
-      const std::vector<OpIndex> &nodeOp = plan->nodeOp;
-      const std::vector<OpIndex> &regionStart = plan->regionStart;
       for (size_t a = 0; a < acts.size(); ++a) {
-        if (eval->placement->decisions[a].decision != Decision::Offload)
+        if (plan->eval.placement->decisions[a].decision != Decision::Offload)
           continue;
         int64_t bound = autosolver::retainedPeakBound(
-            analysis, *eval, nodeOp, regionStart, static_cast<int32_t>(a));
+            analysis, plan->eval, plan->nodeOp, plan->regionStart,
+            static_cast<int32_t>(a));
         if (bound == std::numeric_limits<int64_t>::min())
           continue;
-        std::vector<Decision> trial = decisions;
-        std::vector<CopyHint> trialHints = hints;
+        std::vector<Decision> trial = plan->decisions;
+        std::vector<CopyHint> trialHints = plan->hints;
         trial[a] = Decision::Retain;
         trialHints[a] = CopyHint();
         llvm::Expected<Evaluation> retained = evaluator.evaluate(
@@ -65,7 +61,7 @@ TEST(RetainedPeakBoundTest, NeverAboveTheRetainedPlansPeak) {
             << llvm::toString(retained.takeError());
         ++checked;
         EXPECT_LE(bound, retained->peakBytes) << "activation " << a;
-        proving += bound > eval->peakBytes - acts[a].bytes;
+        proving += bound > plan->eval.peakBytes - acts[a].bytes;
       }
     }
   }
