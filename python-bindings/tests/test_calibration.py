@@ -93,6 +93,38 @@ def test_what_a_profile_leaves_to_the_model_takes_the_steps_rest():
     assert remainder_scale(Measurement(1, 0.165), r, profiled) is None
 
 
+@needs_lethe
+def test_the_plans_step_is_read_by_node_from_a_real_trace(tmp_path):
+    # Two nodes of one op: the trace of a real plan names each event by its
+    # op and carries the node's name in its arguments. Read by op, neither
+    # matched the profiled node, and the whole step was scaled as modelled.
+    from lethe._calibrate import remainder_scale
+    from lethe._planclient import compute_times, plan_json
+    from lethe._step_meter import Measurement
+    f32 = {"shape": [1 << 20], "dtype": "float32", "bytes": 4 << 20}
+    nodes = [{"id": 0, "name": "x", "op": "placeholder", "kind": "input",
+              "phase": "fwd", "inputs": [], "outputs": [f32]}]
+    for i, name in enumerate(["relu_a", "relu_b"], start=1):
+        nodes.append({"id": i, "name": name, "op": "aten.relu.default",
+                      "kind": "op", "phase": "fwd", "inputs": [[i - 1, 0]],
+                      "args": [{"in": 0}], "outputs": [f32]})
+    nodes.append({"id": 3, "name": "output", "op": "output",
+                  "kind": "output", "phase": "fwd", "inputs": [[2, 0]],
+                  "outputs": []})
+    trace = str(tmp_path / "step.json")
+    plan_json({"nodes": nodes, "saved": []}, None, "auto", "h100",
+              trace=trace)
+    times = compute_times(trace)
+    assert {"relu_a", "relu_b"} <= set(times)
+    modelled = times["relu_b"][0]
+    r = types.SimpleNamespace(compute_times=times, given=set(),
+                              time_scale=1.0, offloaded=[])
+    # relu_a took 10 us in the profile; the step's rest is half relu_b's.
+    step_ms = (10.0 + 0.5 * modelled) / 1e3
+    assert remainder_scale(Measurement(1, step_ms), r, {"relu_a": 10.0}) \
+        == pytest.approx(0.5)
+
+
 def test_a_step_for_cuda_graphs_is_priced_as_its_replay():
     # Measured without CUDA graphs, MoE-8l's step on an H200 took 24.71 ms
     # for 22.51 ms of kernels: the rest was the host's pace, which a replay
