@@ -1,47 +1,83 @@
 #!/usr/bin/env bash
 # Issue 15's bench on GPUs in one device call: Lethe inside torch.compile
-# (bench/torch_inductor_bench.py) against PyTorch's options. One process per
-# model, one GPU each, in parallel; Lethe plans in the process through
-# liblethe-c.so (no LLVM on the GPU machine).
+# (bench/torch_inductor_bench.py) against PyTorch's options, on the GPUs of
+# one host: one group of items per GPU, the items of a group one after
+# another, each in its own process under its own time limit. Lethe plans in
+# the process through liblethe-c.so (no LLVM on the GPU machine). Packs what
+# the runs wrote (results, logs, the GPU and versions, Lethe's cache of
+# derived profiles, a report) into $OUT/run-$TAG.tgz
+# (bench/results/torch-inductor.md says how each call was run).
 #
-#   bench/gpu_inductor.sh MODEL0 [MODEL1]     on the GPU machine, from the
-#       repository root: a smoke run of MODEL0/MODEL1 at tiny sizes, then
-#       the full runs (MODEL0 on GPU 0, MODEL1 on GPU 1) with a deadline
-#       ($LETHE_BENCH_DEADLINE_S, default 400 s); results in $OUT.
+#   TAG=k4 [DL=SECONDS] [DUMP=1] [LETHE_SMOKE="m1 m2"] \
+#     bench/gpu_inductor.sh "ITEM ITEM" "ITEM" ...
 #
+# ITEM is MODEL:LIMIT[:VAR]: MODEL a model of the bench with a '-' in its
+# name (gpt2-medium, llama-8l, moe-8l), else a corpus model (bert_base ->
+# corpus:bert_base); LIMIT the item's seconds; VAR the name of an environment
+# variable holding the bench's arguments (e.g. VAR=DX with
+# DX="--methods compile-0.5 --lethe-budgets at:compile-0.5 --cudagraphs").
+# DL: seconds from the start after which no item starts. DUMP=1: each item
+# also dumps the graphs Lethe planned (--dump-graphs).
+# LETHE_SMOKE: models first run at tiny sizes (one step), to fail fast.
 # The library: $LETHE_LIBRARY, else .gpu/lib/liblethe-c.so. Here, before the
 # device call: scripts/build.sh; mkdir -p .gpu/lib; cp build/python/lethe/
-# liblethe-c.so .gpu/lib/ (.gpu is in .git/info/exclude), and carry ".gpu".
-# LETHE_SMOKE="m1 m2" first runs those models at tiny sizes; MODEL0 may be
-# "a,b" (run one after the other on GPU 0); LETHE_BENCH_ARGS go to each run.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-export LETHE_LIBRARY=${LETHE_LIBRARY:-$PWD/.gpu/lib/liblethe-c.so}
+# liblethe-c.so .gpu/lib/ (.gpu in .git/info/exclude), and carry ".gpu".
+set -u
+: "${OUT:?OUT: the folder the results go to}"
+: "${TAG:?TAG: the name of the call}"
+root=$(cd "$(dirname "$0")/.." && pwd)
 export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/lethe-bench}
-mkdir -p "$OUT"
-deadline=${LETHE_BENCH_DEADLINE_S:-400}
-bench=bench/torch_inductor_bench.py
-models=("$@")
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv \
-  > "$OUT/nvidia-smi.txt" 2>&1
+export PYTHONPATH="$root/python-bindings${PYTHONPATH:+:$PYTHONPATH}"
+export LETHE_LIBRARY=${LETHE_LIBRARY:-$root/.gpu/lib/liblethe-c.so}
+work=/tmp/o-$TAG
+mkdir -p "$work/lcache"
+export LETHE_CACHE_DIR=$work/lcache
+start=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
+  >"$work/gpu.txt" 2>&1
+python3 -c 'import torch, sys; print("torch", torch.__version__, "cuda",
+torch.version.cuda, "python", sys.version.split()[0])' >"$work/versions.txt"
+
 for m in ${LETHE_SMOKE:-}; do
-  python3 $bench run --model "$m" --tiny --out "$OUT/tiny-$m.json" \
-    --methods compile --lethe-budgets 55% --steps 1 --warmup 1 \
-    2>&1 | grep -v "^W1" | tail -3
+  python3 "$root/bench/torch_inductor_bench.py" run --model "$m" --tiny \
+    --out "$work/tiny-$m.json" --methods compile --lethe-budgets 55% \
+    --steps 1 --warmup 1 2>&1 | grep -v "^W1" | tail -3
 done
-# MODELS on one GPU run one after another ("a,b" on GPU 0, "c,d" on GPU 1).
-i=0
-for group in "${models[@]}"; do
-  (for m in ${group//,/ }; do
-     CUDA_VISIBLE_DEVICES=$i python3 $bench run --model "$m" \
-       --out "$OUT/inductor-$m.json" --deadline "$deadline" \
-       ${LETHE_BENCH_ARGS:-} > "$OUT/log-$m.txt" 2>&1
-   done) &
-  i=$((i + 1))
+
+run_group() {
+  local gpu=$1 item model limit var name args
+  shift
+  for item in "$@"; do
+    IFS=: read -r model limit var <<<"$item"
+    name=$model
+    [[ $model == *-* ]] || model=corpus:$model
+    args=""
+    [[ -n $var ]] && args=${!var}
+    if [[ -n ${DL:-} ]] && (($(date +%s) - start + 0 > DL)); then
+      echo "skipped: past the deadline" >"$work/log-$name$var.txt"
+      continue
+    fi
+    local dump=()
+    [[ -n ${DUMP:-} ]] && dump=(--dump-graphs "$work/dump-$name$var")
+    # shellcheck disable=SC2086  # the arguments are meant to split
+    CUDA_VISIBLE_DEVICES=$gpu timeout -k 10 "$limit" \
+      python3 "$root/bench/torch_inductor_bench.py" run --model "$model" \
+      --out "$work/$TAG-$name$var.json" --deadline $((limit - 30)) \
+      $args "${dump[@]}" >"$work/log-$name$var.txt" 2>&1
+    echo "$item rc $? at $(($(date +%s) - start)) s"
+  done
+}
+
+gpu=0
+for group in "$@"; do
+  # shellcheck disable=SC2086  # a group is a space-separated list
+  run_group "$gpu" $group &
+  gpu=$((gpu + 1))
 done
 wait
-models=(${models[@]//,/ })
-for m in "${models[@]}"; do grep -v "^W1" "$OUT/log-$m.txt" | grep -E "^$m " ; done
-python3 $bench report "$OUT"/inductor-*.json --md "$OUT/report.md" \
-  --svg "$OUT/report.svg" > /dev/null
+results=("$work/$TAG"-*.json)
+[[ -e ${results[0]} ]] && python3 "$root/bench/torch_inductor_bench.py" \
+  report "${results[@]}" --md "$work/report.md" --svg "$work/report.svg" \
+  >/dev/null 2>&1
+tar czf "$OUT/run-$TAG.tgz" -C "$work" .
+ls -la "$OUT"
