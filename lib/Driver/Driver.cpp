@@ -200,8 +200,8 @@ int lethe::runLetheDriver(int argc, char **argv) {
       llvm::StringRef(commandLine.planFlags.getValues().budget)
           .trim()
           .empty()) {
-    llvm::errs() << "error: --budget needs a value: bytes, a size (2GiB) or "
-                    "a percentage of the unplanned peak (60%)\n";
+    llvm::errs() << "error: --budget needs a value: bytes, a size (2GiB), "
+                    "a percentage of the unplanned peak (60%) or least\n";
     return 1;
   }
 

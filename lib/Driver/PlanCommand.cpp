@@ -211,8 +211,9 @@ void lethe::writePlanJson(llvm::raw_ostream &os, const Plan &plan,
   os << "\n";
 }
 
-LogicalResult lethe::runPlanCommand(const CommandOptions &options,
+LogicalResult lethe::runPlanCommand(const CommandOptions &given,
                                     MLIRContext &context) {
+  CommandOptions options = given;
   llvm::Expected<DeviceProfile> device =
       DeviceProfile::load(options.plan.device);
   if (!device) {
@@ -234,6 +235,13 @@ LogicalResult lethe::runPlanCommand(const CommandOptions &options,
   // `auto`'s ladder, built once for this plan and the re-plans that make
   // it agree with the pipeline.
   auto families = std::make_shared<AutoFamilies>();
+  // "least": the least budget `lethe compile` meets, packing included.
+  if (isLeastBudget(options.plan.budget)) {
+    LethePipelineConfig config = pipelineConfig(options);
+    if (failed(resolveLeastBudget(*module, config, families)))
+      return failure();
+    options.plan.budget = config.plan.budget;
+  }
   // In place: the program check reuses the planner's analysis of its graph.
   auto step = std::make_unique<PlannedStep>();
   if (failed(planStepInPlace(

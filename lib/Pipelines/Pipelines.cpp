@@ -452,6 +452,20 @@ lethe::findLeastPipelineBudget(ModuleOp module,
   return least->packed;
 }
 
+LogicalResult
+lethe::resolveLeastBudget(ModuleOp module, LethePipelineConfig &config,
+                          std::shared_ptr<AutoFamilies> families) {
+  if (!isLeastBudget(config.plan.budget))
+    return success();
+  FailureOr<int64_t> least =
+      findLeastPipelineBudget(module, config, std::move(families));
+  if (failed(least))
+    return emitError(module.getLoc())
+           << "lethe-plan: no least budget found for this step";
+  config.plan.budget = std::to_string(*least);
+  return success();
+}
+
 /// `module` with `func` alone (the other functions left out).
 static OwningOpRef<ModuleOp> withOnly(ModuleOp module, func::FuncOp func) {
   OwningOpRef<ModuleOp> step = module.clone();
@@ -569,8 +583,11 @@ LogicalResult lethe::runLethePipeline(ModuleOp module,
   OwningOpRef<ModuleOp> costed = module.clone();
   if (failed(runCostPass(*costed, config)))
     return failure();
-  PipelineSearch search(*costed, config);
-  Attempt first = search.attempt(config.plan.budget);
+  LethePipelineConfig resolved = config;
+  if (failed(resolveLeastBudget(*costed, resolved)))
+    return failure();
+  PipelineSearch search(*costed, resolved);
+  Attempt first = search.attempt(resolved.plan.budget);
   result.attempts = search.attempts;
   Location loc = module.getLoc();
   for (auto func : costed->getOps<func::FuncOp>())

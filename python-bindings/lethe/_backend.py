@@ -40,8 +40,10 @@ def backend(budget="40%", policy=None, device=None, **options):
 
     budget: device bytes the step may allocate besides its inputs: bytes
       (an int of at least 1 MiB), "12GiB", a percentage of the unplanned
-      peak ("40%") or a float share in (0, 1]; None: no limit. The budget
-      applies to each compiled graph: after a graph break, give a share.
+      peak ("40%"), a float share in (0, 1], or "least" (the least budget
+      the policy can meet, each compiled graph's own); None: no limit. The
+      budget applies to each compiled graph: after a graph break, give a
+      share.
     policy: none, full, every-n, selective-op, offload-all or auto; None:
       the lethe-plan pass's default (auto), read from the library.
     device: the device profile Lethe plans for (h200, h100, a100, or a JSON

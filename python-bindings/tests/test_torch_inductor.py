@@ -492,6 +492,24 @@ def test_measured_costs_time_the_unfused_ops_and_are_cached(monkeypatch,
     assert q.records[-1].measured["timed_nodes"] == m["timed_nodes"]
 
 
+@needs_lethe
+def test_the_least_budget_is_planned_at_the_least():
+    """budget="least" plans at the least budget the policy can meet: the
+    number a budget under it is refused with."""
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget="least", device="h100")
+    _close(_step(model, _compile(model, p)), eager)
+    plan = p.records[-1].plan
+    assert plan.feasible
+    assert plan.peak_bytes <= plan.budget_bytes < plan.baseline_peak_bytes
+    below = lt.partitioner(budget=str(plan.budget_bytes - 4096),
+                           device="h100")
+    with pytest.raises(Exception, match=f"the least it can meet is "
+                                        f"{plan.budget_bytes} B"):
+        _step(model, _compile(model, below))
+
+
 def test_costs_mode_is_checked_and_keys_the_cache():
     with pytest.raises(ValueError, match="costs must be"):
         lt.partitioner(budget="50%", device="h100", costs="profiled")

@@ -122,6 +122,15 @@ findLeastPipelineBudget(mlir::ModuleOp module,
                         const LethePipelineConfig &config,
                         std::shared_ptr<AutoFamilies> families = nullptr);
 
+/// `config.plan.budget` "least" (isLeastBudget) replaced by the least
+/// budget runLethePipeline meets on `module`, in bytes
+/// (findLeastPipelineBudget); any other budget is left as it is. What a
+/// user asking for the least gets on the pipeline's routes is a program:
+/// the planner's own least may not pack into its arena.
+mlir::LogicalResult
+resolveLeastBudget(mlir::ModuleOp module, LethePipelineConfig &config,
+                   std::shared_ptr<AutoFamilies> families = nullptr);
+
 /// Where the step has RNG ops (dropout) and `config` does not replay their
 /// state, so their chains are never recomputed: the least budget
 /// findLeastPipelineBudget finds with replay on, if under 98% of `least`

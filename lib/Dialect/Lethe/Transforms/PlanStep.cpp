@@ -50,6 +50,10 @@ lethe::splitPassOptions(llvm::StringRef text) {
   return options;
 }
 
+bool lethe::isLeastBudget(llvm::StringRef budget) {
+  return budget.trim() == "least";
+}
+
 llvm::Expected<PlanOptions>
 lethe::parsePlanOptions(const PlanActivationsOptions &given,
                         int64_t unplannedPeakBytes,
@@ -92,6 +96,10 @@ lethe::parsePlanOptions(const PlanActivationsOptions &given,
 
   if (given.budget.empty()) {
     options.budgetBytes = std::numeric_limits<int64_t>::max();
+  } else if (isLeastBudget(given.budget)) {
+    // Planned at nothing first: the infeasible plan states the least
+    // (planStepInPlace plans again there).
+    options.budgetBytes = 0;
   } else {
     llvm::Expected<int64_t> budget =
         parseByteCount(given.budget, unplannedPeakBytes);
@@ -183,10 +191,20 @@ lethe::planStepInPlace(PlannedStep &step, func::FuncOp func,
   if (failed(
           loadGivenPlan(options.planFile, *graph, *parsed, func.getContext())))
     return failure();
-  llvm::Expected<Plan> plan = planTrainingStep(
-      *graph, profile, *parsed,
-      families ? &families->get(func.getSymName()) : nullptr,
-      &step.planned.analysis);
+  AutoFamily *family = families ? &families->get(func.getSymName()) : nullptr;
+  const bool least = isLeastBudget(options.budget);
+  const bool bound = parsed->bound;
+  // "least": the plan at nothing states the least budget (its lower bound
+  // is not asked for), then the plan at it is made.
+  parsed->bound = bound && !least;
+  llvm::Expected<Plan> plan = planTrainingStep(*graph, profile, *parsed, family,
+                                               &step.planned.analysis);
+  if (plan && least && !plan->feasible && plan->leastFeasibleBudget) {
+    parsed->budgetBytes = *plan->leastFeasibleBudget;
+    parsed->bound = bound;
+    plan = planTrainingStep(*graph, profile, *parsed, family,
+                            &step.planned.analysis);
+  }
   if (!plan) {
     reportError(llvm::toString(plan.takeError()));
     return failure();

@@ -5,6 +5,10 @@
 // RUN: not lethe-opt %s --lethe-plan='budget=lots' 2>&1 | FileCheck %s --check-prefix=BUDGET
 // RUN: not lethe-opt %s --lethe-plan='device=h300' 2>&1 | FileCheck %s --check-prefix=DEVICE
 // RUN: not lethe-opt %s --lethe-plan='solver=magic' 2>&1 | FileCheck %s --check-prefix=SOLVER
+// RUN: lethe-opt %s --lethe-plan='budget=least device=%S/Inputs/plan-device.json' \
+// RUN:   | FileCheck %s --check-prefix=LEAST
+// RUN: lethe-opt %s --lethe-plan='policy=full budget=least device=%S/Inputs/plan-device.json' \
+// RUN:   | FileCheck %s --check-prefix=LEAST
 
 // A budget no plan can meet is an error that states the least budget the
 // policy can meet, so the user knows what to ask for instead. For `auto`
@@ -16,6 +20,9 @@
 // activations can be dropped there, but they are needed by the very next
 // node, where two gradients (8 MiB) and they (8 MiB) are live: no plan gets
 // below 16 MiB.
+
+// `budget=least` plans at that least instead (both policies: 16 MiB).
+// LEAST: lethe.budget_bytes = 16777216 : i64
 
 // FULL: error: lethe-plan: budget 1.00 MiB (1048576 B) is below the least budget policy full can meet on this graph: 16.00 MiB (16777216 B)
 // POLICY: error: lethe-plan: unknown policy 'greedy' (expected one of none, full, every-n, selective-op, offload-all, auto)

@@ -516,7 +516,9 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
     `budget` is bytes (`2147483648`), a size with a unit (`2GiB`, `800MB`)
     or a percentage of the unplanned peak (`60%`); empty means no limit. A
     budget the policy cannot meet is an error that states the least budget
-    it can meet.
+    it can meet; `least` plans at that budget (the planner's least peak
+    here; `lethe plan`, `lethe compile` and the pipeline take the least
+    packed arena instead, which their programs meet).
 
     `alignment` rounds every storage the step allocates up to a multiple of
     it before planning, as `lethe-assign-buffers` lays buffers out in the
@@ -561,9 +563,9 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
   let options = [
     Option<"budget", "budget", "std::string", /*default=*/"\"\"",
            "device bytes the step may allocate at any instant: bytes, a size "
-           "with a unit (KiB, MiB, GiB, KB, MB, GB) or a percentage of the "
-           "unplanned peak (60%); empty: no limit (the `lethe` commands "
-           "need one)">,
+           "with a unit (KiB, MiB, GiB, KB, MB, GB), a percentage of the "
+           "unplanned peak (60%) or `least` (the least the policy can "
+           "meet); empty: no limit (the `lethe` commands need one)">,
     Option<"policy", "policy", "std::string", /*default=*/"\"auto\"",
            "none, full, every-n, selective-op, offload-all or auto">,
     Option<"device", "device", "std::string", /*default=*/"\"h200\"",

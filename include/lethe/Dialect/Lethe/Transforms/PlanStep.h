@@ -70,6 +70,14 @@ private:
   llvm::SmallVector<llvm::cl::Option *> options;
 };
 
+/// Whether `budget` asks for the least budget the policy can meet
+/// ("least"). planStep plans at the planner's least (its peak, for routes
+/// that run the plan under another allocator: the C API's plans, the
+/// lethe-plan pass); the pipeline's routes (`lethe plan`, `lethe compile`,
+/// runLethePipeline) first resolve it to the least packed arena
+/// (resolveLeastBudget, lethe/Pipelines/Pipelines.h).
+bool isLeastBudget(llvm::StringRef budget);
+
 /// Checks `options` and turns them into the planner's PlanOptions;
 /// `unplannedPeakBytes` resolves a percentage budget. Errors name the
 /// option. `options.device` is not read: `device` is that profile, loaded.
