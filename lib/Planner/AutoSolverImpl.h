@@ -19,6 +19,7 @@
 #include "MaxTree.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -216,6 +217,52 @@ struct BetweenPlan {
   double step = 0.0;
 };
 
+/// What evaluating plans told of them, kept so that a plan asked for again
+/// is turned down without evaluating it where the first evaluation proves
+/// it would be: its device and host peaks, and its step (exact where it was
+/// simulated whole, else known to exceed the limit it was cut at). By the
+/// contract of EvaluationLimits, a caller that compares the peak with a cap
+/// and the step with a limit decides on a cut evaluation as on the whole
+/// one, so it decides on a verdict alike. The solves nested for refine's
+/// floor (solveAt) refine the plan the caller's solve refines, or one a
+/// move away, and ask for many of its trials again (Llama-8l at 50%: 117 of
+/// refine's 458 evaluations); the ladder's polish, probes and flips ask
+/// again for trials an earlier level or probe turned down (Llama-8l at its
+/// least: 147 of polish's 312). Keeps at most kMaxVerdictBytes of plans.
+class Verdicts {
+public:
+  /// Whether `decisions` with `hints` was evaluated and is known to be over
+  /// `peakCap` on the device or `hostCap` on the host, or to take at least
+  /// `stepLimitUs` (more than it, where `tieKept`: the caller keeps a plan
+  /// as fast).
+  bool knownNoBetter(llvm::ArrayRef<Decision> decisions,
+                     llvm::ArrayRef<CopyHint> hints, int64_t peakCap,
+                     int64_t hostCap, double stepLimitUs,
+                     bool tieKept = false) const;
+  /// Keeps what `eval`, evaluated within `limits`, tells of its plan.
+  void record(llvm::ArrayRef<Decision> decisions,
+              llvm::ArrayRef<CopyHint> hints, const Evaluation &eval,
+              const EvaluationLimits &limits);
+  /// The trials knownNoBetter turned down.
+  size_t getAnswered() const { return answered; }
+
+private:
+  struct Entry {
+    std::vector<Decision> decisions;
+    std::vector<CopyHint> hints;
+    int64_t peak = 0, hostPeak = 0;
+    /// The step where `exact` (simulated whole), else a value it exceeds.
+    double stepUs = 0.0;
+    bool exact = false;
+  };
+  const Entry *find(llvm::ArrayRef<Decision> decisions,
+                    llvm::ArrayRef<CopyHint> hints, uint64_t hash) const;
+  llvm::DenseMap<uint64_t, llvm::SmallVector<unsigned, 1>> byHash;
+  std::vector<Entry> entries;
+  size_t keptBytes = 0;
+  mutable size_t answered = 0;
+};
+
 /// Snapshot of the solver's current plan.
 struct State {
   std::vector<Decision> decisions;
@@ -267,6 +314,10 @@ public:
   /// solution, and keepSolved keeps one (AutoFamily::solved): off for the
   /// solves nested for refine's floor, which refine otherwise.
   void setAnswersAgain(bool answer) { answersAgain = answer; }
+  /// Where the searches keep what their trials' evaluations told (shared
+  /// by the solves nested for refine's floor, which try many of the same
+  /// plans).
+  void setVerdicts(Verdicts *kept) { verdicts = kept; }
   /// Whether solve() answered with the family's last solution (already
   /// refined where refine is on).
   bool isSolvedAgain() const { return solvedAgain; }
@@ -433,6 +484,16 @@ private:
     trial.eval = std::move(*eval);
     return trial;
   }
+  /// A trial the caller keeps only where it is within `limits` and
+  /// `hostCap` (and faster than `limits.stepLimitUs`, or as fast where
+  /// `tieKept`): evaluated within `limits`, or none where `verdicts` know it
+  /// is not (counted as evaluated: refine's share of the evaluations and a
+  /// family's checks do not depend on what was known).
+  llvm::Expected<std::optional<Evaluation>>
+  evaluateTrial(llvm::ArrayRef<Decision> decisions,
+                llvm::ArrayRef<CopyHint> hints, const EvaluationLimits &limits,
+                int64_t hostCap = std::numeric_limits<int64_t>::max(),
+                bool tieKept = false) const;
   /// Whether `eval` holds the level on the device and the host budget.
   bool fitsLevel(const Evaluation &eval, int64_t level) const {
     return eval.peakBytes <= level &&
@@ -621,6 +682,8 @@ private:
   AutoFamily *usedFamily = nullptr;
   bool answersAgain = false;
   bool solvedAgain = false;
+  /// setVerdicts's (none: every trial evaluated).
+  Verdicts *verdicts = nullptr;
   /// solve() left a feasible plan's reasons to refineSolution, which
   /// explains the plan it returns (refined or not).
   bool reasonsDeferred = false;

@@ -298,13 +298,16 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
         return false;
       ++evaluations;
       // Only a faster trial goes on (over the cap too), so its simulation
-      // stops once it is certain to be no faster (EvaluationLimits).
-      llvm::Expected<Evaluation> eval = evaluator.evaluate(
+      // stops once it is certain to be no faster (EvaluationLimits); one
+      // known to be no faster is not evaluated again (counted as if).
+      llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
           trial, trialHints,
-          {std::numeric_limits<int64_t>::max(), currentEval.stepUs});
-      if (!eval)
-        return eval.takeError();
-      const double gainUs = currentEval.stepUs - eval->stepUs;
+          {std::numeric_limits<int64_t>::max(), currentEval.stepUs},
+          options.hostBudgetBytes);
+      if (!evaluated)
+        return evaluated.takeError();
+      Evaluation *eval = *evaluated ? &**evaluated : nullptr;
+      const double gainUs = eval ? currentEval.stepUs - eval->stepUs : 0.0;
       if (!(gainUs > 0.0) || eval->hostPeakBytes > options.hostBudgetBytes) {
         if (!undo.empty() && applyNextWidening())
           continue;
@@ -679,13 +682,14 @@ constexpr unsigned kFloorDepth = 3;
 
 /// Solves at the budget of `options`; where refining meets its floor and
 /// `depth` < kFloorDepth, solves at the next budget up (depth + 1, the
-/// ladder replayed from `solver.family`) for the floor (refineSolution).
-static llvm::Expected<AutoSolution> solveAt(const Evaluator &evaluator,
-                                            const PlanOptions &options,
-                                            llvm::ArrayRef<AutoSeed> seeds,
-                                            const AutoSolverOptions &solver,
-                                            unsigned depth) {
+/// ladder replayed from `solver.family`) for the floor (refineSolution);
+/// `verdicts` (where given) shared by all of them.
+static llvm::Expected<AutoSolution>
+solveAt(const Evaluator &evaluator, const PlanOptions &options,
+        llvm::ArrayRef<AutoSeed> seeds, const AutoSolverOptions &solver,
+        unsigned depth, Verdicts *verdicts) {
   Solver fast(evaluator, options, seeds, solver);
+  fast.setVerdicts(verdicts);
   // The solves nested for the floor refine otherwise: only the caller's
   // budget is kept and answered again.
   fast.setAnswersAgain(depth == 0);
@@ -701,7 +705,7 @@ static llvm::Expected<AutoSolution> solveAt(const Evaluator &evaluator,
     PlanOptions above = options;
     above.budgetBytes = budget;
     llvm::Expected<AutoSolution> plan =
-        solveAt(evaluator, above, seeds, solver, depth + 1);
+        solveAt(evaluator, above, seeds, solver, depth + 1, verdicts);
     if (!plan)
       return plan.takeError();
     if (!plan->feasible)
@@ -728,5 +732,12 @@ llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
   AutoSolverOptions withFamily = solver;
   if (!withFamily.family && withFamily.tiedClasses.empty())
     withFamily.family = &local;
-  return solveAt(evaluator, options, seeds, withFamily, 0);
+  // What the trials told, for the searches and the nested solves' refines.
+  Verdicts verdicts;
+  llvm::Expected<AutoSolution> solution =
+      solveAt(evaluator, options, seeds, withFamily, 0,
+              solver.verdicts ? &verdicts : nullptr);
+  if (solution)
+    solution->knownTrials = verdicts.getAnswered();
+  return solution;
 }

@@ -78,13 +78,14 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
       evaluator.countAnswered();
       continue;
     }
-    llvm::Expected<Evaluation> eval =
-        evaluator.evaluate(current, trialHints, {level, currentEval.stepUs});
+    llvm::Expected<std::optional<Evaluation>> eval =
+        evaluateTrial(current, trialHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
-    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
+    if (*eval && (*eval)->peakBytes <= level &&
+        (*eval)->stepUs < currentEval.stepUs) {
       currentHints = std::move(trialHints);
-      currentEval = std::move(*eval);
+      currentEval = std::move(**eval);
       break;
     }
   }
@@ -145,14 +146,18 @@ llvm::Expected<bool> Solver::polish(int64_t level) {
     for (size_t i = 0; i < count; ++i)
       trial[reverted[i]] = Decision::Retain;
     // Lazy (until the plan is simulated): the trial whole, if it fits.
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(
-        trial, currentHints,
-        {level, currentEval.simulated ? currentEval.stepUs
-                                      : std::numeric_limits<double>::infinity()});
-    if (!eval)
-      return eval.takeError();
-    if (eval->peakBytes > level)
+    // Kept where as fast (or, lazy, where the plan is slower).
+    llvm::Expected<std::optional<Evaluation>> evaluated =
+        evaluateTrial(trial, currentHints,
+                      {level, currentEval.simulated
+                                  ? currentEval.stepUs
+                                  : std::numeric_limits<double>::infinity()},
+                      std::numeric_limits<int64_t>::max(), /*tieKept=*/true);
+    if (!evaluated)
+      return evaluated.takeError();
+    if (!*evaluated || (*evaluated)->peakBytes > level)
       continue;
+    std::optional<Evaluation> &eval = *evaluated;
     if (!currentEval.simulated) {
       // Stopped: certainly slower than the trial, which is kept.
       if (llvm::Error err = evaluator.simulateWithin(currentEval, eval->stepUs))
@@ -214,14 +219,15 @@ llvm::Error Solver::unexposeOffloads(int64_t level, size_t tries) {
       evaluator.countAnswered();
       continue;
     }
-    llvm::Expected<Evaluation> eval =
-        evaluator.evaluate(trial, trialHints, {level, currentEval.stepUs});
+    llvm::Expected<std::optional<Evaluation>> eval =
+        evaluateTrial(trial, trialHints, {level, currentEval.stepUs});
     if (!eval)
       return eval.takeError();
-    if (eval->peakBytes <= level && eval->stepUs < currentEval.stepUs) {
+    if (*eval && (*eval)->peakBytes <= level &&
+        (*eval)->stepUs < currentEval.stepUs) {
       current = std::move(trial);
       currentHints = std::move(trialHints);
-      currentEval = std::move(*eval);
+      currentEval = std::move(**eval);
       offloadedBytes -= acts[a].bytes;
     }
   }
@@ -631,16 +637,17 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
     std::vector<CopyHint> trialHints = currentHints;
     trial[x] = toOffload ? Decision::Offload : Decision::Recompute;
     trialHints[x] = CopyHint();
-    llvm::Expected<Evaluation> eval =
-        evaluator.evaluate(trial, trialHints, {level, currentEval.stepUs});
+    llvm::Expected<std::optional<Evaluation>> eval =
+        evaluateTrial(trial, trialHints, {level, currentEval.stepUs},
+                      options.hostBudgetBytes);
     if (!eval)
       return eval.takeError();
-    if (fitsLevel(*eval, level) && eval->stepUs < currentEval.stepUs &&
-        eval->stepUs >= floor) {
+    if (*eval && fitsLevel(**eval, level) &&
+        (*eval)->stepUs < currentEval.stepUs && (*eval)->stepUs >= floor) {
       offloadedBytes += toOffload ? act.bytes : -act.bytes;
       current = std::move(trial);
       currentHints = std::move(trialHints);
-      currentEval = std::move(*eval);
+      currentEval = std::move(**eval);
     }
   }
   return llvm::Error::success();

@@ -93,6 +93,10 @@ struct AutoSolution {
   unsigned levels = 0;
   /// Ladder members taken from AutoSolverOptions::family, not built.
   size_t reusedMembers = 0;
+  /// Trials turned down without evaluating them again: an earlier
+  /// evaluation of the same plan proved them over the level or no faster
+  /// (AutoSolverOptions::verdicts).
+  size_t knownTrials = 0;
 };
 
 struct AutoSolverOptions {
@@ -123,6 +127,11 @@ struct AutoSolverOptions {
   /// The plan chosen is improved at the budget by a bounded local search
   /// (docs/Planner.md, "Refining"). Off only to measure what it adds.
   bool refine = true;
+  /// Trials asked for again (the same decisions and copy hints) are turned
+  /// down without evaluating them where an earlier evaluation proves they
+  /// would be (docs/Planner.md, "Trials asked for again"); the plans are the
+  /// same either way. Off only to compare.
+  bool verdicts = true;
   /// Where given, the ladder an earlier solve of this step built (at another
   /// budget) is reused where it reaches this budget's end, and a longer one
   /// built here is kept in it. Only for solves of one step whose graph,
