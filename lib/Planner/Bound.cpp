@@ -218,7 +218,9 @@ void Relaxation::addRestoreRuns(
   // share are restored at distinct points, so a node in all their chains
   // runs at least once for each of them that is recomputed: z_n >= sum c_a
   // over such a set. One set per node, built in restore order (the
-  // earliest first restore point first), kept where it has two or more.
+  // earliest first restore point first), kept where it has two or more;
+  // and one by first backward use, below, for those whose restore points
+  // overlap only through readers that few plans drop.
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
   for (auto &[node, readers] : chainOf) {
     if (readers.size() < 2)
@@ -245,13 +247,80 @@ void Relaxation::addRestoreRuns(
       if (disjoint)
         apart.push_back(a);
     }
-    if (apart.size() < 2)
-      continue;
+    if (apart.size() >= 2) {
+      std::vector<std::pair<int, double>> row{{colZ.lookup(node), 1.0}};
+      for (int a : apart)
+        row.push_back({colC[a], -1.0});
+      lp.addRow(0, INFINITY, row);
+    }
+    // Restore points shared or not, a recomputed activation is restored at
+    // its first backward use unless a chain that reads it runs earlier
+    // (Placement.cpp), which needs a reader dropped. Take a set of them
+    // with distinct first backward uses k_1 < k_2 < ...: where some share a
+    // point, all but the one with the least k_j are restored before their
+    // own k_j, at a point at or before the k_i of one before them, so
+    // z_n >= sum_j c_j - sum_{j >= 2} e_j, with e_j at most c_j and at most
+    // the drops of a_j's readers that can run by k_{j-1} (earlyColumn).
+    std::vector<int> own = readers;
+    llvm::sort(own, [&](int x, int y) {
+      return std::make_pair(acts[x].firstBackwardUse, x) <
+             std::make_pair(acts[y].firstBackwardUse, y);
+    });
+    own.erase(std::unique(own.begin(), own.end(),
+                          [&](int x, int y) {
+                            return acts[x].firstBackwardUse ==
+                                   acts[y].firstBackwardUse;
+                          }),
+              own.end());
     std::vector<std::pair<int, double>> row{{colZ.lookup(node), 1.0}};
-    for (int a : apart)
-      row.push_back({colC[a], -1.0});
-    lp.addRow(0, INFINITY, row);
+    int members = 0;
+    for (size_t j = 0; j < own.size(); ++j) {
+      int early =
+          j == 0 ? -1 : earlyColumn(own[j], acts[own[j - 1]].firstBackwardUse);
+      if (early == -2)
+        continue;
+      ++members;
+      row.push_back({colC[own[j]], -1.0});
+      if (early >= 0)
+        row.push_back({early, 1.0});
+    }
+    if (members >= 2)
+      lp.addRow(0, INFINITY, row);
   }
+}
+
+int Relaxation::earlyColumn(int a, NodeId by) {
+  auto [it, inserted] = earlyCols.try_emplace({a, by}, -1);
+  if (!inserted)
+    return it->second;
+  // The readers whose chains can run by `by` (a restore point at or before
+  // it): -2 where one of them is a checkpoint, whose drop the relaxation
+  // does not decide; -1 where there is none.
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  auto runsBy = [&](int r) {
+    return !acts[r].restorePoints.empty() &&
+           acts[r].restorePoints.front() <= by;
+  };
+  std::vector<std::pair<int, double>> cap;
+  for (int r : acts[a].recomputeReaders)
+    if (runsBy(r)) {
+      if (colC[r] < 0)
+        return it->second = -2;
+      cap.push_back({colC[r], -1.0});
+    }
+  for (int r : acts[a].rederiveReaders)
+    if (runsBy(r)) {
+      if (colO[r] < 0 || acts[r].checkpoint)
+        return it->second = -2;
+      cap.push_back({colO[r], -1.0});
+    }
+  if (cap.empty())
+    return it->second = -1;
+  int col = lp.addColumn(0, INFINITY, 0, false);
+  lp.addRow(-INFINITY, 0, {{col, 1.0}, {colC[a], -1.0}});
+  cap.push_back({col, 1.0});
+  lp.addRow(-INFINITY, 0, cap);
+  return it->second = col;
 }
 
 template <typename Weight>

@@ -94,6 +94,12 @@ private:
   /// (its column in `colZ`), the activations whose chain it is in.
   void addRestoreRuns(const llvm::DenseMap<NodeId, int> &colZ,
                       const llvm::DenseMap<NodeId, std::vector<int>> &chainOf);
+  /// The column of the part of c_a restored before its first backward use
+  /// at a point at or before `by` (at most c_a and the drops of its
+  /// readers that can run by then), created on first use; -1 where no
+  /// reader can, -2 where one the relaxation does not decide can.
+  int earlyColumn(int a, NodeId by);
+  llvm::DenseMap<std::pair<int, NodeId>, int> earlyCols;
   /// Adds the rows the answer `x` breaks; returns how many.
   int separate(const std::vector<double> &x);
 
