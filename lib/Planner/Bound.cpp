@@ -275,9 +275,10 @@ void Relaxation::addRestoreRuns(
     std::vector<std::pair<int, double>> row{{colZ.lookup(node), 1.0}};
     int members = 0;
     for (size_t j = 0; j < own.size(); ++j) {
-      int early =
-          j == 0 ? -1 : earlyColumn(own[j], acts[own[j - 1]].firstBackwardUse);
-      if (early == -2)
+      int early = j == 0 ? -1
+                         : earlyColumn(own[j], /*recomputed=*/true,
+                                       acts[own[j - 1]].firstBackwardUse);
+      if (early == -2 || early == colC[own[j]])
         continue;
       ++members;
       row.push_back({colC[own[j]], -1.0});
@@ -289,38 +290,40 @@ void Relaxation::addRestoreRuns(
   }
 }
 
-int Relaxation::earlyColumn(int a, NodeId by) {
-  auto [it, inserted] = earlyCols.try_emplace({a, by}, -1);
-  if (!inserted)
-    return it->second;
-  // The readers whose chains can run by `by` (a restore point at or before
-  // it): -2 where one of them is a checkpoint, whose drop the relaxation
-  // does not decide; -1 where there is none.
+int Relaxation::earlyColumn(int a, bool recomputed, NodeId by) {
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  auto runsBy = [&](int r) {
-    return !acts[r].restorePoints.empty() &&
-           acts[r].restorePoints.front() <= by;
-  };
+  int dropped = recomputed ? colC[a] : colO[a];
+  if (dropped < 0 || acts[a].checkpoint)
+    return -2;
+  // Restored at its first backward use, when that is by `by`.
+  if (acts[a].firstBackwardUse <= by)
+    return dropped;
+  const std::pair<int, NodeId> key{2 * a + (recomputed ? 1 : 0), by};
+  if (auto found = earlyCols.find(key); found != earlyCols.end())
+    return found->second;
+  // Else a reader's chain runs at its restore point, by `by`: the reader is
+  // dropped and restored by then itself. Where a reader the relaxation does
+  // not decide (a checkpoint) can be, only the drop caps it; where none
+  // can, -1.
   std::vector<std::pair<int, double>> cap;
-  for (int r : acts[a].recomputeReaders)
-    if (runsBy(r)) {
-      if (colC[r] < 0)
-        return it->second = -2;
-      cap.push_back({colC[r], -1.0});
-    }
-  for (int r : acts[a].rederiveReaders)
-    if (runsBy(r)) {
-      if (colO[r] < 0 || acts[r].checkpoint)
-        return it->second = -2;
-      cap.push_back({colO[r], -1.0});
+  for (bool recomputes : {true, false})
+    for (int r :
+         recomputes ? acts[a].recomputeReaders : acts[a].rederiveReaders) {
+      if (acts[r].restorePoints.empty() || acts[r].restorePoints.front() > by)
+        continue;
+      int col = earlyColumn(r, recomputes, by);
+      if (col == -2)
+        return earlyCols[key] = dropped;
+      if (col >= 0)
+        cap.push_back({col, -1.0});
     }
   if (cap.empty())
-    return it->second = -1;
+    return earlyCols[key] = -1;
   int col = lp.addColumn(0, INFINITY, 0, false);
-  lp.addRow(-INFINITY, 0, {{col, 1.0}, {colC[a], -1.0}});
+  lp.addRow(-INFINITY, 0, {{col, 1.0}, {dropped, -1.0}});
   cap.push_back({col, 1.0});
   lp.addRow(-INFINITY, 0, cap);
-  return it->second = col;
+  return earlyCols[key] = col;
 }
 
 template <typename Weight>

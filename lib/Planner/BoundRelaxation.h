@@ -94,11 +94,14 @@ private:
   /// (its column in `colZ`), the activations whose chain it is in.
   void addRestoreRuns(const llvm::DenseMap<NodeId, int> &colZ,
                       const llvm::DenseMap<NodeId, std::vector<int>> &chainOf);
-  /// The column of the part of c_a restored before its first backward use
-  /// at a point at or before `by` (at most c_a and the drops of its
-  /// readers that can run by then), created on first use; -1 where no
-  /// reader can, -2 where one the relaxation does not decide can.
-  int earlyColumn(int a, NodeId by);
+  /// A column at least the part of activation `a` dropped (recomputed, or
+  /// offloaded) and restored at a point at or before `by`: its drop column
+  /// where its first backward use is by then, else one capped by its drop
+  /// and by its readers' own such columns (a reader's chain restores it
+  /// early; only by the drop where a reader is a checkpoint, which the
+  /// relaxation does not decide), created on first use; -1 where no plan
+  /// restores it by then, -2 where `a` has no such drop column.
+  int earlyColumn(int a, bool recomputed, NodeId by);
   llvm::DenseMap<std::pair<int, NodeId>, int> earlyCols;
   /// Adds the rows the answer `x` breaks; returns how many.
   int separate(const std::vector<double> &x);
