@@ -147,17 +147,19 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     // A view only one offloadable activation re-derives, in no chain, runs
     // exactly when that one is offloaded: its runs are o_a itself (no
     // column, no row; the contention rows read it through colZ too).
+    std::vector<NodeId> points;
+    for (int a : llvm::concat<const int>(recomputed, offloaded))
+      points.insert(points.end(), acts[a].restorePoints.begin(),
+                    acts[a].restorePoints.end());
+    llvm::sort(points);
+    points.erase(std::unique(points.begin(), points.end()), points.end());
+    rerunPoints.push_back({model.nodeTimeUs(node), points});
     if (recomputed.empty() && offloaded.size() == 1) {
       colZ[node] = colO[offloaded.front()];
       recompute.push_back({colO[offloaded.front()], -model.nodeTimeUs(node)});
       continue;
     }
-    llvm::SmallVector<NodeId, 8> points;
-    for (int a : llvm::concat<const int>(recomputed, offloaded))
-      points.append(acts[a].restorePoints.begin(), acts[a].restorePoints.end());
-    llvm::sort(points);
-    int runs = static_cast<int>(std::unique(points.begin(), points.end()) -
-                                points.begin());
+    int runs = static_cast<int>(points.size());
     int col = lp.addColumn(0, std::max(1, runs), 0, false);
     colZ[node] = col;
     recompute.push_back({col, -model.nodeTimeUs(node)});
@@ -428,9 +430,26 @@ void Relaxation::addLateRecompute(NodeId p) {
     items.push_back({mu, bytes[a]});
   }
   llvm::sort(items);
-  if (items.empty() || items.back().first <= 0)
+  // And every re-run is at a restore point, in the segment before a
+  // backward node (Placement.cpp), once per point: a node runs before p
+  // starts at most once per restore point up to p of those it runs for,
+  // and its other runs are late. So L_p >= R - sum_n t_n (its restore
+  // points up to p); before the first restore point, L_p >= R.
+  double earlyUs = 0.0;
+  bool anyLate = false;
+  for (const RerunPoints &node : rerunPoints) {
+    auto upTo = std::upper_bound(node.points.begin(), node.points.end(), p);
+    earlyUs += node.timeUs * static_cast<double>(upTo - node.points.begin());
+    anyLate |= node.timeUs > 0 && upTo != node.points.end();
+  }
+  bool knapsack = !items.empty() && items.back().first > 0;
+  if (!knapsack && !anyLate)
     return;
   lateCol[p] = lp.addColumn(0, INFINITY, 0, false);
+  if (anyLate)
+    lp.addRow(-earlyUs, INFINITY, {{lateCol[p], 1}, {colRerun, -1}});
+  if (!knapsack)
+    return;
   // Pieces: the greedy's slopes at up to kLatePieces byte levels spread
   // over the bytes it can free (any tangent of a convex function is below
   // it).

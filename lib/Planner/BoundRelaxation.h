@@ -126,6 +126,13 @@ private:
   /// Per point p: a column for the recompute work that runs after p starts
   /// (-1: none), which the D2H cuts take off the time before p.
   std::vector<int> lateCol;
+  /// Per re-run node (a chain node or a re-derived view): its time and the
+  /// restore points at which it may run, ascending (addLateRecompute).
+  struct RerunPoints {
+    double timeUs = 0.0;
+    std::vector<NodeId> points;
+  };
+  std::vector<RerunPoints> rerunPoints;
   /// One tangent of the contention price (docs/Bound.md, §1 "Contention
   /// levels"): the loss per microsecond charged beside copies moving one
   /// way and both ways, per node the deficit times its time (`U` at this
