@@ -69,6 +69,9 @@ private:
   /// Activations in their gap at node p.
   const std::vector<int> &gapAt(NodeId p);
   void addPoint(NodeId p);
+  /// The checkpoints' terms of point p's memory row and absent-bytes row.
+  void addCheckpoints(NodeId p, std::vector<std::pair<int, double>> &memory,
+                      std::vector<std::pair<int, double>> &absent);
   void addLateRecompute(NodeId p);
   /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
   /// with threshold k, the others the H2D cut with deadline
@@ -123,6 +126,12 @@ private:
   milp::Problem lp;
   int colT = -1;
   std::vector<int> colC, colO, pointCol;
+  /// Per checkpoint with a drop column, its MiB (0 elsewhere): the memory
+  /// rows count it where a chain that reads it is still to run (addPoint).
+  std::vector<double> ckBytes;
+  /// Per point, the checkpoints that may be absent there and the column of
+  /// the part absent while needed (addCheckpoints), which the cuts read.
+  llvm::DenseMap<NodeId, std::vector<std::pair<int, int>>> ckAbsent;
   /// Per point p: a column for the recompute work that runs after p starts
   /// (-1: none), which the D2H cuts take off the time before p.
   std::vector<int> lateCol;
