@@ -533,9 +533,10 @@ void Relaxation::addCut(NodeId p, int k) {
   for (int a : gapAt(p))
     if (colO[a] >= 0 && cutIncludes(a, k))
       row.push_back({colO[a], -bytes[a]});
-  for (auto [x, gone] : ckAbsent.lookup(p))
-    if (cutIncludes(x, k))
-      row.push_back({gone, -ckBytes[x]});
+  if (auto checkpoints = ckAbsent.find(p); checkpoints != ckAbsent.end())
+    for (auto [x, gone] : checkpoints->second)
+      if (cutIncludes(x, k))
+        row.push_back({gone, -ckBytes[x]});
   lp.addRow(-INFINITY, cutConstant(p, k), row);
 }
 
@@ -572,12 +573,18 @@ int Relaxation::separate(const std::vector<double> &x) {
     double tolerance = 1e-6 * std::max(1.0, need[p]);
     // The most the copies can have absent at p.
     double absent = offloaded[p];
+    auto checkpoints = ckAbsent.find(p);
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
       double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
       if (k < kNumReadyThresholds && lateCol[p] >= 0)
         cap -= cutRate(k) * x[lateCol[p]];
+      // The checkpoints' absent parts the cut leaves unlimited.
+      if (checkpoints != ckAbsent.end())
+        for (auto [ck, gone] : checkpoints->second)
+          if (cutIncludes(ck, k))
+            cap += ckBytes[ck] * x[gone];
       absent = std::min(absent, cap);
       if (pointCol[p] >= 0 && x[pointCol[p]] > cap + tolerance &&
           !cuts.contains(static_cast<int64_t>(p) * 1024 + k)) {
