@@ -209,123 +209,6 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   addPhaseSplits();
 }
 
-void Relaxation::addRestoreRuns(
-    const llvm::DenseMap<NodeId, int> &colZ,
-    const llvm::DenseMap<NodeId, std::vector<int>> &chainOf) {
-  // A recomputed activation is restored at one of its restore points
-  // (ExactModel::restorePoints) and its whole chain runs there, each node
-  // once per point (Placement.cpp). Activations whose restore points no two
-  // share are restored at distinct points, so a node in all their chains
-  // runs at least once for each of them that is recomputed: z_n >= sum c_a
-  // over such a set. One set per node, built in restore order (the
-  // earliest first restore point first), kept where it has two or more;
-  // and one by first backward use, below, for those whose restore points
-  // overlap only through readers that few plans drop.
-  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  for (auto &[node, readers] : chainOf) {
-    if (readers.size() < 2)
-      continue;
-    std::vector<int> order = readers;
-    llvm::sort(order, [&](int x, int y) {
-      return std::make_pair(acts[x].restorePoints.front(), x) <
-             std::make_pair(acts[y].restorePoints.front(), y);
-    });
-    std::vector<int> apart;
-    for (int a : order) {
-      llvm::ArrayRef<NodeId> points = acts[a].restorePoints;
-      bool disjoint = llvm::all_of(apart, [&](int b) {
-        llvm::ArrayRef<NodeId> other = acts[b].restorePoints;
-        // Both ascending.
-        size_t i = 0, j = 0;
-        while (i < points.size() && j < other.size()) {
-          if (points[i] == other[j])
-            return false;
-          points[i] < other[j] ? ++i : ++j;
-        }
-        return true;
-      });
-      if (disjoint)
-        apart.push_back(a);
-    }
-    if (apart.size() >= 2) {
-      std::vector<std::pair<int, double>> row{{colZ.lookup(node), 1.0}};
-      for (int a : apart)
-        row.push_back({colC[a], -1.0});
-      lp.addRow(0, INFINITY, row);
-    }
-    // Restore points shared or not, a recomputed activation is restored at
-    // its first backward use unless a chain that reads it runs earlier
-    // (Placement.cpp), which needs a reader dropped. Take a set of them
-    // with distinct first backward uses k_1 < k_2 < ...: where some share a
-    // point, all but the one with the least k_j are restored before their
-    // own k_j, at a point at or before the k_i of one before them, so
-    // z_n >= sum_j c_j - sum_{j >= 2} e_j, with e_j at most c_j and at most
-    // the drops of a_j's readers that can run by k_{j-1} (earlyColumn).
-    std::vector<int> own = readers;
-    llvm::sort(own, [&](int x, int y) {
-      return std::make_pair(acts[x].firstBackwardUse, x) <
-             std::make_pair(acts[y].firstBackwardUse, y);
-    });
-    own.erase(std::unique(own.begin(), own.end(),
-                          [&](int x, int y) {
-                            return acts[x].firstBackwardUse ==
-                                   acts[y].firstBackwardUse;
-                          }),
-              own.end());
-    std::vector<std::pair<int, double>> row{{colZ.lookup(node), 1.0}};
-    int members = 0;
-    for (size_t j = 0; j < own.size(); ++j) {
-      int early = j == 0 ? -1
-                         : earlyColumn(own[j], /*recomputed=*/true,
-                                       acts[own[j - 1]].firstBackwardUse);
-      if (early == -2 || early == colC[own[j]])
-        continue;
-      ++members;
-      row.push_back({colC[own[j]], -1.0});
-      if (early >= 0)
-        row.push_back({early, 1.0});
-    }
-    if (members >= 2)
-      lp.addRow(0, INFINITY, row);
-  }
-}
-
-int Relaxation::earlyColumn(int a, bool recomputed, NodeId by) {
-  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  int dropped = recomputed ? colC[a] : colO[a];
-  if (dropped < 0 || acts[a].checkpoint)
-    return -2;
-  // Restored at its first backward use, when that is by `by`.
-  if (acts[a].firstBackwardUse <= by)
-    return dropped;
-  const std::pair<int, NodeId> key{2 * a + (recomputed ? 1 : 0), by};
-  if (auto found = earlyCols.find(key); found != earlyCols.end())
-    return found->second;
-  // Else a reader's chain runs at its restore point, by `by`: the reader is
-  // dropped and restored by then itself. Where a reader the relaxation does
-  // not decide (a checkpoint) can be, only the drop caps it; where none
-  // can, -1.
-  std::vector<std::pair<int, double>> cap;
-  for (bool recomputes : {true, false})
-    for (int r :
-         recomputes ? acts[a].recomputeReaders : acts[a].rederiveReaders) {
-      if (acts[r].restorePoints.empty() || acts[r].restorePoints.front() > by)
-        continue;
-      int col = earlyColumn(r, recomputes, by);
-      if (col == -2)
-        return earlyCols[key] = dropped;
-      if (col >= 0)
-        cap.push_back({col, -1.0});
-    }
-  if (cap.empty())
-    return earlyCols[key] = -1;
-  int col = lp.addColumn(0, INFINITY, 0, false);
-  lp.addRow(-INFINITY, 0, {{col, 1.0}, {dropped, -1.0}});
-  cap.push_back({col, 1.0});
-  lp.addRow(-INFINITY, 0, cap);
-  return earlyCols[key] = col;
-}
-
 template <typename Weight>
 std::vector<double> Relaxation::gapSums(Weight weight) const {
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
@@ -631,7 +514,7 @@ int Relaxation::separate(const std::vector<double> &x) {
         ++added;
       }
   }
-  return added;
+  return added + separateFirstUseRuns(x);
 }
 
 llvm::Error Relaxation::fixDecisions(llvm::ArrayRef<Decision> fixed) {

@@ -17,6 +17,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <optional>
 #include <vector>
 
 namespace lethe {
@@ -106,6 +107,21 @@ private:
   /// restores it by then, -2 where `a` has no such drop column.
   int earlyColumn(int a, bool recomputed, NodeId by);
   llvm::DenseMap<std::pair<int, NodeId>, int> earlyCols;
+  /// A set by first backward use of a chain node (addRestoreRuns): the
+  /// node's runs column and the members in order of first backward use.
+  struct FirstUseRun {
+    int runs = -1;
+    std::vector<int> own;
+    bool added = false;
+  };
+  std::vector<FirstUseRun> firstUseRuns;
+  void addFirstUseRow(const FirstUseRun &run);
+  /// earlyColumn's largest value at the answer `x` (nullopt for -2).
+  std::optional<double>
+  earlyValue(int a, bool recomputed, NodeId by, const std::vector<double> &x,
+             llvm::DenseMap<std::pair<int, NodeId>, double> &memo);
+  /// Adds the sets by first backward use that `x` breaks; returns how many.
+  int separateFirstUseRuns(const std::vector<double> &x);
   /// Adds the rows the answer `x` breaks; returns how many.
   int separate(const std::vector<double> &x);
 
