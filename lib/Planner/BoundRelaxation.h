@@ -115,6 +115,7 @@ private:
     bool added = false;
   };
   std::vector<FirstUseRun> firstUseRuns;
+  int firstUseRounds = 0;
   void addFirstUseRow(const FirstUseRun &run);
   /// earlyColumn's largest value at the answer `x` (nullopt for -2).
   std::optional<double>
