@@ -52,8 +52,8 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   // activation, and every gap.
   // A checkpoint is resident after its forward uses only while a chain
   // that reads it is still to run, which a plan that recomputes nothing
-  // avoids: the relaxation counts none of it (it takes no decision
-  // columns below), which can only lower the bound.
+  // avoids: the unplanned step holds none of it, and the memory rows
+  // count it where such a chain is (addCheckpoints).
   std::vector<double> diff(numNodes + 1, 0.0);
   for (const ExactModel::Activation &act : acts) {
     double b = act.checkpoint ? 0.0 : static_cast<double>(act.bytes) / kMiB;
@@ -95,15 +95,10 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   colC.assign(acts.size(), -1);
   colO.assign(acts.size(), -1);
   for (size_t a = 0; a < acts.size(); ++a) {
-    if (acts[a].checkpoint) {
-      // A checkpoint's bytes are outside the memory rows, but a plan that
-      // offloads it moves its copies on the copy streams, which the rows
-      // that cap a stream's moving time by its work must count
-      // (BoundContention.cpp): an offload column that only they read.
-      if (acts[a].canOffload)
-        colO[a] = lp.addColumn(0, 1, 0, false);
-      continue;
-    }
+    // A checkpoint's bytes are outside the unplanned step's (it is freed
+    // after its forward uses there) and count only where a chain that
+    // reads it is still to run (the rows of addPoint); its drop columns
+    // free them and its copies take the copy streams (BoundContention.cpp).
     if (acts[a].canRecompute)
       colC[a] = lp.addColumn(0, 1, 0, false);
     if (acts[a].canOffload)
@@ -147,17 +142,19 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     // A view only one offloadable activation re-derives, in no chain, runs
     // exactly when that one is offloaded: its runs are o_a itself (no
     // column, no row; the contention rows read it through colZ too).
+    std::vector<NodeId> points;
+    for (int a : llvm::concat<const int>(recomputed, offloaded))
+      points.insert(points.end(), acts[a].restorePoints.begin(),
+                    acts[a].restorePoints.end());
+    llvm::sort(points);
+    points.erase(std::unique(points.begin(), points.end()), points.end());
+    rerunPoints.push_back({model.nodeTimeUs(node), points});
     if (recomputed.empty() && offloaded.size() == 1) {
       colZ[node] = colO[offloaded.front()];
       recompute.push_back({colO[offloaded.front()], -model.nodeTimeUs(node)});
       continue;
     }
-    llvm::SmallVector<NodeId, 8> points;
-    for (int a : llvm::concat<const int>(recomputed, offloaded))
-      points.append(acts[a].restorePoints.begin(), acts[a].restorePoints.end());
-    llvm::sort(points);
-    int runs = static_cast<int>(std::unique(points.begin(), points.end()) -
-                                points.begin());
+    int runs = static_cast<int>(points.size());
     int col = lp.addColumn(0, std::max(1, runs), 0, false);
     colZ[node] = col;
     recompute.push_back({col, -model.nodeTimeUs(node)});
@@ -167,24 +164,27 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
       lp.addRow(0, INFINITY, {{col, 1}, {colO[a], -1}});
   }
   addRestoreRuns(colZ, chainOf);
-  // A checkpoint is offloaded only where a chain that reads it runs: a
+  // A checkpoint is dropped only where a chain that reads it runs: a
   // reader recomputed, or offloaded with views that read it re-derived
   // (Placement.cpp, effectiveDecisions). Where every reader has its column,
-  // o_x <= sum of theirs (a reader without one, a checkpoint recomputed,
-  // leaves it uncapped).
+  // c_x + o_x <= sum of theirs.
+  ckBytes.assign(acts.size(), 0.0);
   for (size_t x = 0; x < acts.size(); ++x) {
-    if (!acts[x].checkpoint || colO[x] < 0)
+    if (!acts[x].checkpoint || (colC[x] < 0 && colO[x] < 0))
       continue;
-    std::vector<std::pair<int, double>> row{{colO[x], 1}};
+    ckBytes[x] = static_cast<double>(acts[x].bytes) / kMiB;
+    std::vector<std::pair<int, double>> row;
+    for (int col : {colC[x], colO[x]})
+      if (col >= 0)
+        row.push_back({col, 1});
     bool capped = true;
-    for (int r : acts[x].recomputeReaders) {
-      capped &= colC[r] >= 0;
-      row.push_back({colC[r], -1});
-    }
-    for (int r : acts[x].rederiveReaders) {
-      capped &= colO[r] >= 0;
-      row.push_back({colO[r], -1});
-    }
+    for (bool recomputes : {true, false})
+      for (int r :
+           recomputes ? acts[x].recomputeReaders : acts[x].rederiveReaders) {
+        int col = recomputes ? colC[r] : colO[r];
+        capped &= col >= 0;
+        row.push_back({col, -1});
+      }
     if (capped)
       lp.addRow(-INFINITY, 0, row);
   }
@@ -207,51 +207,6 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   pointCol.assign(numNodes, -1);
   lateCol.assign(numNodes, -1);
   addPhaseSplits();
-}
-
-void Relaxation::addRestoreRuns(
-    const llvm::DenseMap<NodeId, int> &colZ,
-    const llvm::DenseMap<NodeId, std::vector<int>> &chainOf) {
-  // A recomputed activation is restored at one of its restore points
-  // (ExactModel::restorePoints) and its whole chain runs there, each node
-  // once per point (Placement.cpp). Activations whose restore points no two
-  // share are restored at distinct points, so a node in all their chains
-  // runs at least once for each of them that is recomputed: z_n >= sum c_a
-  // over such a set. One set per node, built in restore order (the
-  // earliest first restore point first), kept where it has two or more.
-  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  for (auto &[node, readers] : chainOf) {
-    if (readers.size() < 2)
-      continue;
-    std::vector<int> order = readers;
-    llvm::sort(order, [&](int x, int y) {
-      return std::make_pair(acts[x].restorePoints.front(), x) <
-             std::make_pair(acts[y].restorePoints.front(), y);
-    });
-    std::vector<int> apart;
-    for (int a : order) {
-      llvm::ArrayRef<NodeId> points = acts[a].restorePoints;
-      bool disjoint = llvm::all_of(apart, [&](int b) {
-        llvm::ArrayRef<NodeId> other = acts[b].restorePoints;
-        // Both ascending.
-        size_t i = 0, j = 0;
-        while (i < points.size() && j < other.size()) {
-          if (points[i] == other[j])
-            return false;
-          points[i] < other[j] ? ++i : ++j;
-        }
-        return true;
-      });
-      if (disjoint)
-        apart.push_back(a);
-    }
-    if (apart.size() < 2)
-      continue;
-    std::vector<std::pair<int, double>> row{{colZ.lookup(node), 1.0}};
-    for (int a : apart)
-      row.push_back({colC[a], -1.0});
-    lp.addRow(0, INFINITY, row);
-  }
 }
 
 template <typename Weight>
@@ -315,7 +270,7 @@ void Relaxation::addPoint(NodeId p) {
   pointCol[p] = lp.addColumn(0, INFINITY, 0, false);
   ++numPoints;
   // Memory: what the gap's recomputes free plus the offloaded bytes absent
-  // here covers what the budget lacks.
+  // here covers what the budget lacks, and the checkpoints still needed.
   std::vector<std::pair<int, double>> memory{{pointCol[p], 1}},
       absent{{pointCol[p], 1}};
   for (int a : gapAt(p)) {
@@ -324,10 +279,57 @@ void Relaxation::addPoint(NodeId p) {
     if (colO[a] >= 0)
       absent.push_back({colO[a], -bytes[a]});
   }
+  addCheckpoints(p, memory, absent);
   lp.addRow(need[p], INFINITY, memory);
   // Only offloaded bytes may be absent.
   lp.addRow(-INFINITY, 0, absent);
   addLateRecompute(p);
+}
+
+void Relaxation::addCheckpoints(NodeId p,
+                                std::vector<std::pair<int, double>> &memory,
+                                std::vector<std::pair<int, double>> &absent) {
+  // A checkpoint in its gap (after its forward uses, before the first
+  // backward use of the chains that read it) is resident while a chain
+  // that reads it is still to run, unless it is dropped: w_x, the part of
+  // it needed and not recomputed, is at least each reader's drop less the
+  // part of that reader restored by p (earlyColumn; the chain runs at the
+  // reader's restore point) less c_x. Its absent part, u_x <= min(o_x,
+  // w_x), joins the offloaded bytes absent at p (and their copy cuts):
+  // a checkpoint not needed at p frees nothing there.
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  for (size_t x = 0; x < acts.size(); ++x) {
+    if (ckBytes[x] <= 0 || acts[x].lastForwardUse >= p ||
+        p >= acts[x].firstBackwardUse)
+      continue;
+    int needed = -1;
+    for (bool recomputes : {true, false})
+      for (int r :
+           recomputes ? acts[x].recomputeReaders : acts[x].rederiveReaders) {
+        int drop = recomputes ? colC[r] : colO[r];
+        int early = drop < 0 ? -2 : earlyColumn(r, recomputes, p);
+        if (early == -2 || early == drop)
+          continue;
+        if (needed < 0)
+          needed = lp.addColumn(0, INFINITY, 0, false);
+        std::vector<std::pair<int, double>> row{{needed, 1}, {drop, -1}};
+        if (early >= 0)
+          row.push_back({early, 1});
+        if (colC[x] >= 0)
+          row.push_back({colC[x], 1});
+        lp.addRow(0, INFINITY, row);
+      }
+    if (needed < 0)
+      continue;
+    memory.push_back({needed, -ckBytes[x]});
+    if (colO[x] < 0)
+      continue;
+    int gone = lp.addColumn(0, INFINITY, 0, false);
+    lp.addRow(-INFINITY, 0, {{gone, 1}, {colO[x], -1}});
+    lp.addRow(-INFINITY, 0, {{gone, 1}, {needed, -1}});
+    absent.push_back({gone, -ckBytes[x]});
+    ckAbsent[p].push_back({static_cast<int>(x), gone});
+  }
 }
 
 void Relaxation::addLateRecompute(NodeId p) {
@@ -356,9 +358,26 @@ void Relaxation::addLateRecompute(NodeId p) {
     items.push_back({mu, bytes[a]});
   }
   llvm::sort(items);
-  if (items.empty() || items.back().first <= 0)
+  // And every re-run is at a restore point, in the segment before a
+  // backward node (Placement.cpp), once per point: a node runs before p
+  // starts at most once per restore point up to p of those it runs for,
+  // and its other runs are late. So L_p >= R - sum_n t_n (its restore
+  // points up to p); before the first restore point, L_p >= R.
+  double earlyUs = 0.0;
+  bool anyLate = false;
+  for (const RerunPoints &node : rerunPoints) {
+    auto upTo = std::upper_bound(node.points.begin(), node.points.end(), p);
+    earlyUs += node.timeUs * static_cast<double>(upTo - node.points.begin());
+    anyLate |= node.timeUs > 0 && upTo != node.points.end();
+  }
+  bool knapsack = !items.empty() && items.back().first > 0;
+  if (!knapsack && !anyLate)
     return;
   lateCol[p] = lp.addColumn(0, INFINITY, 0, false);
+  if (anyLate)
+    lp.addRow(-earlyUs, INFINITY, {{lateCol[p], 1}, {colRerun, -1}});
+  if (!knapsack)
+    return;
   // Pieces: the greedy's slopes at up to kLatePieces byte levels spread
   // over the bytes it can free (any tangent of a convex function is below
   // it).
@@ -397,14 +416,30 @@ void Relaxation::addCut(NodeId p, int k) {
   for (int a : gapAt(p))
     if (colO[a] >= 0 && cutIncludes(a, k))
       row.push_back({colO[a], -bytes[a]});
+  if (auto checkpoints = ckAbsent.find(p); checkpoints != ckAbsent.end())
+    for (auto [x, gone] : checkpoints->second)
+      if (cutIncludes(x, k))
+        row.push_back({gone, -ckBytes[x]});
   lp.addRow(-INFINITY, cutConstant(p, k), row);
 }
 
 int Relaxation::separate(const std::vector<double> &x) {
   const int numCuts = kNumReadyThresholds + static_cast<int>(deadlines.size());
   auto value = [&](int col) { return col >= 0 ? x[col] : 0.0; };
-  std::vector<double> recomputed =
-      gapSums([&](int a) { return bytes[a] * value(colC[a]); });
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  // (A checkpoint taken as needed wherever a reader is dropped, and never
+  // absent: more than its row holds, which at worst adds a point whose row
+  // holds.)
+  std::vector<double> recomputed = gapSums([&](int a) {
+    if (ckBytes[a] <= 0)
+      return bytes[a] * value(colC[a]);
+    double needed = 0.0;
+    for (int r : acts[a].recomputeReaders)
+      needed = std::max(needed, value(colC[r]));
+    for (int r : acts[a].rederiveReaders)
+      needed = std::max(needed, value(colO[r]));
+    return -ckBytes[a] * std::max(0.0, needed - value(colC[a]));
+  });
   std::vector<double> offloaded =
       gapSums([&](int a) { return bytes[a] * value(colO[a]); });
   std::vector<std::vector<double>> included(numCuts);
@@ -421,12 +456,18 @@ int Relaxation::separate(const std::vector<double> &x) {
     double tolerance = 1e-6 * std::max(1.0, need[p]);
     // The most the copies can have absent at p.
     double absent = offloaded[p];
+    auto checkpoints = ckAbsent.find(p);
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
       double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
       if (k < kNumReadyThresholds && lateCol[p] >= 0)
         cap -= cutRate(k) * x[lateCol[p]];
+      // The checkpoints' absent parts the cut leaves unlimited.
+      if (checkpoints != ckAbsent.end())
+        for (auto [ck, gone] : checkpoints->second)
+          if (cutIncludes(ck, k))
+            cap += ckBytes[ck] * x[gone];
       absent = std::min(absent, cap);
       if (pointCol[p] >= 0 && x[pointCol[p]] > cap + tolerance &&
           !cuts.contains(static_cast<int64_t>(p) * 1024 + k)) {
@@ -473,7 +514,7 @@ int Relaxation::separate(const std::vector<double> &x) {
         ++added;
       }
   }
-  return added;
+  return added + separateFirstUseRuns(x);
 }
 
 llvm::Error Relaxation::fixDecisions(llvm::ArrayRef<Decision> fixed) {
@@ -493,9 +534,11 @@ llvm::Error Relaxation::fixDecisions(llvm::ArrayRef<Decision> fixed) {
     // A checkpoint's bytes are outside the relaxation (it has no recompute
     // column); its offload column only carries its copies.
     if (acts[a].checkpoint) {
-      if (colO[a] >= 0)
-        lp.colLower[colO[a]] = lp.colUpper[colO[a]] =
-            effective[a] == Decision::Offload ? 1.0 : 0.0;
+      for (auto [col, decision] : {std::pair(colC[a], Decision::Recompute),
+                                   std::pair(colO[a], Decision::Offload)})
+        if (col >= 0)
+          lp.colLower[col] = lp.colUpper[col] =
+              effective[a] == decision ? 1.0 : 0.0;
       continue;
     }
     if ((recompute && colC[a] < 0) || (offload && colO[a] < 0))

@@ -17,6 +17,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <optional>
 #include <vector>
 
 namespace lethe {
@@ -69,6 +70,9 @@ private:
   /// Activations in their gap at node p.
   const std::vector<int> &gapAt(NodeId p);
   void addPoint(NodeId p);
+  /// The checkpoints' terms of point p's memory row and absent-bytes row.
+  void addCheckpoints(NodeId p, std::vector<std::pair<int, double>> &memory,
+                      std::vector<std::pair<int, double>> &absent);
   void addLateRecompute(NodeId p);
   /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
   /// with threshold k, the others the H2D cut with deadline
@@ -94,6 +98,31 @@ private:
   /// (its column in `colZ`), the activations whose chain it is in.
   void addRestoreRuns(const llvm::DenseMap<NodeId, int> &colZ,
                       const llvm::DenseMap<NodeId, std::vector<int>> &chainOf);
+  /// A column at least the part of activation `a` dropped (recomputed, or
+  /// offloaded) and restored at a point at or before `by`: its drop column
+  /// where its first backward use is by then, else one capped by its drop
+  /// and by its readers' own such columns (a reader's chain restores it
+  /// early; only by the drop where a reader is a checkpoint, which the
+  /// relaxation does not decide), created on first use; -1 where no plan
+  /// restores it by then, -2 where `a` has no such drop column.
+  int earlyColumn(int a, bool recomputed, NodeId by);
+  llvm::DenseMap<std::pair<int, NodeId>, int> earlyCols;
+  /// A set by first backward use of a chain node (addRestoreRuns): the
+  /// node's runs column and the members in order of first backward use.
+  struct FirstUseRun {
+    int runs = -1;
+    std::vector<int> own;
+    bool added = false;
+  };
+  std::vector<FirstUseRun> firstUseRuns;
+  int firstUseRounds = 0;
+  void addFirstUseRow(const FirstUseRun &run);
+  /// earlyColumn's largest value at the answer `x` (nullopt for -2).
+  std::optional<double>
+  earlyValue(int a, bool recomputed, NodeId by, const std::vector<double> &x,
+             llvm::DenseMap<std::pair<int, NodeId>, double> &memo);
+  /// Adds the sets by first backward use that `x` breaks; returns how many.
+  int separateFirstUseRuns(const std::vector<double> &x);
   /// Adds the rows the answer `x` breaks; returns how many.
   int separate(const std::vector<double> &x);
 
@@ -114,9 +143,22 @@ private:
   milp::Problem lp;
   int colT = -1;
   std::vector<int> colC, colO, pointCol;
+  /// Per checkpoint with a drop column, its MiB (0 elsewhere): the memory
+  /// rows count it where a chain that reads it is still to run (addPoint).
+  std::vector<double> ckBytes;
+  /// Per point, the checkpoints that may be absent there and the column of
+  /// the part absent while needed (addCheckpoints), which the cuts read.
+  llvm::DenseMap<NodeId, std::vector<std::pair<int, int>>> ckAbsent;
   /// Per point p: a column for the recompute work that runs after p starts
   /// (-1: none), which the D2H cuts take off the time before p.
   std::vector<int> lateCol;
+  /// Per re-run node (a chain node or a re-derived view): its time and the
+  /// restore points at which it may run, ascending (addLateRecompute).
+  struct RerunPoints {
+    double timeUs = 0.0;
+    std::vector<NodeId> points;
+  };
+  std::vector<RerunPoints> rerunPoints;
   /// One tangent of the contention price (docs/Bound.md, §1 "Contention
   /// levels"): the loss per microsecond charged beside copies moving one
   /// way and both ways, per node the deficit times its time (`U` at this
