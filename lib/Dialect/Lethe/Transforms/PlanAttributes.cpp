@@ -138,7 +138,8 @@ lethe::readPlanAttributes(const TrainingGraph &graph,
         continue;
       }
       // Node ids back to this graph's node indices.
-      auto nodeOf = [&](int64_t id, StringRef field) -> FailureOr<NodeId> {
+      auto nodeOf = [&, resultIndex = resultIndex](
+                        int64_t id, StringRef field) -> FailureOr<NodeId> {
         if (std::optional<NodeId> found = graph.findNodeBySourceId(id))
           return *found;
         return op->emitOpError("placement of result #")
