@@ -45,6 +45,8 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
     hi[i] = lo[i] + slack;
   rateD2h = device.d2hBytesPerSec / kMiB / 1e6;
   rateH2d = device.h2dBytesPerSec / kMiB / 1e6;
+  fixedD2h = std::max(0.0, device.d2hFixedUs);
+  fixedH2d = std::max(0.0, device.h2dFixedUs);
 
   // Bytes resident at each node in the unplanned step: what every plan
   // keeps (ExactModel's fixed bytes: storages without a decision and the
@@ -194,13 +196,15 @@ Relaxation::Relaxation(const ExactModel &model, const DeviceProfile &device,
   lp.addRow(-slack, INFINITY, {{colT, 1.0}, {colRerun, -1.0}});
   addContention(device, colZ);
   // Copy channels: an offloaded activation is copied out and back in
-  // before its first backward use starts.
+  // before its first backward use starts, each copy its bytes at the
+  // channel's rate and its fixed cost (rate x fixed MiB).
   for (NodeId q : deadlines)
-    for (double rate : {rateD2h, rateH2d}) {
+    for (auto [rate, fixed] :
+         {std::pair(rateD2h, fixedD2h), std::pair(rateH2d, fixedH2d)}) {
       std::vector<std::pair<int, double>> row{{colT, -rate}};
       for (size_t a = 0; a < acts.size(); ++a)
         if (colO[a] >= 0 && bytes[a] > 0 && acts[a].firstBackwardUse <= q)
-          row.push_back({colO[a], bytes[a]});
+          row.push_back({colO[a], bytes[a] + rate * fixed});
       if (row.size() > 1)
         lp.addRow(-INFINITY, rate * hi[q], row);
     }
@@ -247,14 +251,45 @@ bool Relaxation::cutValid(NodeId p, int k) const {
   return deadlines[k - kNumReadyThresholds] > p;
 }
 
-double Relaxation::cutRate(int k) const {
-  return k < kNumReadyThresholds ? rateD2h : rateH2d;
+double Relaxation::cutRate(int k, double perCopy) const {
+  // The bytes the cut limits take their time at the channel's rate plus a
+  // fixed cost per copy, and need at least perCopy copies per MiB
+  // (copiesPerMiB): at most rate / (1 + rate x fixed x perCopy) MiB
+  // per microsecond of the window.
+  bool d2h = k < kNumReadyThresholds;
+  double rate = d2h ? rateD2h : rateH2d;
+  return rate / (1.0 + rate * (d2h ? fixedD2h : fixedH2d) * perCopy);
 }
 
-double Relaxation::cutConstant(NodeId p, int k) const {
+double Relaxation::cutWindow(NodeId p, int k) const {
   if (k < kNumReadyThresholds)
-    return rateD2h * (hi[p] - thresholds[k]);
-  return rateH2d * (hi[deadlines[k - kNumReadyThresholds]] - lo[p + 1]);
+    return hi[p] - thresholds[k];
+  return hi[deadlines[k - kNumReadyThresholds]] - lo[p + 1];
+}
+
+/// Whether cut k limits offloadable activation (or checkpoint) a where it
+/// is in its gap, with the MiB it may have absent there.
+static bool limits(bool offloadable, double mib, bool includes) {
+  return offloadable && mib > 0 && !includes;
+}
+
+double Relaxation::copiesPerMiB(NodeId p, int k) {
+  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+  double count = 0.0, mib = 0.0;
+  auto add = [&](int a) {
+    double b = bytes[a] + ckBytes[a];
+    if (limits(colO[a] >= 0, b, k >= 0 && cutIncludes(a, k))) {
+      count += 1.0;
+      mib += b;
+    }
+  };
+  for (int a : gapAt(p))
+    add(a);
+  for (size_t x = 0; x < acts.size(); ++x)
+    if (ckBytes[x] > 0 && acts[x].lastForwardUse < p &&
+        p < acts[x].firstBackwardUse)
+      add(static_cast<int>(x));
+  return mib > 0 ? count / mib : 0.0;
 }
 
 bool Relaxation::cutIncludes(int a, int k) const {
@@ -408,11 +443,13 @@ void Relaxation::addLateRecompute(NodeId p) {
 
 void Relaxation::addCut(NodeId p, int k) {
   cuts.insert(static_cast<int64_t>(p) * 1024 + k);
-  std::vector<std::pair<int, double>> row{{pointCol[p], 1},
-                                          {colT, -cutRate(k)}};
+  const bool d2h = k < kNumReadyThresholds;
+  const double rate =
+      cutRate(k, (d2h ? fixedD2h : fixedH2d) > 0 ? copiesPerMiB(p, k) : 0.0);
+  std::vector<std::pair<int, double>> row{{pointCol[p], 1}, {colT, -rate}};
   // A D2H cut's window ends when p starts, before the late recomputes.
   if (k < kNumReadyThresholds && lateCol[p] >= 0)
-    row.push_back({lateCol[p], cutRate(k)});
+    row.push_back({lateCol[p], rate});
   for (int a : gapAt(p))
     if (colO[a] >= 0 && cutIncludes(a, k))
       row.push_back({colO[a], -bytes[a]});
@@ -420,7 +457,7 @@ void Relaxation::addCut(NodeId p, int k) {
     for (auto [x, gone] : checkpoints->second)
       if (cutIncludes(x, k))
         row.push_back({gone, -ckBytes[x]});
-  lp.addRow(-INFINITY, cutConstant(p, k), row);
+  lp.addRow(-INFINITY, rate * cutWindow(p, k), row);
 }
 
 int Relaxation::separate(const std::vector<double> &x) {
@@ -442,11 +479,25 @@ int Relaxation::separate(const std::vector<double> &x) {
   });
   std::vector<double> offloaded =
       gapSums([&](int a) { return bytes[a] * value(colO[a]); });
-  std::vector<std::vector<double>> included(numCuts);
-  for (int k = 0; k < numCuts; ++k)
+  std::vector<std::vector<double>> included(numCuts), perCopy(numCuts);
+  for (int k = 0; k < numCuts; ++k) {
     included[k] = gapSums([&](int a) {
       return cutIncludes(a, k) ? bytes[a] * value(colO[a]) : 0.0;
     });
+    // copiesPerMiB at every node (0 where copies cost no fixed time).
+    perCopy[k].assign(numNodes, 0.0);
+    if (!((k < kNumReadyThresholds ? fixedD2h : fixedH2d) > 0))
+      continue;
+    auto limited = [&](int a) {
+      return limits(colO[a] >= 0, bytes[a] + ckBytes[a], cutIncludes(a, k));
+    };
+    std::vector<double> count =
+        gapSums([&](int a) { return limited(a) ? 1.0 : 0.0; });
+    std::vector<double> mib = gapSums(
+        [&](int a) { return limited(a) ? bytes[a] + ckBytes[a] : 0.0; });
+    for (NodeId p = 0; p < numNodes; ++p)
+      perCopy[k][p] = mib[p] > 0 ? count[p] / mib[p] : 0.0;
+  }
   double overhead = x[colT];
   int added = 0;
   std::vector<std::pair<double, NodeId>> violated;
@@ -460,9 +511,10 @@ int Relaxation::separate(const std::vector<double> &x) {
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
-      double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
+      const double rate = cutRate(k, perCopy[k][p]);
+      double cap = rate * (cutWindow(p, k) + overhead) + included[k][p];
       if (k < kNumReadyThresholds && lateCol[p] >= 0)
-        cap -= cutRate(k) * x[lateCol[p]];
+        cap -= rate * x[lateCol[p]];
       // The checkpoints' absent parts the cut leaves unlimited.
       if (checkpoints != ckAbsent.end())
         for (auto [ck, gone] : checkpoints->second)
@@ -501,7 +553,8 @@ int Relaxation::separate(const std::vector<double> &x) {
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
-      double cap = cutConstant(p, k) + cutRate(k) * overhead + included[k][p];
+      double cap = cutRate(k, perCopy[k][p]) * (cutWindow(p, k) + overhead) +
+                   included[k][p];
       int family = k < kNumReadyThresholds ? 0 : 1;
       if (cap < least[family]) {
         least[family] = cap;

@@ -320,6 +320,12 @@ void Relaxation::addPhaseSplit(NodeId p) {
   if (pointCol[p] < 0)
     addPoint(p);
   int point = pointCol[p];
+  // The work of the copies that hold P_p MiB each way: their bytes at the
+  // lone rate and at least P_p x copiesPerMiB fixed costs.
+  const double perCopy =
+      fixedD2h > 0 || fixedH2d > 0 ? copiesPerMiB(p, -1) : 0.0;
+  const double pointD2h = 1 / rateD2h + fixedD2h * perCopy;
+  const double pointH2d = 1 / rateH2d + fixedH2d * perCopy;
   int both1 = lp.addColumn(0, INFINITY, 0, false);
   int d2h1 = lp.addColumn(0, INFINITY, 0, false);
   int h2d1 = lp.addColumn(0, INFINITY, 0, false);
@@ -328,13 +334,13 @@ void Relaxation::addPhaseSplit(NodeId p) {
   lp.addRow(-INFINITY, 0, {{h2d1, 1}, {colH2dOnly, -1}});
   // D2H work before p, H2D work after p.
   lp.addRow(0, INFINITY,
-            {{both1, rateBeside}, {d2h1, rateAlone}, {point, -1 / rateD2h}});
+            {{both1, rateBeside}, {d2h1, rateAlone}, {point, -pointD2h}});
   lp.addRow(0, INFINITY,
             {{colBoth, rateBeside},
              {both1, -rateBeside},
              {colH2dOnly, rateAlone},
              {h2d1, -rateAlone},
-             {point, -1 / rateH2d}});
+             {point, -pointH2d}});
   // An H2D copy moving in phase 1 restores an activation not absent at p
   // whose prefetch is issued before p ends, so after its release, which
   // follows its last forward use: one whose gap ends by p (both its copies
@@ -360,7 +366,7 @@ void Relaxation::addPhaseSplit(NodeId p) {
         {both1, rateBeside - ratio * leastH2d},
         {d2h1, rateAlone},
         {h2d1, -ratio * leastH2dAlone},
-        {point, -1 / rateD2h}};
+        {point, -pointD2h}};
     for (size_t a = 0; a < acts.size(); ++a)
       if (colO[a] >= 0 && acts[a].firstBackwardUse <= p)
         roundTrips.push_back({colO[a], ratio * workH2d[a] - workD2h[a]});
@@ -394,14 +400,11 @@ void Relaxation::addPhaseSplit(NodeId p) {
   // addContention.)
   std::vector<std::pair<int, double>> h2dEarly{{both1, leastH2d},
                                                {h2d1, leastH2dAlone},
-                                               {point, 1 / rateH2d},
+                                               {point, pointH2d},
                                                {colWorkH2d, -1}};
-  std::vector<std::pair<int, double>> d2hLate{{colBoth, leastD2h},
-                                              {both1, -leastD2h},
-                                              {colD2hOnly, leastD2hAlone},
-                                              {d2h1, -leastD2hAlone},
-                                              {point, 1 / rateD2h},
-                                              {colWorkD2h, -1}};
+  std::vector<std::pair<int, double>> d2hLate{
+      {colBoth, leastD2h},    {both1, -leastD2h}, {colD2hOnly, leastD2hAlone},
+      {d2h1, -leastD2hAlone}, {point, pointD2h},  {colWorkD2h, -1}};
   if (colOffloads >= 0) {
     h2dEarly.push_back({colOffloads, -waitsH2dUs});
     d2hLate.push_back({colOffloads, -waitsD2hUs});

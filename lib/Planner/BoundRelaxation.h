@@ -79,9 +79,20 @@ private:
   /// k - kNumReadyThresholds.
   void addCut(NodeId p, int k);
   bool cutValid(NodeId p, int k) const;
-  /// Right-hand side of cut k at p and its T coefficient (a rate).
-  double cutConstant(NodeId p, int k) const;
-  double cutRate(int k) const;
+  /// Cut k's window at p (microseconds, before the overhead) and its
+  /// effective rate (MiB per microsecond): the channel's rate lowered by
+  /// the copies' fixed costs, `perCopy` the copies per MiB the cut limits
+  /// at p (copiesPerMiB); the row is P_p - (unlimited) <= rate (window
+  /// + T - ...).
+  double cutWindow(NodeId p, int k) const;
+  double cutRate(int k, double perCopy) const;
+  /// The fewest copies per MiB of the bytes cut k limits at p (k < 0: of
+  /// any bytes absent at p): the count over the bytes of the offloadable
+  /// activations (and checkpoints) in their gap at p that the cut does not
+  /// leave unlimited. The fewest copies that hold b of those MiB grow
+  /// concavely from 0 to the count at their sum, so they are at least b
+  /// times this (docs/Bound.md, §2 assumption 2).
+  double copiesPerMiB(NodeId p, int k);
   bool cutIncludes(int a, int k) const;
   /// Kernels slowed by the copies moving beside them (docs/Bound.md, §1
   /// "Contention"): the step pays for the time the copies move.
@@ -132,6 +143,8 @@ private:
   /// Copy rates, MiB per microsecond (the profile's lone rates: no copy in
   /// the simulator is faster).
   double rateD2h = 0.0, rateH2d = 0.0;
+  /// Each copy's fixed cost (the profile's d2h_fixed_us, h2d_fixed_us).
+  double fixedD2h = 0.0, fixedH2d = 0.0;
   std::vector<double> lo, hi;
   /// Bytes (MiB) a plan must free at each node: every storage resident in
   /// the unplanned step minus the budget.
