@@ -537,10 +537,12 @@ int Relaxation::separate(const std::vector<double> &x) {
   // nodes apart (later rounds add the others if they are still broken).
   const int spacing = std::max(1, numNodes / kPointSpacingDivisor);
   std::vector<NodeId> chosen;
-  for (auto [shortfall, p] : violated) {
+  for (const auto &entry : violated) {
+    const NodeId p = entry.second;
     if (static_cast<int>(chosen.size()) == kPointsPerRound)
       break;
-    if (llvm::all_of(chosen, [&](NodeId q) { return std::abs(q - p) >= spacing; }))
+    if (llvm::all_of(chosen,
+                     [&](NodeId q) { return std::abs(q - p) >= spacing; }))
       chosen.push_back(p);
   }
   for (NodeId p : chosen) {
