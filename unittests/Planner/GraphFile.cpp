@@ -25,8 +25,12 @@ lethe::testing::loadGraphFile(llvm::StringRef path, mlir::MLIRContext &context,
   return std::move(*graph);
 }
 
-void lethe::testing::CorpusGraphTest::SetUp() {
-  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + GetParam();
+void lethe::testing::loadCorpusGraph(const char *name,
+                                     mlir::MLIRContext &context,
+                                     mlir::OwningOpRef<mlir::ModuleOp> &module,
+                                     std::optional<TrainingGraph> &graph,
+                                     std::optional<DeviceProfile> &device) {
+  std::string path = std::string(LETHE_GRAPHS_DIR) + "/" + name;
   llvm::Expected<TrainingGraph> loaded = loadGraphFile(path, context, module);
   ASSERT_TRUE(static_cast<bool>(loaded)) << llvm::toString(loaded.takeError());
   graph.emplace(std::move(*loaded));
@@ -34,6 +38,10 @@ void lethe::testing::CorpusGraphTest::SetUp() {
   ASSERT_TRUE(static_cast<bool>(profile))
       << llvm::toString(profile.takeError());
   device.emplace(std::move(*profile));
+}
+
+void lethe::testing::CorpusGraphTest::SetUp() {
+  loadCorpusGraph(GetParam(), context, module, graph, device);
 }
 
 std::optional<int64_t>

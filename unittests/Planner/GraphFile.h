@@ -39,6 +39,13 @@ std::optional<int64_t> budgetAtFraction(Evaluator &evaluator,
 /// Tests over corpus graphs, parameterized by a file name in graphs/: each
 /// test starts with that graph (`graph`) and the h200 profile (`device`)
 /// loaded, or fails in SetUp saying which could not be.
+/// The corpus graph `name` (graphs/) into `graph`, and the h200 profile into
+/// `device`; a fatal test failure where either does not load.
+void loadCorpusGraph(const char *name, mlir::MLIRContext &context,
+                     mlir::OwningOpRef<mlir::ModuleOp> &module,
+                     std::optional<TrainingGraph> &graph,
+                     std::optional<DeviceProfile> &device);
+
 class CorpusGraphTest : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override;
