@@ -85,6 +85,14 @@ void expectBoundOverAt(const TrainingGraph &g, const DeviceProfile &device,
   expectAbove(*autoPlan, bound, "auto");
 }
 
+/// The one result of a new node of `g` (`bytes`, in `scope`).
+ValueId addOp(TrainingGraph &g, const char *kind, Phase phase, double us,
+              llvm::ArrayRef<ValueId> inputs, int64_t bytes,
+              llvm::StringRef scope = {}) {
+  return g.getNode(g.addNode(kind, phase, us, inputs, {bytes}, {}, 0, scope))
+      .results[0];
+}
+
 TEST(BoundTest, ZeroWhenTheUnplannedStepFits) {
   const DeviceProfile device = testDeviceProfile();
   TrainingGraph g = randomLayeredGraph(1);
@@ -124,20 +132,16 @@ TEST(BoundTest, ChainNodeRunsAtEachRestorePoint) {
   // both (620 us).
   constexpr int64_t kMiB = 1 << 20;
   TrainingGraph g;
-  auto node = [&](const char *kind, Phase phase, double us,
-                  llvm::ArrayRef<ValueId> inputs, int64_t bytes) {
-    return g.getNode(g.addNode(kind, phase, us, inputs, {bytes})).results[0];
-  };
   ValueId x = g.addInput(kMiB, InputKind::Input);
-  ValueId u = node("aten.mm", Phase::Fwd, 300, {x}, kMiB);
-  ValueId a1 = node("aten.relu", Phase::Fwd, 10, {u}, 8 * kMiB);
-  ValueId a2 = node("aten.gelu", Phase::Fwd, 10, {u}, 8 * kMiB);
-  ValueId y = node("aten.add", Phase::Fwd, 10, {a1, a2}, kMiB);
+  ValueId u = addOp(g, "aten.mm", Phase::Fwd, 300, {x}, kMiB);
+  ValueId a1 = addOp(g, "aten.relu", Phase::Fwd, 10, {u}, 8 * kMiB);
+  ValueId a2 = addOp(g, "aten.gelu", Phase::Fwd, 10, {u}, 8 * kMiB);
+  ValueId y = addOp(g, "aten.add", Phase::Fwd, 10, {a1, a2}, kMiB);
   g.addOutput(y);
-  ValueId d = node("aten.mm", Phase::Bwd, 10, {x}, 16 * kMiB);
-  ValueId s = node("aten.sum", Phase::Bwd, 10, {d}, kMiB);
-  ValueId g1 = node("aten.mm", Phase::Bwd, 10, {s, a1}, kMiB);
-  g.addOutput(node("aten.mm", Phase::Bwd, 10, {g1, a2}, kMiB));
+  ValueId d = addOp(g, "aten.mm", Phase::Bwd, 10, {x}, 16 * kMiB);
+  ValueId s = addOp(g, "aten.sum", Phase::Bwd, 10, {d}, kMiB);
+  ValueId g1 = addOp(g, "aten.mm", Phase::Bwd, 10, {s, a1}, kMiB);
+  g.addOutput(addOp(g, "aten.mm", Phase::Bwd, 10, {g1, a2}, kMiB));
   DeviceProfile device = testDeviceProfile();
   device.d2hBytesPerSec = device.h2dBytesPerSec = 1e6;
   Plan unplanned = unplannedPlan(g, device);
@@ -179,22 +183,18 @@ TEST(BoundTest, ChainNodeRunsAtEachFirstBackwardUse) {
     SCOPED_TRACE("r re-runs in " + std::to_string(v.rUs) + " us" +
                  (v.qReadsR ? ", read by q" : ""));
     TrainingGraph g;
-    auto node = [&](const char *kind, Phase phase, double us,
-                    llvm::ArrayRef<ValueId> inputs, int64_t bytes) {
-      return g.getNode(g.addNode(kind, phase, us, inputs, {bytes})).results[0];
-    };
     ValueId x = g.addInput(kMiB, InputKind::Input);
-    ValueId u = node("aten.mm", Phase::Fwd, 300, {x}, kMiB);
-    ValueId a1 = node("aten.relu", Phase::Fwd, 10, {u}, 8 * kMiB);
-    ValueId a2 = node("aten.gelu", Phase::Fwd, 10, {u}, 8 * kMiB);
-    ValueId r = node("aten.tanh", Phase::Fwd, v.rUs, {a2}, kMiB);
+    ValueId u = addOp(g, "aten.mm", Phase::Fwd, 300, {x}, kMiB);
+    ValueId a1 = addOp(g, "aten.relu", Phase::Fwd, 10, {u}, 8 * kMiB);
+    ValueId a2 = addOp(g, "aten.gelu", Phase::Fwd, 10, {u}, 8 * kMiB);
+    ValueId r = addOp(g, "aten.tanh", Phase::Fwd, v.rUs, {a2}, kMiB);
     ValueId q =
-        v.qReadsR ? node("aten.sigmoid", Phase::Fwd, 1000, {r}, kMiB) : r;
-    g.addOutput(node("aten.add", Phase::Fwd, 10, {a1, a2}, kMiB));
-    ValueId d = node("aten.mm", Phase::Bwd, 10, {x}, 16 * kMiB);
-    ValueId s = node("aten.sum", Phase::Bwd, 10, {d}, kMiB);
-    ValueId g1 = node("aten.mm", Phase::Bwd, 10, {s, a1, q}, kMiB);
-    g.addOutput(node("aten.mm", Phase::Bwd, 10, {g1, a2, r}, kMiB));
+        v.qReadsR ? addOp(g, "aten.sigmoid", Phase::Fwd, 1000, {r}, kMiB) : r;
+    g.addOutput(addOp(g, "aten.add", Phase::Fwd, 10, {a1, a2}, kMiB));
+    ValueId d = addOp(g, "aten.mm", Phase::Bwd, 10, {x}, 16 * kMiB);
+    ValueId s = addOp(g, "aten.sum", Phase::Bwd, 10, {d}, kMiB);
+    ValueId g1 = addOp(g, "aten.mm", Phase::Bwd, 10, {s, a1, q}, kMiB);
+    g.addOutput(addOp(g, "aten.mm", Phase::Bwd, 10, {g1, a2, r}, kMiB));
     DeviceProfile device = testDeviceProfile();
     device.d2hBytesPerSec = device.h2dBytesPerSec = 1e6;
     Plan unplanned = unplannedPlan(g, device);
@@ -328,27 +328,21 @@ TEST(BoundTest, CheckpointStaysWhileAChainReadsIt) {
   // (measured 2026-11-27; only a limit between the two is checked).
   constexpr int64_t kMiB = 1 << 20;
   TrainingGraph g;
-  auto node = [&](const char *kind, Phase phase, double us,
-                  llvm::ArrayRef<ValueId> inputs, int64_t bytes,
-                  llvm::StringRef scope = {}) {
-    return g.getNode(g.addNode(kind, phase, us, inputs, {bytes}, {}, 0, scope))
-        .results[0];
-  };
   ValueId r = g.addInput(4 * kMiB, InputKind::Input);
   std::vector<ValueId> saved;
   for (int layer = 0; layer < 2; ++layer) {
     std::string scope = "model.layers." + std::to_string(layer);
-    ValueId h = node("aten.mm", Phase::Fwd, 300, {r}, 8 * kMiB, scope);
-    ValueId a = node("aten.relu", Phase::Fwd, 10, {h}, kMiB, scope);
-    r = node("aten.add", Phase::Fwd, 200, {r, a}, 4 * kMiB, scope);
+    ValueId h = addOp(g, "aten.mm", Phase::Fwd, 300, {r}, 8 * kMiB, scope);
+    ValueId a = addOp(g, "aten.relu", Phase::Fwd, 10, {h}, kMiB, scope);
+    r = addOp(g, "aten.add", Phase::Fwd, 200, {r, a}, 4 * kMiB, scope);
     saved.insert(saved.begin(), {h, a});
   }
   g.addOutput(r);
-  ValueId d = node("aten.mm", Phase::Bwd, 10, {saved.back()}, 16 * kMiB);
-  ValueId grad = node("aten.sum", Phase::Bwd, 10, {d}, kMiB);
+  ValueId d = addOp(g, "aten.mm", Phase::Bwd, 10, {saved.back()}, 16 * kMiB);
+  ValueId grad = addOp(g, "aten.sum", Phase::Bwd, 10, {d}, kMiB);
   for (size_t i = 0; i < saved.size(); i += 2)
-    grad =
-        node("aten.mm", Phase::Bwd, 10, {grad, saved[i], saved[i + 1]}, kMiB);
+    grad = addOp(g, "aten.mm", Phase::Bwd, 10, {grad, saved[i], saved[i + 1]},
+                 kMiB);
   g.addOutput(grad);
   DeviceProfile device = testDeviceProfile();
   device.d2hBytesPerSec = device.h2dBytesPerSec = 1e6;
