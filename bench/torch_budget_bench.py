@@ -438,6 +438,10 @@ def _grad_norm(params):
     return None if total is None else float(total.sqrt())
 
 
+# The seed of the step whose loss and gradient norm methods are compared by.
+_COMPARED_SEED = 1234
+
+
 def measure(step, params, cuda, warmup, steps):
     """Median step time (ms) and the peak bytes the step allocates beyond
     what is resident before it (gradients are freed before each step), the
@@ -447,6 +451,10 @@ def measure(step, params, cuda, warmup, steps):
             p.grad = None
         return step()
 
+    # The compared step draws its dropout masks from one seed in every
+    # method: methods reach it after different numbers of steps (Lethe's
+    # calibration runs hundreds), and each step advances the generators.
+    torch.manual_seed(_COMPARED_SEED)
     start = time.perf_counter()
     loss = one()  # compiles, where there is anything to compile
     if cuda:

@@ -252,7 +252,12 @@ def _time_op(node: fx.Node, device: torch.device) -> Tuple[float, int]:
     workspace, which the caching allocator serves and counts in the step's
     peak: 407 MB of U-Net's backward on an H200), 0 below _MIN_WORKSPACE
     or off CUDA."""
-    with real_tensors():
+    # The inputs' values and the op itself (attention with dropout) draw
+    # from the default generators: restore them, so that compiling with
+    # Lethe leaves the user's random stream (dropout masks) where plain
+    # torch.compile leaves it.
+    rng_devices = [device] if device.type == "cuda" else []
+    with real_tensors(), torch.random.fork_rng(devices=rng_devices):
         args, kwargs = pytree.tree_map(lambda a: _materialize(a, device),
                                        (node.args, node.kwargs))
 

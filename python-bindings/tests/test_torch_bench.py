@@ -120,3 +120,25 @@ def test_plan_keys_ignore_the_attention_kernel(bench):
         node(2, "aten.mm.default", "blocks.0.attn")]}
     assert bench.node_keys(cpu) == bench.node_keys(cuda)
     assert bench.node_keys(cpu)[2] == "fwd|blocks.0.attn|aten.mm.default#1"
+
+
+def test_the_compared_step_draws_its_masks_from_one_seed(bench):
+    """Methods reach their measured steps after different numbers of
+    steps (Lethe's calibration runs hundreds): the step whose loss and
+    gradient norm are compared draws from one seed, so that a model with
+    dropout compares like for like."""
+    import torch
+    w = torch.nn.Parameter(torch.ones(4096))
+
+    def step():
+        loss = torch.nn.functional.dropout(w * 2.0, 0.5).sum()
+        loss.backward()
+        return loss.detach()
+
+    firsts = []
+    for before in (0, 3):
+        for _ in range(before):
+            step()
+        r = bench.measure(step, [w], False, 1, 1)
+        firsts.append((r["loss"], r["grad_norm"]))
+    assert firsts[0] == firsts[1]

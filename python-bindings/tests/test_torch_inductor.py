@@ -492,6 +492,23 @@ def test_measured_costs_time_the_unfused_ops_and_are_cached(monkeypatch,
     assert q.records[-1].measured["timed_nodes"] == m["timed_nodes"]
 
 
+def test_timing_an_op_leaves_the_users_random_stream_alone():
+    """Measuring an op draws its inputs' values and may run a random op
+    (attention with dropout): the default generator is where it was, so
+    the user's dropout masks after a compile with Lethe are those after
+    plain torch.compile."""
+    from torch import fx
+    from lethe import _measure
+    g = fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = torch.empty(64, 64)
+    n = g.call_function(torch.ops.aten.native_dropout.default, (x, 0.5, True))
+    torch.manual_seed(7)
+    before = torch.random.get_rng_state()
+    _measure._time_op(n, torch.device("cpu"))
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
 @needs_lethe
 def test_the_least_budget_is_planned_at_the_least():
     """budget="least" plans at the least budget the policy can meet: the
