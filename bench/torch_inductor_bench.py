@@ -302,8 +302,7 @@ def run_method(name, method, args, device, budgets):
                              peak_correction=correction,
                              calibrate=calibrate,
                              costs=args.lethe_costs,
-                             offload={"auto": "auto", "off": False}[
-                                 args.lethe_offload],
+                             offload=_OFFLOAD[args.lethe_offload],
                              dump_dir=_dump_dir(args, method),
                              inductor_options={"triton.cudagraphs": True}
                              if args.cudagraphs else None)
@@ -407,6 +406,10 @@ def run_method(name, method, args, device, budgets):
     return result
 
 
+# --lethe-offload: lethe.torch.backend's offload=.
+_OFFLOAD = {"auto": "auto", "off": False, "on": True}
+
+
 def _dump_dir(args, method):
     """Where a Lethe run writes each graph it planned (--dump-graphs)."""
     if not args.dump_graphs:
@@ -425,7 +428,7 @@ def least_budget(name, args, device):
     model, a, b = make_model(name, args.tiny, device, torch.bfloat16)
     torch._dynamo.reset()
     calibrate = args.lethe_calibrate == "auto" and device.type == "cuda"
-    offload = {"auto": "auto", "off": False}[args.lethe_offload]
+    offload = _OFFLOAD[args.lethe_offload]
     if calibrate:
         # A byte budget far below any step's: the least plan runs
         # (provisional) and the calibration reports its measured peak.
@@ -632,8 +635,11 @@ def main():
     r.add_argument("--methods", nargs="*", default=None,
                    help="baselines to run (default: all; none with an empty list)")
     r.add_argument("--lethe-budgets", nargs="*", default=LETHE_BUDGETS)
-    r.add_argument("--lethe-offload", choices=["auto", "off"], default="auto",
-                   help="off: recompute-only plans (host budget 0)")
+    r.add_argument("--lethe-offload", choices=sorted(_OFFLOAD),
+                   default="auto",
+                   help="off: recompute-only plans (host budget 0); on: "
+                   "offload=True (under --cudagraphs too, where auto plans "
+                   "recompute-only)")
     r.add_argument("--lethe-costs", choices=["auto", "model"],
                    default="auto",
                    help="auto: op times and copy rates measured on this GPU "

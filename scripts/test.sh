@@ -84,7 +84,8 @@ if scripts/setup-torch-venv.sh "$BUILD_DIR/venv-torch"; then
     python-bindings/tests/test_torch_inductor.py \
     python-bindings/tests/test_calibration.py \
     python-bindings/tests/test_kernel_times.py \
-    python-bindings/tests/test_inductor_bench.py
+    python-bindings/tests/test_inductor_bench.py \
+    python-bindings/tests/test_inductor_gpu.py
 else
   echo "test: could not set up torch 2.11 in $BUILD_DIR/venv-torch"
   status=1

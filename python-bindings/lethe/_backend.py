@@ -16,7 +16,6 @@ graphs then run eagerly, op by op.
 """
 
 import time
-import warnings
 
 import torch
 
@@ -150,13 +149,10 @@ class Backend:
         if compiler == "inductor":
             if prefetch != "plan":
                 raise ValueError("prefetch='layer' is for compiler='eager'")
-            if offload is not False and _cudagraphs(self.inductor_options):
+            if offload == "auto" and _cudagraphs(self.inductor_options):
                 # Decided here, not per compile: the calibration compiles
                 # without CUDA graphs, and the plan it measures must be the
                 # one the graphs will run.
-                if offload is True:
-                    warnings.warn("Lethe: offload=True: " +
-                                  _inductor.OFFLOAD_UNDER_CUDA_GRAPHS)
                 offload = False
             self.partitioner = _inductor.LethePartitioner(
                 budget, self.policy, self.device, offload=offload,

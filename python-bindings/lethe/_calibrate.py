@@ -395,6 +395,12 @@ class Calibrator:
         compile-0.5 on an H200: 1.367 against 1.334 GB; its calibrated
         Lethe plan 1.405 against 1.363 GB, 38 MB over its budget)."""
         self.backend.cudagraphs_deferred = False
+        # A kept plan made at the model's least (the budget unmet: _unmet)
+        # is made so again; planned at the corrected budget, it would be
+        # infeasible: an error in the middle of training (Llama-8l with
+        # offload at 80% of compile-0.1's peak on an H200, 2026-11-28).
+        kept = self.backend.calibrated_plan
+        self.p.allow_provisional = bool(getattr(kept, "provisional", False))
         if not self._replan(self.p.peak_correction, self.p.time_scale):
             self.report["cudagraphs"] = "not compiled with CUDA graphs: " \
                 + self.report["skipped"]
@@ -429,14 +435,19 @@ class Calibrator:
                 or measured.peak_bytes <= budget:
             return False
         over = measured.peak_bytes - budget
-        if self.graph_replans >= _MAX_GRAPH_REPLANS:
+        # No plan met the budget without graphs (the least peaked over it):
+        # a lower one cannot be made for them.
+        if self.graph_replans >= _MAX_GRAPH_REPLANS or "unmet" in self.report:
             self.report["cudagraphs_unmet"] = dict(
                 budget_bytes=budget, peak_bytes=measured.peak_bytes)
             warnings.warn(
                 f"Lethe: under CUDA graphs the step peaks at "
                 f"{measured.peak_bytes} B, {over} B over the budget {budget}"
                 f" B after {self.graph_replans} re-plans for them; give a "
-                "lower budget to fit")
+                "lower budget to fit" if "unmet" not in self.report else
+                f"Lethe: under CUDA graphs the step peaks at "
+                f"{measured.peak_bytes} B with the plan at Lethe's least, "
+                f"{over} B over the budget {budget} B, which no plan meets")
             return False
         self.graph_replans += 1
         cut = over << (self.graph_replans - 1)

@@ -436,11 +436,9 @@ class LethePartitioner(_partitioner_base()):
             profile = host_launch_profile(profile, self.host_launch_us)
         offload_ok = self.offload is True or (
             self.offload == "auto" and device.type == "cuda")
-        if offload_ok and _under_cuda_graphs():
+        if self.offload == "auto" and _under_cuda_graphs():
             offload_ok = False
             notes.append(OFFLOAD_UNDER_CUDA_GRAPHS)
-            if self.offload is True:
-                warnings.warn("Lethe: " + OFFLOAD_UNDER_CUDA_GRAPHS)
         compile_id = _compile_id()
         self._note_frame(compile_id)
         digest = graph_digest(fused.doc)
@@ -762,18 +760,16 @@ def _device_of(joint_inputs: Sequence[Any]) -> torch.device:
     return torch.device("cpu")
 
 
-# Why an offloading plan is not made for a step run as CUDA graphs
-# (measured on an H200 with U-Net and MoE-8l, 2026-11-27): captured, a copy
-# forked onto a side stream in one graph and joined in another fails the
-# capture ("capturing stream has unjoined work"); with the copy ops split
-# out of the graphs (inductor's custom_should_partition_ops), the reloaded
-# buffers, allocated outside the graphs' memory pool, fail cudagraph trees'
-# pool check ("not allocated in pool"); with `fence` split out too, the
-# ops' record_stream uses fail the pool's checkpointing between graphs
-# ("Events should have synchronized when checkpointing block").
+# Why offload="auto" plans recompute-only for a step run as CUDA graphs.
+# The copy ops run between the graphs (lethe._offload_ops) and did so on an
+# H200 (U-Net at compile-0.5's peak, 6 values offloaded, eager's loss; the
+# GPU tests, 2026-11-27), but Llama-8l's plan at its least, 40 values
+# offloaded, failed cudagraph trees' pool check on an H100 ("2 tensor(s)
+# in the cudagraph pool not tracked as outputs", 2026-11-28), cause not
+# found: offload=True asks for it all the same.
 OFFLOAD_UNDER_CUDA_GRAPHS = (
-    "the step runs as CUDA graphs, which Lethe's offload copies do not run "
-    "in yet: planned recompute-only")
+    "the step runs as CUDA graphs: offload='auto' plans recompute-only "
+    "there (offload=True offloads between the graphs)")
 
 
 def _under_cuda_graphs() -> bool:

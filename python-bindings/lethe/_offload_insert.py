@@ -1,7 +1,8 @@
 """Where the offload ops go in the partitioned graphs (lethe._inductor's
 step 5): the forward saves the host copy of each offloaded value instead of
-the value, and the backward reloads it at the plan's prefetch point and
-waits for it before its first use (the ops: lethe._offload_ops)."""
+the value and lets the value go at the plan's release point, and the
+backward reloads it at the plan's prefetch point and waits for it before
+its first use (the ops: lethe._offload_ops)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from lethe._fused_graph import value_names
 
 
 def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
-                        device) -> List[str]:
-    """Saves the host copy of every offloaded value the forward saves, and
-    reloads it in the backward at the plan's prefetch point."""
+           device) -> List[str]:
+    """Saves the host copy of every offloaded value the forward saves,
+    releases the value at the plan's release point, and reloads it in the
+    backward at the plan's prefetch point."""
     from lethe import _offload_ops
     _offload_ops.ensure_registered()
     ops = torch.ops.lethe
@@ -35,6 +37,9 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
                     or p.op != "placeholder":
                 continue
             val = x.meta["val"]
+            if any(isinstance(d, torch.SymInt)
+                   for d in tuple(val.size()) + tuple(val.stride())):
+                continue  # a dynamic shape: the buffer's size is not known
             with fw.graph.inserting_after(x):
                 h = fw.graph.call_function(ops.offload.default, (x,))
             h.meta["val"] = _fake_like(val, torch.device("cpu"))
@@ -42,12 +47,17 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
             if readers:
                 first = min(readers, key=_position(fw.graph))
                 with fw.graph.inserting_before(first):
-                    fenced = fw.graph.call_function(ops.fence.default, (x, h))
+                    fenced = fw.graph.call_function(ops.issued.default,
+                                                    (x, h))
                 fenced.meta["val"] = val
                 for u in readers:
                     u.replace_input_with(x, fenced)
             outs = [h if a is x else a for a in outs]
             fw_out.args = (tuple(outs),) + tuple(fw_out.args[1:])
+            _release_at(fw, h, _point(decision, "release_after", fused),
+                        joint_order)
+            fw_out = next(n for n in fw.graph.nodes if n.op == "output")
+            outs = list(fw_out.args[0])
 
             # Backward: the placeholder is now the host copy.
             p.meta["val"] = _fake_like(p.meta["val"], torch.device("cpu"))
@@ -55,14 +65,19 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
             if not users:
                 continue
             first_use = min(users, key=_position(bw.graph))
-            dep = _prefetch_anchor(bw, decision, fused, joint_order,
-                                   first_use)
+            dep = _prefetch_anchor(
+                bw, _point(decision, "prefetch_after", fused), joint_order,
+                first_use)
             where = dep if dep is not None else _last_placeholder(bw)
             with bw.graph.inserting_after(where):
-                y = bw.graph.call_function(
-                    ops.reload.default,
-                    (p, device, dep if dep is not None else None))
-            y.meta["val"] = _fake_like(val, device)
+                b = bw.graph.call_function(
+                    ops.buffer.default,
+                    (dep, list(val.size()), list(val.stride()), val.dtype,
+                     device))
+            b.meta["val"] = _fake_like(val, device)
+            with bw.graph.inserting_after(b):
+                y = bw.graph.call_function(ops.reload.default, (p, b))
+            y.meta["val"] = b.meta["val"]
             if dep is not None:
                 _pin_after(bw, y, first_use)
             with bw.graph.inserting_before(first_use):
@@ -78,6 +93,51 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
     return moved
 
 
+def _point(decision, field, fused):
+    """The joint-graph id of a decision's point (`release_after`,
+    `prefetch_after`), None where the plan gives none."""
+    if decision is None or getattr(decision, field) is None:
+        return None
+    return fused.doc["nodes"][getattr(decision, field)]["id"]
+
+
+def _tensor_node(n) -> bool:
+    return n.op == "call_function" and isinstance(
+        n.meta.get("val"), torch.Tensor) and n.target is not operator.getitem
+
+
+def _release_at(fw, h, target, joint_order):
+    """Releases the offloaded value at the forward node the plan releases
+    it after: the latest forward node after the offload whose joint id is
+    at most `target`'s (the first one after the offload if none is, the
+    forward's last where the plan gives no point). The release reads that
+    node and every reader of the node reads the release, so that inductor
+    schedules it there."""
+    ops = torch.ops.lethe
+    after = [n for n in _nodes_after(h) if _tensor_node(n) and n.users]
+    if not after:  # the offload is the forward's last node: release at once
+        at = h
+    elif target is None:
+        at = after[-1]
+    else:
+        fits = [n for n in after if joint_order.get(n.name, target + 1)
+                <= target]
+        at = fits[-1] if fits else after[0]
+    readers = list(at.users)
+    with fw.graph.inserting_after(at):
+        r = fw.graph.call_function(ops.release.default, (at, h))
+    r.meta["val"] = at.meta["val"]
+    for u in readers:
+        u.replace_input_with(at, r)
+
+
+def _nodes_after(n):
+    node = n.next
+    while node.op != "output":
+        yield node
+        node = node.next
+
+
 def _position(graph):
     order = {n: i for i, n in enumerate(graph.nodes)}
     return lambda n: order[n]
@@ -91,14 +151,13 @@ def _last_placeholder(gm):
     return last
 
 
-def _prefetch_anchor(bw, decision, fused, joint_order, first_use):
-    """The backward node after which the reload starts: the plan's prefetch
-    point when the backward computes it, else the latest backward tensor
-    node of the joint graph before it; never after the first use."""
-    if decision is None or decision.prefetch_after is None:
+def _prefetch_anchor(bw, target, joint_order, first_use):
+    """The backward node after which the reload starts: the latest backward
+    tensor node of the joint graph at or before `target` (the plan's
+    prefetch point), never after the first use; None where the plan gives
+    no point or no such node comes before the first use."""
+    if target is None:
         return None
-    entry = fused.doc["nodes"][decision.prefetch_after]
-    target = entry["id"]
     position = _position(bw.graph)
     best = None
     for n in bw.graph.nodes:

@@ -1,36 +1,48 @@
 """Offload as operators inductor compiles: `torch.ops.lethe.*`.
 
-The plan's offloads run inside compiled graphs as four custom ops, which
+The plan's offloads run inside compiled graphs as six custom ops, which
 inductor calls as extern kernels between its fused kernels:
 
     forward:   h = lethe.offload(x)        D2H copy of x into pinned memory,
                                            started on a side stream; h (the
                                            host tensor) is saved instead of x
-               x' = lethe.fence(x, h)      x's next reader takes x': the copy
+               x' = lethe.issued(x, h)     x's next reader takes x': the copy
                                            is issued before that reader, and
                                            no reordering can sink it
-    backward:  y = lethe.reload(h, dep)    H2D copy on a side stream, issued
-                                           after `dep` (the plan's prefetch
-                                           point) is computed
+               t' = lethe.release(t, h)    at the plan's release point t:
+                                           the compute stream waits for the
+                                           copy, and x's memory is let go
+    backward:  b = lethe.buffer(dep, ...)  x's device buffer, allocated after
+                                           `dep` (the plan's prefetch point)
+               y = lethe.reload(h, b)      H2D copy into b on a side stream
                t' = lethe.fence(t, y)      pins the reload before t's readers
                y' = lethe.wait(y)          before y's first use: the compute
                                            stream waits for the copy
 
-Ordering uses CUDA events: the D2H stream waits for the compute stream
-before it reads x, and x.record_stream(d2h) keeps the caching allocator
-from handing x's block to later work until the copy has read it: x's
-memory returns when the copy completes, as Lethe's plan assumes. The H2D
-stream waits for the compute stream (the new buffer's previous users) and
-for the D2H copy of h. Pinned buffers come from PyTorch's caching host
+Memory discipline, the same with and without CUDA graphs: no tensor is
+handed to the caching allocator with a use pending on a side stream (no
+`record_stream`, which cudagraph trees cannot checkpoint). `offload` holds
+x until `release` has made the compute stream wait for the copy; the
+reload's buffer is allocated by the compute stream (`buffer`, inside the
+graphs' memory pool under CUDA graphs) and read only after `wait`. Under
+CUDA graphs (`mode="reduce-overhead"`) `offload`, `issued`, `release`,
+`reload` and `wait` are tagged `cudagraph_unsafe`: inductor's graph
+partition runs them between the captured graphs, on the host every step
+(their events and pinned buffers are per step), and `buffer` and `fence`
+inside them. No captured graph may read a host tensor (cudagraph trees
+copy a graph's inputs into their memory pool, which has no host memory):
+`issued` is `fence` for an ordering edge on the host copy. The
+H2D stream waits for the compute stream (the buffer's previous users, and
+the forward's releases). Pinned buffers come from PyTorch's caching host
 allocator, which holds a block until the copies using it complete.
 
-`fence` and `wait` return their first argument (schema `Tensor(a) ->
-Tensor(a)`): they move no data. They do not run under CUDA graphs
-(`mode="reduce-overhead"`): there the partitioner plans recompute-only
-(lethe._inductor.OFFLOAD_UNDER_CUDA_GRAPHS says why).
+`fence`, `issued`, `release`, `reload` and `wait` return their first tensor
+argument
+(`reload` its buffer, which it writes and nothing else reads): they are
+ordering edges for inductor's scheduler.
 
-On a CPU tensor the copies are synchronous clones and `wait` does nothing:
-the stand-in the CPU tests compile and run.
+On a CPU tensor the copies are synchronous clones and `release` and `wait`
+do nothing: the stand-in the CPU tests compile and run.
 """
 
 from __future__ import annotations
@@ -40,21 +52,28 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-__all__ = ["ensure_registered", "stats", "OP_NAMES"]
+__all__ = ["ensure_registered", "stats", "OP_NAMES", "held"]
 
-OP_NAMES = ("lethe::offload", "lethe::reload", "lethe::wait", "lethe::fence")
+OP_NAMES = ("lethe::offload", "lethe::issued", "lethe::release",
+            "lethe::fence", "lethe::buffer", "lethe::reload", "lethe::wait")
 
 _lock = threading.Lock()
 _registered = False
 _lib: Optional[torch.library.Library] = None
 _streams: Dict[int, Tuple[torch.cuda.Stream, torch.cuda.Stream]] = {}
-# Events of copies in flight, by the data pointer of the tensor written:
-# d2h keyed by the host buffer, h2d by the device buffer.
-_d2h_done: Dict[int, torch.cuda.Event] = {}
+# Offloaded device tensors held until their release, with the event of
+# their D2H copy, by the data pointer of the host buffer.
+_held: Dict[int, Tuple[torch.Tensor, Optional[torch.cuda.Event]]] = {}
+# Events of H2D copies in flight, by the data pointer of the buffer written.
 _h2d_done: Dict[int, torch.cuda.Event] = {}
 
 # Bytes copied each way since the process started (tests, benches).
 stats = {"d2h_bytes": 0, "h2d_bytes": 0, "d2h_copies": 0, "h2d_copies": 0}
+
+
+def held() -> int:
+    """Offloaded tensors not released yet (0 between steps)."""
+    return len(_held)
 
 
 def _side_streams(device: torch.device):
@@ -69,7 +88,9 @@ def _offload(x: torch.Tensor) -> torch.Tensor:
     stats["d2h_bytes"] += x.numel() * x.element_size()
     stats["d2h_copies"] += 1
     if x.device.type != "cuda":
-        return x.clone()
+        host = x.clone()
+        _held[host.data_ptr()] = (x, None)
+        return host
     d2h, _ = _side_streams(x.device)
     host = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype,
                                device="cpu", pin_memory=True)
@@ -78,25 +99,35 @@ def _offload(x: torch.Tensor) -> torch.Tensor:
         host.copy_(x, non_blocking=True)
         done = torch.cuda.Event()
         done.record(d2h)
-    x.record_stream(d2h)
-    _d2h_done[host.data_ptr()] = done
+    _held[host.data_ptr()] = (x, done)
     return host
 
 
-def _reload(host: torch.Tensor, device: torch.device,
-            dep: Optional[torch.Tensor] = None) -> torch.Tensor:
+def _release(t: torch.Tensor, host: torch.Tensor) -> torch.Tensor:
+    x, done = _held.pop(host.data_ptr(), (None, None))
+    if done is not None:
+        torch.cuda.current_stream(x.device).wait_event(done)
+    return t
+
+
+def _buffer(dep: Optional[torch.Tensor], size, stride, dtype: torch.dtype,
+            device: torch.device) -> torch.Tensor:
     del dep  # an ordering edge only
+    return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+
+def _reload(host: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     stats["h2d_bytes"] += host.numel() * host.element_size()
     stats["h2d_copies"] += 1
-    if device.type != "cuda":
-        return host.clone()
-    _, h2d = _side_streams(device)
-    out = torch.empty_strided(host.size(), host.stride(), dtype=host.dtype,
-                              device=device)
-    h2d.wait_stream(torch.cuda.current_stream(device))
-    produced = _d2h_done.pop(host.data_ptr(), None)
-    if produced is not None:
-        h2d.wait_event(produced)
+    # A release the forward never reached (it always has one): the copy
+    # must have read x before the host buffer is read back.
+    _, unreleased = _held.pop(host.data_ptr(), (None, None))
+    if out.device.type != "cuda":
+        return out.copy_(host)
+    _, h2d = _side_streams(out.device)
+    h2d.wait_stream(torch.cuda.current_stream(out.device))
+    if unreleased is not None:
+        h2d.wait_event(unreleased)
     with torch.cuda.stream(h2d):
         out.copy_(host, non_blocking=True)
         done = torch.cuda.Event()
@@ -110,10 +141,6 @@ def _wait(t: torch.Tensor) -> torch.Tensor:
         done = _h2d_done.pop(t.data_ptr(), None)
         if done is not None:
             torch.cuda.current_stream(t.device).wait_event(done)
-            # The buffer was allocated on the compute stream; the side
-            # stream wrote it: keep the block until that write is done.
-            _, h2d = _side_streams(t.device)
-            t.record_stream(h2d)
     return t
 
 
@@ -123,30 +150,47 @@ def ensure_registered() -> None:
     with _lock:
         if _registered:
             return
+        # Run between CUDA graphs, every step (inductor's graph partition).
+        unsafe = tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe",
+                                           None),) if t is not None)
         lib = torch.library.Library("lethe", "DEF")
-        lib.define("offload(Tensor x) -> Tensor")
-        lib.define("reload(Tensor host, Device device, Tensor? dep=None) "
-                   "-> Tensor")
-        lib.define("wait(Tensor(a) t) -> Tensor(a)")
+        lib.define("offload(Tensor x) -> Tensor", tags=unsafe)
+        lib.define("issued(Tensor(a) t, Tensor host) -> Tensor(a)",
+                   tags=unsafe)
+        lib.define("release(Tensor(a) t, Tensor host) -> Tensor(a)",
+                   tags=unsafe)
         lib.define("fence(Tensor(a) t, Tensor dep) -> Tensor(a)")
+        lib.define("buffer(Tensor? dep, SymInt[] size, SymInt[] stride, "
+                   "ScalarType dtype, Device device) -> Tensor")
+        lib.define("reload(Tensor host, Tensor(a) out) -> Tensor(a)",
+                   tags=unsafe)
+        lib.define("wait(Tensor(a) t) -> Tensor(a)", tags=unsafe)
 
-        lib.impl("offload", _offload, "CompositeExplicitAutograd")
-        lib.impl("reload", _reload, "CompositeExplicitAutograd")
-        lib.impl("wait", _wait, "CompositeExplicitAutograd")
-        lib.impl("fence", lambda t, dep: t, "CompositeExplicitAutograd")
+        impl = "CompositeExplicitAutograd"
+        lib.impl("offload", _offload, impl)
+        lib.impl("issued", lambda t, host: t, impl)
+        lib.impl("release", _release, impl)
+        lib.impl("fence", lambda t, dep: t, impl)
+        lib.impl("buffer", _buffer, impl)
+        lib.impl("reload", _reload, impl)
+        lib.impl("wait", _wait, impl)
 
         def offload_fake(x):
             return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype,
                                        device="cpu")
 
-        def reload_fake(host, device, dep=None):
-            return torch.empty_strided(host.size(), host.stride(),
-                                       dtype=host.dtype, device=device)
+        def buffer_fake(dep, size, stride, dtype, device):
+            return torch.empty_strided(size, stride, dtype=dtype,
+                                       device=device)
 
-        torch.library.register_fake("lethe::offload", offload_fake, lib=lib)
-        torch.library.register_fake("lethe::reload", reload_fake, lib=lib)
-        torch.library.register_fake("lethe::wait", lambda t: t, lib=lib)
-        torch.library.register_fake("lethe::fence", lambda t, dep: t,
-                                    lib=lib)
+        def fake(name, fn):
+            torch.library.register_fake("lethe::" + name, fn, lib=lib)
+        fake("offload", offload_fake)
+        fake("issued", lambda t, host: t)
+        fake("release", lambda t, host: t)
+        fake("fence", lambda t, dep: t)
+        fake("buffer", buffer_fake)
+        fake("reload", lambda host, out: out)
+        fake("wait", lambda t: t)
         _lib = lib
         _registered = True

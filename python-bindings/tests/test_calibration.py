@@ -752,6 +752,35 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_up_to_three_times(
         assert not cal.wants_profile()  # no replay's launch can be timed
 
 
+def test_an_unmet_budget_keeps_the_least_plan_under_cuda_graphs(
+        monkeypatch):
+    from types import SimpleNamespace
+    from lethe._step_meter import Measurement
+    # Calibrated without CUDA graphs: the first plan peaks over (1200 of
+    # 1000 B), the re-plan is the least (provisional, 950) and peaks over
+    # too: the budget is unmet, training goes on with the least. Compiled
+    # with graphs, that plan is made again (at the least, not at the
+    # corrected budget, which no plan meets: an error mid-training), and
+    # its recording over the budget is said, not re-planned.
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=950)
+    cal.backend.cudagraphs_deferred = True
+    cal.meter = SimpleNamespace(measure_next_first=lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cal.on_step(Measurement(1200, 10.0))
+    p.compile()
+    assert p.records[-1].provisional
+    with pytest.warns(UserWarning, match="cannot be met"):
+        assert cal.on_step(Measurement(1150, 10.0))  # on to the graphs
+    assert "unmet" in report and not cal.backend.cudagraphs_deferred
+    p.compile()  # the graphs' compile: not infeasible
+    assert p.records[-1].provisional
+    with pytest.warns(UserWarning, match="which no plan meets"):
+        assert not cal.on_step(Measurement(1160, 10.0))
+    assert report["done"] and report["cudagraphs_unmet"] == dict(
+        budget_bytes=1000, peak_bytes=1160)
+
+
 def test_a_cuda_graph_replan_takes_the_excess_off_the_plans_own_peak(
         monkeypatch):
     from types import SimpleNamespace

@@ -183,12 +183,43 @@ def test_offloaded_values_travel_through_the_lethe_ops():
     assert copies == reloads == len(record.offloaded)
 
 
-def test_offload_is_not_planned_under_cuda_graphs():
-    """Lethe's copy ops do not run inside CUDA graphs (a capture failed
-    with unjoined work on an H200): under triton.cudagraphs the partitioner
-    plans recompute-only and says so, and the backend turns offload off
-    before calibrating. (On a CPU tensor inductor skips the CUDA graphs;
-    the partitioner's decision is what this tests.)"""
+def test_offload_runs_between_cuda_graphs():
+    """Under CUDA graphs (triton.cudagraphs) the offload is planned and
+    compiled as without them: the ops that use the side streams or read a
+    host tensor carry the cudagraph_unsafe tag, so that inductor's graph
+    partition runs them between the captured graphs on every step, and
+    the two that only allocate or order device tensors stay inside; no
+    captured graph reads a host tensor. Every offloaded value is released by
+    the step's end, and the numbers are eager's. (On a CPU tensor inductor
+    captures nothing; the plan, the tags and the graphs are what this
+    tests; the capture itself runs in the GPU suite.)"""
+    from lethe import _offload_ops
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, offload=True, planner=_planner(
+        lambda e: "offload" if e["op"] == "aten.addmm.default"
+        else "retain"))
+    run = torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False,
+        "triton.cudagraphs": True})
+    _close(_step(model, run), eager)
+    record = p.records[-1]
+    assert record.offloaded
+    assert _offload_ops.held() == 0
+    unsafe = torch.Tag.cudagraph_unsafe
+    for name in ("offload", "issued", "release", "reload", "wait"):
+        assert unsafe in getattr(torch.ops.lethe, name).default.tags, name
+    for name in ("buffer", "fence"):
+        assert unsafe not in getattr(torch.ops.lethe, name).default.tags
+    assert lt.backend(budget="50%", offload=True, inductor_options={
+        "triton.cudagraphs": True}).partitioner.offload is True
+
+
+def test_auto_offload_is_recompute_only_under_cuda_graphs():
+    """offload="auto" plans recompute-only for a step run as CUDA graphs
+    (an offloading plan failed cudagraph trees' pool check on one model,
+    lethe._inductor.OFFLOAD_UNDER_CUDA_GRAPHS) and says so; offload=True
+    still offloads there (test_offload_runs_between_cuda_graphs)."""
     model = _model()
     eager = _step(model, model)
 
@@ -197,23 +228,88 @@ def test_offload_is_not_planned_under_cuda_graphs():
         return _planner(lambda e: "offload" if host != 0
                         and e["op"] == "aten.addmm.default"
                         else "retain")(doc, **options)
-    p = lt.partitioner(budget=None, offload=True, planner=planner)
+    p = lt.partitioner(budget=None, offload="auto", planner=planner)
     run = torch.compile(model, dynamic=False, options={
         "custom_partitioner_fn": p, "allow_buffer_reuse": False,
         "triton.cudagraphs": True})
-    with pytest.warns(UserWarning, match="CUDA graphs"):
-        _close(_step(model, run), eager)
+    _close(_step(model, run), eager)
     record = p.records[-1]
     assert not record.offloaded
     assert _inductor.OFFLOAD_UNDER_CUDA_GRAPHS in record.notes
-    with pytest.warns(UserWarning, match="offload=True"):
-        b = lt.backend(budget="50%", offload=True,
-                       inductor_options={"triton.cudagraphs": True})
-    assert b.partitioner.offload is False
     assert lt.backend(budget="50%", offload="auto", inductor_options={
         "triton.cudagraphs": True}).partitioner.offload is False
     assert lt.backend(budget="50%", offload="auto").partitioner.offload \
         == "auto"
+
+
+def test_an_offloaded_value_is_let_go_at_the_plans_release_point(
+        monkeypatch):
+    """The forward releases an offloaded value (the compute stream waits
+    for its copy and its memory goes back) after the node the plan
+    releases it after, not at once and not at the forward's end; the
+    backward allocates the reload's buffer, then copies, and waits before
+    the first use."""
+    from lethe import _offload_insert
+    graphs = []
+    insert = _offload_insert.insert
+
+    def keep(fw, bw, *args, **kwargs):
+        moved = insert(fw, bw, *args, **kwargs)
+        graphs.append((fw, bw))
+        return moved
+    monkeypatch.setattr(_offload_insert, "insert", keep)
+    released_after = {}
+
+    ids = {}
+
+    def planner(doc, budget, policy, device, **options):
+        ids.update((e["name"], e["id"]) for e in doc["nodes"])
+        ops = [e for e in doc["nodes"]
+               if e["kind"] == "op" and e["phase"] == "fwd"]
+        values = []
+        for nid, index in doc["saved"]:
+            e = doc["nodes"][nid]
+            if e["kind"] != "op":
+                continue
+            d = {"node": e["name"], "result": index, "decision": "retain"}
+            if e["op"] == "aten.addmm.default" and not released_after:
+                # Released three forward ops later.
+                later = ops[ops.index(e) + 3]
+                released_after[e["name"]] = later["id"]
+                d.update(decision="offload",
+                         placement={"release_after": later["name"]})
+            values.append(d)
+        return {"feasible": True, "policy": policy, "values": values,
+                "peak_bytes": 0, "step_us": 0.0}
+    model = _model()
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, offload=True, planner=planner)
+    run = torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    _close(_step(model, run), eager)
+    (fw, bw), = graphs
+    (name, target), = released_after.items()
+    ops = torch.ops.lethe
+    order = {n: i for i, n in enumerate(fw.graph.nodes)}
+    (h,) = [n for n in fw.graph.nodes if n.target is ops.offload.default]
+    assert h.args[0].name == name
+    (release,) = [u for u in h.users if u.target is ops.release.default]
+    # Only ops that run between CUDA graphs read the host copy.
+    unsafe = torch.Tag.cudagraph_unsafe
+    assert all(unsafe in u.target.tags for u in h.users
+               if u.op == "call_function")
+    at = release.args[0]
+    assert order[h] < order[at] < order[release]
+    assert ids[at.name] <= target
+    assert any(order[u] > order[release] and u.op != "output"
+               for u in release.users), "released at the forward's end"
+    order = {n: i for i, n in enumerate(bw.graph.nodes)}
+    (y,) = [n for n in bw.graph.nodes if n.target is ops.reload.default]
+    assert y.args[0].op == "placeholder" and list(y.args[0].users) == [y]
+    buf = y.args[1]
+    assert buf.target is ops.buffer.default and order[buf] < order[y]
+    (w,) = [u for u in y.users if u.target is ops.wait.default]
+    assert all(order[w] < order[u] for u in w.users)
 
 
 def test_offload_is_off_by_default_under_inductor():

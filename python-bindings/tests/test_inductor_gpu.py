@@ -1,0 +1,140 @@
+"""Lethe inside torch.compile on a CUDA GPU: what the CPU suite cannot
+run. Skipped without one (CI has none); the GPU runs are recorded in
+bench/results/torch-inductor.md."""
+
+import pytest
+
+from inductor_common import _close, needs_lethe, torch
+import lethe.torch as lt  # noqa: E402
+
+pytestmark = [
+    needs_lethe,
+    pytest.mark.skipif(not torch.cuda.is_available(),
+                       reason="needs a CUDA GPU"),
+]
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(d)
+        self.fc1 = torch.nn.Linear(d, 4 * d)
+        self.fc2 = torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x))))
+
+
+def _model(d=64, layers=3):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(*[Block(d) for _ in range(layers)]).cuda()
+
+
+def _step(model, run, x, graphs=False):
+    if graphs:
+        torch.compiler.cudagraph_mark_step_begin()
+    loss = run(x).pow(2).mean()
+    loss.backward()
+    grads = torch.cat([p.grad.flatten() for p in model.parameters()])
+    for p in model.parameters():
+        p.grad = None
+    return loss.detach().clone(), grads
+
+
+def _planner(kinds):
+    def plan(doc, budget, policy, device, **options):
+        values = [{"node": doc["nodes"][nid]["name"], "result": index,
+                   "decision": kinds(doc["nodes"][nid])}
+                  for nid, index in doc["saved"]
+                  if doc["nodes"][nid]["kind"] == "op"]
+        return {"feasible": True, "policy": policy, "values": values,
+                "peak_bytes": 0, "step_us": 0.0}
+    return plan
+
+
+def _offload_matmuls(e):
+    return "offload" if e["op"] == "aten.addmm.default" else "retain"
+
+
+def _compiled(model, planner, graphs=True):
+    torch._dynamo.reset()
+    p = lt.partitioner(budget=None, offload=True, planner=planner)
+    return p, torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False,
+        "triton.cudagraphs": graphs})
+
+
+def test_offload_under_cuda_graphs_replays_eagers_numbers():
+    """The copies run between the captured graphs, every step: each
+    replayed step copies every offloaded value out and back, releases
+    them all, and gives eager's loss and gradients; no graph is skipped."""
+    from torch._dynamo.utils import counters
+    from lethe import _offload_ops
+    counters.clear()
+    model = _model()
+    x = torch.randn(8, 32, 64, device="cuda")
+    eager = _step(model, model, x)
+    p, run = _compiled(model, _planner(_offload_matmuls))
+    for i in range(6):
+        before = dict(_offload_ops.stats)
+        _close(_step(model, run, x, graphs=True), eager)
+        torch.cuda.synchronize()
+        moved = len(p.records[-1].offloaded)
+        assert moved > 0
+        assert _offload_ops.stats["d2h_copies"] - before["d2h_copies"] \
+            == moved, f"step {i}"
+        assert _offload_ops.stats["h2d_copies"] - before["h2d_copies"] \
+            == moved, f"step {i}"
+        assert _offload_ops.held() == 0
+    assert counters["inductor"]["cudagraph_skips"] == 0
+
+
+def _graph_peak(planner, graphs, d=1024, layers=4):
+    """The most a step holds beyond what was resident before: with CUDA
+    graphs, their pool's peak as the recording made it."""
+    model = _model(d, layers)
+    x = torch.randn(16, 512, d, device="cuda")
+    _, run = _compiled(model, planner, graphs)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    for _ in range(4):  # warm-up, recording, replays
+        _step(model, run, x, graphs=graphs)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def _offload_all(doc, budget, policy, device, **options):
+    """Offloads every saved value of 1 MiB or more, released two forward
+    ops after it and prefetched two backward ops before its first use
+    (the points Lethe's planner gives)."""
+    nodes = doc["nodes"]
+    fwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "fwd"]
+    bwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "bwd"]
+    values = []
+    for nid, index in doc["saved"]:
+        e = nodes[nid]
+        if e["kind"] != "op":
+            continue
+        d = {"node": e["name"], "result": index, "decision": "retain"}
+        users = [k for k, b in enumerate(bwd) if [nid, index] in b["inputs"]]
+        if e["outputs"][index]["bytes"] >= 1 << 20 and users:
+            later = fwd[min(fwd.index(e) + 2, len(fwd) - 1)]
+            d.update(decision="offload", placement={
+                "release_after": later["name"],
+                "prefetch_after": bwd[max(users[0] - 2, 0)]["name"]})
+        values.append(d)
+    return {"feasible": True, "policy": policy, "values": values,
+            "peak_bytes": 0, "step_us": 0.0}
+
+
+@pytest.mark.parametrize("graphs", [True, False])
+def test_offload_lowers_the_peak(graphs):
+    """Each release lets its value's memory go in the forward (inside the
+    graphs' memory pool under CUDA graphs), each reload takes it back just
+    before its use: offloading the four blocks' activations (128 MiB each
+    for fc1's outputs and the GELU's) lowers the peak by more than a
+    block's worth against keeping them."""
+    kept = _graph_peak(_planner(lambda e: "retain"), graphs)
+    offloaded = _graph_peak(_offload_all, graphs)
+    assert offloaded < kept - 4 * (128 << 20), (kept, offloaded)
