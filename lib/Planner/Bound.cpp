@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 using namespace lethe;
 using namespace lethe::bound;
@@ -273,23 +274,33 @@ static bool limits(bool offloadable, double mib, bool includes) {
   return offloadable && mib > 0 && !includes;
 }
 
-double Relaxation::copiesPerMiB(NodeId p, int k) {
-  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  double count = 0.0, mib = 0.0;
-  auto add = [&](int a) {
-    double b = bytes[a] + ckBytes[a];
-    if (limits(colO[a] >= 0, b, k >= 0 && cutIncludes(a, k))) {
-      count += 1.0;
-      mib += b;
+double Relaxation::copiesPerMiB(NodeId p) {
+  if (largestInGap.empty()) {
+    // A sweep over the nodes with the gaps' offloadable MiB in a multiset:
+    // each enters after its last forward use and leaves at its first
+    // backward use.
+    llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+    std::vector<std::vector<double>> enter(numNodes + 1), leave(numNodes + 1);
+    for (size_t a = 0; a < acts.size(); ++a) {
+      double mib = bytes[a] + ckBytes[a];
+      if (!limits(colO[a] >= 0, mib, false) ||
+          acts[a].firstBackwardUse <= acts[a].lastForwardUse + 1)
+        continue;
+      enter[acts[a].lastForwardUse + 1].push_back(mib);
+      leave[acts[a].firstBackwardUse].push_back(mib);
     }
-  };
-  for (int a : gapAt(p))
-    add(a);
-  for (size_t x = 0; x < acts.size(); ++x)
-    if (ckBytes[x] > 0 && acts[x].lastForwardUse < p &&
-        p < acts[x].firstBackwardUse)
-      add(static_cast<int>(x));
-  return mib > 0 ? count / mib : 0.0;
+    std::multiset<double> inGap;
+    largestInGap.assign(numNodes, 0.0);
+    for (NodeId q = 0; q < numNodes; ++q) {
+      for (double mib : enter[q])
+        inGap.insert(mib);
+      for (double mib : leave[q])
+        inGap.erase(inGap.find(mib));
+      if (!inGap.empty())
+        largestInGap[q] = *inGap.rbegin();
+    }
+  }
+  return largestInGap[p] > 0 ? 1.0 / largestInGap[p] : 0.0;
 }
 
 bool Relaxation::cutIncludes(int a, int k) const {
@@ -445,7 +456,7 @@ void Relaxation::addCut(NodeId p, int k) {
   cuts.insert(static_cast<int64_t>(p) * 1024 + k);
   const bool d2h = k < kNumReadyThresholds;
   const double rate =
-      cutRate(k, (d2h ? fixedD2h : fixedH2d) > 0 ? copiesPerMiB(p, k) : 0.0);
+      cutRate(k, (d2h ? fixedD2h : fixedH2d) > 0 ? copiesPerMiB(p) : 0.0);
   std::vector<std::pair<int, double>> row{{pointCol[p], 1}, {colT, -rate}};
   // A D2H cut's window ends when p starts, before the late recomputes.
   if (k < kNumReadyThresholds && lateCol[p] >= 0)
@@ -479,25 +490,16 @@ int Relaxation::separate(const std::vector<double> &x) {
   });
   std::vector<double> offloaded =
       gapSums([&](int a) { return bytes[a] * value(colO[a]); });
-  std::vector<std::vector<double>> included(numCuts), perCopy(numCuts);
-  for (int k = 0; k < numCuts; ++k) {
+  std::vector<std::vector<double>> included(numCuts);
+  for (int k = 0; k < numCuts; ++k)
     included[k] = gapSums([&](int a) {
       return cutIncludes(a, k) ? bytes[a] * value(colO[a]) : 0.0;
     });
-    // copiesPerMiB at every node (0 where copies cost no fixed time).
-    perCopy[k].assign(numNodes, 0.0);
-    if (!((k < kNumReadyThresholds ? fixedD2h : fixedH2d) > 0))
-      continue;
-    auto limited = [&](int a) {
-      return limits(colO[a] >= 0, bytes[a] + ckBytes[a], cutIncludes(a, k));
-    };
-    std::vector<double> count =
-        gapSums([&](int a) { return limited(a) ? 1.0 : 0.0; });
-    std::vector<double> mib = gapSums(
-        [&](int a) { return limited(a) ? bytes[a] + ckBytes[a] : 0.0; });
-    for (NodeId p = 0; p < numNodes; ++p)
-      perCopy[k][p] = mib[p] > 0 ? count[p] / mib[p] : 0.0;
-  }
+  // copiesPerMiB, where the direction's copies cost fixed time.
+  auto perCopy = [&](int k, NodeId p) {
+    return (k < kNumReadyThresholds ? fixedD2h : fixedH2d) > 0 ? copiesPerMiB(p)
+                                                               : 0.0;
+  };
   double overhead = x[colT];
   int added = 0;
   std::vector<std::pair<double, NodeId>> violated;
@@ -511,7 +513,7 @@ int Relaxation::separate(const std::vector<double> &x) {
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
-      const double rate = cutRate(k, perCopy[k][p]);
+      const double rate = cutRate(k, perCopy(k, p));
       double cap = rate * (cutWindow(p, k) + overhead) + included[k][p];
       if (k < kNumReadyThresholds && lateCol[p] >= 0)
         cap -= rate * x[lateCol[p]];
@@ -555,7 +557,7 @@ int Relaxation::separate(const std::vector<double> &x) {
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
-      double cap = cutRate(k, perCopy[k][p]) * (cutWindow(p, k) + overhead) +
+      double cap = cutRate(k, perCopy(k, p)) * (cutWindow(p, k) + overhead) +
                    included[k][p];
       int family = k < kNumReadyThresholds ? 0 : 1;
       if (cap < least[family]) {

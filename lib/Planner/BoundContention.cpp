@@ -322,8 +322,7 @@ void Relaxation::addPhaseSplit(NodeId p) {
   int point = pointCol[p];
   // The work of the copies that hold P_p MiB each way: their bytes at the
   // lone rate and at least P_p x copiesPerMiB fixed costs.
-  const double perCopy =
-      fixedD2h > 0 || fixedH2d > 0 ? copiesPerMiB(p, -1) : 0.0;
+  const double perCopy = fixedD2h > 0 || fixedH2d > 0 ? copiesPerMiB(p) : 0.0;
   const double pointD2h = 1 / rateD2h + fixedD2h * perCopy;
   const double pointH2d = 1 / rateH2d + fixedH2d * perCopy;
   int both1 = lp.addColumn(0, INFINITY, 0, false);

@@ -86,13 +86,16 @@ private:
   /// + T - ...).
   double cutWindow(NodeId p, int k) const;
   double cutRate(int k, double perCopy) const;
-  /// The fewest copies per MiB of the bytes cut k limits at p (k < 0: of
-  /// any bytes absent at p): the count over the bytes of the offloadable
-  /// activations (and checkpoints) in their gap at p that the cut does not
-  /// leave unlimited. The fewest copies that hold b of those MiB grow
-  /// concavely from 0 to the count at their sum, so they are at least b
-  /// times this (docs/Bound.md, §2 assumption 2).
-  double copiesPerMiB(NodeId p, int k);
+  /// A lower bound on the copies per MiB of any bytes absent at p (and so
+  /// of those a cut limits there): one over the largest offloadable
+  /// activation (or checkpoint) in its gap at p, since no copy holds more.
+  /// (The fewest copies that hold b MiB of a set, largest first, grow
+  /// convexly in b, so this, their slope at 0, is the most that holds for
+  /// every b; docs/Bound.md, §2 assumption 2.)
+  double copiesPerMiB(NodeId p);
+  /// Per node, the largest offloadable MiB in its gap there (copiesPerMiB;
+  /// filled on first use).
+  std::vector<double> largestInGap;
   bool cutIncludes(int a, int k) const;
   /// Kernels slowed by the copies moving beside them (docs/Bound.md, §1
   /// "Contention"): the step pays for the time the copies move.
