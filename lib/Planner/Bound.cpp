@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 
 using namespace lethe;
 using namespace lethe::bound;
@@ -273,23 +274,33 @@ static bool limits(bool offloadable, double mib, bool includes) {
   return offloadable && mib > 0 && !includes;
 }
 
-double Relaxation::copiesPerMiB(NodeId p, int k) {
-  llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
-  double count = 0.0, mib = 0.0;
-  auto add = [&](int a) {
-    double b = bytes[a] + ckBytes[a];
-    if (limits(colO[a] >= 0, b, k >= 0 && cutIncludes(a, k))) {
-      count += 1.0;
-      mib += b;
+double Relaxation::copiesPerMiB(NodeId p) {
+  if (largestInGap.empty()) {
+    // A sweep over the nodes with the gaps' offloadable MiB in a multiset:
+    // each enters after its last forward use and leaves at its first
+    // backward use.
+    llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
+    std::vector<std::vector<double>> enter(numNodes + 1), leave(numNodes + 1);
+    for (size_t a = 0; a < acts.size(); ++a) {
+      double mib = bytes[a] + ckBytes[a];
+      if (!limits(colO[a] >= 0, mib, false) ||
+          acts[a].firstBackwardUse <= acts[a].lastForwardUse + 1)
+        continue;
+      enter[acts[a].lastForwardUse + 1].push_back(mib);
+      leave[acts[a].firstBackwardUse].push_back(mib);
     }
-  };
-  for (int a : gapAt(p))
-    add(a);
-  for (size_t x = 0; x < acts.size(); ++x)
-    if (ckBytes[x] > 0 && acts[x].lastForwardUse < p &&
-        p < acts[x].firstBackwardUse)
-      add(static_cast<int>(x));
-  return mib > 0 ? count / mib : 0.0;
+    std::multiset<double> inGap;
+    largestInGap.assign(numNodes, 0.0);
+    for (NodeId q = 0; q < numNodes; ++q) {
+      for (double mib : enter[q])
+        inGap.insert(mib);
+      for (double mib : leave[q])
+        inGap.erase(inGap.find(mib));
+      if (!inGap.empty())
+        largestInGap[q] = *inGap.rbegin();
+    }
+  }
+  return largestInGap[p] > 0 ? 1.0 / largestInGap[p] : 0.0;
 }
 
 bool Relaxation::cutIncludes(int a, int k) const {
@@ -306,24 +317,50 @@ void Relaxation::addPoint(NodeId p) {
   ++numPoints;
   // Memory: what the gap's recomputes free plus the offloaded bytes absent
   // here covers what the budget lacks, and the checkpoints still needed.
-  std::vector<std::pair<int, double>> memory{{pointCol[p], 1}},
-      absent{{pointCol[p], 1}};
+  std::vector<std::pair<int, double>> memory{{pointCol[p], 1}};
+  AbsentParts &parts = absentParts[p];
   for (int a : gapAt(p)) {
     if (colC[a] >= 0)
       memory.push_back({colC[a], bytes[a]});
-    if (colO[a] >= 0)
-      absent.push_back({colO[a], -bytes[a]});
+    if (colO[a] >= 0 && bytes[a] > 0)
+      parts.members.push_back({a, colO[a], bytes[a], -1});
   }
-  addCheckpoints(p, memory, absent);
+  addCheckpoints(p, memory);
   lp.addRow(need[p], INFINITY, memory);
-  // Only offloaded bytes may be absent.
+  // Only offloaded bytes may be absent, each size class's (MiB within a
+  // power of two) at most its offloaded bytes: the copy cuts charge a
+  // class's absent MiB the fixed cost of a copy of its largest member.
+  std::vector<std::pair<int, double>> absent{{pointCol[p], 1}};
+  std::vector<std::vector<std::pair<int, double>>> rows;
+  for (AbsentParts::Member &member : parts.members) {
+    int exponent = std::ilogb(member.mib);
+    auto found = llvm::find_if(parts.classes, [&](const AbsentParts::Class &c) {
+      return c.exponent == exponent;
+    });
+    if (found == parts.classes.end()) {
+      parts.classes.push_back(
+          {exponent, lp.addColumn(0, INFINITY, 0, false), 0.0});
+      rows.push_back({{parts.classes.back().col, 1}});
+      absent.push_back({parts.classes.back().col, -1});
+      found = parts.classes.end() - 1;
+    }
+    member.sizeClass = static_cast<int>(found - parts.classes.begin());
+    found->largest = std::max(found->largest, member.mib);
+    rows[member.sizeClass].push_back({member.col, -member.mib});
+  }
+  for (std::vector<std::pair<int, double>> &row : rows)
+    lp.addRow(-INFINITY, 0, row);
   lp.addRow(-INFINITY, 0, absent);
   addLateRecompute(p);
 }
 
+double Relaxation::AbsentParts::perMiB(int sizeClass, double rate,
+                                       double fixed) const {
+  return 1.0 + rate * fixed / classes[sizeClass].largest;
+}
+
 void Relaxation::addCheckpoints(NodeId p,
-                                std::vector<std::pair<int, double>> &memory,
-                                std::vector<std::pair<int, double>> &absent) {
+                                std::vector<std::pair<int, double>> &memory) {
   // A checkpoint in its gap (after its forward uses, before the first
   // backward use of the chains that read it) is resident while a chain
   // that reads it is still to run, unless it is dropped: w_x, the part of
@@ -362,8 +399,8 @@ void Relaxation::addCheckpoints(NodeId p,
     int gone = lp.addColumn(0, INFINITY, 0, false);
     lp.addRow(-INFINITY, 0, {{gone, 1}, {colO[x], -1}});
     lp.addRow(-INFINITY, 0, {{gone, 1}, {needed, -1}});
-    absent.push_back({gone, -ckBytes[x]});
-    ckAbsent[p].push_back({static_cast<int>(x), gone});
+    absentParts[p].members.push_back(
+        {static_cast<int>(x), gone, ckBytes[x], -1});
   }
 }
 
@@ -444,19 +481,23 @@ void Relaxation::addLateRecompute(NodeId p) {
 void Relaxation::addCut(NodeId p, int k) {
   cuts.insert(static_cast<int64_t>(p) * 1024 + k);
   const bool d2h = k < kNumReadyThresholds;
-  const double rate =
-      cutRate(k, (d2h ? fixedD2h : fixedH2d) > 0 ? copiesPerMiB(p, k) : 0.0);
-  std::vector<std::pair<int, double>> row{{pointCol[p], 1}, {colT, -rate}};
+  const double rate = d2h ? rateD2h : rateH2d;
+  const double fixed = d2h ? fixedD2h : fixedH2d;
+  std::vector<std::pair<int, double>> row{{colT, -rate}};
   // A D2H cut's window ends when p starts, before the late recomputes.
-  if (k < kNumReadyThresholds && lateCol[p] >= 0)
+  if (d2h && lateCol[p] >= 0)
     row.push_back({lateCol[p], rate});
-  for (int a : gapAt(p))
-    if (colO[a] >= 0 && cutIncludes(a, k))
-      row.push_back({colO[a], -bytes[a]});
-  if (auto checkpoints = ckAbsent.find(p); checkpoints != ckAbsent.end())
-    for (auto [x, gone] : checkpoints->second)
-      if (cutIncludes(x, k))
-        row.push_back({gone, -ckBytes[x]});
+  // Each class's absent MiB less its offloaded MiB the cut leaves unlimited
+  // (at most its absent MiB the cut limits) was copied in the window, at
+  // the channel's rate and at least one fixed cost per its largest
+  // member's MiB.
+  const AbsentParts &parts = absentParts[p];
+  for (auto [c, sizeClass] : llvm::enumerate(parts.classes))
+    row.push_back({sizeClass.col, parts.perMiB(c, rate, fixed)});
+  for (const AbsentParts::Member &member : parts.members)
+    if (cutIncludes(member.activation, k))
+      row.push_back({member.col, -member.mib * parts.perMiB(member.sizeClass,
+                                                            rate, fixed)});
   lp.addRow(-INFINITY, rate * cutWindow(p, k), row);
 }
 
@@ -479,25 +520,17 @@ int Relaxation::separate(const std::vector<double> &x) {
   });
   std::vector<double> offloaded =
       gapSums([&](int a) { return bytes[a] * value(colO[a]); });
-  std::vector<std::vector<double>> included(numCuts), perCopy(numCuts);
-  for (int k = 0; k < numCuts; ++k) {
+  std::vector<std::vector<double>> included(numCuts);
+  for (int k = 0; k < numCuts; ++k)
     included[k] = gapSums([&](int a) {
       return cutIncludes(a, k) ? bytes[a] * value(colO[a]) : 0.0;
     });
-    // copiesPerMiB at every node (0 where copies cost no fixed time).
-    perCopy[k].assign(numNodes, 0.0);
-    if (!((k < kNumReadyThresholds ? fixedD2h : fixedH2d) > 0))
-      continue;
-    auto limited = [&](int a) {
-      return limits(colO[a] >= 0, bytes[a] + ckBytes[a], cutIncludes(a, k));
-    };
-    std::vector<double> count =
-        gapSums([&](int a) { return limited(a) ? 1.0 : 0.0; });
-    std::vector<double> mib = gapSums(
-        [&](int a) { return limited(a) ? bytes[a] + ckBytes[a] : 0.0; });
-    for (NodeId p = 0; p < numNodes; ++p)
-      perCopy[k][p] = mib[p] > 0 ? count[p] / mib[p] : 0.0;
-  }
+  // copiesPerMiB, where the direction's copies cost fixed time (the
+  // estimate of what a node that is not a point may have absent).
+  auto perCopy = [&](int k, NodeId p) {
+    return (k < kNumReadyThresholds ? fixedD2h : fixedH2d) > 0 ? copiesPerMiB(p)
+                                                               : 0.0;
+  };
   double overhead = x[colT];
   int added = 0;
   std::vector<std::pair<double, NodeId>> violated;
@@ -505,30 +538,46 @@ int Relaxation::separate(const std::vector<double> &x) {
     if (need[p] <= 0)
       continue;
     double tolerance = 1e-6 * std::max(1.0, need[p]);
+    if (pointCol[p] >= 0) {
+      // The cuts of a point, as addCut writes them.
+      const AbsentParts &parts = absentParts[p];
+      for (int k = 0; k < numCuts; ++k) {
+        if (!cutValid(p, k) ||
+            cuts.contains(static_cast<int64_t>(p) * 1024 + k))
+          continue;
+        const bool d2h = k < kNumReadyThresholds;
+        const double rate = d2h ? rateD2h : rateH2d;
+        const double fixed = d2h ? fixedD2h : fixedH2d;
+        double window = cutWindow(p, k) + overhead;
+        if (d2h && lateCol[p] >= 0)
+          window -= x[lateCol[p]];
+        double moved = 0.0;
+        for (size_t c = 0; c < parts.classes.size(); ++c)
+          moved += parts.perMiB(c, rate, fixed) * x[parts.classes[c].col];
+        for (const AbsentParts::Member &member : parts.members)
+          if (cutIncludes(member.activation, k))
+            moved -= member.mib * x[member.col] *
+                     parts.perMiB(member.sizeClass, rate, fixed);
+        if (moved > rate * window + tolerance) {
+          addCut(p, k);
+          ++added;
+        }
+      }
+      continue;
+    }
     // The most the copies can have absent at p.
     double absent = offloaded[p];
-    auto checkpoints = ckAbsent.find(p);
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
-      const double rate = cutRate(k, perCopy[k][p]);
+      const double rate = cutRate(k, perCopy(k, p));
       double cap = rate * (cutWindow(p, k) + overhead) + included[k][p];
       if (k < kNumReadyThresholds && lateCol[p] >= 0)
         cap -= rate * x[lateCol[p]];
-      // The checkpoints' absent parts the cut leaves unlimited.
-      if (checkpoints != ckAbsent.end())
-        for (auto [ck, gone] : checkpoints->second)
-          if (cutIncludes(ck, k))
-            cap += ckBytes[ck] * x[gone];
       absent = std::min(absent, cap);
-      if (pointCol[p] >= 0 && x[pointCol[p]] > cap + tolerance &&
-          !cuts.contains(static_cast<int64_t>(p) * 1024 + k)) {
-        addCut(p, k);
-        ++added;
-      }
     }
     double shortfall = need[p] - recomputed[p] - std::max(0.0, absent);
-    if (pointCol[p] < 0 && shortfall > tolerance)
+    if (shortfall > tolerance)
       violated.push_back({shortfall, p});
   }
   llvm::sort(violated, [](auto &x, auto &y) { return x.first > y.first; });
@@ -555,7 +604,7 @@ int Relaxation::separate(const std::vector<double> &x) {
     for (int k = 0; k < numCuts; ++k) {
       if (!cutValid(p, k))
         continue;
-      double cap = cutRate(k, perCopy[k][p]) * (cutWindow(p, k) + overhead) +
+      double cap = cutRate(k, perCopy(k, p)) * (cutWindow(p, k) + overhead) +
                    included[k][p];
       int family = k < kNumReadyThresholds ? 0 : 1;
       if (cap < least[family]) {

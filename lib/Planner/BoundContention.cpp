@@ -319,13 +319,21 @@ void Relaxation::addPhaseSplit(NodeId p) {
   // rest), and each phase's extra time.
   if (pointCol[p] < 0)
     addPoint(p);
-  int point = pointCol[p];
-  // The work of the copies that hold P_p MiB each way: their bytes at the
-  // lone rate and at least P_p x copiesPerMiB fixed costs.
-  const double perCopy =
-      fixedD2h > 0 || fixedH2d > 0 ? copiesPerMiB(p, -1) : 0.0;
-  const double pointD2h = 1 / rateD2h + fixedD2h * perCopy;
-  const double pointH2d = 1 / rateH2d + fixedH2d * perCopy;
+  // The work of the copies of what is absent at p each way (full-rate
+  // microseconds): each size class's absent MiB at the lone rate and at
+  // least one fixed cost per its largest member's MiB, a column each.
+  int workOut = lp.addColumn(0, INFINITY, 0, false);
+  int workIn = lp.addColumn(0, INFINITY, 0, false);
+  std::vector<std::pair<int, double>> out{{workOut, 1}}, in{{workIn, 1}};
+  const AbsentParts &parts = absentParts[p];
+  for (auto [c, sizeClass] : llvm::enumerate(parts.classes)) {
+    out.push_back(
+        {sizeClass.col, -parts.perMiB(c, rateD2h, fixedD2h) / rateD2h});
+    in.push_back(
+        {sizeClass.col, -parts.perMiB(c, rateH2d, fixedH2d) / rateH2d});
+  }
+  lp.addRow(0, 0, out);
+  lp.addRow(0, 0, in);
   int both1 = lp.addColumn(0, INFINITY, 0, false);
   int d2h1 = lp.addColumn(0, INFINITY, 0, false);
   int h2d1 = lp.addColumn(0, INFINITY, 0, false);
@@ -334,13 +342,13 @@ void Relaxation::addPhaseSplit(NodeId p) {
   lp.addRow(-INFINITY, 0, {{h2d1, 1}, {colH2dOnly, -1}});
   // D2H work before p, H2D work after p.
   lp.addRow(0, INFINITY,
-            {{both1, rateBeside}, {d2h1, rateAlone}, {point, -pointD2h}});
+            {{both1, rateBeside}, {d2h1, rateAlone}, {workOut, -1}});
   lp.addRow(0, INFINITY,
             {{colBoth, rateBeside},
              {both1, -rateBeside},
              {colH2dOnly, rateAlone},
              {h2d1, -rateAlone},
-             {point, -pointH2d}});
+             {workIn, -1}});
   // An H2D copy moving in phase 1 restores an activation not absent at p
   // whose prefetch is issued before p ends, so after its release, which
   // follows its last forward use: one whose gap ends by p (both its copies
@@ -366,7 +374,7 @@ void Relaxation::addPhaseSplit(NodeId p) {
         {both1, rateBeside - ratio * leastH2d},
         {d2h1, rateAlone},
         {h2d1, -ratio * leastH2dAlone},
-        {point, -pointD2h}};
+        {workOut, -1}};
     for (size_t a = 0; a < acts.size(); ++a)
       if (colO[a] >= 0 && acts[a].firstBackwardUse <= p)
         roundTrips.push_back({colO[a], ratio * workH2d[a] - workD2h[a]});
@@ -398,13 +406,11 @@ void Relaxation::addPhaseSplit(NodeId p) {
   // D2H moving in phase 2 at most the D2H work phase 1 does not.
   // (What a direction moves includes its copies' waits, as in
   // addContention.)
-  std::vector<std::pair<int, double>> h2dEarly{{both1, leastH2d},
-                                               {h2d1, leastH2dAlone},
-                                               {point, pointH2d},
-                                               {colWorkH2d, -1}};
+  std::vector<std::pair<int, double>> h2dEarly{
+      {both1, leastH2d}, {h2d1, leastH2dAlone}, {workIn, 1}, {colWorkH2d, -1}};
   std::vector<std::pair<int, double>> d2hLate{
       {colBoth, leastD2h},    {both1, -leastD2h}, {colD2hOnly, leastD2hAlone},
-      {d2h1, -leastD2hAlone}, {point, pointD2h},  {colWorkD2h, -1}};
+      {d2h1, -leastD2hAlone}, {workOut, 1},       {colWorkD2h, -1}};
   if (colOffloads >= 0) {
     h2dEarly.push_back({colOffloads, -waitsH2dUs});
     d2hLate.push_back({colOffloads, -waitsD2hUs});

@@ -70,29 +70,29 @@ private:
   /// Activations in their gap at node p.
   const std::vector<int> &gapAt(NodeId p);
   void addPoint(NodeId p);
-  /// The checkpoints' terms of point p's memory row and absent-bytes row.
-  void addCheckpoints(NodeId p, std::vector<std::pair<int, double>> &memory,
-                      std::vector<std::pair<int, double>> &absent);
+  /// The checkpoints' terms of point p's memory row, and their absent parts
+  /// as members of absentParts[p].
+  void addCheckpoints(NodeId p, std::vector<std::pair<int, double>> &memory);
   void addLateRecompute(NodeId p);
   /// A copy cut of point p: family k < kNumReadyThresholds is the D2H cut
   /// with threshold k, the others the H2D cut with deadline
   /// k - kNumReadyThresholds.
   void addCut(NodeId p, int k);
   bool cutValid(NodeId p, int k) const;
-  /// Cut k's window at p (microseconds, before the overhead) and its
-  /// effective rate (MiB per microsecond): the channel's rate lowered by
-  /// the copies' fixed costs, `perCopy` the copies per MiB the cut limits
-  /// at p (copiesPerMiB); the row is P_p - (unlimited) <= rate (window
-  /// + T - ...).
+  /// Cut k's window at p (microseconds, before the overhead).
   double cutWindow(NodeId p, int k) const;
+  /// The most MiB per microsecond of its window cut k moves (separate's
+  /// estimate at a node that is not a point yet): the channel's rate
+  /// lowered by the copies' fixed costs, `perCopy` copies per MiB.
   double cutRate(int k, double perCopy) const;
-  /// The fewest copies per MiB of the bytes cut k limits at p (k < 0: of
-  /// any bytes absent at p): the count over the bytes of the offloadable
-  /// activations (and checkpoints) in their gap at p that the cut does not
-  /// leave unlimited. The fewest copies that hold b of those MiB grow
-  /// concavely from 0 to the count at their sum, so they are at least b
-  /// times this (docs/Bound.md, §2 assumption 2).
-  double copiesPerMiB(NodeId p, int k);
+  /// A lower bound on the copies per MiB of any bytes absent at p: one
+  /// over the largest offloadable activation (or checkpoint) in its gap at
+  /// p, since no copy holds more. (Not the gap's count over its MiB: the
+  /// fewest copies that hold b MiB, largest first, grow convexly in b.)
+  double copiesPerMiB(NodeId p);
+  /// Per node, the largest offloadable MiB in its gap there (copiesPerMiB;
+  /// filled on first use).
+  std::vector<double> largestInGap;
   bool cutIncludes(int a, int k) const;
   /// Kernels slowed by the copies moving beside them (docs/Bound.md, §1
   /// "Contention"): the step pays for the time the copies move.
@@ -159,9 +159,31 @@ private:
   /// Per checkpoint with a drop column, its MiB (0 elsewhere): the memory
   /// rows count it where a chain that reads it is still to run (addPoint).
   std::vector<double> ckBytes;
-  /// Per point, the checkpoints that may be absent there and the column of
-  /// the part absent while needed (addCheckpoints), which the cuts read.
-  llvm::DenseMap<NodeId, std::vector<std::pair<int, int>>> ckAbsent;
+  /// Per point, what may be absent there: the offloadable activations and
+  /// checkpoints in their gap (each with the column of its offload, or for
+  /// a checkpoint of its part absent while needed: addCheckpoints) and the
+  /// size classes (MiB within a power of two), each a column of its absent
+  /// MiB with its largest member, which the copy cuts and the contention
+  /// split read (docs/Bound.md, *Fixed costs in the cuts*).
+  struct AbsentParts {
+    struct Member {
+      int activation;
+      int col;
+      double mib;
+      int sizeClass;
+    };
+    struct Class {
+      int exponent;
+      int col;
+      double largest;
+    };
+    std::vector<Member> members;
+    std::vector<Class> classes;
+    /// A class's absent MiB copied at `rate` with `fixed` per copy: the
+    /// MiB of channel time per MiB (one copy per `largest` MiB at least).
+    double perMiB(int sizeClass, double rate, double fixed) const;
+  };
+  llvm::DenseMap<NodeId, AbsentParts> absentParts;
   /// Per point p: a column for the recompute work that runs after p starts
   /// (-1: none), which the D2H cuts take off the time before p.
   std::vector<int> lateCol;

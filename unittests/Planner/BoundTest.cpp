@@ -6,11 +6,12 @@
 //   by the simulator, wherever CBC proves it optimal;
 // - on random graphs, the fast `auto` plan, every fixed policy and random
 //   decisions (policy given);
-// - on the real graphs in graphs/, `auto` and the fixed policies.
+// - on the real graphs in graphs/: BoundCorpusTest.cpp.
 // And where the bound says no plan fits, none of them does.
 //
 //===----------------------------------------------------------------------===//
 
+#include "BoundTestSupport.h"
 #include "GraphFile.h"
 #include "RandomGraph.h"
 
@@ -31,67 +32,6 @@ using namespace lethe;
 using namespace lethe::testing;
 
 namespace {
-
-/// Relative slack for comparing simulated step times with the LP's answer
-/// (both in double precision).
-constexpr double kTolerance = 1e-9;
-
-OverheadBound boundAt(const TrainingGraph &g, const DeviceProfile &device,
-                      int64_t budget, const Plan &unplanned) {
-  PlanOptions options;
-  options.budgetBytes = budget;
-  llvm::Expected<OverheadBound> bound =
-      boundStepTime(g, device, options, unplanned.stepUs, unplanned.peakBytes);
-  EXPECT_TRUE(bool(bound)) << llvm::toString(bound.takeError());
-  return bound ? *bound : OverheadBound{};
-}
-
-Plan unplannedPlan(const TrainingGraph &g, const DeviceProfile &device) {
-  PlanOptions none;
-  none.policy = Policy::None;
-  llvm::Expected<Plan> plan = planTrainingStep(g, device, none);
-  EXPECT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-  return plan ? *plan : Plan{};
-}
-
-/// Checks `plan` against `bound`: a plan that fits is never faster than the
-/// bound, and when the bound says nothing fits, the plan does not.
-void expectAbove(const Plan &plan, const OverheadBound &bound,
-                 const std::string &what) {
-  if (!plan.feasible)
-    return;
-  EXPECT_TRUE(bound.feasible) << what << " fits a budget the bound calls "
-                              << "infeasible";
-  if (bound.feasible) {
-    EXPECT_LE(bound.stepUs, plan.stepUs * (1 + kTolerance))
-        << what << ": bound " << bound.stepUs << " us above the plan's "
-        << plan.stepUs << " us (unplanned " << plan.baselineStepUs << " us)";
-  }
-}
-
-/// The bound at `share` of the unplanned peak lies more than `minOverUs` over
-/// the unplanned step (the rows a test guards lift it past that) and under
-/// auto's plan at that budget.
-void expectBoundOverAt(const TrainingGraph &g, const DeviceProfile &device,
-                       double share, double minOverUs) {
-  Plan unplanned = unplannedPlan(g, device);
-  PlanOptions options;
-  options.budgetBytes = static_cast<int64_t>(share * unplanned.peakBytes);
-  OverheadBound bound = boundAt(g, device, options.budgetBytes, unplanned);
-  ASSERT_TRUE(bound.feasible);
-  EXPECT_GT(bound.stepUs - unplanned.stepUs, minOverUs);
-  llvm::Expected<Plan> autoPlan = planTrainingStep(g, device, options);
-  ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-  expectAbove(*autoPlan, bound, "auto");
-}
-
-/// The one result of a new node of `g` (`bytes`, in `scope`).
-ValueId addOp(TrainingGraph &g, const char *kind, Phase phase, double us,
-              llvm::ArrayRef<ValueId> inputs, int64_t bytes,
-              llvm::StringRef scope = {}) {
-  return g.getNode(g.addNode(kind, phase, us, inputs, {bytes}, {}, 0, scope))
-      .results[0];
-}
 
 TEST(BoundTest, ZeroWhenTheUnplannedStepFits) {
   const DeviceProfile device = testDeviceProfile();
@@ -420,6 +360,8 @@ int checkPoliciesAndRandomDecisions(const DeviceProfile &device) {
           return checked;
         }
         expectAbove(*plan, bound, stringifyPolicy(policy).str());
+        expectPricedAbove(g, device, options, unplanned, *plan,
+                          stringifyPolicy(policy).str());
         checked += plan->feasible;
       }
       // Random decisions, each legal for its activation.
@@ -441,6 +383,8 @@ int checkPoliciesAndRandomDecisions(const DeviceProfile &device) {
           return checked;
         }
         expectAbove(*plan, bound, "random decisions");
+        expectPricedAbove(g, device, options, unplanned, *plan,
+                          "random decisions");
         checked += plan->feasible;
       }
     }
@@ -543,6 +487,62 @@ DeviceProfile oneWayProfile(double oneWay, int64_t ranks = 1,
   return device;
 }
 
+TEST(BoundTest, FixedCostsChargeNoMoreCopiesThanHoldTheBytes) {
+  // big = mm(x) [64 MiB, 50 ms to re-run]; then 8 tanh nodes [1 ms, 4
+  // KiB each, the first reads big], then 16 relu nodes [10 us, 4 MiB
+  // each]; the backward reads them in reverse [10 us per relu, 1 ms per
+  // tanh] and big last. A budget 60 MiB under the peak is met by
+  // offloading big alone: one copy each way (6.4 ms of bytes and a 1-ms
+  // fixed cost) hides in the tanh nodes' 8 ms of forward and of backward,
+  // so the plan costs nothing. The fewest copies that hold b MiB of the
+  // gap's activations grow convexly in b (one copy holds 64 MiB here);
+  // taken as the chord (16 copies per 124 MiB, about 7.7 ms of fixed costs
+  // for the 60 MiB) the copy cuts called the windows too short and the
+  // bound rose above the plan's step.
+  constexpr int64_t kMiB = 1 << 20;
+  TrainingGraph g;
+  ValueId x = g.addInput(kMiB, InputKind::Input);
+  ValueId big = addOp(g, "aten.mm", Phase::Fwd, 50000, {x}, 64 * kMiB);
+  std::vector<ValueId> chain{big};
+  for (int i = 0; i < 8; ++i)
+    chain.push_back(
+        addOp(g, "aten.tanh", Phase::Fwd, 1000, {chain.back()}, 4096));
+  for (int i = 0; i < 16; ++i)
+    chain.push_back(
+        addOp(g, "aten.relu", Phase::Fwd, 10, {chain.back()}, 4 * kMiB));
+  ValueId grad = addOp(g, "aten.sum", Phase::Fwd, 10, {chain.back()}, 4096);
+  g.addOutput(grad);
+  for (int i = static_cast<int>(chain.size()) - 1; i >= 0; --i)
+    grad = addOp(g, "aten.mul", Phase::Bwd, i >= 1 && i <= 8 ? 1000 : 10,
+                 {grad, chain[i]}, 4096);
+  g.addOutput(grad);
+  DeviceProfile device = testDeviceProfile();
+  device.d2hBytesPerSec = device.h2dBytesPerSec = 64 * kMiB / 6.4e-3;
+  device.d2hFixedUs = device.h2dFixedUs = 1000;
+  Plan unplanned = unplannedPlan(g, device);
+  PlanOptions options;
+  options.budgetBytes = unplanned.peakBytes - 60 * kMiB;
+  OverheadBound bound = boundAt(g, device, options.budgetBytes, unplanned);
+  options.policy = Policy::Given;
+  ActivationAnalysis analysis(g, options);
+  for (const ActivationInfo &act : analysis.getActivations()) {
+    ActivationDecision d;
+    d.value = act.storage;
+    d.decision = act.storage == big ? Decision::Offload : Decision::Retain;
+    // Released after the last tanh, prefetched after the last relu's
+    // backward node: each copy beside the tanh nodes' 8 ms.
+    d.releaseAfter = 8;
+    d.prefetchAfter = 41;
+    options.givenDecisions.push_back(d);
+  }
+  llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  ASSERT_TRUE(plan->feasible);
+  EXPECT_LT(plan->stepUs - unplanned.stepUs, 0.01 * unplanned.stepUs);
+  expectAbove(*plan, bound, "big offloaded");
+  expectPricedAbove(g, device, options, unplanned, *plan, "big offloaded");
+}
+
 TEST(BoundTest, NeverAbovePlansWhenOnlyOneWayCopiesSlowKernels) {
   EXPECT_GT(checkPoliciesAndRandomDecisions(oneWayProfile(1.5)), 100);
   // Two ranks sharing a host that reaches 1.5 times one GPU's link: each
@@ -586,216 +586,5 @@ TEST(BoundTest, ContentionSplitChargesOneWayCopies) {
             << raised << " of " << cases << " cases\n";
   EXPECT_GT(raised, cases / 4);
 }
-
-class BoundOnSharedGraphs : public lethe::testing::CorpusGraphTest {};
-
-TEST_P(BoundOnSharedGraphs, NeverAboveAutoOrPolicies) {
-  Plan unplanned = unplannedPlan(*graph, *device);
-  for (double fraction : {0.5, 0.7}) {
-    SCOPED_TRACE("budget " + std::to_string(fraction));
-    PlanOptions options;
-    options.budgetBytes = static_cast<int64_t>(fraction * unplanned.peakBytes);
-    options.bound = true;
-    llvm::Expected<Plan> autoPlan = planTrainingStep(*graph, *device, options);
-    ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-    ASSERT_TRUE(autoPlan->lowerBound.has_value());
-    const OverheadBound &bound = *autoPlan->lowerBound;
-    expectAbove(*autoPlan, bound, "auto");
-    options.bound = false;
-    for (Policy policy :
-         {Policy::Full, Policy::SelectiveOp, Policy::OffloadAll}) {
-      options.policy = policy;
-      llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, options);
-      if (!plan) {
-        // Per-layer policies refuse graphs without layers.
-        llvm::consumeError(plan.takeError());
-        continue;
-      }
-      expectAbove(*plan, bound, stringifyPolicy(policy).str());
-    }
-  }
-}
-
-/// Matmuls slowed by `factor` beside copies (one way and both ways),
-/// memory-bound kernels not at all: the least loss of a kernel class is 0,
-/// so only the contention levels above it (docs/Bound.md, §1 "Contention
-/// levels") charge the copies that outlast the memory-bound kernels. (The
-/// random graphs have no matmuls: kernelClassOf reads the corpus's flags.)
-DeviceProfile matmulOnlyProfile(const DeviceProfile &base, double factor) {
-  DeviceProfile device = base;
-  device.matmulSlowdownWithCopies = factor;
-  device.matmulSlowdownWithBothCopies = factor;
-  device.memoryBoundSlowdownWithCopies = 1.0;
-  device.memoryBoundSlowdownWithBothCopies = 1.0;
-  return device;
-}
-
-class ContentionLevelsOnSharedGraphs
-    : public lethe::testing::CorpusGraphTest {};
-
-TEST_P(ContentionLevelsOnSharedGraphs, ChargeCopiesBesideMatmuls) {
-  // At the least level the copies are free and the bound is the
-  // uncontended one; the matmul's level charges the copy time the other
-  // kernels cannot hide, so the bound rises where the relaxation offloads
-  // more than they last. Never above `auto`'s plan under the same profile.
-  const DeviceProfile plain = matmulOnlyProfile(*device, 1.0);
-  const DeviceProfile contended = matmulOnlyProfile(*device, 1.5);
-  Plan unplanned = unplannedPlan(*graph, plain);
-  int raised = 0;
-  for (double fraction : {0.6, 0.7}) {
-    SCOPED_TRACE("budget " + std::to_string(fraction));
-    PlanOptions options;
-    options.budgetBytes = static_cast<int64_t>(fraction * unplanned.peakBytes);
-    options.bound = true;
-    llvm::Expected<Plan> autoPlan =
-        planTrainingStep(*graph, contended, options);
-    ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-    ASSERT_TRUE(autoPlan->lowerBound.has_value());
-    expectAbove(*autoPlan, *autoPlan->lowerBound, "auto");
-    OverheadBound without =
-        boundAt(*graph, plain, options.budgetBytes, unplanned);
-    ASSERT_TRUE(without.feasible);
-    EXPECT_GE(autoPlan->lowerBound->stepUs, without.stepUs * (1 - 1e-6));
-    raised += autoPlan->lowerBound->stepUs > without.stepUs * (1 + 1e-6);
-  }
-  EXPECT_GT(raised, 0);
-}
-
-// Graphs with matmuls whose nodes carry their times (graph_llama8l.json's
-// come from `lethe plan`'s cost pass, which these tests do not run).
-INSTANTIATE_TEST_SUITE_P(Graphs, ContentionLevelsOnSharedGraphs,
-                         ::testing::Values("graph_gpt2.json",
-                                           "graph_resnet50.json",
-                                           "graph_bert_base.json"));
-
-/// What a family of the bound's rows lifts the bound to on one corpus graph
-/// (docs/Bound.md): at `share` of the unplanned peak the bound lies more
-/// than `minOverUs` over the unplanned step, a limit between the bound
-/// without those rows and with them (measured 2026-11-27: rows that tighten
-/// it later keep the test green), and under auto's plan at that budget.
-struct RowsLift {
-  const char *rows;
-  const char *graph;
-  double share;
-  double minOverUs;
-};
-
-class RowsLiftOnSharedGraphs : public ::testing::TestWithParam<RowsLift> {};
-
-TEST_P(RowsLiftOnSharedGraphs, TheBoundPastWhatItWasWithoutThem) {
-  const RowsLift &rows = GetParam();
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  std::optional<TrainingGraph> graph;
-  std::optional<DeviceProfile> device;
-  loadCorpusGraph(rows.graph, context, module, graph, device);
-  if (HasFatalFailure())
-    return;
-  expectBoundOverAt(*graph, *device, rows.share, rows.minOverUs);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Rows, RowsLiftOnSharedGraphs,
-    ::testing::Values(
-        // Each direction's copies run on one serial stream, so they move no
-        // longer than the step, or a contention split's phase, lasts
-        // (docs/Bound.md, §1 "Stream capacity"). Without those rows the LP
-        // moved BERT's copies both ways (the cheapest kernel loss, at 0.87 of
-        // the rate) for longer than the phase before the peak: at 70% of the
-        // unplanned peak the bound was 4358.9 us over the unplanned step, with
-        // them 4484.4 us.
-        RowsLift{"StreamCapacity", "graph_bert_base.json", 0.7, 4420.0},
-        // The re-runs after a contention split's node (L_p) run on the compute
-        // stream after it, so the phase before it lasts that much less and its
-        // copies move that much less (docs/Bound.md, §1 "Stream capacity").
-        // Without L_p in those rows the LP moved Llama's copies out before the
-        // peak (both ways, at the cheapest loss) during time its own re-runs
-        // take after it: at 50% of the unplanned peak (the graph with measured
-        // times) the bound was 5710.2 us over the unplanned step, with it
-        // 5745.2 us.
-        RowsLift{"LateRecompute", "graph_llama8l_timed.json", 0.5, 5728.0},
-        // Every re-run is at a restore point, in the backward: at a memory
-        // point before them all the late re-runs L_p are all of them, and later
-        // at least all less those at points up to p (docs/Bound.md, §1 "Memory
-        // at node p"). The knapsack alone priced only the bytes p must free. On
-        // MobileNet-V3 at 25% of the unplanned peak the bound was 2663.3 us
-        // over the unplanned step without the floor, 2842.3 us with it.
-        RowsLift{"LateRecomputeFloor", "graph_mobilenet_v3.json", 0.25, 2750.0},
-        // An offloaded activation's backward-read views are re-derived from the
-        // prefetched storage at its restore point, on the compute stream, like
-        // a recompute chain (docs/Bound.md, §1 "Recompute"). Without those rows
-        // the LP re-derived Mixtral's views for free: at 60% of the unplanned
-        // peak the bound was 1393.2 us over the unplanned step, with them
-        // 1403.7 us.
-        RowsLift{"RederivedViews", "graph_mixtral_moe.json", 0.6, 1398.0},
-        // The re-runs before a contention split's node are the re-run time less
-        // the late ones (R - L_p), so the kernels they give copies to hide
-        // beside are at most that time at the densest re-run's deficit
-        // (docs/Bound.md, §1 "Contention split"). Without that cap phase 1 took
-        // the deficits of every re-run: on T5 at 50% of the unplanned peak (5.6
-        // ms of re-runs, 0.2 ms before the peak) the bound was 5591.0 us over
-        // the unplanned step, with it 5694.2 us.
-        RowsLift{"EarlyReruns", "graph_t5_base.json", 0.5, 5640.0},
-        // Each direction's moving time does at least its least rate's work (the
-        // least with the other direction moving, and without it), and that work
-        // is all its copies' (docs/Bound.md, §1 "Copy work"). Without those
-        // rows the LP moved BERT's D2H stream beside its prefetches with
-        // nothing left to copy, so that the prefetches took the both-ways loss
-        // (1.7% on the calibrated H200, against 4.9% one way): at 90% of the
-        // unplanned peak the bound was 277.2 us over the unplanned step, with
-        // them 346.9 us.
-        RowsLift{"CopyWork", "graph_bert_base.json", 0.9, 312.0},
-        // The D2H cuts' thresholds (docs/Bound.md, §1 "Memory at node p"): with
-        // 16 spread over the forward, an activation ready up to a sixteenth of
-        // the forward before a memory point counted as copied out by then
-        // whatever else the D2H stream had to move; with 256 the cuts follow
-        // the ready times. On Mixtral-MoE at 60% of the unplanned peak the
-        // bound was 1424.7 us over the unplanned step with 16 thresholds,
-        // 1451.9 us with 256.
-        RowsLift{"ReadyThresholds", "graph_mixtral_moe.json", 0.6, 1438.0}),
-    [](const ::testing::TestParamInfo<RowsLift> &info) {
-      return std::string(info.param.rows);
-    });
-
-class FixedDecisionsOnSharedGraphs : public lethe::testing::CorpusGraphTest {};
-
-TEST_P(FixedDecisionsOnSharedGraphs, PriceAPlanBetweenTheBoundAndItsStep) {
-  // With auto's decisions fixed the relaxation prices auto's plan
-  // (boundStepTime's `fixed`): no lower than the bound over every plan and
-  // no higher than the plan's simulated step. On GPT-2 at 70% of the
-  // unplanned peak the bound is 4.04% and the price 4.59% (measured
-  // 2026-11-27): checked at least 0.3 points apart, which an ignored
-  // `fixed` would not be.
-  Plan unplanned = unplannedPlan(*graph, *device);
-  PlanOptions options;
-  options.budgetBytes = static_cast<int64_t>(0.7 * unplanned.peakBytes);
-  llvm::Expected<Plan> autoPlan = planTrainingStep(*graph, *device, options);
-  ASSERT_TRUE(bool(autoPlan)) << llvm::toString(autoPlan.takeError());
-  ASSERT_TRUE(autoPlan->feasible);
-  ActivationAnalysis analysis(*graph, options);
-  std::vector<Decision> decisions(analysis.getActivations().size(),
-                                  Decision::Retain);
-  for (const ActivationDecision &d : autoPlan->decisions)
-    if (int32_t a = analysis.activationIndex(d.value); a >= 0)
-      decisions[a] = d.decision;
-  OverheadBound bound =
-      boundAt(*graph, *device, options.budgetBytes, unplanned);
-  llvm::Expected<OverheadBound> priced =
-      boundStepTime(*graph, *device, options, unplanned.stepUs,
-                    unplanned.peakBytes, decisions);
-  ASSERT_TRUE(bool(priced)) << llvm::toString(priced.takeError());
-  ASSERT_TRUE(bound.feasible && priced->feasible);
-  EXPECT_GT(priced->stepUs - bound.stepUs, 0.003 * unplanned.stepUs);
-  expectAbove(*autoPlan, *priced, "auto at its own decisions");
-}
-
-INSTANTIATE_TEST_SUITE_P(Graphs, FixedDecisionsOnSharedGraphs,
-                         ::testing::Values("graph_gpt2.json"));
-
-INSTANTIATE_TEST_SUITE_P(Graphs, BoundOnSharedGraphs,
-                         ::testing::Values("graph_gpt2.json",
-                                           "graph_resnet50.json",
-                                           "graph_llama8l.json",
-                                           "graph_bert_base.json"));
 
 } // namespace
