@@ -6,6 +6,9 @@
 // prefetches issued after i. Buffers are freed when the last op reading them
 // ends; an offloaded storage's device buffer by its release instead.
 //
+// The memory walk (walkMemory's figures) can be read off the buffers' lives
+// as they are written, without a pass over the ops' allocations and frees.
+//
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/Lifetimes.h"
@@ -35,7 +38,8 @@ public:
     schedule.buffers.clear();
   }
 
-  llvm::Expected<Schedule> build();
+  /// `walk`, where given, gets walkMemory's figures of the schedule.
+  llvm::Expected<Schedule> build(MemoryWalk *walk = nullptr);
 
 private:
   llvm::Error checkPlacement();
@@ -88,13 +92,17 @@ private:
     bool freedAtLastRead = origin != BufferOrigin::Host &&
                            (!brief.isOutput ||
                             origin == BufferOrigin::Recomputed);
-    buffers.push_back({producer, producer, freedAtLastRead});
+    buffers.push_back({producer, producer, /*freedBy=*/-1, freedAtLastRead});
     return id;
   }
-  /// Freed by a release or a prefetch, not by its last reader.
+  /// Freed by the last op (a release or a prefetch), not by its last
+  /// reader.
   void freeExplicitly(BufferId buffer) {
     buffers[buffer].freedAtLastRead = false;
+    buffers[buffer].freedBy = lastIndex();
   }
+  /// The memory along program order, once every buffer's life is known.
+  MemoryWalk walk() const;
 
   const ActivationAnalysis &analysis;
   const TrainingGraph &graph;
@@ -111,6 +119,8 @@ private:
     OpIndex producer;
     /// The last op reading it so far (its producer at first).
     OpIndex lastReader;
+    /// The op that frees it explicitly (freeExplicitly), or -1.
+    OpIndex freedBy;
     /// Freed when its last reader ends.
     bool freedAtLastRead;
   };
@@ -214,7 +224,36 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
   return llvm::Error::success();
 }
 
-llvm::Expected<Schedule> Builder::build() {
+MemoryWalk Builder::walk() const {
+  // Each buffer adds its bytes from the op that allocates it to the op that
+  // frees it, both included (walkMemory's "allocations, then frees"): a
+  // difference array over the ops, summed in program order.
+  std::vector<int64_t> device(numOps + 1, 0), host(numOps + 1, 0);
+  for (auto [id, state] : llvm::enumerate(buffers)) {
+    const ScheduleBuffer &buffer = schedule.buffers[id];
+    std::vector<int64_t> &delta = buffer.isHost() ? host : device;
+    delta[state.producer] += buffer.bytes;
+    OpIndex freedBy = state.freedAtLastRead ? state.lastReader : state.freedBy;
+    if (freedBy >= 0)
+      delta[freedBy + 1] -= buffer.bytes;
+  }
+  MemoryWalk walk;
+  walk.deviceAtOp.resize(numOps);
+  int64_t deviceNow = 0, hostNow = 0;
+  for (size_t index = 0; index < numOps; ++index) {
+    deviceNow += device[index];
+    hostNow += host[index];
+    walk.deviceAtOp[index] = deviceNow;
+    if (walk.peakOp < 0 || deviceNow > walk.peakBytes) {
+      walk.peakOp = static_cast<OpIndex>(index);
+      walk.peakBytes = deviceNow;
+    }
+    walk.hostPeakBytes = std::max(walk.hostPeakBytes, hostNow);
+  }
+  return walk;
+}
+
+llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   if (llvm::Error err = checkPlacement())
     return std::move(err);
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
@@ -425,6 +464,8 @@ llvm::Expected<Schedule> Builder::build() {
       }
     }
 
+  if (walkOut)
+    *walkOut = walk();
   // Free every other buffer when the last op reading it ends (newBuffer
   // and freeExplicitly said which).
   // Group the frees by op first (a counting sort): appending to the ops in
@@ -458,8 +499,8 @@ lethe::buildSchedule(const ActivationAnalysis &analysis,
 llvm::Expected<Schedule>
 lethe::buildSchedule(const ActivationAnalysis &analysis,
                      llvm::ArrayRef<ActivationDecision> decisions,
-                     Schedule &&storage) {
-  return Builder(analysis, decisions, std::move(storage)).build();
+                     Schedule &&storage, MemoryWalk *walk) {
+  return Builder(analysis, decisions, std::move(storage)).build(walk);
 }
 
 llvm::Expected<SimResult>
