@@ -281,12 +281,16 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   for (std::vector<Entry> *list :
        {&restoredList, &offloadList, &releaseList, &prefetchList, &droppedList})
     llvm::sort(*list);
-  // The activations of `list` at node i, advancing `cursor`.
+  // The activations of `list` at node i, advancing `cursor`: a view of
+  // the list (most nodes have none, and a vector made for each of the five
+  // lists at every node was a tenth of building).
   auto at = [](const std::vector<Entry> &list, size_t &cursor, NodeId i) {
-    llvm::SmallVector<int32_t, 4> result;
+    size_t begin = cursor;
     while (cursor < list.size() && std::get<0>(list[cursor]) == i)
-      result.push_back(std::get<2>(list[cursor++]));
-    return result;
+      ++cursor;
+    return llvm::map_range(
+        llvm::ArrayRef(list).slice(begin, cursor - begin),
+        [](const Entry &entry) { return std::get<2>(entry); });
   };
   size_t restoredCursor = 0, offloadCursor = 0, releaseCursor = 0,
          prefetchCursor = 0, droppedCursor = 0;
@@ -315,8 +319,7 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   std::vector<NodeId> chain;
 
   for (NodeId i = 0; i < static_cast<NodeId>(numNodes); ++i) {
-    llvm::SmallVector<int32_t, 4> restoredAt =
-        at(restoredList, restoredCursor, i);
+    auto restoredAt = at(restoredList, restoredCursor, i);
     // The chain restored before node i.
     chain.clear();
     for (int32_t a : restoredAt) {
