@@ -239,17 +239,24 @@ MemoryWalk Builder::walk() const {
   }
   MemoryWalk walk;
   walk.deviceAtOp.resize(numOps);
-  int64_t deviceNow = 0, hostNow = 0;
+  // The running figures in locals: as the walk's fields they were stored
+  // and loaded again at every op (the stores to deviceAtOp may alias them).
+  int64_t deviceNow = 0, hostNow = 0, peakBytes = 0, hostPeakBytes = 0;
+  OpIndex peakOp = -1;
+  int64_t *deviceAtOp = walk.deviceAtOp.data();
   for (size_t index = 0; index < numOps; ++index) {
     deviceNow += device[index];
     hostNow += host[index];
-    walk.deviceAtOp[index] = deviceNow;
-    if (walk.peakOp < 0 || deviceNow > walk.peakBytes) {
-      walk.peakOp = static_cast<OpIndex>(index);
-      walk.peakBytes = deviceNow;
+    deviceAtOp[index] = deviceNow;
+    if (peakOp < 0 || deviceNow > peakBytes) {
+      peakOp = static_cast<OpIndex>(index);
+      peakBytes = deviceNow;
     }
-    walk.hostPeakBytes = std::max(walk.hostPeakBytes, hostNow);
+    hostPeakBytes = std::max(hostPeakBytes, hostNow);
   }
+  walk.peakBytes = peakBytes;
+  walk.peakOp = peakOp;
+  walk.hostPeakBytes = hostPeakBytes;
   return walk;
 }
 
