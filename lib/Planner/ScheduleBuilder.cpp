@@ -289,8 +289,8 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
        {&restoredList, &offloadList, &releaseList, &prefetchList, &droppedList})
     llvm::sort(*list);
   // The activations of `list` at node i, advancing `cursor`: a view of
-  // the list (most nodes have none, and a vector made for each of the five
-  // lists at every node was a tenth of building).
+  // the list, not a vector made for each of the five lists at every node
+  // (most nodes have none).
   auto at = [](const std::vector<Entry> &list, size_t &cursor, NodeId i) {
     size_t begin = cursor;
     while (cursor < list.size() && std::get<0>(list[cursor]) == i)
