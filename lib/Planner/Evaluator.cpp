@@ -120,43 +120,56 @@ llvm::Error Evaluator::simulate(Evaluation &eval, double stopAfterUs) const {
   return llvm::Error::success();
 }
 
-struct Evaluator::SchedulePool {
+namespace {
+/// Spare `T`s (schedules, placements) no evaluation holds any more.
+template <typename T> struct SparePool {
   /// Two spares: an evaluation is made while the one before it is still
   /// held (a batch judged against the best so far), and more would only
   /// hold memory.
   static constexpr size_t kMaxSpares = 2;
-  /// Schedules may be let go on any thread that holds an evaluation.
+  /// They may be let go on any thread that holds an evaluation.
   std::mutex mutex;
-  std::vector<std::unique_ptr<Schedule>> spares;
+  std::vector<std::unique_ptr<T>> spares;
 
-  Schedule take() {
+  T take() {
     std::lock_guard<std::mutex> lock(mutex);
     if (spares.empty())
-      return Schedule();
-    Schedule spare = std::move(*spares.back());
+      return T();
+    T spare = std::move(*spares.back());
     spares.pop_back();
     return spare;
   }
-  /// Keeps `schedule` as a spare, or frees it.
-  void giveBack(Schedule *schedule) {
-    std::unique_ptr<Schedule> owned(schedule);
+  /// Keeps `spare`, or frees it.
+  void giveBack(T *spare) {
+    std::unique_ptr<T> owned(spare);
     std::lock_guard<std::mutex> lock(mutex);
     if (spares.size() < kMaxSpares)
       spares.push_back(std::move(owned));
   }
 };
+} // namespace
 
-std::shared_ptr<Evaluator::SchedulePool> Evaluator::makeSchedulePool() {
-  return std::make_shared<SchedulePool>();
+struct Evaluator::Spares {
+  SparePool<Schedule> schedules;
+  SparePool<Placement> placements;
+};
+
+std::shared_ptr<Evaluator::Spares> Evaluator::makeSpares() {
+  return std::make_shared<Spares>();
 }
 
-std::shared_ptr<const Schedule> Evaluator::share(Schedule &&schedule) const {
-  std::weak_ptr<SchedulePool> pool = spareSchedules;
-  return std::shared_ptr<const Schedule>(
-      new Schedule(std::move(schedule)), [pool](const Schedule *done) {
-        Schedule *owned = const_cast<Schedule *>(done);
-        if (std::shared_ptr<SchedulePool> alive = pool.lock())
-          alive->giveBack(owned);
+/// `value` shared so that it returns to `member` of the spares when its
+/// last holder lets it go (or is freed when the spares are gone or full).
+template <typename T>
+static std::shared_ptr<const T>
+shareSpare(T &&value, const std::shared_ptr<Evaluator::Spares> &spares,
+           SparePool<T> Evaluator::Spares::*member) {
+  std::weak_ptr<Evaluator::Spares> weak = spares;
+  return std::shared_ptr<const T>(
+      new T(std::move(value)), [weak, member](const T *done) {
+        T *owned = const_cast<T *>(done);
+        if (std::shared_ptr<Evaluator::Spares> alive = weak.lock())
+          ((*alive).*member).giveBack(owned);
         else
           delete owned;
       });
@@ -167,17 +180,19 @@ Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
                           llvm::ArrayRef<CopyHint> hints,
                           const EvaluationLimits &limits) const {
   Evaluation result;
-  llvm::Expected<Placement> placement =
-      placeDecisions(analysis, device, decisions, hints);
+  llvm::Expected<Placement> placement = placeDecisions(
+      analysis, device, decisions, hints, spares->placements.take());
   if (!placement)
     return placement.takeError();
-  result.placement = std::make_shared<const Placement>(std::move(*placement));
-  llvm::Expected<Schedule> schedule = buildSchedule(
-      analysis, result.placement->decisions, spareSchedules->take());
+  result.placement =
+      shareSpare(std::move(*placement), spares, &Spares::placements);
+  llvm::Expected<Schedule> schedule =
+      buildSchedule(analysis, result.placement->decisions,
+                    spares->schedules.take(), &result.memory);
   if (!schedule)
     return schedule.takeError();
-  result.schedule = share(std::move(*schedule));
-  result.memory = walkMemory(*result.schedule);
+  result.schedule =
+      shareSpare(std::move(*schedule), spares, &Spares::schedules);
   result.peakBytes = result.memory.peakBytes;
   result.hostPeakBytes = result.memory.hostPeakBytes;
   if (result.peakBytes > limits.peakCap) {

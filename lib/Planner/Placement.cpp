@@ -70,6 +70,14 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
                       const DeviceProfile &device,
                       llvm::ArrayRef<Decision> requested,
                       llvm::ArrayRef<CopyHint> hints) {
+  return placeDecisions(analysis, device, requested, hints, Placement());
+}
+
+llvm::Expected<Placement>
+lethe::placeDecisions(const ActivationAnalysis &analysis,
+                      const DeviceProfile &device,
+                      llvm::ArrayRef<Decision> requested,
+                      llvm::ArrayRef<CopyHint> hints, Placement &&storage) {
   const TrainingGraph &graph = analysis.getGraph();
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   const size_t numNodes = graph.numNodes();
@@ -119,8 +127,12 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   }
   llvm::sort(restoredAt);
   size_t restoredCursor = 0;
-  Placement result;
+  // Every field is written below; the arrays keep their allocations.
+  Placement result = std::move(storage);
+  result.recomputeUs = 0.0;
   result.chainUs.assign(numNodes, 0.0);
+  result.chainBegin.clear();
+  result.chainNodes.clear();
   result.chainBegin.reserve(numNodes + 1);
   std::vector<uint8_t> inChain(numNodes, 0);
   std::vector<NodeId> chain;
@@ -195,25 +207,35 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
     result.nodeEndUs[i] = now;
   }
   // Each decision made where its fields are written (a resize first was a
-  // second pass over the 80-byte decisions).
+  // second pass over the 80-byte decisions), or a recycled one rewritten
+  // whole (its chain keeping its allocation).
+  if (result.decisions.size() != numActs)
+    result.decisions.clear();
+  const bool rewrite = !result.decisions.empty();
   result.decisions.reserve(numActs);
   result.d2hEndUs.assign(numActs, 0.0);
   result.h2dStartUs.assign(numActs, 0.0);
   std::vector<int32_t> offloaded;
   llvm::ArrayRef<ValueId> storageOf = analysis.getActivationStorages();
   for (size_t a = 0; a < numActs; ++a) {
-    ActivationDecision &d = result.decisions.emplace_back();
+    ActivationDecision &d =
+        rewrite ? result.decisions[a] : result.decisions.emplace_back();
+    if (rewrite) {
+      d.releaseAfter = d.prefetchAfter = d.firstBackwardUse = -1;
+      d.recomputeNodes.clear();
+      d.reason.clear();
+    }
     d.value = storageOf[a];
     d.decision = decisions[a];
     if (decisions[a] == Decision::Retain)
       continue;
     d.firstBackwardUse = restore[a];
-    if (decisions[a] == Decision::Recompute) {
-      d.recomputeNodes = acts[a].recomputeNodes;
-    } else {
-      d.recomputeNodes = acts[a].rederiveNodes;
+    llvm::ArrayRef<NodeId> chain = decisions[a] == Decision::Recompute
+                                       ? acts[a].recomputeNodes
+                                       : acts[a].rederiveNodes;
+    d.recomputeNodes.assign(chain.begin(), chain.end());
+    if (decisions[a] == Decision::Offload)
       offloaded.push_back(static_cast<int32_t>(a));
-    }
   }
 
   std::vector<NodeId> releaseAfter(numActs, -1), prefetchAfter(numActs, -1);

@@ -6,6 +6,9 @@
 // prefetches issued after i. Buffers are freed when the last op reading them
 // ends; an offloaded storage's device buffer by its release instead.
 //
+// The memory walk (walkMemory's figures) can be read off the buffers' lives
+// as they are written, without a pass over the ops' allocations and frees.
+//
 //===----------------------------------------------------------------------===//
 
 #include "lethe/Analysis/Lifetimes.h"
@@ -35,7 +38,8 @@ public:
     schedule.buffers.clear();
   }
 
-  llvm::Expected<Schedule> build();
+  /// `walk`, where given, gets walkMemory's figures of the schedule.
+  llvm::Expected<Schedule> build(MemoryWalk *walk = nullptr);
 
 private:
   llvm::Error checkPlacement();
@@ -88,13 +92,17 @@ private:
     bool freedAtLastRead = origin != BufferOrigin::Host &&
                            (!brief.isOutput ||
                             origin == BufferOrigin::Recomputed);
-    buffers.push_back({producer, producer, freedAtLastRead});
+    buffers.push_back({producer, producer, /*freedBy=*/-1, freedAtLastRead});
     return id;
   }
-  /// Freed by a release or a prefetch, not by its last reader.
+  /// Freed by the last op (a release or a prefetch), not by its last
+  /// reader.
   void freeExplicitly(BufferId buffer) {
     buffers[buffer].freedAtLastRead = false;
+    buffers[buffer].freedBy = lastIndex();
   }
+  /// The memory along program order, once every buffer's life is known.
+  MemoryWalk walk() const;
 
   const ActivationAnalysis &analysis;
   const TrainingGraph &graph;
@@ -111,6 +119,8 @@ private:
     OpIndex producer;
     /// The last op reading it so far (its producer at first).
     OpIndex lastReader;
+    /// The op that frees it explicitly (freeExplicitly), or -1.
+    OpIndex freedBy;
     /// Freed when its last reader ends.
     bool freedAtLastRead;
   };
@@ -214,7 +224,43 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
   return llvm::Error::success();
 }
 
-llvm::Expected<Schedule> Builder::build() {
+MemoryWalk Builder::walk() const {
+  // Each buffer adds its bytes from the op that allocates it to the op that
+  // frees it, both included (walkMemory's "allocations, then frees"): a
+  // difference array over the ops, summed in program order.
+  std::vector<int64_t> device(numOps + 1, 0), host(numOps + 1, 0);
+  for (auto [id, state] : llvm::enumerate(buffers)) {
+    const ScheduleBuffer &buffer = schedule.buffers[id];
+    std::vector<int64_t> &delta = buffer.isHost() ? host : device;
+    delta[state.producer] += buffer.bytes;
+    OpIndex freedBy = state.freedAtLastRead ? state.lastReader : state.freedBy;
+    if (freedBy >= 0)
+      delta[freedBy + 1] -= buffer.bytes;
+  }
+  MemoryWalk walk;
+  walk.deviceAtOp.resize(numOps);
+  // The running figures in locals: as the walk's fields they were stored
+  // and loaded again at every op (the stores to deviceAtOp may alias them).
+  int64_t deviceNow = 0, hostNow = 0, peakBytes = 0, hostPeakBytes = 0;
+  OpIndex peakOp = -1;
+  int64_t *deviceAtOp = walk.deviceAtOp.data();
+  for (size_t index = 0; index < numOps; ++index) {
+    deviceNow += device[index];
+    hostNow += host[index];
+    deviceAtOp[index] = deviceNow;
+    if (peakOp < 0 || deviceNow > peakBytes) {
+      peakOp = static_cast<OpIndex>(index);
+      peakBytes = deviceNow;
+    }
+    hostPeakBytes = std::max(hostPeakBytes, hostNow);
+  }
+  walk.peakBytes = peakBytes;
+  walk.peakOp = peakOp;
+  walk.hostPeakBytes = hostPeakBytes;
+  return walk;
+}
+
+llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   if (llvm::Error err = checkPlacement())
     return std::move(err);
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
@@ -242,12 +288,16 @@ llvm::Expected<Schedule> Builder::build() {
   for (std::vector<Entry> *list :
        {&restoredList, &offloadList, &releaseList, &prefetchList, &droppedList})
     llvm::sort(*list);
-  // The activations of `list` at node i, advancing `cursor`.
+  // The activations of `list` at node i, advancing `cursor`: a view of
+  // the list, not a vector made for each of the five lists at every node
+  // (most nodes have none).
   auto at = [](const std::vector<Entry> &list, size_t &cursor, NodeId i) {
-    llvm::SmallVector<int32_t, 4> result;
+    size_t begin = cursor;
     while (cursor < list.size() && std::get<0>(list[cursor]) == i)
-      result.push_back(std::get<2>(list[cursor++]));
-    return result;
+      ++cursor;
+    return llvm::map_range(
+        llvm::ArrayRef(list).slice(begin, cursor - begin),
+        [](const Entry &entry) { return std::get<2>(entry); });
   };
   size_t restoredCursor = 0, offloadCursor = 0, releaseCursor = 0,
          prefetchCursor = 0, droppedCursor = 0;
@@ -276,8 +326,7 @@ llvm::Expected<Schedule> Builder::build() {
   std::vector<NodeId> chain;
 
   for (NodeId i = 0; i < static_cast<NodeId>(numNodes); ++i) {
-    llvm::SmallVector<int32_t, 4> restoredAt =
-        at(restoredList, restoredCursor, i);
+    auto restoredAt = at(restoredList, restoredCursor, i);
     // The chain restored before node i.
     chain.clear();
     for (int32_t a : restoredAt) {
@@ -425,6 +474,8 @@ llvm::Expected<Schedule> Builder::build() {
       }
     }
 
+  if (walkOut)
+    *walkOut = walk();
   // Free every other buffer when the last op reading it ends (newBuffer
   // and freeExplicitly said which).
   // Group the frees by op first (a counting sort): appending to the ops in
@@ -458,8 +509,8 @@ lethe::buildSchedule(const ActivationAnalysis &analysis,
 llvm::Expected<Schedule>
 lethe::buildSchedule(const ActivationAnalysis &analysis,
                      llvm::ArrayRef<ActivationDecision> decisions,
-                     Schedule &&storage) {
-  return Builder(analysis, decisions, std::move(storage)).build();
+                     Schedule &&storage, MemoryWalk *walk) {
+  return Builder(analysis, decisions, std::move(storage)).build(walk);
 }
 
 llvm::Expected<SimResult>

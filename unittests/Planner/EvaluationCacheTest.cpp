@@ -7,7 +7,12 @@
 //   (repeats, and evictions from a small cache) give, field by field and to
 //   the bit, what an evaluator that keeps nothing gives;
 // - `auto` plans (decisions, placements, peak, step time) are the same
-//   with the cache and without, on random graphs and on corpus graphs.
+//   with the cache and without, on random graphs and on corpus graphs;
+// - an evaluator that writes each evaluation into the storage of one it
+//   let go (placements and schedules recycled, the memory read off the
+//   builder's buffers) gives, along a walk of trials a few decisions
+//   apart as the `auto` solver makes them, what placing, building,
+//   walking and simulating each from scratch gives.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,11 +22,13 @@
 #include "lethe/Planner/Activations.h"
 #include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/Planner.h"
+#include "lethe/Simulator/Simulator.h"
 
 #include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <random>
 
 using namespace lethe;
@@ -67,6 +74,21 @@ void expectSameEvaluation(const Evaluation &x, const Evaluation &y) {
                 a.allocs == b.allocs && a.frees == b.frees)
         << "op " << k;
   }
+}
+
+/// Every field of two placements, to the bit.
+void expectSamePlacement(const Placement &x, const Placement &y) {
+  expectSameDecisions(x.decisions, y.decisions);
+  for (size_t a = 0; a < x.decisions.size() && a < y.decisions.size(); ++a)
+    EXPECT_EQ(x.decisions[a].reason, y.decisions[a].reason);
+  EXPECT_EQ(x.chainUs, y.chainUs);
+  EXPECT_EQ(x.chainBegin, y.chainBegin);
+  EXPECT_EQ(x.chainNodes, y.chainNodes);
+  EXPECT_EQ(x.chainStartUs, y.chainStartUs);
+  EXPECT_EQ(x.nodeEndUs, y.nodeEndUs);
+  EXPECT_EQ(x.d2hEndUs, y.d2hEndUs);
+  EXPECT_EQ(x.h2dStartUs, y.h2dStartUs);
+  EXPECT_EQ(x.recomputeUs, y.recomputeUs);
 }
 
 void expectSamePlan(const Plan &x, const Plan &y) {
@@ -126,6 +148,75 @@ TEST(EvaluationCacheTest, ReusedEvaluationsAreBitIdentical) {
   }
   // The test exercises the cache.
   EXPECT_GT(hits, 100u);
+}
+
+TEST(EvaluationCacheTest, RecycledEvaluationsAreFromScratch) {
+  const DeviceProfile device = testDeviceProfile();
+  size_t trials = 0, offloads = 0;
+  for (uint64_t seed = 0; seed < 60; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    SeededAnalysis step(seed);
+    const ActivationAnalysis &analysis = step.analysis;
+    std::mt19937_64 &rng = step.rng;
+    llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+    Evaluator evaluator(analysis, device, /*copiesYield=*/false,
+                        /*cacheBytes=*/0);
+    std::vector<Decision> decisions(acts.size(), Decision::Retain);
+    std::vector<CopyHint> hints(acts.size());
+    // Evaluations still held when the next is made, let go in any order:
+    // the spares then come from any of them.
+    std::deque<Evaluation> held;
+    for (int trial = 0; trial < 60; ++trial) {
+      // One to three decisions (and hints) changed, as a solver's move.
+      for (unsigned change = 1 + rng() % 3; change-- > 0;) {
+        size_t a = rng() % acts.size();
+        unsigned r = rng() % 3;
+        decisions[a] = r == 1 && acts[a].recomputable  ? Decision::Recompute
+                       : r == 2 && acts[a].offloadable ? Decision::Offload
+                                                       : Decision::Retain;
+        hints[a] = CopyHint();
+        if (decisions[a] == Decision::Offload && rng() % 2)
+          hints[a].releaseBy =
+              acts[a].lastForwardUse + static_cast<NodeId>(rng() % 3);
+      }
+      llvm::Expected<Evaluation> got = evaluator.evaluate(decisions, hints);
+      llvm::Expected<Placement> placed =
+          placeDecisions(analysis, device, decisions, hints);
+      ASSERT_EQ(static_cast<bool>(got), static_cast<bool>(placed));
+      if (!placed) {
+        EXPECT_EQ(llvm::toString(got.takeError()),
+                  llvm::toString(placed.takeError()));
+        decisions.assign(acts.size(), Decision::Retain);
+        continue;
+      }
+      llvm::Expected<Schedule> schedule =
+          buildSchedule(analysis, placed->decisions);
+      ASSERT_TRUE(static_cast<bool>(schedule));
+      SimOptions options;
+      options.recordTimeline = false;
+      llvm::Expected<SimResult> sim = simulate(*schedule, device, options);
+      ASSERT_TRUE(static_cast<bool>(sim));
+      Evaluation want;
+      want.memory = walkMemory(*schedule);
+      want.peakBytes = want.memory.peakBytes;
+      want.hostPeakBytes = want.memory.hostPeakBytes;
+      want.stepUs = sim->stepUs;
+      want.exposedCopyUs = sim->exposedCopyUs;
+      want.placement = std::make_shared<const Placement>(std::move(*placed));
+      want.schedule = std::make_shared<const Schedule>(std::move(*schedule));
+      expectSameEvaluation(*got, want);
+      expectSamePlacement(*got->placement, *want.placement);
+      EXPECT_EQ(got->memory.hostPeakBytes, want.memory.hostPeakBytes);
+      ++trials;
+      offloads += llvm::count(decisions, Decision::Offload) > 0;
+      held.push_back(std::move(*got));
+      if (held.size() > 3 || rng() % 2)
+        held.erase(held.begin() + rng() % held.size());
+    }
+  }
+  // The walk evaluates plans with offloads and copies.
+  EXPECT_GT(trials, 3000u);
+  EXPECT_GT(offloads, 1000u);
 }
 
 TEST(EvaluationCacheTest, AutoPlansAreTheSameWithoutTheCache) {

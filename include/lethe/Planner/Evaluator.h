@@ -109,7 +109,7 @@ public:
       : analysis(analysis), device(device), copiesYield(copiesYield),
         cache(std::make_shared<EvaluationCache>(
             static_cast<size_t>(std::max<int64_t>(0, cacheBytes)))),
-        spareSchedules(makeSchedulePool()) {}
+        spares(makeSpares()) {}
 
   llvm::Expected<Evaluation>
   evaluate(llvm::ArrayRef<Decision> decisions,
@@ -136,20 +136,20 @@ public:
   /// is the same either way.
   void countAnswered() const { ++evaluations; }
 
+  /// Schedules and placements no evaluation holds any more, whose storage
+  /// the next evaluation's are written into (buildSchedule's and
+  /// placeDecisions' recycling overloads): most evaluations are discarded
+  /// soon after they are made. Opaque (Evaluator.cpp).
+  struct Spares;
+
 private:
   /// Places, schedules and simulates, without the cache.
   llvm::Expected<Evaluation>
   evaluateAfresh(llvm::ArrayRef<Decision> decisions,
                  llvm::ArrayRef<CopyHint> hints,
                  const EvaluationLimits &limits) const;
-  /// Schedules no evaluation holds any more, whose storage the next
-  /// evaluation's schedule is written into (buildSchedule's recycling
-  /// overload): most evaluations are discarded soon after they are made.
-  struct SchedulePool;
-  static std::shared_ptr<SchedulePool> makeSchedulePool();
-  /// `schedule` shared so that it returns to the pool when its last holder
-  /// lets it go (or is freed when the pool is gone or full).
-  std::shared_ptr<const Schedule> share(Schedule &&schedule) const;
+
+  static std::shared_ptr<Spares> makeSpares();
 
   /// Simulates `eval`'s schedule, stopping past `stopAfterUs`.
   llvm::Error simulate(Evaluation &eval, double stopAfterUs) const;
@@ -163,7 +163,7 @@ private:
   std::shared_ptr<EvaluationCache> cache;
   /// Shared by copies of the evaluator, and held weakly by the schedules
   /// it made (an evaluation may outlive its evaluator).
-  std::shared_ptr<SchedulePool> spareSchedules;
+  std::shared_ptr<Spares> spares;
   mutable size_t evaluations = 0;
 };
 

@@ -98,6 +98,15 @@ llvm::Expected<Placement> placeDecisions(const ActivationAnalysis &analysis,
                                          const DeviceProfile &device,
                                          llvm::ArrayRef<Decision> decisions,
                                          llvm::ArrayRef<CopyHint> hints = {});
+/// The same, writing into `storage`, a placement no longer needed: its
+/// arrays' allocations, and those of its decisions' chains, are reused (a
+/// fresh placement made and freed one chain a restored activation). The
+/// result is the same placement.
+llvm::Expected<Placement> placeDecisions(const ActivationAnalysis &analysis,
+                                         const DeviceProfile &device,
+                                         llvm::ArrayRef<Decision> decisions,
+                                         llvm::ArrayRef<CopyHint> hints,
+                                         Placement &&storage);
 
 /// Where offloads' copies go on a placement's compute-stream times (the
 /// copies rule above): `offloaded` (any order; sorted here) restored before
@@ -134,9 +143,12 @@ buildSchedule(const ActivationAnalysis &analysis,
 /// are overwritten in place, so their small vectors' and the arrays'
 /// allocations are reused instead of made and freed again (an evaluation
 /// writes ~10,000 ops at 10k nodes). The result is the same schedule.
+/// `walk`, where given, gets walkMemory of it, read off the buffers' lives
+/// while they are written (no pass over the ops).
 llvm::Expected<Schedule>
 buildSchedule(const ActivationAnalysis &analysis,
-              llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage);
+              llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage,
+              MemoryWalk *walk = nullptr);
 
 /// buildSchedule + simulate.
 llvm::Expected<SimResult>
