@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from lethe import (_calibrate, _inductor, _kernel_times, _partition,
+from lethe import (_budget, _calibrate, _inductor, _kernel_times, _partition,
                    _step_meter)
 from lethe._joint_graph import JointCapture, build_graph_json
 from lethe._partition import OFFLOAD, RETAIN, Decision, PartitionInfo
@@ -143,9 +143,9 @@ class Backend:
                              f"{compiler!r}")
         self.compiler = compiler
         self.inductor_options = dict(inductor_options or {})
-        self.budget = _inductor.normalize_budget(budget)
+        self.budget = _budget.normalize_budget(budget)
         self.policy = policy if policy is not None else default_policy()
-        self.device = device or _inductor.default_device_profile()
+        self.device = device or _budget.default_device_profile()
         if compiler == "inductor":
             if prefetch != "plan":
                 raise ValueError("prefetch='layer' is for compiler='eager'")
@@ -367,14 +367,14 @@ class Backend:
                                 **options)
             return parse_plan(raw, graph)
         plan = plan_at(self.budget)
-        if _inductor.nothing_to_lower(plan, self.budget):
+        if _budget.nothing_to_lower(plan, self.budget):
             least = plan.least_feasible_budget_bytes
-            _inductor.warn_nothing_to_lower("this graph", least, self.budget)
+            _budget.warn_nothing_to_lower("this graph", least, self.budget)
             plan = plan_at(str(least))
         if not plan.feasible:
             given = f" ({plan.budget_bytes} B)" if plan.budget_bytes \
                 and str(plan.budget_bytes) != self.budget else ""
-            raise _inductor.infeasible_error(
+            raise _budget.infeasible_error(
                 self.budget, given, self.policy, "this graph",
                 plan.least_feasible_budget_bytes, plan.baseline_peak_bytes)
         return plan

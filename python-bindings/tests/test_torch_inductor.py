@@ -320,7 +320,7 @@ def test_offload_is_off_by_default_under_inductor():
 # --- errors and cache keys -------------------------------------------------
 
 def test_budget_forms():
-    norm = _inductor.normalize_budget
+    from lethe._budget import normalize_budget as norm
     assert norm(0.5) == "50%"
     assert norm("12GiB") == "12GiB"
     assert norm(1 << 30) == str(1 << 30)
@@ -483,7 +483,7 @@ def test_infeasible_budget_names_the_least_one():
 
 
 def test_the_least_share_is_the_least_whole_percent_that_fits():
-    from lethe._inductor import least_share
+    from lethe._budget import least_share
     assert least_share(50, 100) == "50%"
     assert least_share(501, 1000) == "51%"
     # 33% of 301 bytes is 99 bytes: under 100, so 34%.
