@@ -377,7 +377,8 @@ class LethePartitioner(_partitioner_base()):
                 # the caching allocator: a D2H copy still reading it on the
                 # side stream would copy the later kernel's data (measured:
                 # gradients off by 6-7% on an H100). Freed buffers go back
-                # to the allocator, which honours x.record_stream(d2h).
+                # to the allocator, and lethe.offload holds x until its
+                # release has waited for the copy.
                 raise RuntimeError(
                     "Lethe's plan offloads activations: compile with "
                     "inductor's allow_buffer_reuse=False (lethe.torch.backend "
