@@ -36,6 +36,17 @@ bool lethe::autosolver::betterCandidate(const Candidate &x, const Candidate &y) 
   return x.act < y.act;
 }
 
+bool Batch::recomputeBefore(int32_t a, int32_t b) const {
+  const RecomputeKey &x = recomputeKey[a], &y = recomputeKey[b];
+  if (x.score != y.score)
+    return x.score < y.score;
+  if (x.difficulty != y.difficulty)
+    return x.difficulty > y.difficulty;
+  if (x.bytes != y.bytes)
+    return x.bytes > y.bytes;
+  return a < b;
+}
+
 const Candidate *
 lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands,
                                  const Batch *batch) {

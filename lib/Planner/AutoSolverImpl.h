@@ -151,16 +151,7 @@ struct Batch {
     }
   }
   /// betterCandidate(recompute[a], recompute[b]), from the keys.
-  bool recomputeBefore(int32_t a, int32_t b) const {
-    const RecomputeKey &x = recomputeKey[a], &y = recomputeKey[b];
-    if (x.score != y.score)
-      return x.score < y.score;
-    if (x.difficulty != y.difficulty)
-      return x.difficulty > y.difficulty;
-    if (x.bytes != y.bytes)
-      return x.bytes > y.bytes;
-    return a < b;
-  }
+  bool recomputeBefore(int32_t a, int32_t b) const;
   /// The best recompute candidate that frees op `op` (the best of the
   /// recomputes candidatesAt lists there), or null: the first in
   /// recomputeOrder that frees it, against those whose keys moved since.
