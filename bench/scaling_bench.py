@@ -64,8 +64,11 @@ PHASES = [
     ("MaterializePass::runOnOperation", "program check: materialize"),
     ("ScheduleProgramPass::runOnOperation", "program check: schedule"),
     ("AssignBuffersPass::runOnOperation", "program check: assign buffers"),
-    # The feasibility check packs the buffers itself, without the pass.
+    # The feasibility check packs the buffers itself, without the pass: a
+    # sweep's arena, and packIntervals only where that is over the budget.
     ("lethe::packProgram", "program check: assign buffers"),
+    ("lethe::placeByBeginBestFit", "program check: assign buffers"),
+    ("lethe::packIntervals", "program check: assign buffers"),
     ("mlir::verify", "verifier"),
     ("lethe::writeOutputFile", "plan JSON: built, printed, checked"),
 ]

@@ -181,20 +181,25 @@ std::vector<int64_t> ExplicitProgram::liveBytes(bool host) const {
   return live;
 }
 
+std::vector<PackInterval> lethe::arenaIntervals(const ExplicitProgram &program,
+                                                bool host) {
+  std::vector<PackInterval> intervals;
+  for (const ProgramBuffer &buffer : program.getBuffers())
+    if (buffer.host == host)
+      intervals.push_back({buffer.defPos, buffer.endPos, buffer.bytes});
+  return intervals;
+}
+
 PackedProgram lethe::packProgram(const ExplicitProgram &program,
                                  int64_t alignment) {
-  ArrayRef<ProgramBuffer> buffers = program.getBuffers();
   PackedProgram result;
-  result.offsets.assign(buffers.size(), -1);
+  result.offsets.assign(program.getBuffers().size(), -1);
   for (bool host : {false, true}) {
-    std::vector<PackInterval> intervals;
+    std::vector<PackInterval> intervals = arenaIntervals(program, host);
     std::vector<size_t> indices;
-    for (auto [index, buffer] : llvm::enumerate(buffers)) {
-      if (buffer.host != host)
-        continue;
-      intervals.push_back({buffer.defPos, buffer.endPos, buffer.bytes});
-      indices.push_back(index);
-    }
+    for (auto [index, buffer] : llvm::enumerate(program.getBuffers()))
+      if (buffer.host == host)
+        indices.push_back(index);
     PackResult packed = packIntervals(intervals, alignment);
     for (auto [slot, index] : llvm::enumerate(indices))
       result.offsets[index] = packed.offsets[slot];

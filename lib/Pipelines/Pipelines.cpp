@@ -26,7 +26,9 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 
 using namespace mlir;
@@ -97,7 +99,15 @@ struct Attempt {
   /// The plan budget (resolved), the plan's peak and the packed arena.
   int64_t planBudget = -1;
   int64_t peak = 0;
-  int64_t arena = 0;
+  /// The packed arena; while `exactArena` is set, only an arena the
+  /// program packs into, never less than the packed one (an arena-only
+  /// attempt's allocation-order best fit, n log n).
+  mutable int64_t arena = 0;
+  /// The packed arena, computed where it is first needed: only where
+  /// `arena` is over a budget (every plan a budget accepts is accepted by
+  /// the bound or by the exact arena alike, and only arenas over budgets
+  /// are reported or compared).
+  mutable std::function<int64_t()> exactArena;
   /// What the attempt's passes said, replayed when it is the one kept.
   std::vector<Diagnostic> diagnostics;
   /// The plan's decisions, read before materialization consumes them.
@@ -106,7 +116,18 @@ struct Attempt {
   /// The budget this program meets: its arena, and never less than the
   /// planned peak (so that a plan is only ever taken for a budget it was
   /// made under).
-  int64_t packed() const { return std::max(arena, peak); }
+  int64_t packed() const {
+    if (exactArena) {
+      arena = exactArena();
+      exactArena = nullptr;
+    }
+    return std::max(arena, peak);
+  }
+  /// Whether the program meets `budget`: packed() <= budget, from the
+  /// bound where it holds.
+  bool fits(int64_t budget) const {
+    return std::max(arena, peak) <= budget || packed() <= budget;
+  }
 };
 
 /// The least budget the pipeline meets and the plan that meets it.
@@ -260,9 +281,7 @@ public:
       return;
     }
     if (arenaOnly) {
-      FailureOr<int64_t> arena = packedDeviceArena(*result.module);
-      result.broken = failed(arena);
-      result.arena = arena.value_or(0);
+      result.broken = failed(packDeviceArena(*result.module, result));
       return;
     }
     result.arena =
@@ -271,23 +290,36 @@ public:
             .value_or(0);
   }
 
-  /// The device arena lethe-assign-buffers would give `module` (the
-  /// largest over its functions), without writing its offsets; fails where
-  /// the pass would.
-  FailureOr<int64_t> packedDeviceArena(ModuleOp module) const {
+  /// Sets `result`'s arena to the device arena lethe-assign-buffers would
+  /// give `module` (the largest over its functions), without writing its
+  /// offsets: at first allocation order's best fit, the exact one
+  /// (packIntervals, which can cost O(n) a buffer) only when asked for.
+  /// Fails where the pass would.
+  LogicalResult packDeviceArena(ModuleOp module, Attempt &result) const {
     if (!isValidAlignment(config.plan.alignment))
       return failure();
-    int64_t arena = 0;
+    const int64_t alignment = config.plan.alignment;
+    auto sets = std::make_shared<std::vector<std::vector<PackInterval>>>();
+    int64_t bound = 0;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
       FailureOr<ExplicitProgram> built = ExplicitProgram::build(func);
       if (failed(built))
         return failure();
-      arena = std::max(
-          arena, packProgram(*built, config.plan.alignment).deviceArena);
+      sets->push_back(arenaIntervals(*built, /*host=*/false));
+      std::vector<int64_t> offsets;
+      bound = std::max(bound,
+                       placeByBeginBestFit(sets->back(), alignment, offsets));
     }
-    return arena;
+    result.arena = bound;
+    result.exactArena = [sets, alignment] {
+      int64_t arena = 0;
+      for (const std::vector<PackInterval> &intervals : *sets)
+        arena = std::max(arena, packIntervals(intervals, alignment).arenaBytes);
+      return arena;
+    };
+    return success();
   }
 
   /// The plan budget after `tried` that the walk down from `budget` takes.
@@ -308,7 +340,7 @@ public:
   std::optional<Attempt>
   walkDown(Attempt first, int64_t budget, Least &seen,
            llvm::function_ref<void(const Attempt &, int64_t)> onReplan) {
-    if (budget < 0 || first.broken || first.packed() <= budget)
+    if (budget < 0 || first.broken || first.fits(budget))
       return std::move(first);
     Attempt tried = std::move(first);
     while (true) {
@@ -318,7 +350,7 @@ public:
       tried = attempt(lower);
       if (!tried.planned)
         return std::nullopt;
-      if (tried.broken || tried.packed() <= budget)
+      if (tried.broken || tried.fits(budget))
         return std::move(tried);
     }
   }
@@ -519,7 +551,7 @@ LogicalResult lethe::agreeWithPipeline(
   if (!first.planned || first.broken)
     return success();
   const int64_t budget = first.planBudget;
-  if (budget < 0 || first.packed() <= budget)
+  if (budget < 0 || first.fits(budget))
     return success();
   if (!one) {
     if (!makeOne())

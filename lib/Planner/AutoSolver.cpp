@@ -138,7 +138,8 @@ llvm::Expected<bool> Solver::reduceToAfresh(int64_t level) {
         return std::make_pair(first, last);
       };
       std::vector<const Candidate *> cands =
-          candidatesAt(op, pos, currentEval, batch, copies, 16, overLevel);
+          candidatesAt(op, pos, currentEval, batch, copies, 16, overLevel,
+                       /*bestRecomputeOnly=*/true);
       if (cands.empty())
         break;
       // A copy: the candidate lists are rebuilt as picks change them.

@@ -36,6 +36,17 @@ bool lethe::autosolver::betterCandidate(const Candidate &x, const Candidate &y) 
   return x.act < y.act;
 }
 
+bool Batch::recomputeBefore(int32_t a, int32_t b) const {
+  const RecomputeKey &x = recomputeKey[a], &y = recomputeKey[b];
+  if (x.score != y.score)
+    return x.score < y.score;
+  if (x.difficulty != y.difficulty)
+    return x.difficulty > y.difficulty;
+  if (x.bytes != y.bytes)
+    return x.bytes > y.bytes;
+  return a < b;
+}
+
 const Candidate *
 lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands,
                                  const Batch *batch) {
@@ -62,15 +73,7 @@ lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands,
     bool better = score < bestScore;
     if (!better && score == bestScore) {
       if (index >= 0 && bestIndex >= 0) {
-        // betterCandidate's ties between two recomputes.
-        const Batch::RecomputeKey &x = batch->recomputeKey[index];
-        const Batch::RecomputeKey &y = batch->recomputeKey[bestIndex];
-        if (x.difficulty != y.difficulty)
-          better = x.difficulty > y.difficulty;
-        else if (x.bytes != y.bytes)
-          better = x.bytes > y.bytes;
-        else
-          better = index < bestIndex;
+        better = batch->recomputeBefore(index, bestIndex);
       } else {
         better = betterCandidate(*c, *best);
       }
@@ -248,7 +251,8 @@ void Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
   batch.tradeWhatIf.resize(acts.size());
   batch.restore.assign(acts.size(), -1);
   batch.picked.assign(acts.size(), 0);
-  batch.offloadMark.assign(acts.size(), 0);
+  batch.liveIndex.assign(acts.size(), -1);
+  batch.keyMoved.clear();
   batch.byRestore.clear();
   batch.chain.clear();
   batch.liveAct.clear();
@@ -268,6 +272,7 @@ void Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     if (restore <= act.lastForwardUse)
       continue;
     batch.restore[a] = restore;
+    batch.liveIndex[a] = static_cast<int32_t>(batch.liveAct.size());
     batch.liveAct.push_back(static_cast<int32_t>(a));
     batch.liveBegin.push_back(pos.nodeOp[act.producer]);
     batch.liveEnd.push_back(pos.producedFree[a]);
@@ -292,6 +297,45 @@ void Solver::prepareBatch(const Positions &pos, const Evaluation &eval,
     batch.byRestore.push_back({restore, static_cast<int32_t>(a)});
   }
   llvm::sort(batch.byRestore);
+  batch.sortRecomputes();
+}
+
+void Batch::sortRecomputes() {
+  recomputeOrder.clear();
+  for (auto [restore, a] : byRestore)
+    recomputeOrder.push_back(a);
+  llvm::sort(recomputeOrder,
+             [&](int32_t a, int32_t b) { return recomputeBefore(a, b); });
+  orderHead = 0;
+  keyMoved.assign(recompute.size(), 0);
+  movedKeys.clear();
+}
+
+const Candidate *Batch::bestRecomputeAt(size_t op) {
+  // Every call reads the moved keys: sort again once they are more than a
+  // small share of the candidates (a sort costs about log n calls' reads).
+  if (movedKeys.size() > 32 + recomputeOrder.size() / 32)
+    sortRecomputes();
+  auto frees = [&](int32_t a) {
+    int32_t k = liveIndex[a];
+    return !picked[a] && op >= liveBegin[k] && op <= liveEnd[k] &&
+           op >= liveGapBegin[k] && op <= liveGapEnd[k];
+  };
+  // Picks are final within the batch: the head never goes back.
+  while (orderHead < recomputeOrder.size() && picked[recomputeOrder[orderHead]])
+    ++orderHead;
+  int32_t best = -1;
+  for (size_t i = orderHead; i < recomputeOrder.size(); ++i) {
+    int32_t a = recomputeOrder[i];
+    if (!keyMoved[a] && frees(a)) {
+      best = a;
+      break;
+    }
+  }
+  for (int32_t a : movedKeys)
+    if (frees(a) && (best < 0 || recomputeBefore(a, best)))
+      best = a;
+  return best < 0 ? nullptr : &recompute[best];
 }
 
 void Solver::pickRecompute(Batch &batch, const Candidate &picked,
@@ -312,30 +356,35 @@ void Solver::pickRecompute(Batch &batch, const Candidate &picked,
 }
 
 std::vector<const Candidate *>
-Solver::candidatesAt(
-    size_t op, const Positions &pos, const Evaluation &eval, Batch &batch,
-    const planner::CopyModel &copies, size_t offloadLimit,
-    llvm::function_ref<std::pair<size_t, size_t>()> overLevel) {
+Solver::candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
+                     Batch &batch, const planner::CopyModel &copies,
+                     size_t offloadLimit,
+                     llvm::function_ref<std::pair<size_t, size_t>()> overLevel,
+                     bool bestRecomputeOnly) {
   const Placement &placement = *eval.placement;
   std::vector<const Candidate *> result;
-  std::vector<uint8_t> &offloadable = batch.offloadMark;
-  std::vector<int32_t> marked;
   const std::vector<NodeId> &restoreOf = batch.restore;
-  for (size_t k = 0; k < batch.liveAct.size(); ++k) {
-    if (op < static_cast<size_t>(batch.liveBegin[k]) ||
-        op > static_cast<size_t>(batch.liveEnd[k]))
-      continue;
-    int32_t a = batch.liveAct[k];
-    if (batch.picked[a])
-      continue;
-    if (op >= batch.liveGapBegin[k] && op <= batch.liveGapEnd[k])
-      result.push_back(&batch.recompute[a]);
-    if (batch.liveOffloadable[k] &&
-        offloadedBytes + batch.liveBytes[k] <= options.hostBudgetBytes) {
-      offloadable[a] = 1;
-      marked.push_back(a);
+  auto liveAt = [&](size_t k) {
+    return op >= static_cast<size_t>(batch.liveBegin[k]) &&
+           op <= static_cast<size_t>(batch.liveEnd[k]);
+  };
+  if (bestRecomputeOnly) {
+    if (const Candidate *best = batch.bestRecomputeAt(op))
+      result.push_back(best);
+  } else {
+    for (size_t k = 0; k < batch.liveAct.size(); ++k) {
+      int32_t a = batch.liveAct[k];
+      if (liveAt(k) && !batch.picked[a] && op >= batch.liveGapBegin[k] &&
+          op <= batch.liveGapEnd[k])
+        result.push_back(&batch.recompute[a]);
     }
   }
+  auto offloadable = [&](int32_t a) {
+    int32_t k = batch.liveIndex[a];
+    return k >= 0 && liveAt(k) && !batch.picked[a] &&
+           batch.liveOffloadable[k] &&
+           offloadedBytes + batch.liveBytes[k] <= options.hostBudgetBytes;
+  };
   batch.offloadScratch.clear();
   // Offloads cost nothing when their copies hide; judge them hardest to
   // recompute first, stopping at the first free one (none after it can
@@ -390,7 +439,7 @@ Solver::candidatesAt(
   };
   llvm::SmallVector<int32_t> cannotHide;
   for (int32_t a : offloadOrder) {
-    if (!offloadable[a])
+    if (!offloadable(a))
       continue;
     const ActivationInfo &act = acts[a];
     NodeId restore = restoreOf[a];
@@ -459,8 +508,6 @@ Solver::candidatesAt(
       consider(c, cached->second);
     }
   }
-  for (int32_t a : marked)
-    offloadable[a] = 0;
   for (const Candidate &c : batch.offloadScratch)
     result.push_back(&c);
   if (freeOnly)

@@ -145,7 +145,31 @@ struct Batch {
   std::vector<RecomputeKey> recomputeKey;
   void setRecomputeKey(const Candidate &c) {
     recomputeKey[c.act] = {c.score(), c.difficulty, c.bytes};
+    if (!keyMoved.empty() && !keyMoved[c.act]) {
+      keyMoved[c.act] = 1;
+      movedKeys.push_back(c.act);
+    }
   }
+  /// betterCandidate(recompute[a], recompute[b]), from the keys.
+  bool recomputeBefore(int32_t a, int32_t b) const;
+  /// The best recompute candidate that frees op `op` (the best of the
+  /// recomputes candidatesAt lists there), or null: the first in
+  /// recomputeOrder that frees it, against those whose keys moved since.
+  /// Each pick scanned every live activation: quadratic in the step, whose
+  /// picks grow with it (477 and 948 on 100k and 200k-op steps at 50%).
+  const Candidate *bestRecomputeAt(size_t op);
+  /// Sorts recomputeOrder afresh and forgets the moved keys.
+  void sortRecomputes();
+  /// The batch's recompute candidates by recomputeBefore as of the last
+  /// sort; those before `orderHead` are picked.
+  std::vector<int32_t> recomputeOrder;
+  size_t orderHead = 0;
+  /// The candidates whose keys changed since (marked in keyMoved, empty
+  /// until the batch is prepared).
+  std::vector<int32_t> movedKeys;
+  std::vector<uint8_t> keyMoved;
+  /// Per activation: its entry in the live arrays below, -1 if none.
+  std::vector<int32_t> liveIndex;
   std::vector<uint8_t> picked;
   /// (restore, activation), sorted.
   std::vector<std::pair<NodeId, int32_t>> byRestore;
@@ -169,10 +193,8 @@ struct Batch {
   std::vector<size_t> liveGapBegin, liveGapEnd;
   std::vector<uint8_t> liveOffloadable;
   std::vector<int64_t> liveBytes;
-  /// Scratch of candidatesAt: offload candidates judged in the last call,
-  /// and marks of the activations that may be offloaded at its op.
+  /// Scratch of candidatesAt: offload candidates judged in the last call.
   std::vector<Candidate> offloadScratch;
-  std::vector<uint8_t> offloadMark;
 };
 
 /// What a caller of Solver::reduceTo keeps of the plan it leaves, which is
@@ -351,12 +373,17 @@ private:
   /// Candidates that free bytes at schedule op `op`. Offloads are judged
   /// with the copy model, at most `offloadLimit` of them, hardest to
   /// recompute first. `overLevel` gives the ops around `op` that are above
-  /// the level (first, last), which a copy-time trade frees.
+  /// the level (first, last), which a copy-time trade frees. With
+  /// `bestRecomputeOnly`, of the recomputes only the best
+  /// (Batch::bestRecomputeAt): bestCandidate picks the same, and the list
+  /// is empty, or free candidates are in it, exactly where they are in the
+  /// whole list.
   std::vector<const Candidate *>
   candidatesAt(size_t op, const Positions &pos, const Evaluation &eval,
                Batch &batch, const planner::CopyModel &copies,
                size_t offloadLimit,
-               llvm::function_ref<std::pair<size_t, size_t>()> overLevel);
+               llvm::function_ref<std::pair<size_t, size_t>()> overLevel,
+               bool bestRecomputeOnly = false);
   /// Recompute candidates of every retained activation, for one batch, in
   /// `batch` (new, or one prepared before: its arrays are reused, and only
   /// the entries it wrote cleared; a new one constructed and freed a

@@ -79,7 +79,7 @@ int64_t lethe::computeMaxLive(llvm::ArrayRef<PackInterval> intervals,
   return peak;
 }
 
-static std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
+std::vector<int> lethe::orderFor(llvm::ArrayRef<PackInterval> intervals,
                                  PackOrder order) {
   using Key = std::tuple<double, int64_t, int64_t>;
   auto keyOf = [&](const PackInterval &in) -> Key {
@@ -738,6 +738,18 @@ static PackResult packByOrders(llvm::ArrayRef<PackInterval> intervals,
 PackResult lethe::packIntervals(llvm::ArrayRef<PackInterval> intervals,
                                 int64_t alignment) {
   PackResult best = packByOrders(intervals, alignment);
+  // Cheap (n log n), and never more than the best so far: so that
+  // placeByBeginBestFit's arena bounds this one (the feasibility check of
+  // `lethe plan` reads only that bound where it fits the budget).
+  if (best.arenaBytes > best.maxLiveBytes) {
+    std::vector<int64_t> offsets;
+    int64_t arena = placeByBeginBestFit(intervals, alignment, offsets);
+    if (arena < best.arenaBytes) {
+      best.arenaBytes = arena;
+      best.offsets = std::move(offsets);
+      best.order = PackOrder::ByBegin;
+    }
+  }
   searchBelow(intervals, alignment, best);
   return best;
 }

@@ -247,6 +247,41 @@ TEST(IntervalPackingTest, LayeredWorkloadsNearMaxLive) {
   }
 }
 
+/// A random set of one of three shapes by `trial`: uniform random lifetimes
+/// (few or many distinct positions, some empty or zero-sized), training
+/// steps' layers, interleaved scans.
+std::vector<PackInterval> randomWorkload(std::mt19937_64 &rng, int trial) {
+  std::vector<PackInterval> intervals;
+  switch (trial % 3) {
+  case 0: {
+    std::uniform_int_distribution<int> count(0, 400);
+    // Spans of a few positions too (every begin taken, in a tree of
+    // exactly that many leaves), and lifetimes up to all of it.
+    int64_t span = std::uniform_int_distribution<int64_t>(
+        1, int64_t(1) << std::uniform_int_distribution<int>(0, 9)(rng))(rng);
+    std::uniform_int_distribution<int64_t> position(0, span);
+    std::uniform_int_distribution<int64_t> length(0, trial % 2 ? span / 2 + 1
+                                                               : 2 * span);
+    std::uniform_int_distribution<int64_t> bytes(0, 1 << 12);
+    for (int i = 0, n = count(rng); i < n; ++i) {
+      int64_t begin = position(rng);
+      intervals.push_back({begin, begin + length(rng), bytes(rng)});
+    }
+    break;
+  }
+  case 1:
+    intervals =
+        layeredWorkload(rng, std::uniform_int_distribution<int>(1, 24)(rng),
+                        std::uniform_int_distribution<int>(1, 20)(rng));
+    break;
+  default:
+    intervals = interleavedWorkload(
+        rng, std::uniform_int_distribution<int>(1, 400)(rng));
+    break;
+  }
+  return intervals;
+}
+
 TEST(IntervalPackingTest, IndexedPlacementEqualsScan) {
   // The index of placed buffers by lifetime must place every buffer where
   // the scan of all placed ones does, in any order, on sets of every shape:
@@ -254,34 +289,7 @@ TEST(IntervalPackingTest, IndexedPlacementEqualsScan) {
   // zero-sized), training steps' layers, interleaved scans.
   std::mt19937_64 rng(20);
   for (int trial = 0; trial < 300; ++trial) {
-    std::vector<PackInterval> intervals;
-    switch (trial % 3) {
-    case 0: {
-      std::uniform_int_distribution<int> count(0, 400);
-      // Spans of a few positions too (every begin taken, in a tree of
-      // exactly that many leaves), and lifetimes up to all of it.
-      int64_t span = std::uniform_int_distribution<int64_t>(
-          1, int64_t(1) << std::uniform_int_distribution<int>(0, 9)(rng))(rng);
-      std::uniform_int_distribution<int64_t> position(0, span);
-      std::uniform_int_distribution<int64_t> length(0, trial % 2 ? span / 2 + 1
-                                                                 : 2 * span);
-      std::uniform_int_distribution<int64_t> bytes(0, 1 << 12);
-      for (int i = 0, n = count(rng); i < n; ++i) {
-        int64_t begin = position(rng);
-        intervals.push_back({begin, begin + length(rng), bytes(rng)});
-      }
-      break;
-    }
-    case 1:
-      intervals =
-          layeredWorkload(rng, std::uniform_int_distribution<int>(1, 24)(rng),
-                          std::uniform_int_distribution<int>(1, 20)(rng));
-      break;
-    default:
-      intervals = interleavedWorkload(
-          rng, std::uniform_int_distribution<int>(1, 400)(rng));
-      break;
-    }
+    std::vector<PackInterval> intervals = randomWorkload(rng, trial);
     std::vector<int> order(intervals.size());
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
@@ -301,6 +309,49 @@ TEST(IntervalPackingTest, IndexedPlacementEqualsScan) {
       }
     }
   }
+}
+
+TEST(IntervalPackingTest, SweepEqualsPlacementInAllocationOrder) {
+  // The sweep must place every buffer where best-fit placement in
+  // allocation order does: its live set is the placed buffers a new one
+  // meets, its gaps by size the best fit.
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<PackInterval> intervals = randomWorkload(rng, trial);
+    for (int64_t alignment : {1, 256}) {
+      SCOPED_TRACE("trial " + std::to_string(trial) + ", alignment " +
+                   std::to_string(alignment));
+      std::vector<int64_t> swept, placed;
+      int64_t arena = placeByBeginBestFit(intervals, alignment, swept);
+      EXPECT_EQ(arena,
+                placeInOrder(intervals, orderFor(intervals, PackOrder::ByBegin),
+                             alignment, /*bestFit=*/true, placed,
+                             PlacedLookup::Scan));
+      EXPECT_EQ(swept, placed);
+    }
+  }
+}
+
+TEST(IntervalPackingTest, SweepBoundsPackIntervals) {
+  // `lethe plan`'s feasibility check takes the sweep's arena where it fits
+  // the budget: packIntervals, which lethe-assign-buffers packs with, must
+  // never pack into more, also past the size where its placements' bound
+  // skips allocation order (the last trials).
+  std::mt19937_64 rng(18);
+  int atMaxLive = 0, over = 0;
+  for (int trial = 0; trial < 154; ++trial) {
+    std::vector<PackInterval> intervals =
+        trial < 150 ? randomWorkload(rng, trial)
+                    : interleavedWorkload(rng, 11000 + trial);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    std::vector<int64_t> swept;
+    int64_t sweep = placeByBeginBestFit(intervals, 256, swept);
+    PackResult packed = packIntervals(intervals, 256);
+    EXPECT_LE(packed.arenaBytes, sweep);
+    (sweep == packed.maxLiveBytes ? atMaxLive : over)++;
+  }
+  EXPECT_GT(atMaxLive, 0);
+  EXPECT_GT(over, 0);
 }
 
 TEST(IntervalPackingTest, Deterministic) {

@@ -18,6 +18,7 @@
 
 #include "lethe/Dialect/Lethe/IR/LetheAttrs.h"
 #include "lethe/Support/DeviceProfile.h"
+#include "lethe/Support/IntervalPacking.h"
 
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
@@ -126,10 +127,14 @@ struct PackedProgram {
 };
 
 /// Packs `program`'s buffers, every offset and size rounded up to
-/// `alignment` (a valid one: isValidAlignment). The one packing both
-/// lethe-assign-buffers and the pipeline's feasibility check (which needs
-/// only the arena) use.
+/// `alignment` (a valid one: isValidAlignment): lethe-assign-buffers'
+/// packing.
 PackedProgram packProgram(const ExplicitProgram &program, int64_t alignment);
+
+/// The lifetimes and sizes of `program`'s buffers in one arena (host or
+/// device), in getBuffers' order: what packProgram packs.
+std::vector<PackInterval> arenaIntervals(const ExplicitProgram &program,
+                                         bool host);
 
 /// "%3 ('aten.mm.default' "mm_1")": a value as printed in its function,
 /// with its node's kind and name when it has them, for messages.

@@ -95,6 +95,21 @@ int64_t placeInOrder(llvm::ArrayRef<PackInterval> intervals,
                      std::vector<int64_t> &offsets,
                      PlacedLookup lookup = PlacedLookup::Auto);
 
+/// The order of `intervals` that `order` places them in (indices; ties keep
+/// the index order). For the fixed orders only (BySize to ByBegin).
+std::vector<int> orderFor(llvm::ArrayRef<PackInterval> intervals,
+                          PackOrder order);
+
+/// placeInOrder(intervals, orderFor(intervals, ByBegin), alignment,
+/// /*bestFit=*/true, offsets) as a sweep over time: in allocation order the
+/// placed buffers a new one meets are those live at its begin, so a set of
+/// their free gaps by size finds the best fit in O(log n), where
+/// placeInOrder reads the union of every placed set it meets (O(n) a
+/// placement on a training step). The same offsets and arena, which
+/// packIntervals' never exceeds.
+int64_t placeByBeginBestFit(llvm::ArrayRef<PackInterval> intervals,
+                            int64_t alignment, std::vector<int64_t> &offsets);
+
 /// Packs in one order (best-fit; the skyline's order first-fit;
 /// peak-outward with exponent 4; Search: the skyline's, then the search as
 /// below).
@@ -112,8 +127,10 @@ PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
 /// 4,096 buffers, searchPacking (a work bound of its own per capacity: a
 /// quarter of the gap to max-live first, and where that is met, max-live
 /// and up, until one is); returns the smallest arena (ties: the first
-/// found).
-/// Deterministic.
+/// found). Before the search, where the orders leave the arena over
+/// max-live, placeByBeginBestFit's offsets where they pack into less (the
+/// placements' bound skips allocation order over ~10,000 buffers): so the
+/// arena is never more than placeByBeginBestFit's. Deterministic.
 PackResult packIntervals(llvm::ArrayRef<PackInterval> intervals,
                          int64_t alignment);
 
