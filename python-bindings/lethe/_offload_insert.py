@@ -56,8 +56,7 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
             fw_out.args = (tuple(outs),) + tuple(fw_out.args[1:])
             _release_at(fw, h, _point(decision, "release_after", fused),
                         joint_order)
-            fw_out = next(n for n in fw.graph.nodes if n.op == "output")
-            outs = list(fw_out.args[0])
+            outs = list(fw_out.args[0])  # the release may be an output
 
             # Backward: the placeholder is now the host copy.
             p.meta["val"] = _fake_like(p.meta["val"], torch.device("cpu"))

@@ -52,9 +52,9 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
 
 
-def _model(layers=3):
+def _model(layers=3, d=64):
     torch.manual_seed(0)
-    return nn.Sequential(*[Block() for _ in range(layers)])
+    return nn.Sequential(*[Block(d) for _ in range(layers)])
 
 
 def _step(model, run):

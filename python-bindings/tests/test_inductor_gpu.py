@@ -4,7 +4,8 @@ bench/results/torch-inductor.md."""
 
 import pytest
 
-from inductor_common import _close, needs_lethe, torch
+from inductor_common import _close, _planner, needs_lethe, torch
+from inductor_common import _model as _cpu_model
 import lethe.torch as lt  # noqa: E402
 
 pytestmark = [
@@ -14,20 +15,8 @@ pytestmark = [
 ]
 
 
-class Block(torch.nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.norm = torch.nn.LayerNorm(d)
-        self.fc1 = torch.nn.Linear(d, 4 * d)
-        self.fc2 = torch.nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x))))
-
-
 def _model(d=64, layers=3):
-    torch.manual_seed(0)
-    return torch.nn.Sequential(*[Block(d) for _ in range(layers)]).cuda()
+    return _cpu_model(layers, d).cuda()
 
 
 def _step(model, run, x, graphs=False):
@@ -39,17 +28,6 @@ def _step(model, run, x, graphs=False):
     for p in model.parameters():
         p.grad = None
     return loss.detach().clone(), grads
-
-
-def _planner(kinds):
-    def plan(doc, budget, policy, device, **options):
-        values = [{"node": doc["nodes"][nid]["name"], "result": index,
-                   "decision": kinds(doc["nodes"][nid])}
-                  for nid, index in doc["saved"]
-                  if doc["nodes"][nid]["kind"] == "op"]
-        return {"feasible": True, "policy": policy, "values": values,
-                "peak_bytes": 0, "step_us": 0.0}
-    return plan
 
 
 def _offload_matmuls(e):

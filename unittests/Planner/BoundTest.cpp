@@ -143,17 +143,10 @@ TEST(BoundTest, ChainNodeRunsAtEachFirstBackwardUse) {
     ASSERT_TRUE(bound.feasible);
     if (v.boundUs > 0)
       EXPECT_NEAR(bound.stepUs - unplanned.stepUs, v.boundUs, 0.05);
-    PlanOptions options;
-    options.budgetBytes = budget;
-    for (SolverKind solver : {SolverKind::Fast, SolverKind::Exact}) {
-      options.solver = solver;
-      llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
-      ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-      EXPECT_TRUE(plan->feasible);
+    expectBothSolversAbove(g, device, budget, bound, [&](const Plan &plan) {
       if (v.boundUs == 0) // r, a1, a2 and u's mm once, before g1.
-        EXPECT_LE(plan->stepUs - unplanned.stepUs, 321 + 1e-6);
-      expectAbove(*plan, bound, solver == SolverKind::Fast ? "auto" : "exact");
-    }
+        EXPECT_LE(plan.stepUs - unplanned.stepUs, 321 + 1e-6);
+    });
   }
 }
 
@@ -291,17 +284,10 @@ TEST(BoundTest, CheckpointStaysWhileAChainReadsIt) {
   OverheadBound bound = boundAt(g, device, budget, unplanned);
   ASSERT_TRUE(bound.feasible);
   EXPECT_GT(bound.stepUs - unplanned.stepUs, 460);
-  PlanOptions options;
-  options.budgetBytes = budget;
-  for (SolverKind solver : {SolverKind::Fast, SolverKind::Exact}) {
-    options.solver = solver;
-    llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
-    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
-    EXPECT_TRUE(plan->feasible);
-    if (plan->exactReport)
-      EXPECT_TRUE(plan->exactReport->provenOptimal);
-    expectAbove(*plan, bound, solver == SolverKind::Fast ? "auto" : "exact");
-  }
+  expectBothSolversAbove(g, device, budget, bound, [](const Plan &plan) {
+    if (plan.exactReport)
+      EXPECT_TRUE(plan.exactReport->provenOptimal);
+  });
 }
 
 /// testDeviceProfile with kernels slowed beside moving copies and copies

@@ -14,6 +14,8 @@
 #include "lethe/Planner/Bound.h"
 #include "lethe/Planner/Planner.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -55,6 +57,24 @@ inline void expectAbove(const Plan &plan, const OverheadBound &bound,
     EXPECT_LE(bound.stepUs, plan.stepUs * (1 + kTolerance))
         << what << ": bound " << bound.stepUs << " us above the plan's "
         << plan.stepUs << " us (unplanned " << plan.baselineStepUs << " us)";
+  }
+}
+
+/// Plans `g` at `budget` with the fast and the exact solver; each plan must
+/// exist, fit and be above `bound`; `check` sees each.
+inline void expectBothSolversAbove(
+    const TrainingGraph &g, const DeviceProfile &device, int64_t budget,
+    const OverheadBound &bound,
+    llvm::function_ref<void(const Plan &)> check = [](const Plan &) {}) {
+  PlanOptions options;
+  options.budgetBytes = budget;
+  for (SolverKind solver : {SolverKind::Fast, SolverKind::Exact}) {
+    options.solver = solver;
+    llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    EXPECT_TRUE(plan->feasible);
+    check(*plan);
+    expectAbove(*plan, bound, solver == SolverKind::Fast ? "auto" : "exact");
   }
 }
 
