@@ -87,8 +87,12 @@ def _side_streams(device: torch.device):
 def _offload(x: torch.Tensor) -> torch.Tensor:
     stats["d2h_bytes"] += x.numel() * x.element_size()
     stats["d2h_copies"] += 1
+    # The host copy has x's strides, as the fake says (offload_fake): a
+    # clone of a view with gaps (q of a fused q/k/v projection) comes out
+    # contiguous, which inductor's stride check rejects.
     if x.device.type != "cuda":
-        host = x.clone()
+        host = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype)
+        host.copy_(x)
         _held[host.data_ptr()] = (x, None)
         return host
     d2h, _ = _side_streams(x.device)

@@ -52,6 +52,28 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
 
 
+
+class Attention(nn.Module):
+    """A causal self-attention block on one fused q/k/v projection: q, k
+    and v are views with gaps into its output, and
+    scaled_dot_product_attention is one op of several outputs (the
+    attention, its log-sum-exp, ...), which inductor runs as one extern
+    kernel."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm(x)).view(b, t, 3, self.heads, -1) \
+            .permute(2, 0, 3, 1, 4).unbind(0)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.proj(o.transpose(1, 2).reshape(b, t, d))
+
 def _model(layers=3, d=64):
     torch.manual_seed(0)
     return nn.Sequential(*[Block(d) for _ in range(layers)])

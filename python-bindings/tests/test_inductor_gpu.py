@@ -4,7 +4,7 @@ bench/results/torch-inductor.md."""
 
 import pytest
 
-from inductor_common import _close, _planner, needs_lethe, torch
+from inductor_common import Attention, _close, _planner, needs_lethe, torch
 from inductor_common import _model as _cpu_model
 import lethe.torch as lt  # noqa: E402
 
@@ -82,10 +82,11 @@ def _graph_peak(planner, graphs, d=1024, layers=4):
     return torch.cuda.max_memory_allocated() - base
 
 
-def _offload_all(doc, budget, policy, device, **options):
-    """Offloads every saved value of 1 MiB or more, released two forward
-    ops after it and prefetched two backward ops before its first use
-    (the points Lethe's planner gives)."""
+def _offload_all(doc, budget, policy, device, min_bytes=1 << 20,
+                 **options):
+    """Offloads every saved value of `min_bytes` or more, released two
+    forward ops after it and prefetched two backward ops before its first
+    use (the points Lethe's planner gives)."""
     nodes = doc["nodes"]
     fwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "fwd"]
     bwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "bwd"]
@@ -96,7 +97,7 @@ def _offload_all(doc, budget, policy, device, **options):
             continue
         d = {"node": e["name"], "result": index, "decision": "retain"}
         users = [k for k, b in enumerate(bwd) if [nid, index] in b["inputs"]]
-        if e["outputs"][index]["bytes"] >= 1 << 20 and users:
+        if e["outputs"][index]["bytes"] >= min_bytes and users:
             later = fwd[min(fwd.index(e) + 2, len(fwd) - 1)]
             d.update(decision="offload", placement={
                 "release_after": later["name"],
@@ -116,3 +117,32 @@ def test_offload_lowers_the_peak(graphs):
     kept = _graph_peak(_planner(lambda e: "retain"), graphs)
     offloaded = _graph_peak(_offload_all, graphs)
     assert offloaded < kept - 4 * (128 << 20), (kept, offloaded)
+
+
+
+def test_offloading_attention_outputs_under_cuda_graphs():
+    """Every saved value of an attention stack offloaded, the attention's
+    outputs among them (the outputs of one multi-output kernel, which
+    cross a graph partition's boundary into the copy ops): the replayed
+    steps give eager's numbers, and every value is released each step
+    (Llama-8l offloading under CUDA graphs failed cudagraph trees' pool
+    check, 2026-11-28)."""
+    from torch._dynamo.utils import counters
+    from lethe import _offload_ops
+    counters.clear()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[Attention(256) for _ in range(3)]).cuda()
+    x = torch.randn(4, 256, 256, device="cuda")
+    eager = _step(model, model, x)
+
+    def planner(doc, budget, policy, device, **options):
+        return _offload_all(doc, budget, policy, device, min_bytes=1 << 14)
+    p, run = _compiled(model, planner)
+    for i in range(6):
+        loss, grads = _step(model, run, x, graphs=True)
+        torch.cuda.synchronize()
+        assert torch.allclose(loss, eager[0], rtol=1e-4), f"step {i}"
+        assert float((grads - eager[1]).norm() / eager[1].norm()) < 1e-4
+        assert _offload_ops.held() == 0
+    assert len(p.records[-1].offloaded) > 3
+    assert counters["inductor"]["cudagraph_skips"] == 0

@@ -12,7 +12,7 @@ import warnings
 
 from inductor_common import (  # noqa: F401 (the fixture is autouse)
     pytest, torch, nn, F, lethe, lt, _inductor, needs_lethe,
-    _no_compile_caches, Block, _model, _step, _compile, _close, _planner,
+    _no_compile_caches, Attention, Block, _model, _step, _compile, _close, _planner,
     _fused_doc)
 
 
@@ -182,6 +182,27 @@ def test_offloaded_values_travel_through_the_lethe_ops():
     reloads = _offload_ops.stats["h2d_copies"] - before["h2d_copies"]
     assert copies == reloads == len(record.offloaded)
 
+
+
+def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
+    """Every saved value of an attention stack offloaded: q, k and v are
+    views with gaps into the q/k/v projection's output, and the
+    attention's outputs come from one kernel of several. The host copy
+    keeps each value's strides, as its fake does (a clone of a view with
+    gaps came out contiguous and failed inductor's stride check)."""
+    from lethe import _offload_ops
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Attention() for _ in range(2)])
+    eager = _step(model, model)
+    p = lt.partitioner(budget=None, offload=True,
+                       planner=_planner(lambda e: "offload"))
+    torch._dynamo.reset()
+    run = torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    _close(_step(model, run), eager)
+    record = p.records[-1]
+    assert len(record.offloaded) > 4
+    assert _offload_ops.held() == 0
 
 def test_offload_runs_between_cuda_graphs():
     """Under CUDA graphs (triton.cudagraphs) the offload is planned and
