@@ -706,8 +706,11 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_up_to_three_times(
     # an H200: MobileNet-V3 38 MB over its budget): re-planned with the
     # excess off, measured again; still over (not all of the excess is the
     # plan's: ViT-B/16 recorded the same peak after a re-plan), re-planned
-    # with the excess doubled, then quadrupled; still over, said so.
+    # with the excess doubled, then quadrupled; still over, said so. An
+    # excess under 0.5% of the budget is cut as 0.5% (5 B here): cut as
+    # measured, 1 B, it gave Llama-8l's plan back three times.
     for peaks, unmet in (((1040, 1010, 1005, 1002), True),
+                         ((1040, 1001, 1001, 1001), True),
                          ((1040, 1010, 995), False), ((1040, 995), False),
                          ((1000,), False)):
         cal, p, report, compiled = _calibrator(monkeypatch,
@@ -731,7 +734,8 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_up_to_three_times(
         assert cal.backend.calibrated_plan is p.records[-1]  # graphs' plan
         p.compile()
         # The excess of each over-budget recording, doubled per re-plan.
-        corrections = [-40, -60, -80]
+        corrections = [-40, -60, -80] if peaks[1] == 1010 \
+            else [-40, -50, -70]
         for k, peak in enumerate(peaks[1:-1], 1):
             assert cal.on_step(Measurement(peak, 10.0))
             assert p.peak_correction == corrections[k]
@@ -739,8 +743,8 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_up_to_three_times(
         if unmet:
             with pytest.warns(UserWarning, match="after 3 re-plans"):
                 assert not cal.on_step(Measurement(peaks[-1], 10.0))
-            assert report["cudagraphs_unmet"] == dict(budget_bytes=1000,
-                                                      peak_bytes=1002)
+            assert report["cudagraphs_unmet"] == dict(
+                budget_bytes=1000, peak_bytes=peaks[-1])
         else:
             assert not cal.on_step(Measurement(peaks[-1], 10.0))
             assert "cudagraphs_unmet" not in report
