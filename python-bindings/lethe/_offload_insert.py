@@ -21,75 +21,176 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
     backward at the plan's prefetch point."""
     from lethe import _offload_ops
     _offload_ops.ensure_registered()
-    ops = torch.ops.lethe
     fw_out = next(n for n in fw.graph.nodes if n.op == "output")
-    outs = list(fw_out.args[0])
+    saved = list(fw_out.args[0])[num_fwd_outputs:]
     fw_by_name = {n.name: n for n in fw.graph.nodes}
     bw_by_name = {n.name: n for n in bw.graph.nodes}
     joint_order = {e["name"]: e["id"] for e in fused.doc["nodes"]}
-    moved = []
+    # What each saved value's copy is taken of (its source): the value, or
+    # for a view with gaps (q of a fused q/k/v projection) the buffer it
+    # views, copied once for all its views, which the backward views
+    # again. A view's own copy would hold the gaps: a host copy and a
+    # reload buffer of the whole span (3x q's bytes).
+    groups = {}  # source node -> [(saved node, backward placeholder)]
+    decision_of = {}
     for n, index in offloaded:
         decision = plan.owners.get((fused.root_of[n], index))
         for name in value_names(n, index):
             x = fw_by_name.get(name)
             p = bw_by_name.get(name)
-            if x is None or p is None or x not in outs[num_fwd_outputs:] \
-                    or p.op != "placeholder":
-                continue
-            val = x.meta["val"]
-            if any(isinstance(d, torch.SymInt)
-                   for d in tuple(val.size()) + tuple(val.stride())):
+            if x is None or p is None or x not in saved \
+                    or p.op != "placeholder" or _dynamic(x):
                 continue  # a dynamic shape: the buffer's size is not known
-            with fw.graph.inserting_after(x):
-                h = fw.graph.call_function(ops.offload.default, (x,))
-            h.meta["val"] = _fake_like(val, torch.device("cpu"))
-            readers = [u for u in x.users if u is not h and u is not fw_out]
-            if readers:
-                first = min(readers, key=_position(fw.graph))
-                with fw.graph.inserting_before(first):
-                    fenced = fw.graph.call_function(ops.issued.default,
-                                                    (x, h))
-                fenced.meta["val"] = val
-                for u in readers:
-                    u.replace_input_with(x, fenced)
-            outs = [h if a is x else a for a in outs]
-            fw_out.args = (tuple(outs),) + tuple(fw_out.args[1:])
-            _release_at(fw, h, _point(decision, "release_after", fused),
-                        joint_order)
-            outs = list(fw_out.args[0])  # the release may be an output
-
-            # Backward: the placeholder is now the host copy.
-            p.meta["val"] = _fake_like(p.meta["val"], torch.device("cpu"))
-            users = list(p.users)
-            if not users:
+            source = _source_of(x)
+            if source is None:
+                continue  # a view with gaps of an input: nothing to free
+            groups.setdefault(source, []).append((x, p))
+            decision_of.setdefault(source, decision)
+    moved = []
+    for source, members in groups.items():
+        if source is not members[0][0]:
+            # A view's buffer is let go only if no saved value keeps it:
+            # every saved view of it is offloaded.
+            offloaded_views = {x for x, _ in members}
+            if any(_source_of(y) is source and y not in offloaded_views
+                   for y in saved if isinstance(y, torch.fx.Node)):
                 continue
-            first_use = min(users, key=_position(bw.graph))
-            dep = _prefetch_anchor(
-                bw, _point(decision, "prefetch_after", fused), joint_order,
-                first_use)
-            where = dep if dep is not None else _last_placeholder(bw)
-            with bw.graph.inserting_after(where):
-                b = bw.graph.call_function(
-                    ops.buffer.default,
-                    (dep, list(val.size()), list(val.stride()), val.dtype,
-                     device))
-            b.meta["val"] = _fake_like(val, device)
-            with bw.graph.inserting_after(b):
-                y = bw.graph.call_function(ops.reload.default, (p, b))
-            y.meta["val"] = b.meta["val"]
-            if dep is not None:
-                _pin_after(bw, y, first_use)
-            with bw.graph.inserting_before(first_use):
-                w = bw.graph.call_function(ops.wait.default, (y,))
-            w.meta["val"] = y.meta["val"]
-            for u in users:
-                if u is not y:
-                    u.replace_input_with(p, w)
-            moved.append(name)
+        h = _offload_forward(fw, fw_out, source, [x for x, _ in members],
+                             _point(decision_of[source], "release_after",
+                                    fused), joint_order)
+        _reload_backward(bw, source, members, h,
+                         _point(decision_of[source], "prefetch_after", fused),
+                         joint_order, device)
+        moved.extend(x.name for x, _ in members)
     for g in (fw, bw):
         g.graph.lint()
         g.recompile()
     return moved
+
+
+def _offload_forward(fw, fw_out, source, xs, release_point, joint_order):
+    """Copies `source` out after it is made, saves the copy in place of
+    each of `xs` (source itself or its views), and releases source at the
+    plan's release point."""
+    ops = torch.ops.lethe
+    val = source.meta["val"]
+    with fw.graph.inserting_after(source):
+        h = fw.graph.call_function(ops.offload.default, (source,))
+    h.meta["val"] = _fake_like(val, torch.device("cpu"))
+    readers = [u for u in source.users if u is not h and u is not fw_out]
+    if readers:
+        first = min(readers, key=_position(fw.graph))
+        with fw.graph.inserting_before(first):
+            fenced = fw.graph.call_function(ops.issued.default, (source, h))
+        fenced.meta["val"] = val
+        for u in readers:
+            u.replace_input_with(source, fenced)
+    outs = [h if a in xs else a for a in fw_out.args[0]]
+    fw_out.args = (tuple(outs),) + tuple(fw_out.args[1:])
+    _release_at(fw, h, release_point, joint_order)
+    return h
+
+
+def _reload_backward(bw, source, members, h, prefetch_point, joint_order,
+                     device):
+    """In the backward, each placeholder of `members` is now the host copy
+    of `source`: one reload of it at the plan's prefetch point, waited for
+    before the first use of any of them; a view is taken again from it."""
+    ops = torch.ops.lethe
+    val = source.meta["val"]
+    users = []
+    for _, p in members:
+        p.meta["val"] = _fake_like(val, torch.device("cpu"))
+        users.extend(p.users)
+    if not users:
+        return
+    first_use = min(users, key=_position(bw.graph))
+    dep = _prefetch_anchor(bw, prefetch_point, joint_order, first_use)
+    where = dep if dep is not None else _last_placeholder(bw)
+    p0 = members[0][1]
+    with bw.graph.inserting_after(where):
+        b = bw.graph.call_function(
+            ops.buffer.default,
+            (dep, list(val.size()), list(val.stride()), val.dtype, device))
+    b.meta["val"] = _fake_like(val, device)
+    with bw.graph.inserting_after(b):
+        y = bw.graph.call_function(ops.reload.default, (p0, b))
+    y.meta["val"] = b.meta["val"]
+    if dep is not None:
+        _pin_after(bw, y, first_use)
+    with bw.graph.inserting_before(first_use):
+        w = bw.graph.call_function(ops.wait.default, (y,))
+    w.meta["val"] = y.meta["val"]
+    for x, p in members:
+        value = w
+        if x is not source:
+            xv = x.meta["val"]
+            with bw.graph.inserting_before(first_use):
+                value = bw.graph.call_function(
+                    torch.ops.aten.as_strided.default,
+                    (w, list(xv.size()), list(xv.stride()),
+                     xv.storage_offset() - val.storage_offset()))
+            value.meta["val"] = _fake_view(w.meta["val"], xv,
+                                           val.storage_offset())
+        for u in list(p.users):
+            if u is not y:
+                u.replace_input_with(p, value)
+
+
+# View ops whose output shares its input's buffer (the first argument),
+# through which a view with gaps is traced back to that buffer.
+_VIEW_OPS = tuple(
+    getattr(getattr(torch.ops.aten, name), overload)
+    for name, overload in (
+        ("view", "default"), ("_unsafe_view", "default"),
+        ("permute", "default"), ("transpose", "int"), ("t", "default"),
+        ("unbind", "int"), ("split", "Tensor"),
+        ("split_with_sizes", "default"), ("select", "int"),
+        ("slice", "Tensor"), ("unsqueeze", "default"),
+        ("squeeze", "dim"), ("alias", "default"),
+        ("as_strided", "default"), ("expand", "default")))
+
+
+def _span(val) -> int:
+    """Elements from a tensor's first to its last, gaps included."""
+    if val.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride
+                   for size, stride in zip(val.size(), val.stride()))
+
+
+def _source_of(x):
+    """What to copy out for saved value `x`: x, unless it is a view with
+    gaps (its span over its elements); then the forward node whose whole
+    buffer it views, traced back through view ops; None where that buffer
+    is not made by the forward (an input's)."""
+    if _dynamic(x):
+        return None
+    val = x.meta["val"]
+    if _span(val) <= val.numel():
+        return x
+    node = x
+    while True:
+        if node.op != "call_function":
+            return None
+        if node.target is operator.getitem:
+            node = node.args[0]
+            continue
+        if node.target not in _VIEW_OPS:
+            break
+        node = node.args[0]
+    v = node.meta.get("val")
+    if not isinstance(v, torch.Tensor) or _span(v) > v.numel() \
+            or v.numel() < _span(val) or _dynamic(node):
+        return None
+    return node
+
+
+def _dynamic(node) -> bool:
+    val = node.meta.get("val")
+    return not isinstance(val, torch.Tensor) or any(
+        isinstance(d, torch.SymInt)
+        for d in tuple(val.size()) + tuple(val.stride()))
 
 
 def _point(decision, field, fused):
@@ -189,6 +290,17 @@ def _pin_after(bw, y, first_use):
                 u.replace_input_with(node, fenced)
             return
         node = node.next
+
+
+def _fake_view(base, like, base_offset):
+    """A fake view of fake `base` as `like` is of its buffer."""
+    mode = getattr(base, "fake_mode", None)
+    args = (base, like.size(), like.stride(),
+            like.storage_offset() - base_offset)
+    if mode is None:
+        return torch.as_strided(*args)
+    with mode:
+        return torch.as_strided(*args)
 
 
 def _fake_like(val, device):

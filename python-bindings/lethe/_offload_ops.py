@@ -68,7 +68,9 @@ _held: Dict[int, Tuple[torch.Tensor, Optional[torch.cuda.Event]]] = {}
 _h2d_done: Dict[int, torch.cuda.Event] = {}
 
 # Bytes copied each way since the process started (tests, benches).
-stats = {"d2h_bytes": 0, "h2d_bytes": 0, "d2h_copies": 0, "h2d_copies": 0}
+# buffer_bytes: the device memory the reload buffers take.
+stats = {"d2h_bytes": 0, "h2d_bytes": 0, "d2h_copies": 0, "h2d_copies": 0,
+         "buffer_bytes": 0}
 
 
 def held() -> int:
@@ -117,7 +119,9 @@ def _release(t: torch.Tensor, host: torch.Tensor) -> torch.Tensor:
 def _buffer(dep: Optional[torch.Tensor], size, stride, dtype: torch.dtype,
             device: torch.device) -> torch.Tensor:
     del dep  # an ordering edge only
-    return torch.empty_strided(size, stride, dtype=dtype, device=device)
+    out = torch.empty_strided(size, stride, dtype=dtype, device=device)
+    stats["buffer_bytes"] += out.untyped_storage().nbytes()
+    return out
 
 
 def _reload(host: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

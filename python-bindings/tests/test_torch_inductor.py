@@ -187,9 +187,12 @@ def test_offloaded_values_travel_through_the_lethe_ops():
 def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
     """Every saved value of an attention stack offloaded: q, k and v are
     views with gaps into the q/k/v projection's output, and the
-    attention's outputs come from one kernel of several. The host copy
-    keeps each value's strides, as its fake does (a clone of a view with
-    gaps came out contiguous and failed inductor's stride check)."""
+    attention's outputs come from one kernel of several. The projection's
+    output is copied once for its three views and viewed again in the
+    backward: every reload buffer holds just the bytes copied (a view's
+    own copy held its gaps: three times q's bytes). The host copy keeps
+    its value's strides, as its fake does (a clone of a view with gaps
+    came out contiguous and failed inductor's stride check)."""
     from lethe import _offload_ops
     torch.manual_seed(0)
     model = nn.Sequential(*[Attention() for _ in range(2)])
@@ -199,9 +202,15 @@ def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
     torch._dynamo.reset()
     run = torch.compile(model, dynamic=False, options={
         "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    before = dict(_offload_ops.stats)
     _close(_step(model, run), eager)
+    moved = {k: _offload_ops.stats[k] - before[k] for k in before}
     record = p.records[-1]
-    assert len(record.offloaded) > 4
+    views = [n for n in record.offloaded if n.startswith("getitem")]
+    assert len(views) >= 6, record.offloaded  # q, k, v and the attention's
+    assert moved["h2d_copies"] < len(record.offloaded)  # q/k/v: one copy
+    assert moved["buffer_bytes"] == moved["h2d_bytes"] \
+        == moved["d2h_bytes"] > 0
     assert _offload_ops.held() == 0
 
 def test_offload_runs_between_cuda_graphs():
