@@ -55,7 +55,8 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
             if any(_source_of(y) is source and y not in offloaded_views
                    for y in saved if isinstance(y, torch.fx.Node)):
                 continue
-        h = _offload_forward(fw, fw_out, source, [x for x, _ in members],
+        h = _offload_forward(fw, fw_out, num_fwd_outputs, source,
+                             [x for x, _ in members],
                              _point(decision_of[source], "release_after",
                                     fused), joint_order)
         _reload_backward(bw, source, members, h,
@@ -68,7 +69,8 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
     return moved
 
 
-def _offload_forward(fw, fw_out, source, xs, release_point, joint_order):
+def _offload_forward(fw, fw_out, num_fwd_outputs, source, xs,
+                     release_point, joint_order):
     """Copies `source` out after it is made, saves the copy in place of
     each of `xs` (source itself or its views), and releases source at the
     plan's release point."""
@@ -85,7 +87,20 @@ def _offload_forward(fw, fw_out, source, xs, release_point, joint_order):
         fenced.meta["val"] = val
         for u in readers:
             u.replace_input_with(source, fenced)
-    outs = [h if a in xs else a for a in fw_out.args[0]]
+    # The saved slots only (the forward's own outputs stay on the device).
+    # A slot may hold the release an earlier value placed on one of xs (its
+    # release point was that value): the copy goes there through `issued`,
+    # an ordering edge on the release, which nothing else may read.
+    outs = list(fw_out.args[0])
+    for i in range(num_fwd_outputs, len(outs)):
+        a = outs[i]
+        if _released(a) not in xs:
+            continue
+        outs[i] = h
+        if a is not _released(a):
+            with fw.graph.inserting_before(fw_out):
+                outs[i] = fw.graph.call_function(ops.issued.default, (h, a))
+            outs[i].meta["val"] = h.meta["val"]
     fw_out.args = (tuple(outs),) + tuple(fw_out.args[1:])
     _release_at(fw, h, release_point, joint_order)
     return h
@@ -149,6 +164,17 @@ _VIEW_OPS = tuple(
         ("slice", "Tensor"), ("unsqueeze", "default"),
         ("squeeze", "dim"), ("alias", "default"),
         ("as_strided", "default"), ("expand", "default")))
+
+
+def _released(a):
+    """The value a forward output slot holds: `a`, or the value a release
+    was placed on (lethe.release and lethe.issued return their first
+    argument: a release placed on an offloaded value reads its `issued`)."""
+    aliases = (torch.ops.lethe.release.default,
+               torch.ops.lethe.issued.default)
+    while isinstance(a, torch.fx.Node) and a.target in aliases:
+        a = a.args[0]
+    return a
 
 
 def _span(val) -> int:

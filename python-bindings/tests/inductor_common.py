@@ -117,6 +117,31 @@ def _planner(kinds):
     return plan
 
 
+def offload_all(doc, budget, policy, device, min_bytes=1 << 20,
+                **options):
+    """Offloads every saved value of `min_bytes` or more, released two
+    forward ops after it and prefetched two backward ops before its first
+    use (the points Lethe's planner gives)."""
+    nodes = doc["nodes"]
+    fwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "fwd"]
+    bwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "bwd"]
+    values = []
+    for nid, index in doc["saved"]:
+        e = nodes[nid]
+        if e["kind"] != "op":
+            continue
+        d = {"node": e["name"], "result": index, "decision": "retain"}
+        users = [k for k, b in enumerate(bwd) if [nid, index] in b["inputs"]]
+        if e["outputs"][index]["bytes"] >= min_bytes and users:
+            later = fwd[min(fwd.index(e) + 2, len(fwd) - 1)]
+            d.update(decision="offload", placement={
+                "release_after": later["name"],
+                "prefetch_after": bwd[max(users[0] - 2, 0)]["name"]})
+        values.append(d)
+    return {"feasible": True, "policy": policy, "values": values,
+            "peak_bytes": 0, "step_us": 0.0}
+
+
 # --- the graph Lethe plans ------------------------------------------------
 
 def _fused_doc(model):

@@ -785,6 +785,32 @@ def test_an_unmet_budget_keeps_the_least_plan_under_cuda_graphs(
         budget_bytes=1000, peak_bytes=1160)
 
 
+
+def test_a_cuda_graph_replan_below_the_least_runs_the_least(monkeypatch):
+    from types import SimpleNamespace
+    from lethe._step_meter import Measurement
+    # Calibrated without CUDA graphs, the plan fits (990 of 1000 B); with
+    # them it peaks 300 B over, and the re-plan's budget (700) is below the
+    # model's least (900): the least plan is made (DiT-B/2 on an H200: an
+    # InfeasibleBudgetError in the middle of training, 2026-11-28). It
+    # peaks over too: said so, no more re-plans (they would make it again).
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
+                                           least=900)
+    cal.backend.cudagraphs_deferred = True
+    cal.meter = SimpleNamespace(measure_next_first=lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cal.on_step(Measurement(990, 10.0))
+    p.compile()
+    assert not p.records[-1].provisional
+    assert cal.on_step(Measurement(1300, 10.0))
+    p.compile()  # not infeasible
+    assert p.records[-1].provisional
+    with pytest.warns(UserWarning, match="which no plan meets"):
+        assert not cal.on_step(Measurement(1100, 10.0))
+    assert report["done"] and report["cudagraphs_unmet"] == dict(
+        budget_bytes=1000, peak_bytes=1100)
+    assert cal.graph_replans == 1
+
 def test_a_cuda_graph_replan_takes_the_excess_off_the_plans_own_peak(
         monkeypatch):
     from types import SimpleNamespace

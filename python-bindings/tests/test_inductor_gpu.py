@@ -4,7 +4,8 @@ bench/results/torch-inductor.md."""
 
 import pytest
 
-from inductor_common import Attention, _close, _planner, needs_lethe, torch
+from inductor_common import (Attention, _close, _planner, needs_lethe,
+                             offload_all, torch)
 from inductor_common import _model as _cpu_model
 import lethe.torch as lt  # noqa: E402
 
@@ -82,31 +83,6 @@ def _graph_peak(planner, graphs, d=1024, layers=4):
     return torch.cuda.max_memory_allocated() - base
 
 
-def _offload_all(doc, budget, policy, device, min_bytes=1 << 20,
-                 **options):
-    """Offloads every saved value of `min_bytes` or more, released two
-    forward ops after it and prefetched two backward ops before its first
-    use (the points Lethe's planner gives)."""
-    nodes = doc["nodes"]
-    fwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "fwd"]
-    bwd = [e for e in nodes if e["kind"] == "op" and e["phase"] == "bwd"]
-    values = []
-    for nid, index in doc["saved"]:
-        e = nodes[nid]
-        if e["kind"] != "op":
-            continue
-        d = {"node": e["name"], "result": index, "decision": "retain"}
-        users = [k for k, b in enumerate(bwd) if [nid, index] in b["inputs"]]
-        if e["outputs"][index]["bytes"] >= min_bytes and users:
-            later = fwd[min(fwd.index(e) + 2, len(fwd) - 1)]
-            d.update(decision="offload", placement={
-                "release_after": later["name"],
-                "prefetch_after": bwd[max(users[0] - 2, 0)]["name"]})
-        values.append(d)
-    return {"feasible": True, "policy": policy, "values": values,
-            "peak_bytes": 0, "step_us": 0.0}
-
-
 @pytest.mark.parametrize("graphs", [True, False])
 def test_offload_lowers_the_peak(graphs):
     """Each release lets its value's memory go in the forward (inside the
@@ -115,7 +91,7 @@ def test_offload_lowers_the_peak(graphs):
     for fc1's outputs and the GELU's) lowers the peak by more than a
     block's worth against keeping them."""
     kept = _graph_peak(_planner(lambda e: "retain"), graphs)
-    offloaded = _graph_peak(_offload_all, graphs)
+    offloaded = _graph_peak(offload_all, graphs)
     assert offloaded < kept - 4 * (128 << 20), (kept, offloaded)
 
 
@@ -136,7 +112,7 @@ def test_offloading_attention_outputs_under_cuda_graphs():
     eager = _step(model, model, x)
 
     def planner(doc, budget, policy, device, **options):
-        return _offload_all(doc, budget, policy, device, min_bytes=1 << 14)
+        return offload_all(doc, budget, policy, device, min_bytes=1 << 14)
     p, run = _compiled(model, planner)
     for i in range(6):
         loss, grads = _step(model, run, x, graphs=True)

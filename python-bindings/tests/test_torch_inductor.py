@@ -12,7 +12,7 @@ import warnings
 
 from inductor_common import (  # noqa: F401 (the fixture is autouse)
     pytest, torch, nn, F, lethe, lt, _inductor, needs_lethe,
-    _no_compile_caches, Attention, Block, _model, _step, _compile, _close, _planner,
+    _no_compile_caches, Attention, Block, _model, offload_all, _step, _compile, _close, _planner,
     _fused_doc)
 
 
@@ -212,6 +212,38 @@ def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
     assert moved["buffer_bytes"] == moved["h2d_bytes"] \
         == moved["d2h_bytes"] > 0
     assert _offload_ops.held() == 0
+
+
+def test_a_value_an_earlier_release_is_placed_on_is_offloaded_too():
+    """Every saved value of 64 KiB or more offloaded, each released two
+    forward ops after it: fc1's output is the point where its input is
+    released, so its place among the saved was the release's. It is
+    offloaded all the same (it was kept on the device, silently, until
+    2026-11-28: the offloading GPU test lowered the peak by 319 MB, not
+    512, on an H200), and the release still runs."""
+    from lethe import _offload_ops
+    model = _model()
+    eager = _step(model, model)
+    planned = set()
+
+    def planner(*args, **kwargs):
+        plan = offload_all(*args, min_bytes=1 << 16, **kwargs)
+        planned.update(v["node"] for v in plan["values"]
+                       if v["decision"] == "offload")
+        return plan
+    p = lt.partitioner(budget=None, offload=True, planner=planner)
+    torch._dynamo.reset()
+    run = torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    before = dict(_offload_ops.stats)
+    _close(_step(model, run), eager)
+    record = p.records[-1]
+    planned &= set(record.saved)  # not a view of a weight min-cut re-made
+    assert len(planned) > 3 and set(record.offloaded) >= planned, \
+        (planned, record.offloaded)
+    assert _offload_ops.stats["d2h_copies"] - before["d2h_copies"] \
+        == len(record.offloaded)
+    assert _offload_ops.held() == 0  # every release ran
 
 def test_offload_runs_between_cuda_graphs():
     """Under CUDA graphs (triton.cudagraphs) the offload is planned and
