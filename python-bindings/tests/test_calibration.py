@@ -87,8 +87,15 @@ def test_what_a_profile_leaves_to_the_model_takes_the_steps_rest():
         == pytest.approx(1.0)
     # Bounded; nothing for a plan that waits on copies or has no times.
     assert remainder_scale(Measurement(1, 0.1), r, profiled) == 0.2
+    # An offloading plan whose compute stream waits on its copies (busy
+    # 200 of a 250 us step): the rest cannot be split. One that hides them
+    # (busy 200 of 201 us) is one stream's.
     r.offloaded = ["x"]
+    r.plan = types.SimpleNamespace(step_us=250.0)
     assert remainder_scale(Measurement(1, 0.165), r, profiled) is None
+    r.plan.step_us = 201.0
+    assert remainder_scale(Measurement(1, 0.165), r, profiled) \
+        == pytest.approx(1.0)
     r.offloaded, r.compute_times = [], None
     assert remainder_scale(Measurement(1, 0.165), r, profiled) is None
 
