@@ -214,6 +214,36 @@ def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
     assert _offload_ops.held() == 0
 
 
+def test_a_view_whose_buffer_another_saved_view_keeps_is_not_offloaded():
+    """Only q offloaded, k and v kept: they keep the q/k/v projection's
+    output on the device, so copying it out would free nothing (and a
+    copy of q alone would hold its gaps): q stays saved, k and v too, and
+    the step gives eager's numbers."""
+    from lethe import _offload_ops
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Attention() for _ in range(2)])
+    eager = _step(model, model)
+
+    def only_q(doc, budget, policy, device, **options):
+        values = []
+        for nid, index in doc["saved"]:
+            e = doc["nodes"][nid]
+            if e["kind"] == "op":
+                q = e["op"] == "aten.unbind.int" and index == 0
+                values.append({"node": e["name"], "result": index,
+                               "decision": "offload" if q else "retain"})
+        return {"feasible": True, "policy": policy, "values": values,
+                "peak_bytes": 0, "step_us": 0.0}
+    p = lt.partitioner(budget=None, offload=True, planner=only_q)
+    torch._dynamo.reset()
+    run = torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    before = dict(_offload_ops.stats)
+    _close(_step(model, run), eager)
+    assert p.records[-1].offloaded == []
+    assert _offload_ops.stats["d2h_copies"] == before["d2h_copies"]
+
+
 def test_a_value_an_earlier_release_is_placed_on_is_offloaded_too():
     """Every saved value of 64 KiB or more offloaded, each released two
     forward ops after it: fc1's output is the point where its input is
