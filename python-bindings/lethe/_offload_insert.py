@@ -2,7 +2,9 @@
 step 5): the forward saves the host copy of each offloaded value instead of
 the value and lets the value go at the plan's release point, and the
 backward reloads it at the plan's prefetch point and waits for it before
-its first use (the ops: lethe._offload_ops)."""
+its first use (the ops: lethe._offload_ops). A saved view with gaps is
+copied as the buffer it views, once for all its saved views, and viewed
+again in the backward."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
             p = bw_by_name.get(name)
             if x is None or p is None or x not in saved \
                     or p.op != "placeholder" or _dynamic(x):
-                continue  # a dynamic shape: the buffer's size is not known
+                continue  # not saved, or a dynamic shape: no buffer size
             source = _source_of(x)
             if source is None:
                 continue  # a view with gaps of an input: nothing to free
@@ -52,7 +54,7 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
             # A view's buffer is let go only if no saved value keeps it:
             # every saved view of it is offloaded.
             offloaded_views = {x for x, _ in members}
-            if any(_source_of(y) is source and y not in offloaded_views
+            if any(_buffer_of(y) is source and y not in offloaded_views
                    for y in saved if isinstance(y, torch.fx.Node)):
                 continue
         h = _offload_forward(fw, fw_out, num_fwd_outputs, source,
@@ -195,21 +197,28 @@ def _source_of(x):
     val = x.meta["val"]
     if _span(val) <= val.numel():
         return x
-    node = x
-    while True:
-        if node.op != "call_function":
-            return None
-        if node.target is operator.getitem:
-            node = node.args[0]
-            continue
-        if node.target not in _VIEW_OPS:
-            break
-        node = node.args[0]
+    node = _buffer_of(x)
+    if node is None:
+        return None
     v = node.meta.get("val")
     if not isinstance(v, torch.Tensor) or _span(v) > v.numel() \
             or v.numel() < _span(val) or _dynamic(node):
         return None
     return node
+
+
+def _buffer_of(x):
+    """The forward node whose buffer `x` is or views, traced back through
+    view ops (None where it is a graph input's)."""
+    node = x
+    while node.op == "call_function":
+        if node.target is operator.getitem:
+            node = node.args[0]
+        elif node.target in _VIEW_OPS:
+            node = node.args[0]
+        else:
+            return node
+    return None
 
 
 def _dynamic(node) -> bool:
