@@ -661,6 +661,16 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
     return cal, p, backend.calibration, compiled
 
 
+def _graph_calibrator(monkeypatch, plan_peak, **kwargs):
+    """_calibrator on CUDA, compiling with CUDA graphs after calibrating."""
+    from types import SimpleNamespace
+    cal, p, report, compiled = _calibrator(monkeypatch, plan_peak, **kwargs)
+    cal.backend.cudagraphs_deferred = True
+    cal.meter = SimpleNamespace(measure_next_first=lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    return cal, p, report, compiled
+
+
 def test_calibration_near_the_least_runs_the_least_instead_of_failing(
         monkeypatch):
     from lethe._step_meter import Measurement
@@ -765,7 +775,6 @@ def test_a_cuda_graph_step_over_its_budget_is_replanned_up_to_three_times(
 
 def test_an_unmet_budget_keeps_the_least_plan_under_cuda_graphs(
         monkeypatch):
-    from types import SimpleNamespace
     from lethe._step_meter import Measurement
     # Calibrated without CUDA graphs: the first plan peaks over (1200 of
     # 1000 B), the re-plan is the least (provisional, 950) and peaks over
@@ -773,11 +782,8 @@ def test_an_unmet_budget_keeps_the_least_plan_under_cuda_graphs(
     # with graphs, that plan is made again (at the least, not at the
     # corrected budget, which no plan meets: an error mid-training), and
     # its recording over the budget is said, not re-planned.
-    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
-                                           least=950)
-    cal.backend.cudagraphs_deferred = True
-    cal.meter = SimpleNamespace(measure_next_first=lambda: None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cal, p, report, compiled = _graph_calibrator(
+        monkeypatch, lambda c: 1000 + c, least=950)
     assert cal.on_step(Measurement(1200, 10.0))
     p.compile()
     assert p.records[-1].provisional
@@ -792,7 +798,6 @@ def test_an_unmet_budget_keeps_the_least_plan_under_cuda_graphs(
         budget_bytes=1000, peak_bytes=1160)
 
 
-
 def test_a_cuda_graph_replan_below_the_least_runs_the_least(monkeypatch):
     from types import SimpleNamespace
     from lethe._step_meter import Measurement
@@ -801,11 +806,8 @@ def test_a_cuda_graph_replan_below_the_least_runs_the_least(monkeypatch):
     # model's least (900): the least plan is made (DiT-B/2 on an H200: an
     # InfeasibleBudgetError in the middle of training, 2026-11-28). It
     # peaks over too: said so, no more re-plans (they would make it again).
-    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 1000 + c,
-                                           least=900)
-    cal.backend.cudagraphs_deferred = True
-    cal.meter = SimpleNamespace(measure_next_first=lambda: None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cal, p, report, compiled = _graph_calibrator(
+        monkeypatch, lambda c: 1000 + c, least=900)
     assert cal.on_step(Measurement(990, 10.0))
     p.compile()
     assert not p.records[-1].provisional
@@ -820,18 +822,14 @@ def test_a_cuda_graph_replan_below_the_least_runs_the_least(monkeypatch):
 
 def test_a_cuda_graph_replan_takes_the_excess_off_the_plans_own_peak(
         monkeypatch):
-    from types import SimpleNamespace
     from lethe._step_meter import Measurement
     # The plan leaves room under the budget it was planned at: predicted
     # 20 B under it (plans change in steps). With CUDA graphs it peaks 10 B
     # over; taking 10 B off the planned budget would make the same plan
     # (BERT on an H200: 10.8 MB over, 21.9 MB of room, the same peak
     # again). The excess comes off the plan's predicted peak instead.
-    cal, p, report, compiled = _calibrator(monkeypatch,
-                                           lambda c: 1000 + c - 20)
-    cal.backend.cudagraphs_deferred = True
-    cal.meter = SimpleNamespace(measure_next_first=lambda: None)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cal, p, report, compiled = _graph_calibrator(monkeypatch,
+                                                 lambda c: 1000 + c - 20)
     assert cal.on_step(Measurement(960, 10.0))
     p.compile()
     assert cal.on_step(Measurement(1010, 10.0))

@@ -184,6 +184,16 @@ def test_offloaded_values_travel_through_the_lethe_ops():
 
 
 
+def _compile_offloading(model, planner):
+    """`model` compiled with Lethe's partitioner offloading as `planner`
+    says (inductor must not reuse an offloaded buffer while its copy may
+    read it)."""
+    p = lt.partitioner(budget=None, offload=True, planner=planner)
+    torch._dynamo.reset()
+    return p, torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+
+
 def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
     """Every saved value of an attention stack offloaded: q, k and v are
     views with gaps into the q/k/v projection's output, and the
@@ -197,11 +207,7 @@ def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
     torch.manual_seed(0)
     model = nn.Sequential(*[Attention() for _ in range(2)])
     eager = _step(model, model)
-    p = lt.partitioner(budget=None, offload=True,
-                       planner=_planner(lambda e: "offload"))
-    torch._dynamo.reset()
-    run = torch.compile(model, dynamic=False, options={
-        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    p, run = _compile_offloading(model, _planner(lambda e: "offload"))
     before = dict(_offload_ops.stats)
     _close(_step(model, run), eager)
     moved = {k: _offload_ops.stats[k] - before[k] for k in before}
@@ -234,10 +240,7 @@ def test_a_view_whose_buffer_another_saved_view_keeps_is_not_offloaded():
                                "decision": "offload" if q else "retain"})
         return {"feasible": True, "policy": policy, "values": values,
                 "peak_bytes": 0, "step_us": 0.0}
-    p = lt.partitioner(budget=None, offload=True, planner=only_q)
-    torch._dynamo.reset()
-    run = torch.compile(model, dynamic=False, options={
-        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    p, run = _compile_offloading(model, only_q)
     before = dict(_offload_ops.stats)
     _close(_step(model, run), eager)
     assert p.records[-1].offloaded == []
@@ -261,10 +264,7 @@ def test_a_value_an_earlier_release_is_placed_on_is_offloaded_too():
         planned.update(v["node"] for v in plan["values"]
                        if v["decision"] == "offload")
         return plan
-    p = lt.partitioner(budget=None, offload=True, planner=planner)
-    torch._dynamo.reset()
-    run = torch.compile(model, dynamic=False, options={
-        "custom_partitioner_fn": p, "allow_buffer_reuse": False})
+    p, run = _compile_offloading(model, planner)
     before = dict(_offload_ops.stats)
     _close(_step(model, run), eager)
     record = p.records[-1]
