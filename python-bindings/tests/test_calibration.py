@@ -799,7 +799,6 @@ def test_an_unmet_budget_keeps_the_least_plan_under_cuda_graphs(
 
 
 def test_a_cuda_graph_replan_below_the_least_runs_the_least(monkeypatch):
-    from types import SimpleNamespace
     from lethe._step_meter import Measurement
     # Calibrated without CUDA graphs, the plan fits (990 of 1000 B); with
     # them it peaks 300 B over, and the re-plan's budget (700) is below the
