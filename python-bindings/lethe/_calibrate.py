@@ -359,7 +359,7 @@ class Calibrator:
             # The plan at the model's least already peaks over the budget:
             # no plan of this graph meets it. Keep training on the least
             # (or on the offloading plan that fitted, if one did).
-            if not self._fall_back():
+            if not self._fall_back(measured.peak_bytes):
                 self._unmet(budget, measured.peak_bytes)
             return False
         # An offloading plan slower than predicted: under inductor the
@@ -461,7 +461,7 @@ class Calibrator:
                                     least_measured_bytes=least_measured)
         warnings.warn(
             f"Lethe: budget {budget} B cannot be met by this compiled step: "
-            f"the plan at Lethe's least peaks at {least_measured} B "
+            f"the lowest plan Lethe made peaks at {least_measured} B "
             "measured; training goes on with it (pass a budget of at least "
             f"{least_measured} B, or shrink the step)")
 
@@ -482,8 +482,8 @@ class Calibrator:
         if first["compare"]:
             # Recompute-only was faster: calibrate it from its own step,
             # keeping the offloading plan in case no recompute-only plan
-            # ends up fitting.
-            self.fallback = first if first["fits"] else None
+            # ends up fitting (or, over the budget too, peaks lower).
+            self.fallback = first
             self.first = None
             return self._first(r, measured, self.report["after"])
         if fits:
@@ -504,7 +504,7 @@ class Calibrator:
             return False
         if r.provisional:
             # The re-plan was the model's least and peaks over the budget.
-            if self._fall_back():
+            if self._fall_back(measured.peak_bytes):
                 return False
             if first["fits"] or first["peak_bytes"] <= measured.peak_bytes:
                 self._revert()
@@ -543,7 +543,7 @@ class Calibrator:
                             self.p.time_scale):
                 self.report["retried"] = True
                 return True
-        if self._fall_back():
+        if self._fall_back(measured.peak_bytes):
             return False
         warnings.warn(
             f"Lethe: after calibration the measured peak "
@@ -551,15 +551,24 @@ class Calibrator:
             "pass a lower budget")
         return False
 
-    def _fall_back(self) -> bool:
-        """Back to the offloading plan that fitted, when the recompute-only
-        plan it was compared with could not be made to fit."""
-        if self.fallback is None:
+    def _fall_back(self, peak: Optional[int]) -> bool:
+        """Back to the offloading plan, when the recompute-only plan it was
+        compared with could not be made to fit (`peak`, measured): the
+        offloading plan fitted, or, over the budget too, peaked lower
+        (then the budget is unmet). Memory first: ConvNeXt-T on an H200
+        trained on the recompute-only least at 1.247 GB where the
+        offloading plan had measured 1.051 GB (2026-11-28 n2)."""
+        back = self.fallback
+        if back is None or not (back["fits"] or peak is None
+                                or back["peak_bytes"] < peak):
             return False
-        self.first, self.fallback = self.fallback, None
+        self.first, self.fallback = back, None
         if not self._revert():
             return False
         self.report["offload_kept"] = True
+        budget = self._byte_budget()
+        if not back["fits"] and budget is not None:
+            self._unmet(budget, back["peak_bytes"])
         return True
 
     def _revert(self) -> bool:

@@ -902,6 +902,30 @@ def test_an_offloading_plan_that_fits_is_kept_when_recompute_alone_cannot(
     assert cal.backend.calibrated_plan is p.records[0]
 
 
+def test_with_no_plan_in_the_budget_the_lower_peak_is_kept(monkeypatch):
+    from lethe._step_meter import Measurement
+    # The offloading plan peaks over (1100 of 1000) and runs 13 ms against
+    # 10 predicted; the recompute-only plan it is compared with is the
+    # model's least and peaks over too. Memory first: training goes on with
+    # the plan that peaked lower, said as the budget unmet (ConvNeXt-T on
+    # an H200 kept the recompute-only least at 1.247 GB where the
+    # offloading plan had measured 1.051 GB).
+    for recompute_peak, kept, unmet in ((1300, "first plan", 1100),
+                                        (1050, "plan 2", 1050)):
+        cal, p, report, compiled = _calibrator(
+            monkeypatch, lambda c: 1000 + c, least=900, offloads=["h"])
+        assert cal.on_step(Measurement(1100, 13.0))
+        assert report["offload_compared"]
+        p.least = 1400  # without offload the least is higher
+        p.compile()
+        assert p.records[-1].provisional and p.records[-1].offloaded == []
+        with pytest.warns(UserWarning, match=f"peaks at {unmet} B"):
+            assert not cal.on_step(Measurement(recompute_peak, 10.2))
+        assert compiled.dynamo_ctx == kept
+        assert report["unmet"]["least_measured_bytes"] == unmet
+        assert bool(report.get("offload_kept")) == (kept == "first plan")
+
+
 def test_a_replan_that_changed_only_the_time_scale_retries_by_its_error(
         monkeypatch):
     from lethe._step_meter import Measurement
