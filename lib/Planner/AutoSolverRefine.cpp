@@ -606,7 +606,11 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   // Then each drop switched to the other kind where the copies' own windows
   // say so (contentionSwitches), which the moves above priced at the step's
   // average contention: a few more evaluations, the floor as it stands (no
-  // nested solve), so the moves above and their plans are the same. Not
+  // nested solve), so the moves above and their plans are the same. Only
+  // on the plan returned (answersAgain), not in the solves nested for a
+  // floor: their floors are then those of plans without it, never faster
+  // than what a larger budget returns, and the solve's time grows by this
+  // pass alone (in them as well, BERT's least solve took 15% longer). Not
   // near the least peak, as the switches above (there it raised the least
   // budget `lethe plan` meets on Mamba from 42% to 44% of the unplanned
   // peak).
@@ -614,7 +618,8 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   maxEvaluations = std::max(maxEvaluations, evaluations) +
                    std::max(kMinContentionEvaluations,
                             maxEvaluations / kContentionShareDivisor);
-  for (bool again = widenCopies; again && evaluations < maxEvaluations;) {
+  for (bool again = widenCopies && answersAgain;
+       again && evaluations < maxEvaluations;) {
     again = false;
     llvm::DenseMap<uint64_t, int32_t> users = chainUsers();
     std::vector<Move> local;
