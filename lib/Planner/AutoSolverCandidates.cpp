@@ -11,8 +11,6 @@
 
 #include "AutoSolverImpl.h"
 
-#include "lethe/Simulator/Simulator.h"
-
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -89,13 +87,12 @@ lethe::autosolver::bestCandidate(llvm::ArrayRef<const Candidate *> cands,
   return best;
 }
 
-double Solver::contentionRate() {
+double Solver::contentionRate() const {
   auto loss = [](double factor) {
     return factor > 1.0 ? 1.0 - 1.0 / factor : 0.0;
   };
   const double matrix = loss(device.matmulSlowdownWithCopies);
   const double memoryBound = loss(device.memoryBoundSlowdownWithCopies);
-  copyLoss.assign(graph.numNodes(), 0.0);
   if (matrix <= 0.0 && memoryBound <= 0.0)
     return 0.0;
   double slowed = 0.0, total = 0.0;
@@ -105,8 +102,7 @@ double Solver::contentionRate() {
       continue;
     double t = std::max(0.0, node.timeUs);
     total += t;
-    KernelClass kernel = kernelClassOf(node);
-    switch (kernel) {
+    switch (kernelClassOf(node)) {
     case KernelClass::Matrix:
       slowed += t * matrix;
       break;
@@ -114,18 +110,8 @@ double Solver::contentionRate() {
       slowed += t * memoryBound;
       break;
     case KernelClass::None:
-      continue;
+      break;
     }
-    // The simulator's rule per node: a memory-bound kernel loses only where
-    // its memory traffic is near its whole time (the roofline share). The
-    // average above keeps the class factors: the greedy's picks were tuned
-    // on it, and pricing them by this rule instead moved 30 of the 78
-    // corpus cells, 16 of them up (bench/results/bound.md, 2026-11-28).
-    copyLoss[i] =
-        1.0 - 1.0 / kernelSlowdown(device, kernel, /*d2h=*/true,
-                                   /*h2d=*/false,
-                                   memoryShare(device, kernel, t,
-                                               analysis.trafficBytes(i)));
   }
   return total > 0.0 ? slowed / total : 0.0;
 }

@@ -15,6 +15,8 @@
 #include "AutoSolverImpl.h"
 #include "CopyModel.h"
 
+#include "lethe/Simulator/Simulator.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -33,6 +35,23 @@ double Solver::contentionBetweenUs(const Evaluation &eval, double fromUs,
   if (!(toUs > fromUs) || contentionPerCopyUs <= 0.0)
     return 0.0;
   const Placement &p = *eval.placement;
+  if (copyLoss.empty()) {
+    // A memory-bound kernel loses only where its memory traffic is near its
+    // whole time (the roofline share): unlike contentionRate's class
+    // factors, which on the corpus are 2-5 times what auto's plans lose per
+    // copy microsecond (docs/Planner.md, refine's contention pass).
+    copyLoss.assign(graph.numNodes(), 0.0);
+    for (size_t i = 0; i < graph.numNodes(); ++i) {
+      const GraphNode &node = graph.getNode(i);
+      KernelClass kernel = kernelClassOf(node);
+      double t = std::max(0.0, node.timeUs);
+      copyLoss[i] =
+          1.0 - 1.0 / kernelSlowdown(device, kernel, /*d2h=*/true,
+                                     /*h2d=*/false,
+                                     memoryShare(device, kernel, t,
+                                                 analysis.trafficBytes(i)));
+    }
+  }
   if (lossPlacement != eval.placement) {
     lossPlacement = eval.placement;
     lossEndUs.clear();

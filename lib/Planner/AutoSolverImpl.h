@@ -102,8 +102,8 @@ public:
 private:
   /// Compute time a moving copy costs per microsecond: the kernels beside it
   /// run slower (the profile's one-way slowdown factors, averaged over the
-  /// step's kernel time by class; views are not slowed). Fills copyLoss.
-  double contentionRate();
+  /// step's kernel time by class; views are not slowed).
+  double contentionRate() const;
   /// The compute time `a`'s copies (one each way) take from the kernels they
   /// run beside on `eval`'s compute-stream times, the D2H copy ending at
   /// `d2hEndUs` and the H2D copy starting at `h2dStartUs`.
@@ -418,8 +418,9 @@ private:
   /// microsecond of copying even when the copy model hides them.
   double contentionPerCopyUs = 0.0;
   /// Per node: the compute time it loses per microsecond of one copy moving
-  /// beside it, 1 - 1 / kernelSlowdown (the simulator's rule).
-  std::vector<double> copyLoss;
+  /// beside it, 1 - 1 / kernelSlowdown (the simulator's rule); made by the
+  /// first contentionBetweenUs (most solves never ask).
+  mutable std::vector<double> copyLoss;
   /// contentionBetweenUs's timeline of the last placement asked about (kept,
   /// so that its pointer is not reused): the compute stream's segments (each
   /// node's chain, then the node) as their ends and the loss summed to them.

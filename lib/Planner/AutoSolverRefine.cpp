@@ -437,7 +437,6 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   bool changed = true;
   while (changed && evaluations < maxEvaluations) {
     changed = false;
-    const Placement &placement = *currentEval.placement;
     std::shared_ptr<const Positions> indexed = index(currentEval);
     const Positions &pos = *indexed;
     MaxTree tree;
