@@ -86,9 +86,12 @@ constexpr double kSwitchLossShare = 0.5;
 /// moved none.
 constexpr size_t kSwitchesPerRound = 2;
 /// Evaluations refine spends after its rounds on drops switched by their
-/// copies' own windows (its last pass), as a share of those its rounds
-/// could spend (so at most about 1/32 of the solve's), and at least a few.
+/// copies' own windows (its last pass): a quarter of those its rounds could
+/// spend, but at most a sixteenth of the solve's (small solves give the
+/// rounds at least 32: a quarter of those took GPT-2's 70% solve 11%
+/// longer), and at least a few.
 constexpr unsigned kContentionShareDivisor = 4;
+constexpr size_t kContentionSolveDivisor = 16;
 constexpr unsigned kMinContentionEvaluations = 4;
 constexpr size_t kSwapsPerRound = 3;
 
@@ -614,9 +617,12 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   // budget `lethe plan` meets on Mamba from 42% to 44% of the unplanned
   // peak).
   floorLowered = true;
-  maxEvaluations = std::max(maxEvaluations, evaluations) +
-                   std::max(kMinContentionEvaluations,
-                            maxEvaluations / kContentionShareDivisor);
+  maxEvaluations =
+      std::max(maxEvaluations, evaluations) +
+      std::max(kMinContentionEvaluations,
+               std::min(maxEvaluations / kContentionShareDivisor,
+                        static_cast<unsigned>(solveEvaluations() /
+                                              kContentionSolveDivisor)));
   for (bool again = widenCopies && answersAgain;
        again && evaluations < maxEvaluations;) {
     again = false;
