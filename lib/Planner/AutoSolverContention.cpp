@@ -4,16 +4,15 @@
 // copy-vs-compute factors; the simulator's kernelSlowdown). The greedy
 // prices every copy microsecond at the step's average loss
 // (contentionRate); here a copy is priced over the compute-stream window
-// its placement (or the copy model) says it runs in, each node at its own
-// loss: a copy beside views and light memory-bound kernels costs nothing,
-// one beside matrix products the class's factor. refine's last pass
-// switches the drops this prices better as the other kind
+// its placement says it runs in (a recompute's copies: on idle links), each
+// node at its own loss: a copy beside views and light memory-bound kernels
+// costs nothing, one beside matrix products the class's factor. refine's
+// last pass switches the drops this prices better as the other kind
 // (AutoSolverRefine.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "AutoSolverImpl.h"
-#include "CopyModel.h"
 
 #include "lethe/Simulator/Simulator.h"
 
