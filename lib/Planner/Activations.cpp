@@ -452,3 +452,14 @@ void ActivationAnalysis::computeRederive(ActivationInfo &act) {
   act.rederiveNodes = std::move(nodes);
   act.rederiveInputs = std::move(inputs);
 }
+
+double ActivationAnalysis::trafficBytes(NodeId node) const {
+  double moved = 0.0;
+  llvm::ArrayRef<int32_t> operands = operandStorages(node);
+  for (auto [k, st] : llvm::enumerate(operands))
+    if (!llvm::is_contained(operands.take_front(k), st))
+      moved += static_cast<double>(storages[st].bytes);
+  for (int32_t st : resultStorages(node))
+    moved += static_cast<double>(storages[st].bytes);
+  return moved;
+}

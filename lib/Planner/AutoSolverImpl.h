@@ -104,6 +104,23 @@ private:
   /// run slower (the profile's one-way slowdown factors, averaged over the
   /// step's kernel time by class; views are not slowed).
   double contentionRate() const;
+  /// The compute time `a`'s copies (one each way) take from the kernels they
+  /// run beside on `eval`'s compute-stream times, the D2H copy ending at
+  /// `d2hEndUs` and the H2D copy starting at `h2dStartUs`.
+  double copiesContentionUs(const Evaluation &eval, int32_t a, double d2hEndUs,
+                            double h2dStartUs) const;
+  /// The current plan's drops that would cost less as the other kind, an
+  /// offload's copies priced by copiesContentionUs over their windows plus
+  /// the waits it adds (kWaitsPerOffload) and its exposed copy time, a
+  /// recompute by `recomputeNowUs` (its exclusive chain time) or, as the
+  /// other kind, its re-run in full (recomputeUs): (minus the estimated
+  /// gain, activation), the largest gain first.
+  std::vector<std::pair<double, int32_t>>
+  contentionSwitches(llvm::function_ref<double(int32_t)> recomputeNowUs) const;
+  /// The compute time lost while one copy moves from `fromUs` to `toUs` on
+  /// `eval`'s compute-stream times (copyLoss of the nodes and chains then).
+  double contentionBetweenUs(const Evaluation &eval, double fromUs,
+                             double toUs) const;
   /// Where things are in `eval`'s schedule: a function of the schedule
   /// alone, so the last one made is kept (with its schedule, which keeps
   /// the pointer from being reused) and given again for the same schedule:
@@ -400,6 +417,15 @@ private:
   /// contentionRate(): an offload's copies cost this much compute time per
   /// microsecond of copying even when the copy model hides them.
   double contentionPerCopyUs = 0.0;
+  /// Per node: the compute time it loses per microsecond of one copy moving
+  /// beside it, 1 - 1 / kernelSlowdown (the simulator's rule); made by the
+  /// first contentionBetweenUs (most solves never ask).
+  mutable std::vector<double> copyLoss;
+  /// contentionBetweenUs's timeline of the last placement asked about (kept,
+  /// so that its pointer is not reused): the compute stream's segments (each
+  /// node's chain, then the node) as their ends and the loss summed to them.
+  mutable std::shared_ptr<const Placement> lossPlacement;
+  mutable std::vector<double> lossEndUs, lossSumUs;
   /// While set, candidatesAt offers only candidates that cost no time.
   bool freeOnly = false;
   /// While set, candidatesAt offers no copy-time trades.

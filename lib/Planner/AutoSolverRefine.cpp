@@ -85,6 +85,14 @@ constexpr double kSwitchLossShare = 0.5;
 /// -> 7.94%), none higher, the solve times summed the same; more switches
 /// moved none.
 constexpr size_t kSwitchesPerRound = 2;
+/// Evaluations refine spends after its rounds on drops switched by their
+/// copies' own windows (its last pass): a quarter of those its rounds could
+/// spend, but at most a sixteenth of the solve's (small solves give the
+/// rounds at least 32: a quarter of those took GPT-2's 70% solve 11%
+/// longer), and at least a few.
+constexpr unsigned kContentionShareDivisor = 4;
+constexpr size_t kContentionSolveDivisor = 16;
+constexpr unsigned kMinContentionEvaluations = 4;
 constexpr size_t kSwapsPerRound = 3;
 
 namespace {
@@ -249,10 +257,10 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   const double floorShare = std::min(
       1.0, static_cast<double>(kFloorFullNodes) /
                static_cast<double>(std::max<size_t>(1, graph.numNodes())));
-  const unsigned maxEvaluations = std::max<unsigned>(
-      static_cast<unsigned>(floorShare *
-                            (answersAgain ? kMinReturnedRefineEvaluations
-                                          : kMinRefineEvaluations)),
+  unsigned maxEvaluations = std::max<unsigned>(
+      static_cast<unsigned>(floorShare * (answersAgain
+                                              ? kMinReturnedRefineEvaluations
+                                              : kMinRefineEvaluations)),
       static_cast<unsigned>(kRefineShare *
                             static_cast<double>(refineEvaluationBase
                                                     ? refineEvaluationBase
@@ -417,22 +425,27 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
     }
   };
 
+  // How many of the current plan's restored activations re-run each node at
+  // each restore point (costNow's exclusive chain time).
+  auto chainUsers = [&] {
+    llvm::DenseMap<uint64_t, int32_t> users;
+    for (size_t a = 0; a < acts.size(); ++a) {
+      const ActivationDecision &d = currentEval.placement->decisions[a];
+      if (current[a] != Decision::Retain)
+        for (NodeId node : d.recomputeNodes)
+          ++users[(uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)];
+    }
+    return users;
+  };
   bool changed = true;
   while (changed && evaluations < maxEvaluations) {
     changed = false;
-    const Placement &placement = *currentEval.placement;
     std::shared_ptr<const Positions> indexed = index(currentEval);
     const Positions &pos = *indexed;
     MaxTree tree;
     tree.build(currentEval.memory.deviceAtOp);
     llvm::ArrayRef<int64_t> memory = currentEval.memory.deviceAtOp;
-    llvm::DenseMap<uint64_t, int32_t> users;
-    for (size_t a = 0; a < acts.size(); ++a) {
-      const ActivationDecision &d = placement.decisions[a];
-      if (current[a] != Decision::Retain)
-        for (NodeId node : d.recomputeNodes)
-          ++users[(uint64_t(d.firstBackwardUse) << 32) | uint32_t(node)];
-    }
+    llvm::DenseMap<uint64_t, int32_t> users = chainUsers();
     std::vector<Partner> partners =
         partnersOf(current, currentEval, pos, offloadedBytes);
 
@@ -588,6 +601,59 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
         return improved.takeError();
       if (*improved) {
         changed = true;
+        break;
+      }
+    }
+  }
+  // Then each drop switched to the other kind where the copies' own windows
+  // say so (contentionSwitches), which the moves above priced at the step's
+  // average contention: a few more evaluations, the floor as it stands (no
+  // nested solve), so the moves above and their plans are the same. Only
+  // on the plan returned (answersAgain), not in the solves nested for a
+  // floor: their floors are then those of plans without it, never faster
+  // than what a larger budget returns, and the solve's time grows by this
+  // pass alone (in them as well, BERT's least solve took 15% longer). Not
+  // near the least peak, as the switches above (there it raised the least
+  // budget `lethe plan` meets on Mamba from 42% to 44% of the unplanned
+  // peak).
+  floorLowered = true;
+  maxEvaluations =
+      std::max(maxEvaluations, evaluations) +
+      std::max(kMinContentionEvaluations,
+               std::min(maxEvaluations / kContentionShareDivisor,
+                        static_cast<unsigned>(solveEvaluations() /
+                                              kContentionSolveDivisor)));
+  for (bool again = widenCopies && answersAgain;
+       again && evaluations < maxEvaluations;) {
+    again = false;
+    llvm::DenseMap<uint64_t, int32_t> users = chainUsers();
+    std::vector<Move> local;
+    for (auto [negGain, a] :
+         contentionSwitches([&](int32_t r) { return costNow(r, users); }))
+      local.push_back(
+          {{{a, current[a] == Decision::Recompute ? Decision::Offload
+                                                  : Decision::Recompute}},
+           -negGain,
+           1});
+    for (const Move &move : local) {
+      if (evaluations >= maxEvaluations)
+        break;
+      auto [a, d] = move.changes.front();
+      if (keptActs.contains(a) || !tried.insert(move.key()).second)
+        continue;
+      std::vector<Decision> trial = current;
+      std::vector<CopyHint> trialHints = currentHints;
+      int64_t host =
+          offloadedBytes + (d == Decision::Offload ? 1 : -1) * acts[a].bytes;
+      trial[a] = d;
+      trialHints[a] = CopyHint();
+      llvm::SmallVector<int32_t, 3> changedActs = {a};
+      llvm::Expected<bool> improved =
+          tryPlan(std::move(trial), std::move(trialHints), host, changedActs);
+      if (!improved)
+        return improved.takeError();
+      if (*improved) {
+        again = true;
         break;
       }
     }

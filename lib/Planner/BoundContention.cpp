@@ -124,24 +124,12 @@ void Relaxation::addContention(const DeviceProfile &device,
   llvm::ArrayRef<ExactModel::Activation> acts = model.activations();
   const TrainingGraph &graph = model.getGraph();
   const ActivationAnalysis &analysis = model.getAnalysis();
-  llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
   std::vector<char> deficitOverOne(levels.size(), 0);
   for (NodeId i = 0; i < numNodes; ++i) {
     const GraphNode &node = graph.getNode(i);
     KernelClass kernel = kernelClassOf(node);
-    // The bytes the node's op reads and allocates in every schedule (each
-    // storage one buffer, whichever copy of it is current).
-    double moved = 0.0;
-    llvm::SmallVector<int32_t, 8> read;
-    for (int32_t st : analysis.operandStorages(i))
-      if (!llvm::is_contained(read, st)) {
-        read.push_back(st);
-        moved += static_cast<double>(storages[st].bytes);
-      }
-    for (int32_t st : analysis.resultStorages(i))
-      moved += static_cast<double>(storages[st].bytes);
-    double share =
-        memoryShare(device, kernel, std::max(0.0, node.timeUs), moved);
+    double share = memoryShare(device, kernel, std::max(0.0, node.timeUs),
+                               analysis.trafficBytes(i));
     double one = kernelSlowdown(device, kernel, true, false, share);
     double two = kernelSlowdown(device, kernel, true, true, share);
     // Its wall time is at most max(one, two) times its work, and in each

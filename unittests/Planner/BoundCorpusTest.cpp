@@ -208,9 +208,10 @@ TEST_P(FixedDecisionsOnSharedGraphs, PriceAPlanBetweenTheBoundAndItsStep) {
   // With auto's decisions fixed the relaxation prices auto's plan
   // (boundStepTime's `fixed`): no lower than the bound over every plan and
   // no higher than the plan's simulated step. On GPT-2 at 70% of the
-  // unplanned peak the bound is 4.04% and the price 4.59% (measured
-  // 2026-11-27): checked at least 0.3 points apart, which an ignored
-  // `fixed` would not be.
+  // unplanned peak the bound is 4.04% and the price 4.21% (measured
+  // 2026-11-28; 4.59% on 2026-11-27, before refine's contention pass made
+  // auto's plan 5.48 -> 5.35%): checked at least 0.1 points apart, which an
+  // ignored `fixed` would not be.
   Plan unplanned = unplannedPlan(*graph, *device);
   PlanOptions options;
   options.budgetBytes = static_cast<int64_t>(0.7 * unplanned.peakBytes);
@@ -230,7 +231,7 @@ TEST_P(FixedDecisionsOnSharedGraphs, PriceAPlanBetweenTheBoundAndItsStep) {
                     unplanned.peakBytes, decisions);
   ASSERT_TRUE(bool(priced)) << llvm::toString(priced.takeError());
   ASSERT_TRUE(bound.feasible && priced->feasible);
-  EXPECT_GT(priced->stepUs - bound.stepUs, 0.003 * unplanned.stepUs);
+  EXPECT_GT(priced->stepUs - bound.stepUs, 0.001 * unplanned.stepUs);
   expectAbove(*autoPlan, *priced, "auto at its own decisions");
 }
 

@@ -151,6 +151,10 @@ public:
     return llvm::ArrayRef<int32_t>(resultStorageList)
         .slice(resultBegin[node], resultBegin[node + 1] - resultBegin[node]);
   }
+  /// The bytes `node`'s op reads (each storage once) and allocates in every
+  /// schedule, whichever copy of a storage is current: its memory traffic,
+  /// which decides how much host copies slow it (lethe::memoryShare).
+  double trafficBytes(NodeId node) const;
   /// A node's time and flags (GraphNode's), 16 bytes a node: what schedule
   /// building reads of every node, without touching the whole GraphNode.
   struct NodeBrief {
