@@ -559,8 +559,8 @@ class Calibrator:
         trained on the recompute-only least at 1.247 GB where the
         offloading plan had measured 1.051 GB (2026-11-28 n2)."""
         back = self.fallback
-        if back is None or not (back["fits"] or peak is None
-                                or back["peak_bytes"] < peak):
+        if back is None or not (back["fits"] or (
+                peak is not None and back["peak_bytes"] < peak)):
             return False
         self.first, self.fallback = back, None
         if not self._revert():

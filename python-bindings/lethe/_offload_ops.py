@@ -68,7 +68,8 @@ _held: Dict[int, Tuple[torch.Tensor, Optional[torch.cuda.Event]]] = {}
 _h2d_done: Dict[int, torch.cuda.Event] = {}
 
 # Bytes copied each way since the process started (tests, benches).
-# buffer_bytes: the device memory the reload buffers take.
+# buffer_bytes: the device memory the reload buffers take (counted where
+# `buffer` runs in Python: not in a CUDA graph's replays).
 stats = {"d2h_bytes": 0, "h2d_bytes": 0, "d2h_copies": 0, "h2d_copies": 0,
          "buffer_bytes": 0}
 
