@@ -85,9 +85,9 @@ double Solver::contentionBetweenUs(const Evaluation &eval, double fromUs,
   return lostBy(toUs) - lostBy(fromUs);
 }
 
-double Solver::copiesContentionUs(const Evaluation &eval, int32_t a,
+double Solver::copiesContentionUs(const Evaluation &eval,
+                                  const PlannedCopyCosts &copy, int32_t a,
                                   double d2hEndUs, double h2dStartUs) const {
-  const PlannedCopyCosts copy = plannedCopyCosts(device);
   return contentionBetweenUs(eval, d2hEndUs - copy.d2hUs(acts[a].bytes),
                              d2hEndUs) +
          contentionBetweenUs(eval, h2dStartUs,
@@ -99,14 +99,15 @@ std::vector<std::pair<double, int32_t>> Solver::contentionSwitches(
   std::vector<std::pair<double, int32_t>> switches;
   const Placement &p = *currentEval.placement;
   const double waitsUs = kWaitsPerOffload * device.waitUs;
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
   for (size_t i = 0; i < acts.size(); ++i) {
     int32_t a = static_cast<int32_t>(i);
     double gainUs = 0.0;
     if (current[a] == Decision::Offload && acts[a].recomputable &&
         p.decisions[a].decision == Decision::Offload) {
-      gainUs =
-          copiesContentionUs(currentEval, a, p.d2hEndUs[a], p.h2dStartUs[a]) +
-          waitsUs + exposedCopyUs(a) - acts[a].recomputeUs;
+      gainUs = copiesContentionUs(currentEval, copy, a, p.d2hEndUs[a],
+                                  p.h2dStartUs[a]) +
+               waitsUs + exposedCopyUs(a) - acts[a].recomputeUs;
     } else if (current[a] == Decision::Recompute && acts[a].offloadable &&
                offloadedBytes + acts[a].bytes <= options.hostBudgetBytes &&
                p.decisions[a].decision == Decision::Recompute) {
@@ -114,13 +115,13 @@ std::vector<std::pair<double, int32_t>> Solver::contentionSwitches(
       // contents final, the H2D copy ending at its restore point. (Queued
       // behind the plan's others by the copy model instead, the pass kept
       // fewer moves on the corpus: T5 at 60% 10.60%, not 10.49%.)
-      const PlannedCopyCosts copy = plannedCopyCosts(device);
       double d2hEnd =
           p.nodeEndUs[acts[a].contentReadyAfter] + copy.d2hUs(acts[a].bytes);
       double h2dStart = p.chainStartUs[p.decisions[a].firstBackwardUse] -
                         copy.h2dUs(acts[a].bytes);
       gainUs = recomputeNowUs(a) -
-               copiesContentionUs(currentEval, a, d2hEnd, h2dStart) - waitsUs;
+               copiesContentionUs(currentEval, copy, a, d2hEnd, h2dStart) -
+               waitsUs;
     }
     if (gainUs > 0.0)
       switches.push_back({-gainUs, a});

@@ -106,9 +106,11 @@ private:
   double contentionRate() const;
   /// The compute time `a`'s copies (one each way) take from the kernels they
   /// run beside on `eval`'s compute-stream times, the D2H copy ending at
-  /// `d2hEndUs` and the H2D copy starting at `h2dStartUs`.
-  double copiesContentionUs(const Evaluation &eval, int32_t a, double d2hEndUs,
-                            double h2dStartUs) const;
+  /// `d2hEndUs` and the H2D copy starting at `h2dStartUs`, taking `copy`'s
+  /// times.
+  double copiesContentionUs(const Evaluation &eval,
+                            const PlannedCopyCosts &copy, int32_t a,
+                            double d2hEndUs, double h2dStartUs) const;
   /// The current plan's drops that would cost less as the other kind, an
   /// offload's copies priced by copiesContentionUs over their windows plus
   /// the waits it adds (kWaitsPerOffload) and its exposed copy time, a

@@ -1,5 +1,4 @@
-//===- AutoContentionTest.cpp - Copies priced beside the kernels they meet
-//-===//
+//===- AutoContentionTest.cpp - Copies priced beside their kernels -------===//
 //
 // A moving host copy slows the kernels beside it: matrix products by the
 // profile's factor, memory-bound kernels only where their memory traffic is
