@@ -41,11 +41,11 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
             x = fw_by_name.get(name)
             p = bw_by_name.get(name)
             if x is None or p is None or x not in saved \
-                    or p.op != "placeholder" or _dynamic(x):
-                continue  # not saved, or a dynamic shape: no buffer size
+                    or p.op != "placeholder":
+                continue
             source = _source_of(x)
             if source is None:
-                continue  # a view with gaps of an input: nothing to free
+                continue  # a dynamic shape, or a view with gaps of an input
             groups.setdefault(source, []).append((x, p))
             decision_of.setdefault(source, decision)
     moved = []
