@@ -16,7 +16,8 @@
 # corpus:bert_base); LIMIT the item's seconds; VAR the name of an environment
 # variable holding the bench's arguments (e.g. VAR=DX with
 # DX="--methods compile-0.5 --lethe-budgets at:compile-0.5 --cudagraphs").
-# DL: seconds from the start after which no item starts. DUMP=1: each item
+# GPU0: the first group's GPU (default 0; the groups take the GPUs from
+# it on). DL: seconds from the start after which no item starts. DUMP=1: each item
 # also dumps the graphs Lethe planned (--dump-graphs).
 # LETHE_SMOKE: models first run at tiny sizes (one step), to fail fast.
 # The library: $LETHE_LIBRARY, else .gpu/lib/liblethe-c.so. Here, before the
@@ -68,7 +69,7 @@ run_group() {
   done
 }
 
-gpu=0
+gpu=${GPU0:-0}
 for group in "$@"; do
   # shellcheck disable=SC2086  # a group is a space-separated list
   run_group "$gpu" $group &

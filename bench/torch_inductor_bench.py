@@ -53,6 +53,7 @@ Peak: bytes the step allocates beyond what is resident before it
 """
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -304,8 +305,7 @@ def run_method(name, method, args, device, budgets):
                              costs=args.lethe_costs,
                              offload=_OFFLOAD[args.lethe_offload],
                              dump_dir=_dump_dir(args, method),
-                             inductor_options={"triton.cudagraphs": True}
-                             if args.cudagraphs else None)
+                             inductor_options=_inductor_options(args))
         run = backend(model)  # torch.compile(..., dynamic=False), calibrating
 
     def step():
@@ -404,6 +404,24 @@ def run_method(name, method, args, device, budgets):
                 result["budget_bytes"] = int(extra["budget"])
     del lethe
     return result
+
+
+def _inductor_options(args):
+    """Lethe's inductor config patches: --lethe-inductor-option KEY=VALUE
+    (VALUE a Python literal) and, with --cudagraphs, triton.cudagraphs."""
+    options = {}
+    for item in getattr(args, "lethe_inductor_option", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--lethe-inductor-option {item!r}: expected "
+                             "KEY=VALUE")
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    if args.cudagraphs:
+        options["triton.cudagraphs"] = True
+    return options or None
 
 
 # --lethe-offload: lethe.torch.backend's offload=.
@@ -640,6 +658,11 @@ def main():
                    help="off: recompute-only plans (host budget 0); on: "
                    "offload=True (under --cudagraphs too, where auto plans "
                    "recompute-only)")
+    r.add_argument("--lethe-inductor-option", action="append",
+                   metavar="KEY=VALUE",
+                   help="an inductor config patch for Lethe's methods "
+                   "(repeatable; VALUE a Python literal), e.g. "
+                   "score_fusion_memory_threshold=1000000000000")
     r.add_argument("--lethe-costs", choices=["auto", "model"],
                    default="auto",
                    help="auto: op times and copy rates measured on this GPU "

@@ -254,14 +254,13 @@ class Backend:
         # torch.compile calls backends with (GraphModule, example inputs).
         if self.compiler == "inductor":
             from torch._inductor.compile_fx import compile_fx
-            patches = {"custom_partitioner_fn": self.partitioner,
+            # What the plan assumes of inductor (no horizontal fusion under
+            # a budget, no buffer reuse where it offloads), then the
+            # user's patches.
+            patches = {**self.partitioner.inductor_options(),
                        **self.inductor_options}
             if self.cudagraphs_deferred:
                 patches["triton.cudagraphs"] = False
-            if self.partitioner.offload is not False:
-                # Asynchronous D2H copies read buffers that inductor would
-                # otherwise hand to later kernels (lethe/_inductor.py).
-                patches.setdefault("allow_buffer_reuse", False)
             extra = {}
             if self._calibrate and _kernel_times.supported():
                 # The calibration profiles a step and prices the generated

@@ -40,9 +40,11 @@ from lethe._fused_graph import PlanGraphError
 
 def partitioner(budget="40%", policy=None, device=None, **options):
     """Lethe as inductor's partitioner, for users who compile with their own
-    options: `torch.compile(model, dynamic=False, options={
-    "custom_partitioner_fn": lethe.torch.partitioner(budget="50%")})`.
-    Arguments as `backend` takes them (torch >= 2.9). Its `records` list
+    options: `p = lethe.torch.partitioner(budget="50%")`, then
+    `torch.compile(model, dynamic=False, options={**p.inductor_options(),
+    ...})` (`{"custom_partitioner_fn": p}` and the config patches its plans
+    assume: no horizontal fusion under a budget, no buffer reuse where it
+    offloads). Arguments as `backend` takes them (torch >= 2.9). Its `records` list
     what was planned for each compiled graph (newest last): the plan, the
     values saved, the offloaded ones and every difference between the plan
     and the partition (`mismatches`)."""
