@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import replace
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -330,6 +331,20 @@ class Calibrator:
     def _first(self, r: Any, measured: Measurement,
                attempt: Dict[str, Any]) -> bool:
         p, budget = self.p, self._byte_budget()
+        att = getattr(r, "attribution", None)
+        if self.backend.cudagraphs_deferred and att is not None \
+                and att.kernels:
+            # CUDA graphs will replay the step: where a profile timed its
+            # kernels, the step to correct is that replay, however the host
+            # paced the eager one. The eager step measured after a profile
+            # is the host's: Swin-T on an H200 ran 20.0 ms before its
+            # profile and 26.8 ms after (26.4 ms of host, 26.2 predicted),
+            # so it was not re-planned and its prediction stayed 36% high
+            # (replayed in 19.35 ms; bench/results/torch-inductor.md,
+            # 2026-11-28 p3).
+            measured = replace(
+                replayed(measured, att, _replay_floor_us(p.device)),
+                host_ms=None)
         fix = correction(
             measured, predicted_peak=r.plan.peak_bytes,
             predicted_step_us=r.plan.step_us,

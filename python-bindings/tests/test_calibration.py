@@ -181,6 +181,33 @@ def test_a_profiled_replan_for_cuda_graphs_scales_the_rest_by_the_replay(
             == graphs
 
 
+def test_a_profiled_step_for_cuda_graphs_is_corrected_as_its_replay(
+        monkeypatch):
+    # After its profile the eager step was the host's (Swin-T on an H200:
+    # 20.0 ms before, 26.8 after with 26.4 ms of host, 26.2 predicted): a
+    # host-bound step scales nothing for CUDA graphs, so the profile was
+    # dropped and the prediction stayed 36% high. The replay of the
+    # profiled kernels is what is corrected: 8 ms of kernels and 1,000
+    # launches at a 1 us floor, 9 ms against 10 predicted, re-planned.
+    from types import SimpleNamespace
+    from lethe import _calibrate
+    from lethe._kernel_times import Attribution
+    from lethe._step_meter import Measurement
+    monkeypatch.setattr(_calibrate, "_replay_floor_us", lambda device: 1.0)
+    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
+    cal.backend.cudagraphs_deferred = True
+    r = p.records[-1]
+    r.compute_times = {"mm": (8000.0, 1), "view": (2000.0, 1)}
+    r.given, r.time_scale = set(), 1.0
+    r.roots = SimpleNamespace(library_us={})
+    r.attribution = Attribution(times_us={"mm": 8000.0}, kernels=1,
+                                kernel_us=8000.0, launches=1000)
+    cal.on_step(Measurement(990, 20.0, host_ms=19.5))
+    assert report["replanned"]
+    assert p.time_scale == pytest.approx(0.5)
+    assert len(p.profiled) == 1
+
+
 def test_a_host_bound_step_does_not_scale_a_model_for_cuda_graphs():
     from lethe._calibrate import correction
     from lethe._step_meter import Measurement
