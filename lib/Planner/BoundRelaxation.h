@@ -98,6 +98,19 @@ private:
   /// "Contention"): the step pays for the time the copies move.
   void addContention(const DeviceProfile &device,
                      const llvm::DenseMap<NodeId, int> &colZ);
+  /// Forward kernels beside the D2H copies that start after their
+  /// producers (docs/Bound.md, §1 "Copy coverage"; BoundCoverage.cpp).
+  void addCopyCoverage(bool collectives);
+  /// Per forward node some offload's copy is sure to move beside: its
+  /// column (1 where such a copy is made) and its least extra time then,
+  /// t_n (f^1_n - 1); and the most a microsecond of copies both ways gives
+  /// back of it, max (f^1_n - f^2_n). Empty without contention.
+  std::vector<std::pair<NodeId, int>> coverCols;
+  std::vector<double> coverUs;
+  double coverGiveBack = 0.0;
+  /// Per node, the simulator's slowdown factor beside copies moving one
+  /// way and both ways (kernelSlowdown; filled by addContention).
+  std::vector<double> slowOne, slowBoth;
   /// The contention split at the kPhaseSplits nodes that must free the
   /// most, where the profile slows kernels beside copies.
   void addPhaseSplits();
