@@ -5,8 +5,9 @@
 // node that makes its content final, on a stream that runs its copies one
 // after the other, so the copy moves beside the kernels that follow that
 // node for at least its own duration. The contention rows let a plan's
-// copies meet the kernels that lose least wherever they are; these rows
-// charge each offload the forward kernels its copy cannot avoid.
+// copies meet the kernels that lose least wherever they are; these columns
+// mark the forward kernels an offload's copy cannot avoid, which phase 1 of
+// each contention split then pays (addPhaseSplit).
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,13 +56,4 @@ void Relaxation::addCopyCoverage(bool collectives) {
     coverGiveBack =
         std::max(coverGiveBack, std::max(0.0, slowOne[n] - slowBoth[n]));
   }
-  if (coverCols.empty())
-    return;
-  // T >= re-runs + the covered kernels' least extra time - what copies
-  // moving both ways give back of it - slack.
-  std::vector<std::pair<int, double>> row{
-      {colT, 1.0}, {colRerun, -1.0}, {colBoth, coverGiveBack}};
-  for (auto [k, entry] : llvm::enumerate(coverCols))
-    row.push_back({entry.second, -coverUs[k]});
-  lp.addRow(-slack, INFINITY, row);
 }

@@ -99,7 +99,8 @@ private:
   void addContention(const DeviceProfile &device,
                      const llvm::DenseMap<NodeId, int> &colZ);
   /// Forward kernels beside the D2H copies that start after their
-  /// producers (docs/Bound.md, §1 "Copy coverage"; BoundCoverage.cpp).
+  /// producers (docs/Bound.md, §1 "Copy coverage"; BoundCoverage.cpp):
+  /// fills the three members below, which addPhaseSplit reads.
   void addCopyCoverage(bool collectives);
   /// Per forward node some offload's copy is sure to move beside: its
   /// column (1 where such a copy is made) and its least extra time then,
