@@ -417,14 +417,8 @@ void Relaxation::addPhaseSplit(NodeId p) {
   int extra1 = lp.addColumn(0, INFINITY, 0, false);
   int extra2 = lp.addColumn(0, INFINITY, 0, false);
   // Phase 1's extra time is at least that of the kernels up to p that the
-  // copies out are sure to move beside (addCopyCoverage).
-  std::vector<std::pair<int, double>> covered{{extra1, 1},
-                                              {both1, coverGiveBack}};
-  for (auto [k, entry] : llvm::enumerate(coverCols))
-    if (entry.first <= p)
-      covered.push_back({entry.second, -coverUs[k]});
-  if (covered.size() > 2)
-    lp.addRow(0, INFINITY, covered);
+  // copies out are sure to move beside (addCoverageRows).
+  splitColumns.push_back({p, extra1, both1});
   for (const ContentionLevel &level : levels) {
     double unslowed1 = 0.0, unslowed2 = 0.0;
     for (NodeId i = 0; i < numNodes; ++i)

@@ -100,15 +100,21 @@ private:
                      const llvm::DenseMap<NodeId, int> &colZ);
   /// Forward kernels beside the D2H copies that start after their
   /// producers (docs/Bound.md, §1 "Copy coverage"; BoundCoverage.cpp):
-  /// fills the three members below, which addPhaseSplit reads.
+  /// `addCopyCoverage` finds, per forward node, the offloads whose copy is
+  /// sure to move beside it (`coveredBy`); `addCoverageRows` writes them
+  /// into phase 1 of each contention split, once (false where it added
+  /// nothing or had before).
   void addCopyCoverage(bool collectives);
-  /// Per forward node some offload's copy is sure to move beside: its
-  /// column (1 where such a copy is made) and its least extra time then,
-  /// t_n (f^1_n - 1); and the most a microsecond of copies both ways gives
-  /// back of it, max (f^1_n - f^2_n). Empty without contention.
-  std::vector<std::pair<NodeId, int>> coverCols;
-  std::vector<double> coverUs;
-  double coverGiveBack = 0.0;
+  bool addCoverageRows();
+  std::vector<std::vector<int>> coveredBy;
+  bool coverageAdded = false;
+  /// Per contention split: its node, its phase-1 extra-time column and its
+  /// phase-1 both-ways column.
+  struct SplitColumns {
+    NodeId node;
+    int extra1, both1;
+  };
+  std::vector<SplitColumns> splitColumns;
   /// Per node, the simulator's slowdown factor beside copies moving one
   /// way and both ways (kernelSlowdown; filled by addContention).
   std::vector<double> slowOne, slowBoth;
