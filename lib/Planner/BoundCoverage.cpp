@@ -49,17 +49,41 @@ void Relaxation::addCopyCoverage(bool collectives) {
   }
 }
 
-bool Relaxation::addCoverageRows() {
+bool Relaxation::addCoverageRows(const std::vector<double> &x) {
   if (coverageAdded || coveredBy.empty())
     return false;
   coverageAdded = true;
+  // Per covered node, its least extra time, and the most of it the answer
+  // `x` makes (its largest covering offload).
+  double giveBack = 0.0;
+  std::vector<double> extraUs(numNodes, 0.0), answer(numNodes, 0.0);
+  for (NodeId n = 0; n < numNodes; ++n) {
+    if (coveredBy[n].empty())
+      continue;
+    extraUs[n] = (slowOne[n] - 1.0) * model.nodeTimeUs(n);
+    for (int a : coveredBy[n])
+      answer[n] = std::max(answer[n], x[colO[a]]);
+    giveBack = std::max(giveBack, std::max(0.0, slowOne[n] - slowBoth[n]));
+  }
+  // Phase 1 of each contention split: its extra time is at least that of
+  // the covered kernels up to p, less what copies moving both ways there
+  // give back of it. Only the splits whose row the answer breaks: where
+  // none does (Mamba), no column, no row and no further answer.
+  std::vector<const SplitColumns *> broken;
+  for (const SplitColumns &split : splitColumns) {
+    double charged = -giveBack * x[split.both1];
+    for (NodeId n = 0; n <= split.node; ++n)
+      charged += extraUs[n] * answer[n];
+    if (charged > x[split.extra1] + 1e-6 * std::max(1.0, charged))
+      broken.push_back(&split);
+  }
+  if (broken.empty())
+    return false;
   // Consecutive slowed nodes covered by the same offloads share a column
   // (covers are runs of nodes, so they change only at a run's ends): the
   // same relaxation, fewer rows where many short kernels follow one
   // another.
   std::vector<std::pair<NodeId, int>> columns;
-  std::vector<double> extraUs;
-  double giveBack = 0.0;
   const std::vector<int> *previous = nullptr;
   int col = -1;
   for (NodeId n = 0; n < numNodes; ++n) {
@@ -72,28 +96,19 @@ bool Relaxation::addCoverageRows() {
       previous = &coveredBy[n];
     }
     columns.push_back({n, col});
-    extraUs.push_back((slowOne[n] - 1.0) * model.nodeTimeUs(n));
-    giveBack = std::max(giveBack, std::max(0.0, slowOne[n] - slowBoth[n]));
   }
-  // Phase 1 of each contention split: its extra time is at least that of
-  // the covered kernels up to p, less what copies moving both ways there
-  // give back of it.
-  bool added = false;
-  for (const SplitColumns &split : splitColumns) {
-    std::vector<std::pair<int, double>> row{{split.extra1, 1},
-                                            {split.both1, giveBack}};
-    for (auto [k, entry] : llvm::enumerate(columns)) {
-      if (entry.first > split.node)
+  for (const SplitColumns *split : broken) {
+    std::vector<std::pair<int, double>> row{{split->extra1, 1},
+                                            {split->both1, giveBack}};
+    for (auto [n, column] : columns) {
+      if (n > split->node)
         break;
-      if (row.back().first == entry.second)
-        row.back().second -= extraUs[k];
+      if (row.back().first == column)
+        row.back().second -= extraUs[n];
       else
-        row.push_back({entry.second, -extraUs[k]});
+        row.push_back({column, -extraUs[n]});
     }
-    if (row.size() > 2) {
-      lp.addRow(0, INFINITY, row);
-      added = true;
-    }
+    lp.addRow(0, INFINITY, row);
   }
-  return added;
+  return true;
 }

@@ -102,10 +102,10 @@ private:
   /// producers (docs/Bound.md, §1 "Copy coverage"; BoundCoverage.cpp):
   /// `addCopyCoverage` finds, per forward node, the offloads whose copy is
   /// sure to move beside it (`coveredBy`); `addCoverageRows` writes them
-  /// into phase 1 of each contention split, once (false where it added
-  /// nothing or had before).
+  /// into phase 1 of the contention splits whose row the answer `x` breaks,
+  /// once (false where it added nothing or had before).
   void addCopyCoverage(bool collectives);
-  bool addCoverageRows();
+  bool addCoverageRows(const std::vector<double> &x);
   std::vector<std::vector<int>> coveredBy;
   bool coverageAdded = false;
   /// Per contention split: its node, its phase-1 extra-time column and its
