@@ -46,6 +46,9 @@ constexpr int kMaxRounds = 80;
 constexpr double kTimeLimitSec = 30.0;
 /// Pieces of the late-recompute cost per point (addLateRecompute).
 constexpr int kLatePieces = 8;
+/// The copy coverage's rows join LPs of at most this many columns
+/// (addCoverageRows): every corpus graph's but Mamba's.
+constexpr int kCoverageMaxColumns = 5000;
 /// Nodes at which the contention is split into before and after
 /// (addPhaseSplit): the nodes that must free the most, at least
 /// numNodes / kPointSpacingDivisor apart. Each adds two dense rows.
