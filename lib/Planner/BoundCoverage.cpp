@@ -9,7 +9,7 @@
 // mark the forward kernels an offload's copy cannot avoid, which phase 1 of
 // each contention split then pays. They join the LP once the other rows
 // have converged: added from the start they changed the simplex's path so
-// that row generation took 6 rounds instead of 2 on DiT-B/2 at 50%.
+// that row generation took 7 rounds instead of 2 on DiT-B/2 at 50%.
 //
 //===----------------------------------------------------------------------===//
 
