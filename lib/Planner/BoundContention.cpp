@@ -125,13 +125,17 @@ void Relaxation::addContention(const DeviceProfile &device,
   const TrainingGraph &graph = model.getGraph();
   const ActivationAnalysis &analysis = model.getAnalysis();
   std::vector<char> deficitOverOne(levels.size(), 0);
+  slowOne.assign(numNodes, 1.0);
+  slowBoth.assign(numNodes, 1.0);
   for (NodeId i = 0; i < numNodes; ++i) {
     const GraphNode &node = graph.getNode(i);
     KernelClass kernel = kernelClassOf(node);
     double share = memoryShare(device, kernel, std::max(0.0, node.timeUs),
                                analysis.trafficBytes(i));
-    double one = kernelSlowdown(device, kernel, true, false, share);
-    double two = kernelSlowdown(device, kernel, true, true, share);
+    double one = slowOne[i] =
+        kernelSlowdown(device, kernel, true, false, share);
+    double two = slowBoth[i] =
+        kernelSlowdown(device, kernel, true, true, share);
     // Its wall time is at most max(one, two) times its work, and in each
     // microsecond of it beside copies it loses 1 - 1/factor, not the
     // level's loss.
@@ -270,6 +274,7 @@ void Relaxation::addContention(const DeviceProfile &device,
       unslowed += us;
     lp.addRow(-slack - unslowed, INFINITY, row);
   }
+  addCopyCoverage(collectives);
 }
 
 void Relaxation::addPhaseSplits() {
@@ -411,6 +416,9 @@ void Relaxation::addPhaseSplit(NodeId p) {
   // phase they run in is not known). E_i >= loss C_i - U_i - D, per level.
   int extra1 = lp.addColumn(0, INFINITY, 0, false);
   int extra2 = lp.addColumn(0, INFINITY, 0, false);
+  // Phase 1's extra time is at least that of the kernels up to p that the
+  // copies out are sure to move beside (addCoverageRows).
+  splitColumns.push_back({p, extra1, both1});
   for (const ContentionLevel &level : levels) {
     double unslowed1 = 0.0, unslowed2 = 0.0;
     for (NodeId i = 0; i < numNodes; ++i)

@@ -46,6 +46,9 @@ constexpr int kMaxRounds = 80;
 constexpr double kTimeLimitSec = 30.0;
 /// Pieces of the late-recompute cost per point (addLateRecompute).
 constexpr int kLatePieces = 8;
+/// The copy coverage's rows join LPs of at most this many columns
+/// (addCoverageRows): every corpus graph's but Mamba's.
+constexpr int kCoverageMaxColumns = 5000;
 /// Nodes at which the contention is split into before and after
 /// (addPhaseSplit): the nodes that must free the most, at least
 /// numNodes / kPointSpacingDivisor apart. Each adds two dense rows.
@@ -98,6 +101,26 @@ private:
   /// "Contention"): the step pays for the time the copies move.
   void addContention(const DeviceProfile &device,
                      const llvm::DenseMap<NodeId, int> &colZ);
+  /// Forward kernels beside the D2H copies that start after their
+  /// producers (docs/Bound.md, §1 "Copy coverage"; BoundCoverage.cpp):
+  /// `addCopyCoverage` finds, per forward node, the offloads whose copy is
+  /// sure to move beside it (`coveredBy`); `addCoverageRows` writes them
+  /// into phase 1 of the contention splits whose row the answer `x` breaks,
+  /// once (false where it added nothing or had before).
+  void addCopyCoverage(bool collectives);
+  bool addCoverageRows(const std::vector<double> &x);
+  std::vector<std::vector<int>> coveredBy;
+  bool coverageAdded = false;
+  /// Per contention split: its node, its phase-1 extra-time column and its
+  /// phase-1 both-ways column.
+  struct SplitColumns {
+    NodeId node;
+    int extra1, both1;
+  };
+  std::vector<SplitColumns> splitColumns;
+  /// Per node, the simulator's slowdown factor beside copies moving one
+  /// way and both ways (kernelSlowdown; filled by addContention).
+  std::vector<double> slowOne, slowBoth;
   /// The contention split at the kPhaseSplits nodes that must free the
   /// most, where the profile slows kernels beside copies.
   void addPhaseSplits();

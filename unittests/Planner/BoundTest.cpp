@@ -529,6 +529,58 @@ TEST(BoundTest, FixedCostsChargeNoMoreCopiesThanHoldTheBytes) {
   expectPricedAbove(g, device, options, unplanned, *plan, "big offloaded");
 }
 
+TEST(BoundTest, CopyCoverageChargesTheKernelsAfterTheProducer) {
+  // big = mm(x) [64 MiB, 50 ms to re-run]; then a 1.5-ms matmul, then 8
+  // add/tanh nodes [1 ms each, the first reads big and the matmul]; the
+  // backward makes a 64-MiB temporary (the peak), reads the chain in
+  // reverse [1 ms each] and big last. Only matmuls
+  // slow beside copies (x1.1, one way or both), and a copy takes 2 ms. A
+  // budget 60 MiB under the peak is met by offloading big, whose D2H copy
+  // starts after its producer, beside the matmul: the plan pays 150 us.
+  // The contention rows let the copies move beside the 16 ms of unslowed
+  // nodes instead (bound 0); the coverage row charges the matmul that the
+  // copy cannot avoid (docs/Bound.md, §1 "Copy coverage").
+  constexpr int64_t kMiB = 1 << 20;
+  TrainingGraph g;
+  ValueId x = g.addInput(kMiB, InputKind::Input);
+  ValueId big = addOp(g, "aten.mm", Phase::Fwd, 50000, {x}, 64 * kMiB);
+  ValueId product = g.getNode(g.addNode("aten.mm", Phase::Fwd, 1500, {x},
+                                        {4096}, {}, NodeFlagMatrix))
+                        .results[0];
+  std::vector<ValueId> chain{
+      addOp(g, "aten.add", Phase::Fwd, 1000, {big, product}, 4096)};
+  for (int i = 0; i < 7; ++i)
+    chain.push_back(
+        addOp(g, "aten.tanh", Phase::Fwd, 1000, {chain.back()}, 4096));
+  ValueId grad = addOp(g, "aten.sum", Phase::Fwd, 10, {chain.back()}, 4096);
+  g.addOutput(grad);
+  // The peak: a 64-MiB temporary of the backward beside big.
+  ValueId temporary = addOp(g, "aten.mul", Phase::Bwd, 10, {grad}, 64 * kMiB);
+  grad = addOp(g, "aten.sum", Phase::Bwd, 10, {temporary}, 4096);
+  for (int i = static_cast<int>(chain.size()) - 1; i >= 0; --i)
+    grad = addOp(g, "aten.mul", Phase::Bwd, 1000, {grad, chain[i]}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 10, {grad, big}, 4096);
+  g.addOutput(grad);
+  DeviceProfile device = testDeviceProfile();
+  device.d2hBytesPerSec = device.h2dBytesPerSec = 64 * kMiB / 2e-3;
+  device.matmulSlowdownWithCopies = device.matmulSlowdownWithBothCopies = 1.1;
+  device.memoryBoundSlowdownWithCopies = 1.0;
+  device.memoryBoundSlowdownWithBothCopies = 1.0;
+  Plan unplanned = unplannedPlan(g, device);
+  PlanOptions options;
+  options.budgetBytes = unplanned.peakBytes - 60 * kMiB;
+  OverheadBound bound = boundAt(g, device, options.budgetBytes, unplanned);
+  ASSERT_TRUE(bound.feasible);
+  // (f - 1) x 1500 us = 150 us, less the copies' fixed costs' rounding.
+  EXPECT_GT(bound.stepUs - unplanned.stepUs, 140.0);
+  options.solver = SolverKind::Fast;
+  llvm::Expected<Plan> plan = planTrainingStep(g, device, options);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  ASSERT_TRUE(plan->feasible);
+  expectAbove(*plan, bound, "auto");
+  expectPricedAbove(g, device, options, unplanned, *plan, "auto");
+}
+
 TEST(BoundTest, NeverAbovePlansWhenOnlyOneWayCopiesSlowKernels) {
   EXPECT_GT(checkPoliciesAndRandomDecisions(oneWayProfile(1.5)), 100);
   // Two ranks sharing a host that reaches 1.5 times one GPU's link: each
