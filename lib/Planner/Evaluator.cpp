@@ -152,6 +152,8 @@ template <typename T> struct SparePool {
 struct Evaluator::Spares {
   SparePool<Schedule> schedules;
   SparePool<Placement> placements;
+  /// Held only while a schedule is built.
+  SparePool<ScheduleScratch> buildScratch;
 };
 
 std::shared_ptr<Evaluator::Spares> Evaluator::makeSpares() {
@@ -186,9 +188,11 @@ Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
     return placement.takeError();
   result.placement =
       shareSpare(std::move(*placement), spares, &Spares::placements);
+  ScheduleScratch scratch = spares->buildScratch.take();
   llvm::Expected<Schedule> schedule =
       buildSchedule(analysis, result.placement->decisions,
-                    spares->schedules.take(), &result.memory);
+                    spares->schedules.take(), &result.memory, &scratch);
+  spares->buildScratch.giveBack(new ScheduleScratch(std::move(scratch)));
   if (!schedule)
     return schedule.takeError();
   result.schedule =

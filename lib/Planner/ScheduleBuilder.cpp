@@ -16,9 +16,11 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Compiler.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 using namespace lethe;
@@ -28,14 +30,62 @@ static llvm::Error buildError(const llvm::Twine &message) {
 }
 
 namespace {
+/// A per-node work list entry: (node, tie-break, activation).
+using Entry = std::tuple<NodeId, int32_t, int32_t>;
+/// What the walk keeps of each buffer, in one array (one append a buffer).
+struct BufferState {
+  OpIndex producer;
+  /// The last op reading it so far (its producer at first).
+  OpIndex lastReader;
+  /// The op that frees it explicitly (freeExplicitly), or -1.
+  OpIndex freedBy;
+  /// Freed when its last reader ends.
+  bool freedAtLastRead;
+};
+} // namespace
+
+/// Every array a build writes besides the schedule. Each is assigned or
+/// cleared before it is read, so what a previous build left in it is never
+/// read: only its allocation is reused.
+struct ScheduleScratch::Arrays {
+  /// Current buffer of every storage (by storage index), -1 when dropped.
+  std::vector<BufferId> current;
+  std::vector<BufferState> buffers;
+  /// The stream of each op, to tell cross-stream reads without touching
+  /// the ops themselves.
+  std::vector<Stream> opStream;
+  std::vector<Entry> restoredList, offloadList, releaseList, prefetchList,
+      droppedList;
+  std::vector<OpIndex> offloadOp;
+  std::vector<BufferId> hostBuffer;
+  std::vector<uint8_t> inChain, isTargetHere;
+  std::vector<NodeId> chain;
+  /// The memory walk's difference arrays.
+  std::vector<int64_t> deviceDelta, hostDelta;
+  /// The frees grouped by op (a counting sort).
+  std::vector<int32_t> firstFree, fill;
+  std::vector<BufferId> freed;
+};
+
+ScheduleScratch::ScheduleScratch() : arrays(std::make_unique<Arrays>()) {}
+ScheduleScratch::ScheduleScratch(ScheduleScratch &&) = default;
+ScheduleScratch &ScheduleScratch::operator=(ScheduleScratch &&) = default;
+ScheduleScratch::~ScheduleScratch() = default;
+
+namespace {
 class Builder {
 public:
   Builder(const ActivationAnalysis &analysis,
-          llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage)
+          llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage,
+          ScheduleScratch::Arrays &scratch)
       : analysis(analysis), graph(analysis.getGraph()), decisions(decisions),
-        schedule(std::move(storage)) {
+        schedule(std::move(storage)), scratch(scratch),
+        current(scratch.current), buffers(scratch.buffers),
+        opStream(scratch.opStream) {
     // The old ops stay, to be overwritten (begin); the buffers are plain.
     schedule.buffers.clear();
+    buffers.clear();
+    opStream.clear();
   }
 
   /// `walk`, where given, gets walkMemory's figures of the schedule.
@@ -49,8 +99,10 @@ private:
   /// A new last op, built in place: an op built apart and then moved in
   /// was read back whole right after its fields were written, a store
   /// the CPU could not forward (a stall per op). The reference is valid
-  /// until the next op begins.
-  ScheduleOp &begin(ScheduleOpKind kind, Stream stream) {
+  /// until the next op begins. Inlined, as newBuffer: called once or more
+  /// per op, the calls were a tenth of building.
+  LLVM_ATTRIBUTE_ALWAYS_INLINE ScheduleOp &begin(ScheduleOpKind kind,
+                                                 Stream stream) {
     ScheduleOp &op = numOps < schedule.ops.size()
                          ? resetOp(schedule.ops[numOps])
                          : schedule.ops.emplace_back();
@@ -61,7 +113,7 @@ private:
     return op;
   }
   /// An op of the storage made as new, keeping its vectors' allocations.
-  static ScheduleOp &resetOp(ScheduleOp &op) {
+  LLVM_ATTRIBUTE_ALWAYS_INLINE static ScheduleOp &resetOp(ScheduleOp &op) {
     op.node = -1;
     op.storage = -1;
     op.durationUs = 0.0;
@@ -83,7 +135,8 @@ private:
   }
   OpIndex lastIndex() const { return static_cast<OpIndex>(numOps) - 1; }
   /// A new buffer of storage `s` (host: of its offloaded copy).
-  BufferId newBuffer(int32_t s, BufferOrigin origin, OpIndex producer) {
+  LLVM_ATTRIBUTE_ALWAYS_INLINE BufferId newBuffer(int32_t s, BufferOrigin origin,
+                                                  OpIndex producer) {
     const ActivationAnalysis::StorageBrief &brief = analysis.getStorageBrief(s);
     BufferId id = static_cast<BufferId>(schedule.buffers.size());
     schedule.buffers.push_back({brief.storage, brief.bytes, origin});
@@ -102,7 +155,7 @@ private:
     buffers[buffer].freedBy = lastIndex();
   }
   /// The memory along program order, once every buffer's life is known.
-  MemoryWalk walk() const;
+  MemoryWalk walk();
 
   const ActivationAnalysis &analysis;
   const TrainingGraph &graph;
@@ -111,23 +164,11 @@ private:
   /// Ops begun so far: schedule.ops holds more while a recycled schedule's
   /// ops are overwritten.
   size_t numOps = 0;
-  /// Current buffer of every storage (by storage index), -1 when dropped.
-  std::vector<BufferId> current;
-  /// What the walk keeps of each buffer, in one array (one append a
-  /// buffer).
-  struct BufferState {
-    OpIndex producer;
-    /// The last op reading it so far (its producer at first).
-    OpIndex lastReader;
-    /// The op that frees it explicitly (freeExplicitly), or -1.
-    OpIndex freedBy;
-    /// Freed when its last reader ends.
-    bool freedAtLastRead;
-  };
-  std::vector<BufferState> buffers;
-  /// The stream of each op, to tell cross-stream reads without touching
-  /// the ops themselves.
-  std::vector<Stream> opStream;
+  ScheduleScratch::Arrays &scratch;
+  /// The scratch's arrays the build reads most (ScheduleScratch::Arrays).
+  std::vector<BufferId> &current;
+  std::vector<BufferState> &buffers;
+  std::vector<Stream> &opStream;
   OpIndex lastCompute = -1;
 };
 } // namespace
@@ -224,11 +265,14 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
   return llvm::Error::success();
 }
 
-MemoryWalk Builder::walk() const {
+MemoryWalk Builder::walk() {
   // Each buffer adds its bytes from the op that allocates it to the op that
   // frees it, both included (walkMemory's "allocations, then frees"): a
   // difference array over the ops, summed in program order.
-  std::vector<int64_t> device(numOps + 1, 0), host(numOps + 1, 0);
+  std::vector<int64_t> &device = scratch.deviceDelta;
+  std::vector<int64_t> &host = scratch.hostDelta;
+  device.assign(numOps + 1, 0);
+  host.assign(numOps + 1, 0);
   for (auto [id, state] : llvm::enumerate(buffers)) {
     const ScheduleBuffer &buffer = schedule.buffers[id];
     std::vector<int64_t> &delta = buffer.isHost() ? host : device;
@@ -269,9 +313,14 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   current.assign(storages.size(), -1);
 
   // Per-node work lists, as (node, tie-break, activation) sorted.
-  using Entry = std::tuple<NodeId, int32_t, int32_t>;
-  std::vector<Entry> restoredList, offloadList, releaseList, prefetchList,
-      droppedList;
+  std::vector<Entry> &restoredList = scratch.restoredList,
+                     &offloadList = scratch.offloadList,
+                     &releaseList = scratch.releaseList,
+                     &prefetchList = scratch.prefetchList,
+                     &droppedList = scratch.droppedList;
+  for (std::vector<Entry> *list :
+       {&restoredList, &offloadList, &releaseList, &prefetchList, &droppedList})
+    list->clear();
   for (auto [index, d] : llvm::enumerate(decisions)) {
     int32_t a = static_cast<int32_t>(index);
     if (d.decision == Decision::Retain)
@@ -319,12 +368,29 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   opStream.reserve(maxOps);
   buffers.reserve(schedule.buffers.capacity());
 
-  std::vector<OpIndex> offloadOp(acts.size(), -1);
-  std::vector<BufferId> hostBuffer(acts.size(), -1);
-  std::vector<uint8_t> inChain(numNodes, 0);
-  std::vector<uint8_t> isTargetHere(storages.size(), 0);
-  std::vector<NodeId> chain;
+  std::vector<OpIndex> &offloadOp = scratch.offloadOp;
+  std::vector<BufferId> &hostBuffer = scratch.hostBuffer;
+  std::vector<uint8_t> &inChain = scratch.inChain;
+  std::vector<uint8_t> &isTargetHere = scratch.isTargetHere;
+  std::vector<NodeId> &chain = scratch.chain;
+  offloadOp.assign(acts.size(), -1);
+  hostBuffer.assign(acts.size(), -1);
+  inChain.assign(numNodes, 0);
+  isTargetHere.assign(storages.size(), 0);
 
+  // The first node the lists after a node's op name from their cursors on:
+  // the nodes before it drop and copy nothing (most nodes) and skip them.
+  auto nextListed = [&] {
+    NodeId next = std::numeric_limits<NodeId>::max();
+    for (auto [list, cursor] : {std::pair(&droppedList, droppedCursor),
+                                std::pair(&offloadList, offloadCursor),
+                                std::pair(&releaseList, releaseCursor),
+                                std::pair(&prefetchList, prefetchCursor)})
+      if (cursor < list->size())
+        next = std::min(next, std::get<0>((*list)[cursor]));
+    return next;
+  };
+  NodeId listedFrom = nextListed();
   for (NodeId i = 0; i < static_cast<NodeId>(numNodes); ++i) {
     auto restoredAt = at(restoredList, restoredCursor, i);
     // The chain restored before node i.
@@ -394,6 +460,8 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
       current[s] = buffer;
     }
     finish();
+    if (i < listedFrom)
+      continue;
     // Recomputed activations are dropped after their last forward use (the
     // buffer itself is freed by that use).
     for (int32_t a : at(droppedList, droppedCursor, i))
@@ -450,6 +518,7 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
       current[s] = buffer;
       finish();
     }
+    listedFrom = nextListed();
   }
 
   // Recycled ops past the last one are not the schedule's.
@@ -480,15 +549,17 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   // and freeExplicitly said which).
   // Group the frees by op first (a counting sort): appending to the ops in
   // program order touches them sequentially instead of at random.
-  std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
-  std::vector<BufferId> freed;
+  std::vector<int32_t> &firstFree = scratch.firstFree;
+  std::vector<BufferId> &freed = scratch.freed;
+  std::vector<int32_t> &fill = scratch.fill;
+  firstFree.assign(schedule.ops.size() + 1, 0);
   for (const BufferState &state : buffers)
     if (state.freedAtLastRead)
       ++firstFree[state.lastReader + 1];
   for (size_t k = 1; k < firstFree.size(); ++k)
     firstFree[k] += firstFree[k - 1];
   freed.resize(firstFree.back());
-  std::vector<int32_t> fill(firstFree.begin(), firstFree.end() - 1);
+  fill.assign(firstFree.begin(), firstFree.end() - 1);
   for (auto [buffer, state] : llvm::enumerate(buffers))
     if (state.freedAtLastRead)
       freed[fill[state.lastReader]++] = static_cast<BufferId>(buffer);
@@ -503,14 +574,21 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
 llvm::Expected<Schedule>
 lethe::buildSchedule(const ActivationAnalysis &analysis,
                      llvm::ArrayRef<ActivationDecision> decisions) {
-  return Builder(analysis, decisions, Schedule()).build();
+  ScheduleScratch scratch;
+  return Builder(analysis, decisions, Schedule(), *scratch.arrays).build();
 }
 
 llvm::Expected<Schedule>
 lethe::buildSchedule(const ActivationAnalysis &analysis,
                      llvm::ArrayRef<ActivationDecision> decisions,
-                     Schedule &&storage, MemoryWalk *walk) {
-  return Builder(analysis, decisions, std::move(storage)).build(walk);
+                     Schedule &&storage, MemoryWalk *walk,
+                     ScheduleScratch *scratch) {
+  if (scratch)
+    return Builder(analysis, decisions, std::move(storage), *scratch->arrays)
+        .build(walk);
+  ScheduleScratch own;
+  return Builder(analysis, decisions, std::move(storage), *own.arrays)
+      .build(walk);
 }
 
 llvm::Expected<SimResult>

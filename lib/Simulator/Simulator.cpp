@@ -434,6 +434,27 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       }
     }
 
+    // The compute op alone runs and, with no op waiting to be issued,
+    // nothing else starts before it ends (an idle stream's head whose
+    // dependencies are met would have started above): it runs at full rate
+    // to its end, as the event step below finds, without the rates (most
+    // events of a step).
+    const OpIndex alone = active[computeStream];
+    if (alone >= 0 && earliest.empty() &&
+        active[streamIndex(Stream::D2H)] < 0 &&
+        active[streamIndex(Stream::H2D)] < 0 &&
+        active[streamIndex(Stream::Comm)] < 0) {
+      allowanceFor = -1;
+      now += remaining[alone];
+      remaining[alone] = 0.0;
+      allowance[computeStream] = 0.0;
+      timing[alone].endUs = now;
+      done[alone] = 1;
+      ++numDone;
+      active[computeStream] = -1;
+      continue;
+    }
+
     std::array<double, kNumStreams> rate = {1.0, 1.0, 1.0, 1.0};
     bool d2hBusy = active[streamIndex(Stream::D2H)] >= 0;
     bool h2dBusy = active[streamIndex(Stream::H2D)] >= 0;
