@@ -434,18 +434,27 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       }
     }
 
-    // The compute op alone runs and, with no op waiting to be issued,
-    // nothing else starts before it ends (an idle stream's head whose
-    // dependencies are met would have started above): it runs at full rate
-    // to its end, as the event step below finds, without the rates (most
-    // events of a step).
+    // The compute op alone runs: at full rate (nothing slows it), until it
+    // ends or an idle stream's head is released (one whose dependencies
+    // are met waits only for its release: it would have started above),
+    // as the event step below finds, without its rates (most events).
     const OpIndex alone = active[computeStream];
-    if (alone >= 0 && earliest.empty() &&
-        active[streamIndex(Stream::D2H)] < 0 &&
+    if (alone >= 0 && active[streamIndex(Stream::D2H)] < 0 &&
         active[streamIndex(Stream::H2D)] < 0 &&
         active[streamIndex(Stream::Comm)] < 0) {
       allowanceFor = -1;
-      now += remaining[alone];
+      const double step = remaining[alone];
+      double release = std::numeric_limits<double>::infinity();
+      for (unsigned st = 0; st < kNumStreams; ++st)
+        if (st != computeStream && head[st] < queues[st].size() &&
+            ready(queues[st][head[st]]))
+          release = std::min(release, releasedAt(queues[st][head[st]]));
+      if (release - now < step) {
+        remaining[alone] -= release - now;
+        now = release;
+        continue;
+      }
+      now += step;
       remaining[alone] = 0.0;
       allowance[computeStream] = 0.0;
       timing[alone].endUs = now;
