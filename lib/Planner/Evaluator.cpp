@@ -152,8 +152,6 @@ template <typename T> struct SparePool {
 struct Evaluator::Spares {
   SparePool<Schedule> schedules;
   SparePool<Placement> placements;
-  /// Held only while a schedule is built.
-  SparePool<ScheduleScratch> buildScratch;
 };
 
 std::shared_ptr<Evaluator::Spares> Evaluator::makeSpares() {
@@ -188,11 +186,9 @@ Evaluator::evaluateAfresh(llvm::ArrayRef<Decision> decisions,
     return placement.takeError();
   result.placement =
       shareSpare(std::move(*placement), spares, &Spares::placements);
-  ScheduleScratch scratch = spares->buildScratch.take();
   llvm::Expected<Schedule> schedule =
       buildSchedule(analysis, result.placement->decisions,
-                    spares->schedules.take(), &result.memory, &scratch);
-  spares->buildScratch.giveBack(new ScheduleScratch(std::move(scratch)));
+                    spares->schedules.take(), &result.memory);
   if (!schedule)
     return schedule.takeError();
   result.schedule =

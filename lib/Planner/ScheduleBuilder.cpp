@@ -30,62 +30,14 @@ static llvm::Error buildError(const llvm::Twine &message) {
 }
 
 namespace {
-/// A per-node work list entry: (node, tie-break, activation).
-using Entry = std::tuple<NodeId, int32_t, int32_t>;
-/// What the walk keeps of each buffer, in one array (one append a buffer).
-struct BufferState {
-  OpIndex producer;
-  /// The last op reading it so far (its producer at first).
-  OpIndex lastReader;
-  /// The op that frees it explicitly (freeExplicitly), or -1.
-  OpIndex freedBy;
-  /// Freed when its last reader ends.
-  bool freedAtLastRead;
-};
-} // namespace
-
-/// Every array a build writes besides the schedule. Each is assigned or
-/// cleared before it is read, so what a previous build left in it is never
-/// read: only its allocation is reused.
-struct ScheduleScratch::Arrays {
-  /// Current buffer of every storage (by storage index), -1 when dropped.
-  std::vector<BufferId> current;
-  std::vector<BufferState> buffers;
-  /// The stream of each op, to tell cross-stream reads without touching
-  /// the ops themselves.
-  std::vector<Stream> opStream;
-  std::vector<Entry> restoredList, offloadList, releaseList, prefetchList,
-      droppedList;
-  std::vector<OpIndex> offloadOp;
-  std::vector<BufferId> hostBuffer;
-  std::vector<uint8_t> inChain, isTargetHere;
-  std::vector<NodeId> chain;
-  /// The memory walk's difference arrays.
-  std::vector<int64_t> deviceDelta, hostDelta;
-  /// The frees grouped by op (a counting sort).
-  std::vector<int32_t> firstFree, fill;
-  std::vector<BufferId> freed;
-};
-
-ScheduleScratch::ScheduleScratch() : arrays(std::make_unique<Arrays>()) {}
-ScheduleScratch::ScheduleScratch(ScheduleScratch &&) = default;
-ScheduleScratch &ScheduleScratch::operator=(ScheduleScratch &&) = default;
-ScheduleScratch::~ScheduleScratch() = default;
-
-namespace {
 class Builder {
 public:
   Builder(const ActivationAnalysis &analysis,
-          llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage,
-          ScheduleScratch::Arrays &scratch)
+          llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage)
       : analysis(analysis), graph(analysis.getGraph()), decisions(decisions),
-        schedule(std::move(storage)), scratch(scratch),
-        current(scratch.current), buffers(scratch.buffers),
-        opStream(scratch.opStream) {
+        schedule(std::move(storage)) {
     // The old ops stay, to be overwritten (begin); the buffers are plain.
     schedule.buffers.clear();
-    buffers.clear();
-    opStream.clear();
   }
 
   /// `walk`, where given, gets walkMemory's figures of the schedule.
@@ -98,9 +50,8 @@ private:
   LLVM_ATTRIBUTE_ALWAYS_INLINE llvm::Error
   addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands, NodeId node,
            bool recompute);
-  LLVM_ATTRIBUTE_NOINLINE llvm::Error droppedReadError(NodeId node,
-                                                       bool recompute,
-                                                       int32_t s) const;
+  LLVM_ATTRIBUTE_NOINLINE llvm::Error
+  droppedReadError(NodeId node, bool recompute, int32_t s) const;
   /// A new last op, built in place: an op built apart and then moved in
   /// was read back whole right after its fields were written, a store
   /// the CPU could not forward (a stall per op). The reference is valid
@@ -140,7 +91,8 @@ private:
   }
   OpIndex lastIndex() const { return static_cast<OpIndex>(numOps) - 1; }
   /// A new buffer of storage `s` (host: of its offloaded copy).
-  LLVM_ATTRIBUTE_ALWAYS_INLINE BufferId newBuffer(int32_t s, BufferOrigin origin,
+  LLVM_ATTRIBUTE_ALWAYS_INLINE BufferId newBuffer(int32_t s,
+                                                  BufferOrigin origin,
                                                   OpIndex producer) {
     const ActivationAnalysis::StorageBrief &brief = analysis.getStorageBrief(s);
     BufferId id = static_cast<BufferId>(schedule.buffers.size());
@@ -160,7 +112,7 @@ private:
     buffers[buffer].freedBy = lastIndex();
   }
   /// The memory along program order, once every buffer's life is known.
-  MemoryWalk walk();
+  MemoryWalk walk() const;
 
   const ActivationAnalysis &analysis;
   const TrainingGraph &graph;
@@ -169,11 +121,23 @@ private:
   /// Ops begun so far: schedule.ops holds more while a recycled schedule's
   /// ops are overwritten.
   size_t numOps = 0;
-  ScheduleScratch::Arrays &scratch;
-  /// The scratch's arrays the build reads most (ScheduleScratch::Arrays).
-  std::vector<BufferId> &current;
-  std::vector<BufferState> &buffers;
-  std::vector<Stream> &opStream;
+  /// Current buffer of every storage (by storage index), -1 when dropped.
+  std::vector<BufferId> current;
+  /// What the walk keeps of each buffer, in one array (one append a
+  /// buffer).
+  struct BufferState {
+    OpIndex producer;
+    /// The last op reading it so far (its producer at first).
+    OpIndex lastReader;
+    /// The op that frees it explicitly (freeExplicitly), or -1.
+    OpIndex freedBy;
+    /// Freed when its last reader ends.
+    bool freedAtLastRead;
+  };
+  std::vector<BufferState> buffers;
+  /// The stream of each op, to tell cross-stream reads without touching
+  /// the ops themselves.
+  std::vector<Stream> opStream;
   OpIndex lastCompute = -1;
 };
 } // namespace
@@ -275,14 +239,11 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
   return llvm::Error::success();
 }
 
-MemoryWalk Builder::walk() {
+MemoryWalk Builder::walk() const {
   // Each buffer adds its bytes from the op that allocates it to the op that
   // frees it, both included (walkMemory's "allocations, then frees"): a
   // difference array over the ops, summed in program order.
-  std::vector<int64_t> &device = scratch.deviceDelta;
-  std::vector<int64_t> &host = scratch.hostDelta;
-  device.assign(numOps + 1, 0);
-  host.assign(numOps + 1, 0);
+  std::vector<int64_t> device(numOps + 1, 0), host(numOps + 1, 0);
   for (auto [id, state] : llvm::enumerate(buffers)) {
     const ScheduleBuffer &buffer = schedule.buffers[id];
     std::vector<int64_t> &delta = buffer.isHost() ? host : device;
@@ -323,14 +284,9 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   current.assign(storages.size(), -1);
 
   // Per-node work lists, as (node, tie-break, activation) sorted.
-  std::vector<Entry> &restoredList = scratch.restoredList,
-                     &offloadList = scratch.offloadList,
-                     &releaseList = scratch.releaseList,
-                     &prefetchList = scratch.prefetchList,
-                     &droppedList = scratch.droppedList;
-  for (std::vector<Entry> *list :
-       {&restoredList, &offloadList, &releaseList, &prefetchList, &droppedList})
-    list->clear();
+  using Entry = std::tuple<NodeId, int32_t, int32_t>;
+  std::vector<Entry> restoredList, offloadList, releaseList, prefetchList,
+      droppedList;
   for (auto [index, d] : llvm::enumerate(decisions)) {
     int32_t a = static_cast<int32_t>(index);
     if (d.decision == Decision::Retain)
@@ -378,15 +334,11 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   opStream.reserve(maxOps);
   buffers.reserve(schedule.buffers.capacity());
 
-  std::vector<OpIndex> &offloadOp = scratch.offloadOp;
-  std::vector<BufferId> &hostBuffer = scratch.hostBuffer;
-  std::vector<uint8_t> &inChain = scratch.inChain;
-  std::vector<uint8_t> &isTargetHere = scratch.isTargetHere;
-  std::vector<NodeId> &chain = scratch.chain;
-  offloadOp.assign(acts.size(), -1);
-  hostBuffer.assign(acts.size(), -1);
-  inChain.assign(numNodes, 0);
-  isTargetHere.assign(storages.size(), 0);
+  std::vector<OpIndex> offloadOp(acts.size(), -1);
+  std::vector<BufferId> hostBuffer(acts.size(), -1);
+  std::vector<uint8_t> inChain(numNodes, 0);
+  std::vector<uint8_t> isTargetHere(storages.size(), 0);
+  std::vector<NodeId> chain;
 
   // The first node the lists after a node's op name from their cursors on:
   // the nodes before it drop and copy nothing (most nodes) and skip them.
@@ -413,10 +365,10 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
           isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
         for (NodeId node : decisions[a].recomputeNodes) {
           if (node < 0 || node >= i)
-            return buildError(
-                llvm::formatv("value {0} lists {1} to re-run before {2}",
-                              describeValue(graph, acts[a].storage),
-                              describeNode(graph, node), describeNode(graph, i)));
+            return buildError(llvm::formatv(
+                "value {0} lists {1} to re-run before {2}",
+                describeValue(graph, acts[a].storage),
+                describeNode(graph, node), describeNode(graph, i)));
           if (!inChain[node]) {
             inChain[node] = 1;
             chain.push_back(node);
@@ -428,8 +380,8 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
         inChain[node] = 0;
         const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
         if (!analysis.isRecomputableNode(node))
-          return buildError(
-              llvm::formatv("{0} may not be re-run", describeNode(graph, node)));
+          return buildError(llvm::formatv("{0} may not be re-run",
+                                          describeNode(graph, node)));
         ScheduleOp &op = begin(ScheduleOpKind::Recompute, Stream::Compute);
         op.node = node;
         op.durationUs = std::max(0.0, n.timeUs);
@@ -563,17 +515,15 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   // and freeExplicitly said which).
   // Group the frees by op first (a counting sort): appending to the ops in
   // program order touches them sequentially instead of at random.
-  std::vector<int32_t> &firstFree = scratch.firstFree;
-  std::vector<BufferId> &freed = scratch.freed;
-  std::vector<int32_t> &fill = scratch.fill;
-  firstFree.assign(schedule.ops.size() + 1, 0);
+  std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
+  std::vector<BufferId> freed;
   for (const BufferState &state : buffers)
     if (state.freedAtLastRead)
       ++firstFree[state.lastReader + 1];
   for (size_t k = 1; k < firstFree.size(); ++k)
     firstFree[k] += firstFree[k - 1];
   freed.resize(firstFree.back());
-  fill.assign(firstFree.begin(), firstFree.end() - 1);
+  std::vector<int32_t> fill(firstFree.begin(), firstFree.end() - 1);
   for (auto [buffer, state] : llvm::enumerate(buffers))
     if (state.freedAtLastRead)
       freed[fill[state.lastReader]++] = static_cast<BufferId>(buffer);
@@ -588,21 +538,14 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
 llvm::Expected<Schedule>
 lethe::buildSchedule(const ActivationAnalysis &analysis,
                      llvm::ArrayRef<ActivationDecision> decisions) {
-  ScheduleScratch scratch;
-  return Builder(analysis, decisions, Schedule(), *scratch.arrays).build();
+  return Builder(analysis, decisions, Schedule()).build();
 }
 
 llvm::Expected<Schedule>
 lethe::buildSchedule(const ActivationAnalysis &analysis,
                      llvm::ArrayRef<ActivationDecision> decisions,
-                     Schedule &&storage, MemoryWalk *walk,
-                     ScheduleScratch *scratch) {
-  if (scratch)
-    return Builder(analysis, decisions, std::move(storage), *scratch->arrays)
-        .build(walk);
-  ScheduleScratch own;
-  return Builder(analysis, decisions, std::move(storage), *own.arrays)
-      .build(walk);
+                     Schedule &&storage, MemoryWalk *walk) {
+  return Builder(analysis, decisions, std::move(storage)).build(walk);
 }
 
 llvm::Expected<SimResult>

@@ -15,8 +15,7 @@
 //   does);
 // - planning is deterministic;
 // - `none` has the plain lifetime peak;
-// - a schedule written into a recycled one's storage, or built with a
-//   scratch that built other graphs' plans, is the schedule.
+// - a schedule written into a recycled one's storage is the schedule.
 //
 //===----------------------------------------------------------------------===//
 
@@ -278,43 +277,6 @@ TEST(PlannerPropertyTest, RecycledScheduleIsTheSchedule) {
     }
   }
   EXPECT_GT(recycled, 100u);
-}
-
-// The Evaluator keeps one ScheduleScratch for all its builds: a scratch
-// that built another graph's plans (more or fewer nodes, storages, copies
-// and chains) gives the schedule and memory walk of a fresh build.
-TEST(PlannerPropertyTest, ScratchBuildIsTheSchedule) {
-  const std::vector<Policy> policies = {Policy::OffloadAll, Policy::Full,
-                                        Policy::None, Policy::EveryN,
-                                        Policy::SelectiveOp};
-  ScheduleScratch scratch;
-  size_t built = 0;
-  // Graphs in an order that alternates larger and smaller ones.
-  for (uint64_t seed : {7, 0, 11, 3, 20, 1, 15, 5, 26, 2, 9, 30}) {
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    TrainingGraph g = randomLayeredGraph(seed, optionsFor(seed));
-    PlanOptions options;
-    ActivationAnalysis analysis(g, options);
-    LayerInfo layers = findLayers(g);
-    for (Policy policy : policies) {
-      options.policy = policy;
-      llvm::Expected<PolicyRun> run = runPolicy(analysis, layers, options);
-      ASSERT_TRUE(static_cast<bool>(run)) << llvm::toString(run.takeError());
-      MemoryWalk walk;
-      llvm::Expected<Schedule> scratched = buildSchedule(
-          analysis, run->placed.decisions, Schedule(), &walk, &scratch);
-      ASSERT_TRUE(static_cast<bool>(scratched))
-          << llvm::toString(scratched.takeError());
-      expectSameSchedule(*scratched, run->schedule);
-      MemoryWalk want = walkMemory(run->schedule);
-      EXPECT_EQ(walk.deviceAtOp, want.deviceAtOp);
-      EXPECT_EQ(walk.peakBytes, want.peakBytes);
-      EXPECT_EQ(walk.peakOp, want.peakOp);
-      EXPECT_EQ(walk.hostPeakBytes, want.hostPeakBytes);
-      ++built;
-    }
-  }
-  EXPECT_EQ(built, 60u);
 }
 
 TEST(PlannerPropertyTest, CheckpointsCutChainsAtLayerInputs) {

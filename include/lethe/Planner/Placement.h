@@ -32,7 +32,6 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
-#include <memory>
 #include <vector>
 
 namespace lethe {
@@ -134,22 +133,6 @@ void placeCopies(const ActivationAnalysis &analysis,
 llvm::Error completePlacement(const ActivationAnalysis &analysis,
                               const DeviceProfile &device, Plan &plan);
 
-/// The working arrays of buildSchedule, kept by a caller that builds many
-/// schedules (the Evaluator) so that each build reuses their allocations:
-/// made, zeroed on fresh pages and freed by every build, they were a tenth
-/// of building one. Any plan of any analysis may be built with any scratch
-/// (every array is written before it is read); the schedule is the same.
-class ScheduleScratch {
-public:
-  ScheduleScratch();
-  ScheduleScratch(ScheduleScratch &&);
-  ScheduleScratch &operator=(ScheduleScratch &&);
-  ~ScheduleScratch();
-  /// Opaque (ScheduleBuilder.cpp).
-  struct Arrays;
-  std::unique_ptr<Arrays> arrays;
-};
-
 /// Writes the placed plan out as a schedule. Fails, naming the value and
 /// node, on a plan a program could not follow (a value read while dropped, a
 /// release before the last forward use, a prefetch before its release).
@@ -161,12 +144,11 @@ buildSchedule(const ActivationAnalysis &analysis,
 /// allocations are reused instead of made and freed again (an evaluation
 /// writes ~10,000 ops at 10k nodes). The result is the same schedule.
 /// `walk`, where given, gets walkMemory of it, read off the buffers' lives
-/// while they are written (no pass over the ops). `scratch`, where given,
-/// holds the build's working arrays (ScheduleScratch).
+/// while they are written (no pass over the ops).
 llvm::Expected<Schedule>
 buildSchedule(const ActivationAnalysis &analysis,
               llvm::ArrayRef<ActivationDecision> decisions, Schedule &&storage,
-              MemoryWalk *walk = nullptr, ScheduleScratch *scratch = nullptr);
+              MemoryWalk *walk = nullptr);
 
 /// buildSchedule + simulate.
 llvm::Expected<SimResult>
