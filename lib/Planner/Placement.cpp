@@ -137,8 +137,20 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   std::vector<uint8_t> inChain(numNodes, 0);
   std::vector<NodeId> chain;
   std::vector<int32_t> targets;
+  // Only the points some activation is restored at can run a chain (a
+  // chain's inputs move to its point): the points between them begin an
+  // empty chain and are skipped.
   for (NodeId point = 0; point < static_cast<NodeId>(numNodes); ++point) {
     result.chainBegin.push_back(static_cast<int32_t>(result.chainNodes.size()));
+    const NodeId next = restoredCursor < restoredAt.size()
+                            ? restoredAt[restoredCursor].first
+                            : static_cast<NodeId>(numNodes);
+    if (next > point) {
+      const NodeId end = std::min(next, static_cast<NodeId>(numNodes));
+      result.chainBegin.resize(end, result.chainBegin.back());
+      point = end - 1;
+      continue;
+    }
     targets.clear();
     for (; restoredCursor < restoredAt.size() &&
            restoredAt[restoredCursor].first == point;

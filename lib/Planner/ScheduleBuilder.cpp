@@ -16,9 +16,11 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Compiler.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 using namespace lethe;
@@ -44,13 +46,19 @@ public:
 private:
   llvm::Error checkPlacement();
   /// Makes `op`, the last op, read the current buffers of `operands`.
-  llvm::Error addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
-                       NodeId node, bool recompute);
+  /// Inlined (its calls were a tenth of building), its error apart.
+  LLVM_ATTRIBUTE_ALWAYS_INLINE llvm::Error
+  addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands, NodeId node,
+           bool recompute);
+  LLVM_ATTRIBUTE_NOINLINE llvm::Error
+  droppedReadError(NodeId node, bool recompute, int32_t s) const;
   /// A new last op, built in place: an op built apart and then moved in
   /// was read back whole right after its fields were written, a store
   /// the CPU could not forward (a stall per op). The reference is valid
-  /// until the next op begins.
-  ScheduleOp &begin(ScheduleOpKind kind, Stream stream) {
+  /// until the next op begins. Inlined, as newBuffer: called once or more
+  /// per op, the calls were a tenth of building.
+  LLVM_ATTRIBUTE_ALWAYS_INLINE ScheduleOp &begin(ScheduleOpKind kind,
+                                                 Stream stream) {
     ScheduleOp &op = numOps < schedule.ops.size()
                          ? resetOp(schedule.ops[numOps])
                          : schedule.ops.emplace_back();
@@ -61,7 +69,7 @@ private:
     return op;
   }
   /// An op of the storage made as new, keeping its vectors' allocations.
-  static ScheduleOp &resetOp(ScheduleOp &op) {
+  LLVM_ATTRIBUTE_ALWAYS_INLINE static ScheduleOp &resetOp(ScheduleOp &op) {
     op.node = -1;
     op.storage = -1;
     op.durationUs = 0.0;
@@ -83,7 +91,9 @@ private:
   }
   OpIndex lastIndex() const { return static_cast<OpIndex>(numOps) - 1; }
   /// A new buffer of storage `s` (host: of its offloaded copy).
-  BufferId newBuffer(int32_t s, BufferOrigin origin, OpIndex producer) {
+  LLVM_ATTRIBUTE_ALWAYS_INLINE BufferId newBuffer(int32_t s,
+                                                  BufferOrigin origin,
+                                                  OpIndex producer) {
     const ActivationAnalysis::StorageBrief &brief = analysis.getStorageBrief(s);
     BufferId id = static_cast<BufferId>(schedule.buffers.size());
     schedule.buffers.push_back({brief.storage, brief.bytes, origin});
@@ -201,16 +211,21 @@ llvm::Error Builder::checkPlacement() {
   return llvm::Error::success();
 }
 
+llvm::Error Builder::droppedReadError(NodeId node, bool recompute,
+                                      int32_t s) const {
+  return buildError(llvm::formatv(
+      "{0} of {1} reads value {2} while it is dropped (not restored "
+      "before this point)",
+      recompute ? "the re-run" : "the run", describeNode(graph, node),
+      describeValue(graph, analysis.getStorages()[s].storage)));
+}
+
 llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
                               NodeId node, bool recompute) {
   for (int32_t s : operands) {
     BufferId buffer = current[s];
     if (buffer < 0)
-      return buildError(llvm::formatv(
-          "{0} of {1} reads value {2} while it is dropped (not restored "
-          "before this point)",
-          recompute ? "the re-run" : "the run", describeNode(graph, node),
-          describeValue(graph, analysis.getStorages()[s].storage)));
+      return droppedReadError(node, recompute, s);
     if (llvm::is_contained(op.reads, buffer))
       continue;
     op.reads.push_back(buffer);
@@ -325,55 +340,72 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   std::vector<uint8_t> isTargetHere(storages.size(), 0);
   std::vector<NodeId> chain;
 
+  // The first node the lists after a node's op name from their cursors on:
+  // the nodes before it drop and copy nothing (most nodes) and skip them.
+  auto nextListed = [&] {
+    NodeId next = std::numeric_limits<NodeId>::max();
+    for (auto [list, cursor] : {std::pair(&droppedList, droppedCursor),
+                                std::pair(&offloadList, offloadCursor),
+                                std::pair(&releaseList, releaseCursor),
+                                std::pair(&prefetchList, prefetchCursor)})
+      if (cursor < list->size())
+        next = std::min(next, std::get<0>((*list)[cursor]));
+    return next;
+  };
+  NodeId listedFrom = nextListed();
   for (NodeId i = 0; i < static_cast<NodeId>(numNodes); ++i) {
-    auto restoredAt = at(restoredList, restoredCursor, i);
-    // The chain restored before node i.
-    chain.clear();
-    for (int32_t a : restoredAt) {
-      if (decisions[a].decision == Decision::Recompute)
-        isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
-      for (NodeId node : decisions[a].recomputeNodes) {
-        if (node < 0 || node >= i)
-          return buildError(
-              llvm::formatv("value {0} lists {1} to re-run before {2}",
-                            describeValue(graph, acts[a].storage),
-                            describeNode(graph, node), describeNode(graph, i)));
-        if (!inChain[node]) {
-          inChain[node] = 1;
-          chain.push_back(node);
+    // Most nodes restore nothing before them: no chain.
+    if (restoredCursor < restoredList.size() &&
+        std::get<0>(restoredList[restoredCursor]) == i) {
+      auto restoredAt = at(restoredList, restoredCursor, i);
+      // The chain restored before node i.
+      chain.clear();
+      for (int32_t a : restoredAt) {
+        if (decisions[a].decision == Decision::Recompute)
+          isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
+        for (NodeId node : decisions[a].recomputeNodes) {
+          if (node < 0 || node >= i)
+            return buildError(llvm::formatv(
+                "value {0} lists {1} to re-run before {2}",
+                describeValue(graph, acts[a].storage),
+                describeNode(graph, node), describeNode(graph, i)));
+          if (!inChain[node]) {
+            inChain[node] = 1;
+            chain.push_back(node);
+          }
         }
       }
-    }
-    llvm::sort(chain);
-    for (NodeId node : chain) {
-      inChain[node] = 0;
-      const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
-      if (!analysis.isRecomputableNode(node))
-        return buildError(
-            llvm::formatv("{0} may not be re-run", describeNode(graph, node)));
-      ScheduleOp &op = begin(ScheduleOpKind::Recompute, Stream::Compute);
-      op.node = node;
-      op.durationUs = std::max(0.0, n.timeUs);
-      op.kernel = kernelClassOf(n.flags);
-      if (llvm::Error err =
-              addReads(op, analysis.operandStorages(node), node, true))
-        return std::move(err);
-      OpIndex index = lastIndex();
-      for (int32_t s : analysis.resultStorages(node)) {
-        BufferId buffer = newBuffer(s, BufferOrigin::Recomputed, index);
-        op.allocs.push_back(buffer);
-        // The re-created value replaces the dropped one only where it is
-        // needed: a target restored here, or a forward temporary the chain
-        // reads. Other results are thrown away when the op ends.
-        bool keep =
-            isTargetHere[s] || analysis.getStorageBrief(s).activation < 0;
-        if (keep)
-          current[s] = buffer;
+      llvm::sort(chain);
+      for (NodeId node : chain) {
+        inChain[node] = 0;
+        const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
+        if (!analysis.isRecomputableNode(node))
+          return buildError(llvm::formatv("{0} may not be re-run",
+                                          describeNode(graph, node)));
+        ScheduleOp &op = begin(ScheduleOpKind::Recompute, Stream::Compute);
+        op.node = node;
+        op.durationUs = std::max(0.0, n.timeUs);
+        op.kernel = kernelClassOf(n.flags);
+        if (llvm::Error err =
+                addReads(op, analysis.operandStorages(node), node, true))
+          return std::move(err);
+        OpIndex index = lastIndex();
+        for (int32_t s : analysis.resultStorages(node)) {
+          BufferId buffer = newBuffer(s, BufferOrigin::Recomputed, index);
+          op.allocs.push_back(buffer);
+          // The re-created value replaces the dropped one only where it is
+          // needed: a target restored here, or a forward temporary the chain
+          // reads. Other results are thrown away when the op ends.
+          bool keep =
+              isTargetHere[s] || analysis.getStorageBrief(s).activation < 0;
+          if (keep)
+            current[s] = buffer;
+        }
+        finish();
       }
-      finish();
+      for (int32_t a : restoredAt)
+        isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
     }
-    for (int32_t a : restoredAt)
-      isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
 
     // Node i.
     const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(i);
@@ -394,6 +426,8 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
       current[s] = buffer;
     }
     finish();
+    if (i < listedFrom)
+      continue;
     // Recomputed activations are dropped after their last forward use (the
     // buffer itself is freed by that use).
     for (int32_t a : at(droppedList, droppedCursor, i))
@@ -450,6 +484,7 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
       current[s] = buffer;
       finish();
     }
+    listedFrom = nextListed();
   }
 
   // Recycled ops past the last one are not the schedule's.

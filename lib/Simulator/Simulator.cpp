@@ -390,10 +390,17 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
   OpIndex shareOp = -1;
   double share = 1.0;
 
-  auto ready = [&](OpIndex op) {
-    for (OpIndex dep : schedule.ops[op].deps)
+  // Whether stream s's head has every dependency done. Ops are done for
+  // good, so the deps found done are not read again while it waits
+  // (depsDone[s] of them, from the first; reset as the head moves on).
+  std::array<size_t, kNumStreams> depsDone = {0, 0, 0, 0};
+  auto headReady = [&](unsigned s) {
+    llvm::ArrayRef<OpIndex> deps = schedule.ops[queues[s][head[s]]].deps;
+    for (size_t &k = depsDone[s]; k < deps.size(); ++k) {
+      OpIndex dep = deps[k];
       if (dep < 0 || static_cast<size_t>(dep) >= numOps || !done[dep])
         return false;
+    }
     return true;
   };
 
@@ -406,17 +413,20 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         if (active[s] >= 0 || head[s] >= queues[s].size())
           continue;
         OpIndex op = queues[s][head[s]];
-        if (!ready(op) || releasedAt(op) > now)
+        if (!headReady(s) || releasedAt(op) > now)
           continue;
         ++head[s];
+        depsDone[s] = 0;
         timing[op].startUs = now;
-        progress = true;
         if (s == computeStream)
           computeUnstarted -= work[op];
         if (remaining[op] <= 0.0) {
           timing[op].endUs = now;
           done[op] = 1;
           ++numDone;
+          // Another pass: a head waiting for it may start now. (An op that
+          // only starts running changes no other head's readiness.)
+          progress = true;
         } else {
           active[s] = op;
         }
@@ -432,6 +442,36 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         stopped = true;
         break;
       }
+    }
+
+    // The compute op alone runs: at full rate (nothing slows it), until it
+    // ends or an idle stream's head is released (one whose dependencies
+    // are met waits only for its release: it would have started above),
+    // as the event step below finds, without its rates (most events).
+    const OpIndex alone = active[computeStream];
+    if (alone >= 0 && active[streamIndex(Stream::D2H)] < 0 &&
+        active[streamIndex(Stream::H2D)] < 0 &&
+        active[streamIndex(Stream::Comm)] < 0) {
+      allowanceFor = -1;
+      const double step = remaining[alone];
+      double release = std::numeric_limits<double>::infinity();
+      for (unsigned st = 0; st < kNumStreams; ++st)
+        if (st != computeStream && head[st] < queues[st].size() &&
+            headReady(st))
+          release = std::min(release, releasedAt(queues[st][head[st]]));
+      if (release - now < step) {
+        remaining[alone] -= release - now;
+        now = release;
+        continue;
+      }
+      now += step;
+      remaining[alone] = 0.0;
+      allowance[computeStream] = 0.0;
+      timing[alone].endUs = now;
+      done[alone] = 1;
+      ++numDone;
+      active[computeStream] = -1;
+      continue;
     }
 
     std::array<double, kNumStreams> rate = {1.0, 1.0, 1.0, 1.0};
@@ -524,8 +564,7 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     // The next release of a stream's head whose dependencies are met.
     double release = std::numeric_limits<double>::infinity();
     for (unsigned st = 0; st < kNumStreams; ++st)
-      if (active[st] < 0 && head[st] < queues[st].size() &&
-          ready(queues[st][head[st]]))
+      if (active[st] < 0 && head[st] < queues[st].size() && headReady(st))
         release = std::min(release, releasedAt(queues[st][head[st]]));
     // A yielding copy reaching its chunk's end pauses: an event.
     double allowanceEnd = std::numeric_limits<double>::infinity();

@@ -173,6 +173,21 @@ TEST(SimulatorTest, EarliestStartTimesDelayOps) {
   EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 10);
   EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 4);
 
+  // A copy released while a compute op runs alone starts then, beside it
+  // (the compute op alone is stepped apart from the rates), and slows it
+  // from then on.
+  s.ops = {computeOp(100), copyOp(ScheduleOpKind::Offload, 20000)};
+  s.ops[0].kernel = KernelClass::Matrix;
+  options.earliestStartUs = {0, 30};
+  DeviceProfile slowed = copyDevice();
+  slowed.matmulSlowdownWithCopies = 2.0;
+  r = simulate(s, slowed, options);
+  ASSERT_TRUE(static_cast<bool>(r)) << llvm::toString(r.takeError());
+  EXPECT_DOUBLE_EQ(r->timeline[1].startUs, 30);
+  EXPECT_DOUBLE_EQ(r->timeline[1].endUs, 50);
+  // 30 us alone, 10 us of work in the 20 us beside the copy, 60 alone.
+  EXPECT_DOUBLE_EQ(r->timeline[0].endUs, 110);
+
   options.earliestStartUs = {1};
   EXPECT_FALSE(static_cast<bool>(simulate(s, copyDevice(), options)));
   llvm::consumeError(simulate(s, copyDevice(), options).takeError());
