@@ -403,6 +403,17 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
     }
     return true;
   };
+  // Stream s's active op ends now.
+  auto finish = [&](unsigned s) {
+    OpIndex op = active[s];
+    remaining[op] = 0.0;
+    // The next copy on this stream waits for the window like any chunk.
+    allowance[s] = 0.0;
+    timing[op].endUs = now;
+    done[op] = 1;
+    ++numDone;
+    active[s] = -1;
+  };
 
   while (numDone < numOps) {
     // Start every op that can start now; zero-work ops finish at once.
@@ -465,12 +476,7 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
         continue;
       }
       now += step;
-      remaining[alone] = 0.0;
-      allowance[computeStream] = 0.0;
-      timing[alone].endUs = now;
-      done[alone] = 1;
-      ++numDone;
-      active[computeStream] = -1;
+      finish(computeStream);
       continue;
     }
 
@@ -619,15 +625,8 @@ llvm::Expected<SimResult> lethe::simulate(const Schedule &schedule,
       if (allowanceEvents && s != streamIndex(Stream::Compute) &&
           s != streamIndex(Stream::Comm))
         allowance[s] = std::max(0.0, allowance[s] - rate[s] * step);
-      if (s == first || remaining[op] <= 1e-9 * work[op]) {
-        remaining[op] = 0.0;
-        // The next copy on this stream waits for the window like any chunk.
-        allowance[s] = 0.0;
-        timing[op].endUs = now;
-        done[op] = 1;
-        ++numDone;
-        active[s] = -1;
-      }
+      if (s == first || remaining[op] <= 1e-9 * work[op])
+        finish(s);
     }
   }
 

@@ -157,21 +157,9 @@ def test_a_profiled_replan_for_cuda_graphs_scales_the_rest_by_the_replay(
     # named (view, 2 ms modelled) is scaled to the rest of the step: 12 ms
     # of host gaps eagerly (scale 6, bounded at 5), 1 ms under CUDA graphs
     # (a 1 us floor per launch: scale 0.5).
-    from types import SimpleNamespace
-    from lethe import _calibrate
-    from lethe._kernel_times import Attribution
     from lethe._step_meter import Measurement
-    monkeypatch.setattr(_calibrate, "_replay_floor_us", lambda device: 1.0)
     for graphs, scale in ((False, 5.0), (True, 0.5)):
-        cal, p, report, compiled = _calibrator(monkeypatch,
-                                               lambda c: 990 + c)
-        cal.backend.cudagraphs_deferred = graphs
-        r = p.records[-1]
-        r.compute_times = {"mm": (8000.0, 1), "view": (2000.0, 1)}
-        r.given, r.time_scale = set(), 1.0
-        r.roots = SimpleNamespace(library_us={})
-        r.attribution = Attribution(times_us={"mm": 8000.0}, kernels=1,
-                                    kernel_us=8000.0, launches=1000)
+        cal, p, report = _profiled_calibrator(monkeypatch, graphs)
         assert cal.on_step(Measurement(990, 20.0))
         assert p.time_scale == pytest.approx(scale)
         # Each attempt shows the compute stream's busy time beside the
@@ -189,19 +177,8 @@ def test_a_profiled_step_for_cuda_graphs_is_corrected_as_its_replay(
     # dropped and the prediction stayed 36% high. The replay of the
     # profiled kernels is what is corrected: 8 ms of kernels and 1,000
     # launches at a 1 us floor, 9 ms against 10 predicted, re-planned.
-    from types import SimpleNamespace
-    from lethe import _calibrate
-    from lethe._kernel_times import Attribution
     from lethe._step_meter import Measurement
-    monkeypatch.setattr(_calibrate, "_replay_floor_us", lambda device: 1.0)
-    cal, p, report, compiled = _calibrator(monkeypatch, lambda c: 990 + c)
-    cal.backend.cudagraphs_deferred = True
-    r = p.records[-1]
-    r.compute_times = {"mm": (8000.0, 1), "view": (2000.0, 1)}
-    r.given, r.time_scale = set(), 1.0
-    r.roots = SimpleNamespace(library_us={})
-    r.attribution = Attribution(times_us={"mm": 8000.0}, kernels=1,
-                                kernel_us=8000.0, launches=1000)
+    cal, p, report = _profiled_calibrator(monkeypatch, graphs=True)
     cal.on_step(Measurement(990, 20.0, host_ms=19.5))
     assert report["replanned"]
     assert p.time_scale == pytest.approx(0.5)
@@ -686,6 +663,25 @@ def _calibrator(monkeypatch, plan_peak, least=None, provisional=False,
     p.allow_provisional = provisional  # as on CUDA, or not
     p.compile()
     return cal, p, backend.calibration, compiled
+
+
+def _profiled_calibrator(monkeypatch, graphs):
+    """_calibrator whose first plan (10 ms predicted: mm 8 ms, view 2 ms
+    modelled) has a profile: its one kernel (mm) took 8 ms in 1,000
+    launches; the replay floor is 1 us a launch."""
+    from types import SimpleNamespace
+    from lethe import _calibrate
+    from lethe._kernel_times import Attribution
+    monkeypatch.setattr(_calibrate, "_replay_floor_us", lambda device: 1.0)
+    cal, p, report, _ = _calibrator(monkeypatch, lambda c: 990 + c)
+    cal.backend.cudagraphs_deferred = graphs
+    r = p.records[-1]
+    r.compute_times = {"mm": (8000.0, 1), "view": (2000.0, 1)}
+    r.given, r.time_scale = set(), 1.0
+    r.roots = SimpleNamespace(library_us={})
+    r.attribution = Attribution(times_us={"mm": 8000.0}, kernels=1,
+                                kernel_us=8000.0, launches=1000)
+    return cal, p, report
 
 
 def _graph_calibrator(monkeypatch, plan_peak, **kwargs):
