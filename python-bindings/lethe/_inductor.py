@@ -573,8 +573,16 @@ class LethePartitioner(_partitioner_base()):
             # of a compiled step is an estimate (lethe._calibrate): run the
             # least plan once, measure, and re-plan at the budget with the
             # error corrected (Backend's calibration).
+            planned = self._planning_budget()
+            # With a correction, the budget planned is not the user's: say
+            # which one is under the least (Llama-8l's 1.83 GB budget was
+            # "below the least 1.44 GB", planned at 1.44 GB less its error).
+            at = "" if planned == self.budget else (
+                f" (planned at {planned} B: corrected by "
+                f"{self.peak_correction:+d} B for the error of the model's "
+                "peak, measured)")
             warnings.warn(
-                f"Lethe: budget {self.budget} B is below the least "
+                f"Lethe: budget {self.budget} B{at} is below the least "
                 f"{least} B Lethe's model of {_graph_name(doc, compile_id)} "
                 "can meet; running that plan for one step to measure its "
                 "real peak, then re-planning at the budget")

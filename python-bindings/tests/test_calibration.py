@@ -532,6 +532,15 @@ def test_a_budget_below_the_models_least_runs_the_least_once_to_measure():
                       predicted_peak=r.plan.peak_bytes,
                       budget_bytes=1 << 20, provisional=True)
     assert fix.replan and fix.peak_correction == 100
+    # Above the least, but planned below it once the measured error is
+    # taken off: the warning says the budget planned.
+    least = r.plan.budget_bytes
+    p = lt.partitioner(budget=str(least + 1000), device="h100",
+                       peak_correction=-2000)
+    p.allow_provisional = True
+    with pytest.warns(UserWarning, match=f"planned at {least - 1000} B: "
+                      "corrected by -2000 B"):
+        _step(model, _compile(model, p))
     p = lt.partitioner(budget=str(1 << 20), device="h100")
     with pytest.raises(Exception) as info:
         _step(model, _compile(model, p))
