@@ -575,8 +575,9 @@ class LethePartitioner(_partitioner_base()):
             # error corrected (Backend's calibration).
             planned = self._planning_budget()
             # With a correction, the budget planned is not the user's: say
-            # which one is under the least (Llama-8l's 1.83 GB budget was
-            # "below the least 1.44 GB", planned at 1.44 GB less its error).
+            # which one is under the least (Llama-8l's warning read "budget
+            # 1.83 GB is below the least 1.44 GB": it was planned at 1.83 GB
+            # less its measured error, under 1.44 GB).
             at = "" if planned == self.budget else (
                 f" (planned at {planned} B: corrected by "
                 f"{self.peak_correction:+d} B for the error of the model's "
