@@ -9,7 +9,7 @@ inductor runs needs no GPU.
 """
 
 from inductor_common import (  # noqa: F401 (the fixture is autouse)
-    torch, lt, _inductor, needs_lethe, _no_compile_caches)
+    pytest, torch, lt, _inductor, needs_lethe, _no_compile_caches)
 
 
 import importlib.util
@@ -35,6 +35,18 @@ def _llama():
     tokens = torch.randint(0, LLAMA["vocab"], (2, LLAMA["seq"]))
     targets = torch.randint(0, LLAMA["vocab"], (2, LLAMA["seq"]))
     return model, tokens, targets
+
+
+def _dit():
+    """A 4-layer DiT of the corpus (bench/export_corpus.py: adaLN-Zero
+    blocks) at a CPU's size, with its loss."""
+    spec = importlib.util.spec_from_file_location(
+        "export_corpus", os.path.join(ROOT, "bench", "export_corpus.py"))
+    corpus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpus)
+    torch.manual_seed(0)
+    model = corpus.LossOf(corpus.DiT(256, 4, 4), corpus._dit_loss)
+    return model, torch.randn(8, 4, 32, 32), torch.randint(0, 1000, (8,))
 
 
 def _step_peak(run, model, tokens, targets):
@@ -64,6 +76,22 @@ def _step_peak(run, model, tokens, targets):
     return peak
 
 
+def _least_plan_peaks(model, a, b):
+    """(measured, predicted) peak of the step compiled with Lethe at its
+    least budget."""
+    backend = lt.backend(budget="least", costs="model", calibrate=False,
+                         device="h100")
+    torch._dynamo.reset()
+    run = torch.compile(model, backend=backend, dynamic=False)
+    for _ in range(2):  # compiles, then a step in the allocator's steady state
+        run(a, b).backward()
+        for p in model.parameters():
+            p.grad = None
+    measured = _step_peak(run, model, a, b)
+    (record,) = backend.plans
+    return measured, record.plan.peak_bytes
+
+
 @needs_lethe
 def test_the_least_plans_peak_is_what_inductor_runs():
     # At the least budget Lethe recomputes the residual stream, and the
@@ -73,18 +101,23 @@ def test_the_least_plans_peak_is_what_inductor_runs():
     # prediction (25.8 against 20.2 MB). Compiled as the plan assumes
     # (Backend sets partitioner.inductor_options(): no horizontal fusion),
     # 21.3 MB, 6% over.
-    model, tokens, targets = _llama()
-    backend = lt.backend(budget="least", costs="model", calibrate=False,
-                         device="h100")
-    torch._dynamo.reset()
-    run = torch.compile(model, backend=backend, dynamic=False)
-    for _ in range(2):  # compiles, then a step in the allocator's steady state
-        run(tokens, targets).backward()
-        for p in model.parameters():
-            p.grad = None
-    measured = _step_peak(run, model, tokens, targets)
-    (record,) = backend.plans
-    predicted = record.plan.peak_bytes
+    measured, predicted = _least_plan_peaks(*_llama())
+    assert measured <= 1.10 * predicted, (measured, predicted)
+
+
+@needs_lethe
+@pytest.mark.xfail(strict=True, reason="known: inductor re-runs some of "
+                   "DiT's recomputations layers before their use (97.1 MB "
+                   "measured for 67.3 predicted; bench/results/"
+                   "torch-inductor.md, 2026-11-28)")
+def test_the_least_plans_peak_is_what_inductor_runs_on_a_dit():
+    # The same on DiT's adaLN blocks. On an H200, plans predicted at 3.14,
+    # 2.74 and 1.77 GB all measured 3.52 GB without CUDA graphs. Inductor
+    # re-runs layer 0's q/k/v projection at the backward's start and
+    # holds it to the end, and re-makes the MLP inputs of two layers in
+    # one fused kernel. Min-cut's backward has each recomputation right
+    # before its first use. When this passes, drop the mark.
+    measured, predicted = _least_plan_peaks(*_dit())
     assert measured <= 1.10 * predicted, (measured, predicted)
 
 
