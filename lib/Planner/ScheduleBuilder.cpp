@@ -353,58 +353,63 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
     return next;
   };
   NodeId listedFrom = nextListed();
+  // The chain re-run before node i, for the values restored there.
+  auto restoreBefore = [&](NodeId i) -> llvm::Error {
+    auto restoredAt = at(restoredList, restoredCursor, i);
+    chain.clear();
+    for (int32_t a : restoredAt) {
+      if (decisions[a].decision == Decision::Recompute)
+        isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
+      for (NodeId node : decisions[a].recomputeNodes) {
+        if (node < 0 || node >= i)
+          return buildError(llvm::formatv(
+              "value {0} lists {1} to re-run before {2}",
+              describeValue(graph, acts[a].storage),
+              describeNode(graph, node), describeNode(graph, i)));
+        if (!inChain[node]) {
+          inChain[node] = 1;
+          chain.push_back(node);
+        }
+      }
+    }
+    llvm::sort(chain);
+    for (NodeId node : chain) {
+      inChain[node] = 0;
+      const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
+      if (!analysis.isRecomputableNode(node))
+        return buildError(llvm::formatv("{0} may not be re-run",
+                                        describeNode(graph, node)));
+      ScheduleOp &op = begin(ScheduleOpKind::Recompute, Stream::Compute);
+      op.node = node;
+      op.durationUs = std::max(0.0, n.timeUs);
+      op.kernel = kernelClassOf(n.flags);
+      if (llvm::Error err =
+              addReads(op, analysis.operandStorages(node), node, true))
+        return err;
+      OpIndex index = lastIndex();
+      for (int32_t s : analysis.resultStorages(node)) {
+        BufferId buffer = newBuffer(s, BufferOrigin::Recomputed, index);
+        op.allocs.push_back(buffer);
+        // The re-created value replaces the dropped one only where it is
+        // needed: a target restored here, or a forward temporary the chain
+        // reads. Other results are thrown away when the op ends.
+        bool keep =
+            isTargetHere[s] || analysis.getStorageBrief(s).activation < 0;
+        if (keep)
+          current[s] = buffer;
+      }
+      finish();
+    }
+    for (int32_t a : restoredAt)
+      isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
+    return llvm::Error::success();
+  };
   for (NodeId i = 0; i < static_cast<NodeId>(numNodes); ++i) {
     // Most nodes restore nothing before them: no chain.
     if (restoredCursor < restoredList.size() &&
         std::get<0>(restoredList[restoredCursor]) == i) {
-      auto restoredAt = at(restoredList, restoredCursor, i);
-      // The chain restored before node i.
-      chain.clear();
-      for (int32_t a : restoredAt) {
-        if (decisions[a].decision == Decision::Recompute)
-          isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
-        for (NodeId node : decisions[a].recomputeNodes) {
-          if (node < 0 || node >= i)
-            return buildError(llvm::formatv(
-                "value {0} lists {1} to re-run before {2}",
-                describeValue(graph, acts[a].storage),
-                describeNode(graph, node), describeNode(graph, i)));
-          if (!inChain[node]) {
-            inChain[node] = 1;
-            chain.push_back(node);
-          }
-        }
-      }
-      llvm::sort(chain);
-      for (NodeId node : chain) {
-        inChain[node] = 0;
-        const ActivationAnalysis::NodeBrief &n = analysis.getNodeBrief(node);
-        if (!analysis.isRecomputableNode(node))
-          return buildError(llvm::formatv("{0} may not be re-run",
-                                          describeNode(graph, node)));
-        ScheduleOp &op = begin(ScheduleOpKind::Recompute, Stream::Compute);
-        op.node = node;
-        op.durationUs = std::max(0.0, n.timeUs);
-        op.kernel = kernelClassOf(n.flags);
-        if (llvm::Error err =
-                addReads(op, analysis.operandStorages(node), node, true))
-          return std::move(err);
-        OpIndex index = lastIndex();
-        for (int32_t s : analysis.resultStorages(node)) {
-          BufferId buffer = newBuffer(s, BufferOrigin::Recomputed, index);
-          op.allocs.push_back(buffer);
-          // The re-created value replaces the dropped one only where it is
-          // needed: a target restored here, or a forward temporary the chain
-          // reads. Other results are thrown away when the op ends.
-          bool keep =
-              isTargetHere[s] || analysis.getStorageBrief(s).activation < 0;
-          if (keep)
-            current[s] = buffer;
-        }
-        finish();
-      }
-      for (int32_t a : restoredAt)
-        isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
+      if (llvm::Error err = restoreBefore(i))
+        return std::move(err);
     }
 
     // Node i.

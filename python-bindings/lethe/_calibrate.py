@@ -332,8 +332,9 @@ class Calibrator:
                attempt: Dict[str, Any]) -> bool:
         p, budget = self.p, self._byte_budget()
         att = getattr(r, "attribution", None)
-        if self.backend.cudagraphs_deferred and att is not None \
-                and att.kernels:
+        profiled_step = att is not None and bool(att.kernels)
+        replay = profiled_step and self.backend.cudagraphs_deferred
+        if replay:
             # CUDA graphs will replay the step: where a profile timed its
             # kernels, the step to correct is that replay, however the host
             # paced the eager one. The eager step measured after a profile
@@ -416,17 +417,14 @@ class Calibrator:
                 "(its time over the step's ops)")
         elif not fix.replan and not compare:
             return False
-        att = getattr(r, "attribution", None)
-        if att is not None and att.kernels:
+        if profiled_step:
             # The kernels' times in the step replace the model's and the
             # times alone; the scale was the model's error on them.
             profiled = dict(p.profiled, **_kernel_times.priced(att, r.roots))
             # The scale was the model's error on the kernels now profiled;
-            # what it prices now is what no kernel named. A step CUDA
-            # graphs will replay is measured as the replay will run it.
-            step = replayed(measured, att, _replay_floor_us(p.device)) \
-                if self.backend.cudagraphs_deferred else measured
-            rest = remainder_scale(step, r, profiled)
+            # what it prices now is what no kernel named (in the step as
+            # the replay will run it, where CUDA graphs will: above).
+            rest = remainder_scale(measured, r, profiled)
             time_scale = 1.0 if rest is None else rest
             fix.reasons.append(
                 f"{len(profiled)} values priced by their kernels in a "
@@ -436,9 +434,9 @@ class Calibrator:
                 + ("" if rest is None else
                    f"; the ops no kernel named at {rest:.2f} times their "
                    "modelled time (the measured step's rest"
-                   + ("" if step is measured else
-                      f", the step replayed as CUDA graphs: {step.step_ms:.2f}"
-                      " ms") + ")"))
+                   + ("" if not replay else
+                      ", the step replayed as CUDA graphs: "
+                      f"{measured.step_ms:.2f} ms") + ")"))
             self.report.update(time_scale=time_scale,
                                profiled_nodes=len(profiled))
         self.first = dict(attempt, record=r, offload=self.p.offload,

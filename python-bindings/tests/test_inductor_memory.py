@@ -24,12 +24,17 @@ LLAMA = dict(vocab=1000, dim=256, layers=4, heads=8, kv_heads=2, mlp=704,
              seq=256, batch=2, kind="llama")
 
 
-def _llama():
+def _bench_module(name):
+    """bench/NAME.py, imported (bench/ is not a package)."""
     spec = importlib.util.spec_from_file_location(
-        "torch_budget_bench", os.path.join(ROOT, "bench",
-                                           "torch_budget_bench.py"))
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+        name, os.path.join(ROOT, "bench", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _llama():
+    bench = _bench_module("torch_budget_bench")
     torch.manual_seed(0)
     model = bench.LM(LLAMA)
     tokens = torch.randint(0, LLAMA["vocab"], (2, LLAMA["seq"]))
@@ -40,10 +45,7 @@ def _llama():
 def _dit():
     """A 4-layer DiT of the corpus (bench/export_corpus.py: adaLN-Zero
     blocks) at a CPU's size, with its loss."""
-    spec = importlib.util.spec_from_file_location(
-        "export_corpus", os.path.join(ROOT, "bench", "export_corpus.py"))
-    corpus = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(corpus)
+    corpus = _bench_module("export_corpus")
     torch.manual_seed(0)
     model = corpus.LossOf(corpus.DiT(256, 4, 4), corpus._dit_loss)
     return model, torch.randn(8, 4, 32, 32), torch.randint(0, 1000, (8,))
