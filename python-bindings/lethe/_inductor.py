@@ -42,6 +42,7 @@ from lethe import _offload_insert
 from lethe._budget import (default_device_profile, infeasible_error,
                            normalize_budget, nothing_to_lower,
                            warn_nothing_to_lower)
+from lethe._fusion import NO_HORIZONTAL_FUSION, install_fusion_guard
 from lethe._fused_graph import (FusedGraph, _is_tensor_node, value_names,
                                 build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
@@ -58,21 +59,6 @@ __all__ = ["LethePartitioner", "PartitionRecord", "require_inductor_hooks"]
 # Records kept per partitioner: a long training run that recompiles keeps
 # the newest few, not every graph it ever planned.
 _MAX_RECORDS = 8
-
-# Inductor's `score_fusion_memory_threshold` at which it fuses no two
-# kernels for their shared reads alone (horizontal fusion); producer-
-# consumer fusion and its mix-order reductions are untouched. A horizontal
-# fusion joins consumers far apart in the step, e.g. the norms' weight-
-# gradient reductions of two layers that both read the recomputed residual
-# stream: the earlier one waits for the later one and keeps its inputs
-# alive past the plan's last use. Its own guard (`are_long_distant_nodes`)
-# stops only nodes more than 64 apart. Measured, Lethe's least plan with
-# and without it: Llama-8l on an H200 1.68 vs 2.10 GB (1.46 predicted) at
-# the same 50.7 ms; ConvNeXt-T 0.94 vs 1.28 GB (0.87 predicted); a 4-layer
-# Llama on CPU 90.6 vs 106.6 MB (84.8 predicted)
-# (bench/results/torch-inductor.md, 2026-11-28).
-NO_HORIZONTAL_FUSION = 1 << 62
-
 
 def require_inductor_hooks() -> None:
     """Raises a clear error on a torch without the private APIs used."""
@@ -280,7 +266,9 @@ class LethePartitioner(_partitioner_base()):
         """The inductor config patches this partitioner's plans assume:
         torch.compile's `options=` (lethe.torch.backend sets them). Under a
         budget, no horizontal fusion (NO_HORIZONTAL_FUSION: the plan's
-        values die at their last use); where the plan may offload, no
+        values die at their last use), which also arms the partitioner's
+        guard against far producer-consumer fusions (lethe._fusion); where
+        the plan may offload, no
         buffer reuse in inductor's generated code (a D2H copy may still
         read a dead buffer)."""
         options: Dict[str, Any] = {"custom_partitioner_fn": self}
@@ -301,9 +289,9 @@ class LethePartitioner(_partitioner_base()):
         digest = hashlib.sha256()
         # Every module that shapes the partition (the offload insertion
         # was split out of this one; the schema writes the workspaces).
-        for name in ("_inductor.py", "_fused_graph.py", "_offload_ops.py",
-                     "_offload_insert.py", "_planclient.py", "_measure.py",
-                     "_kernel_times.py", "schema.py"):
+        for name in ("_inductor.py", "_fused_graph.py", "_fusion.py",
+                     "_offload_ops.py", "_offload_insert.py", "_planclient.py",
+                     "_measure.py", "_kernel_times.py", "schema.py"):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         key = json.dumps(
@@ -345,6 +333,11 @@ class LethePartitioner(_partitioner_base()):
                 "it can keep values past the plan's last use, and the "
                 "measured peak exceed the predicted one; compile with "
                 "options=partitioner.inductor_options()")
+        elif self.budget is not None and not install_fusion_guard():
+            notes.append(
+                "inductor's heuristics handler could not be wrapped: it may "
+                "fuse a recomputation's late reader into it, and the "
+                "measured peak exceed the predicted one")
 
         gm.graph.eliminate_dead_code()
         if functorch_config.cse:

@@ -1,0 +1,106 @@
+"""The fusions inductor may do under a Lethe plan.
+
+Lethe's plan says when each value of the step is made and when it dies;
+inductor's fusion may join two kernels that the plan puts far apart, and
+the joined kernel runs at the earlier one's time: the later one's outputs
+(and what it reads) then live from there on. Two kinds, each measured:
+
+- **horizontal** (two consumers of a shared read): turned off by the config
+  patch `score_fusion_memory_threshold = NO_HORIZONTAL_FUSION`, which also
+  marks a compile that runs under a plan;
+- **vertical** (a producer and a consumer far after it): inductor has no
+  guard for it, so under the mark the guard below refuses it; it is
+  installed on inductor's heuristics handler (`V.choices`) by
+  `install_fusion_guard`, wrapping whatever handler was there, and does
+  nothing in compiles without the mark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Inductor's `score_fusion_memory_threshold` at which it fuses no two
+# kernels for their shared reads alone (horizontal fusion); producer-
+# consumer fusion and its mix-order reductions are untouched. A horizontal
+# fusion joins consumers far apart in the step, e.g. the norms' weight-
+# gradient reductions of two layers that both read the recomputed residual
+# stream: the earlier one waits for the later one and keeps its inputs
+# alive past the plan's last use. Its own guard (`are_long_distant_nodes`)
+# stops only nodes more than 64 apart. Measured, Lethe's least plan with
+# and without it: Llama-8l on an H200 1.68 vs 2.10 GB (1.46 predicted) at
+# the same 50.7 ms; ConvNeXt-T 0.94 vs 1.28 GB (0.87 predicted); a 4-layer
+# Llama on CPU 90.6 vs 106.6 MB (84.8 predicted)
+# (bench/results/torch-inductor.md, 2026-11-28).
+NO_HORIZONTAL_FUSION = 1 << 62
+
+# Scheduler nodes further apart than this in inductor's order are not fused
+# as producer and consumer under a plan. Min-cut puts each recomputation
+# right before its first use; where a recomputed value is read early (by
+# another value's chain) and late (by its own layer's backward), fusing the
+# late reader into it runs that reader at the start of the backward. On a
+# 4-layer DiT on CPU, the least plan measured 97.1 MB with such fusions
+# (layer 0's normalised q/k/v and MLP inputs made while layer 3's gradient
+# was computed, and held to the end) and 66.2 MB without, for 67.3
+# predicted; 32, 64 and 128 measured the same (2026-11-28). 64 is the
+# distance inductor's own horizontal guard uses. Measured from the
+# producer's last node to the consumer's first: a long chain fused link by
+# link is never refused.
+MAX_VERTICAL_FUSION_DISTANCE = 64
+
+
+def planned_compile() -> bool:
+    """Whether the compile being scheduled runs under a Lethe plan (its
+    config carries the plan's horizontal-fusion patch)."""
+    from torch._inductor import config
+    return config.score_fusion_memory_threshold >= NO_HORIZONTAL_FUSION
+
+
+def _gap(producer: Any, consumer: Any) -> int:
+    """How far after the producer's last original position the consumer's
+    first one lies (scheduler nodes' `min_order`/`max_order`; fused nodes
+    span several). A chain fused link by link stays near: only the gap
+    between its ends and the next link counts."""
+    return consumer.min_order - producer.max_order
+
+
+class PlanFusionGuard:
+    """Inductor's heuristics handler under Lethe: every method is the
+    wrapped handler's, except that a producer-consumer fusion whose
+    consumer lies more than MAX_VERTICAL_FUSION_DISTANCE after its producer
+    is refused in a planned compile."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def can_fuse_vertical(self, scheduler: Any, node1: Any, node2: Any,
+                          shared_data_score: int) -> bool:
+        if planned_compile() and \
+                _gap(node1, node2) > MAX_VERTICAL_FUSION_DISTANCE:
+            from torch._inductor.scheduler import WhyNoFuse
+            WhyNoFuse(node1, node2)(
+                "Lethe: the consumer is %d nodes after its producer",
+                _gap(node1, node2))
+            return False
+        return self._inner.can_fuse_vertical(scheduler, node1, node2,
+                                             shared_data_score)
+
+
+def install_fusion_guard() -> bool:
+    """Wraps the current thread's inductor heuristics handler in
+    PlanFusionGuard (once). The partitioner calls it: inductor schedules
+    the forward and the backward in the thread that partitions. Returns
+    whether the guard is in place."""
+    try:
+        from torch._inductor.virtualized import V
+    except ImportError:
+        return False
+    current = V.choices
+    if isinstance(current, PlanFusionGuard):
+        return True
+    if not hasattr(current, "can_fuse_vertical"):
+        return False  # a torch whose heuristics have no such hook
+    V.set_choices_handler(PlanFusionGuard(current))
+    return True
