@@ -269,6 +269,11 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
         entry = {"name": n.name, "op": op_name(n.target), "kind": "op",
                  "phase": ph, "graph": 0, "inputs": inputs,
                  "outputs": outputs, "time_us": None}
+        dropout = dropout_probability(n)
+        if dropout is not None:
+            # Lethe's planner treats a fused attention with dropout as an
+            # RNG op (never re-run), one without as recomputable.
+            entry["kwargs"] = {"dropout_p": dropout}
         if inlined:
             entry["inlined"] = [a.name for a in inlined]
             # Said outright: the op's name (aten.view) would otherwise make
@@ -356,12 +361,31 @@ def seed_readers() -> Set[Any]:
             if hasattr(prims, name)}
 
 
+def dropout_probability(n: fx.Node) -> Optional[float]:
+    """The `dropout_p` argument of an op that has one (the fused attention
+    kernels), else None; 1.0 where it is not a number here (symbolic): it
+    may draw."""
+    schema = getattr(n.target, "_schema", None)
+    for index, arg in enumerate(getattr(schema, "arguments", ())):
+        if arg.name != "dropout_p":
+            continue
+        if not arg.kwarg_only and index < len(n.args):
+            value = n.args[index]
+        else:
+            value = n.kwargs.get("dropout_p", arg.default_value)
+        return float(value) if isinstance(value, (int, float)) else 1.0
+    return None
+
+
 def draws_seeds(n: fx.Node) -> bool:
     """Whether `n` draws fresh random numbers each run (ops tagged
     nondeterministic_seeded: inductor_seeds, rand, dropout): never re-run
-    in the backward, where it would draw other numbers."""
+    in the backward, where it would draw other numbers. The fused attention
+    kernels carry the tag whatever their dropout; without dropout they are
+    deterministic, and Lethe's planner may recompute them (it reads the
+    same probability, written into the planned graph)."""
     return n.op == "call_function" and torch.Tag.nondeterministic_seeded \
-        in getattr(n.target, "tags", ())
+        in getattr(n.target, "tags", ()) and dropout_probability(n) != 0.0
 
 
 def _realize_thresholds() -> Tuple[int, int, int]:

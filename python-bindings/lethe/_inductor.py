@@ -42,7 +42,8 @@ from lethe import _offload_insert
 from lethe._budget import (default_device_profile, infeasible_error,
                            normalize_budget, nothing_to_lower,
                            warn_nothing_to_lower)
-from lethe._fusion import NO_HORIZONTAL_FUSION, install_fusion_guard
+from lethe._fusion import (NO_HORIZONTAL_FUSION, install_fusion_guard,
+                           unplanned_fusion)
 from lethe._fused_graph import (FusedGraph, _is_tensor_node, value_names,
                                 build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
@@ -391,7 +392,8 @@ class LethePartitioner(_partitioner_base()):
         offloaded = [] if keeps_all else self._tag(gm, fused, plan, info)
         if keeps_all:
             notes.append("the plan keeps every value: min-cut's own "
-                         "partition, untagged")
+                         "partition, untagged, and inductor's own fusion")
+            unplanned_fusion()
         fw, bw = partitioners.min_cut_rematerialization_partition(
             gm, joint_inputs, compiler=compiler,
             num_fwd_outputs=num_fwd_outputs,
@@ -634,10 +636,18 @@ class LethePartitioner(_partitioner_base()):
         op_types = get_default_op_list()
         kept: Dict[fx.Node, str] = {}
         offloaded: List[Tuple[fx.Node, int]] = []
+        # Bytes of each node's outputs the plan keeps / recomputes.
+        kept_bytes: Dict[fx.Node, int] = {}
+        recomputed_bytes: Dict[fx.Node, int] = {}
         for (nid, index), d in plan.owners.items():
             n = fused.fx_of.get(nid)
             if n is None or n.op != "call_function":
                 continue
+            outputs = fused.doc["nodes"][nid]["outputs"]
+            size = outputs[index]["bytes"] if index < len(outputs) else 0
+            split = kept_bytes if d.kind in (RETAIN, OFFLOAD) \
+                else recomputed_bytes
+            split[n] = split.get(n, 0) + size
             if d.kind in (RETAIN, OFFLOAD):
                 # One output kept keeps a tuple node (never tag a getitem:
                 # min-cut would find an infinite cut).
@@ -650,6 +660,18 @@ class LethePartitioner(_partitioner_base()):
                     kept.setdefault(base, kept[n])
                 if d.kind == OFFLOAD:
                     offloaded.append((n, index))
+        # Min-cut saves or re-runs a tuple node whole. Where the plan
+        # re-runs it for most of its bytes and keeps a small output (a
+        # fused attention's log-sum-exp beside its output), it is re-run
+        # whole: keeping it would save the large output the plan frees
+        # (on an H200, DiT-B/2's twelve attention outputs, 300 MB over
+        # the plan), and the re-run the plan already pays makes the small
+        # one too.
+        offloading = {n for n, _ in offloaded}
+        for n, size in recomputed_bytes.items():
+            if n in kept and n not in offloading \
+                    and size > kept_bytes.get(n, 0):
+                del kept[n]
         # Forward nodes and those min-cut may place on either side (they
         # need no tangent): Lethe's graph computes the latter in the
         # backward, from what the forward saves.

@@ -160,6 +160,43 @@ def test_decisions_become_checkpoint_tags_honoured_by_min_cut():
     assert record.mismatches == []
 
 
+def test_a_fused_attention_the_plan_re_runs_is_re_run_whole():
+    """The plan re-runs each fused attention (no dropout: deterministic)
+    for its output and keeps its small log-sum-exp. Min-cut saves or re-runs
+    a node whole: it is re-run, not saved for the small output (on an H200,
+    DiT-B/2's twelve attention outputs, 300 MB, were saved against the
+    plan). An attention carries torch's nondeterministic_seeded tag whatever
+    its dropout, so it had been saved as a seed draw too; the planned graph
+    gives its dropout to the planner, which re-runs only one without."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[Attention() for _ in range(2)])
+    eager = _step(model, model)
+    attentions = []
+
+    def plan(doc, budget, policy, device, **options):
+        values = []
+        for nid, index in doc["saved"]:
+            entry = doc["nodes"][nid]
+            if entry["kind"] != "op":
+                continue
+            attention = "scaled_dot_product" in entry["op"]
+            if attention:
+                attentions.append(entry)
+            values.append({"node": entry["name"], "result": index,
+                           "decision": "recompute"
+                           if attention and index == 0 else "retain"})
+        return {"feasible": True, "policy": policy, "values": values,
+                "peak_bytes": 0, "step_us": 0.0}
+
+    p = lt.partitioner(budget=None, planner=plan)
+    _close(_step(model, _compile(model, p)), eager)
+    assert attentions and all(e["kwargs"] == {"dropout_p": 0.0}
+                              for e in attentions)
+    record = p.records[-1]
+    assert not [m for m in record.mismatches
+                if m["planned"] == "recompute"], record.mismatches
+
+
 def test_offloaded_values_travel_through_the_lethe_ops():
     from lethe import _offload_ops
     model = _model()
@@ -826,6 +863,38 @@ def test_a_plan_that_keeps_everything_is_plain_compiles_partition():
     record = p.records[-1]
     assert "min-cut's own partition" in record.notes[-1]
     assert record.saved == MinCut.saved and not record.mismatches
+
+
+def test_only_a_binding_plan_compiles_with_fusion_held_to_it(monkeypatch):
+    # Under a budget the partitioner's options turn inductor's horizontal
+    # fusion off (and arm the far-fusion guard): the plan's values must die
+    # at their last use. A plan that keeps everything needs none of it:
+    # inductor's own fusion, as plain compile has (BERT-base ran 1.3% over
+    # plain compile at its own peak with it held, on an H200).
+    from torch._functorch import partitioners
+    from torch._inductor import config
+    from lethe import _fusion
+    default = config.score_fusion_memory_threshold
+    seen = []
+    real = partitioners.min_cut_rematerialization_partition
+
+    def spy(*args, **kwargs):
+        seen.append(config.score_fusion_memory_threshold)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(partitioners, "min_cut_rematerialization_partition",
+                        spy)
+    model = _model()
+    eager = _step(model, model)
+    for kind, expected in (("retain", default),
+                           ("recompute", _fusion.NO_HORIZONTAL_FUSION)):
+        p = lt.partitioner(budget="50%", device="h100",
+                           planner=_planner(lambda e: kind))
+        torch._dynamo.reset()
+        run = torch.compile(model, dynamic=False,
+                            options=p.inductor_options())
+        _close(_step(model, run), eager)
+        assert seen[-1] == expected, kind
+    assert config.score_fusion_memory_threshold == default
 
 
 @needs_lethe
