@@ -174,3 +174,33 @@ def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan():
         assert V.choices is wrapped
     finally:
         V.set_choices_handler(before)
+
+
+def test_the_peak_memory_pass_keeps_a_plans_order():
+    from torch._inductor import config, memory
+    from lethe import _fusion
+    calls = []
+
+    def reorder(nodes, *args, **kwargs):
+        calls.append(kwargs.get("methods", "its own"))
+        return nodes
+
+    wrapped = _fusion.keep_planned_order(reorder)
+    assert _fusion.keep_planned_order(wrapped) is wrapped
+    assert wrapped([1, 2]) == [1, 2] and calls[-1] == "its own"
+    with config.patch(score_fusion_memory_threshold=_inductor.
+                      NO_HORIZONTAL_FUSION):
+        assert wrapped([1, 2]) == [1, 2] and calls[-1] == []
+    # Installed with the fusion guard, once.
+    real = memory.reorder_for_peak_memory
+    from torch._inductor.virtualized import V
+    before = V.choices
+    try:
+        assert _fusion.install_fusion_guard()
+        once = memory.reorder_for_peak_memory
+        assert getattr(once, "_lethe_planned_order", False)
+        assert _fusion.install_fusion_guard()
+        assert memory.reorder_for_peak_memory is once
+    finally:
+        memory.reorder_for_peak_memory = real
+        V.set_choices_handler(before)
