@@ -118,7 +118,10 @@ def keep_planned_order(reorder: Callable[..., Any]) -> Callable[..., Any]:
     predicted) measured 2.82 GB: the backward's first kernels were the
     recomputed norms of four layers and then the q/k/v projections and
     attentions of eight, which min-cut had placed each before its own
-    layer. The pass still runs (it sets what the generated code frees)."""
+    layer. That order is one of the pass's sorts (ready work first); that
+    the pass chose it is inferred, not yet confirmed on a GPU (on CPU it
+    kept min-cut's order, and this changes nothing there). The pass still
+    runs (it sets what the generated code frees)."""
     if getattr(reorder, "_lethe_planned_order", False):
         return reorder
 
