@@ -662,7 +662,7 @@ def main():
                    metavar="KEY=VALUE",
                    help="an inductor config patch for Lethe's methods "
                    "(repeatable; VALUE a Python literal), e.g. "
-                   "score_fusion_memory_threshold=1000000000000")
+                   "max_fusion_size=32")
     r.add_argument("--lethe-costs", choices=["auto", "model"],
                    default="auto",
                    help="auto: op times and copy rates measured on this GPU "

@@ -1,42 +1,48 @@
-"""The fusions inductor may do under a Lethe plan.
+"""The fusions and the order inductor may choose under a Lethe plan.
 
 Lethe's plan says when each value of the step is made and when it dies;
 inductor's fusion may join two kernels that the plan puts far apart, and
 the joined kernel runs at the earlier one's time: the later one's outputs
-(and what it reads) then live from there on. Two kinds, each measured:
+(and what it reads) then live from there on. Under a plan that binds (one
+that recomputes or offloads), PlanFusionGuard, wrapped around inductor's
+heuristics handler (`V.choices`), refuses two kinds, each measured:
 
-- **horizontal** (two consumers of a shared read): turned off by the config
-  patch `score_fusion_memory_threshold = NO_HORIZONTAL_FUSION`, which also
-  marks a compile that runs under a plan;
-- **vertical** (a producer and a consumer far after it): inductor has no
-  guard for it, so under the mark the guard below refuses it; it is
-  installed on inductor's heuristics handler (`V.choices`) by
-  `install_fusion_guard`, wrapping whatever handler was there, and does
-  nothing in compiles without the mark.
+- **horizontal** (two consumers of a shared read, except inductor's
+  mix-order reductions): none;
+- **vertical** (a producer and a consumer far after it): none further apart
+  than MAX_VERTICAL_FUSION_DISTANCE.
 
 The order is the plan's too: min-cut puts each recomputation right before
-its first use, and under the mark inductor's peak-memory pass keeps that
-order instead of choosing among its own topological sorts by its estimate
-(`keep_planned_order`, installed with the guard).
+its first use, and inductor's peak-memory pass keeps that order instead of
+choosing among its own topological sorts by its estimate
+(`keep_planned_order`).
+
+Whether the compile runs under a binding plan is read from inductor's
+config: its `custom_partitioner_fn` is the Lethe partitioner that has just
+partitioned the graph being compiled (inductor compiles the forward and
+the backward right after their partition, in the same thread), and says so
+(`plan_binds`). Without a binding plan every choice is inductor's own,
+as plain compile's. `install_fusion_guard` (called by the partitioner)
+puts both in place, once.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-# Inductor's `score_fusion_memory_threshold` at which it fuses no two
-# kernels for their shared reads alone (horizontal fusion); producer-
-# consumer fusion and its mix-order reductions are untouched. A horizontal
-# fusion joins consumers far apart in the step, e.g. the norms' weight-
-# gradient reductions of two layers that both read the recomputed residual
-# stream: the earlier one waits for the later one and keeps its inputs
-# alive past the plan's last use. Its own guard (`are_long_distant_nodes`)
-# stops only nodes more than 64 apart. Measured, Lethe's least plan with
-# and without it: Llama-8l on an H200 1.68 vs 2.10 GB (1.46 predicted) at
-# the same 50.7 ms; ConvNeXt-T 0.94 vs 1.28 GB (0.87 predicted); a 4-layer
-# Llama on CPU 90.6 vs 106.6 MB (84.8 predicted)
-# (bench/results/torch-inductor.md, 2026-11-28).
-NO_HORIZONTAL_FUSION = 1 << 62
+# Why no horizontal fusion under a plan: it joins consumers far apart in
+# the step, e.g. the norms' weight-gradient reductions of two layers that
+# both read the recomputed residual stream: the earlier one waits for the
+# later one and keeps its inputs alive past the plan's last use. Inductor's
+# own guard (`are_long_distant_nodes`) stops only nodes more than 64 apart.
+# Measured, Lethe's least plan with and without it (then a config patch,
+# score_fusion_memory_threshold = 2^62): Llama-8l on an H200 1.68 vs
+# 2.10 GB (1.46 predicted) at the same 50.7 ms; ConvNeXt-T 0.94 vs 1.28 GB
+# (0.87 predicted); a 4-layer Llama on CPU 90.6 vs 106.6 MB (84.8
+# predicted) (bench/results/torch-inductor.md, 2026-11-28). The patch also
+# held a plan that binds nothing, and inductor re-applies its options
+# around each graph's compile, past the partitioner: BERT-base at plain
+# compile's own peak ran 1.1-1.3% slower than plain compile.
 
 # Scheduler nodes further apart than this in inductor's order are not fused
 # as producer and consumer under a plan. Min-cut puts each recomputation
@@ -54,26 +60,11 @@ MAX_VERTICAL_FUSION_DISTANCE = 64
 
 
 def planned_compile() -> bool:
-    """Whether the compile being scheduled runs under a Lethe plan (its
-    config carries the plan's horizontal-fusion patch)."""
+    """Whether the graph inductor is compiling runs under a Lethe plan that
+    binds: its config's partitioner says so (`plan_binds`)."""
     from torch._inductor import config
-    return config.score_fusion_memory_threshold >= NO_HORIZONTAL_FUSION
-
-
-def unplanned_fusion() -> None:
-    """Gives a compile whose plan keeps every value (the budget does not
-    bind) inductor's own fusion: the horizontal-fusion patch is set back to
-    inductor's default, which disarms the guard too. torch.compile applies
-    its `options=` for one compile, so this lasts to that compile's end.
-    Measured: at plain compile's own peak, BERT-base ran 1.3% over plain
-    compile with the patch (H200, 2026-11-28); within 1% before it
-    (2026-11-27)."""
-    from torch._inductor import config
-    if planned_compile():
-        entry = getattr(config, "_config", {}).get(
-            "score_fusion_memory_threshold")
-        config.score_fusion_memory_threshold = \
-            entry.default if entry is not None else 10
+    partitioner = getattr(config, "custom_partitioner_fn", None)
+    return bool(getattr(partitioner, "plan_binds", False))
 
 
 def _gap(producer: Any, consumer: Any) -> int:
@@ -86,9 +77,10 @@ def _gap(producer: Any, consumer: Any) -> int:
 
 class PlanFusionGuard:
     """Inductor's heuristics handler under Lethe: every method is the
-    wrapped handler's, except that a producer-consumer fusion whose
-    consumer lies more than MAX_VERTICAL_FUSION_DISTANCE after its producer
-    is refused in a planned compile."""
+    wrapped handler's, except that in a planned compile no two consumers of
+    a shared read are fused (but inductor's mix-order reductions), nor a
+    producer with a consumer more than MAX_VERTICAL_FUSION_DISTANCE after
+    it."""
 
     def __init__(self, inner: Any):
         self._inner = inner
@@ -107,6 +99,18 @@ class PlanFusionGuard:
             return False
         return self._inner.can_fuse_vertical(scheduler, node1, node2,
                                              shared_data_score)
+
+    def can_fuse_horizontal(self, scheduler: Any, node1: Any, node2: Any,
+                            shared_data_score: int) -> bool:
+        if planned_compile():
+            from torch._inductor import scheduler as inductor_scheduler
+            mix = getattr(inductor_scheduler, "MixOrderReduction", None)
+            if mix is None or not mix.can_fuse(node1, node2):
+                inductor_scheduler.WhyNoFuse(node1, node2)(
+                    "Lethe: no horizontal fusion under a plan")
+                return False
+        return self._inner.can_fuse_horizontal(scheduler, node1, node2,
+                                               shared_data_score)
 
 
 def keep_planned_order(reorder: Callable[..., Any]) -> Callable[..., Any]:
@@ -151,7 +155,8 @@ def install_fusion_guard() -> bool:
     current = V.choices
     if isinstance(current, PlanFusionGuard):
         return True
-    if not hasattr(current, "can_fuse_vertical"):
-        return False  # a torch whose heuristics have no such hook
+    if not (hasattr(current, "can_fuse_vertical")
+            and hasattr(current, "can_fuse_horizontal")):
+        return False  # a torch whose heuristics have no such hooks
     V.set_choices_handler(PlanFusionGuard(current))
     return True

@@ -42,8 +42,7 @@ from lethe import _offload_insert
 from lethe._budget import (default_device_profile, infeasible_error,
                            normalize_budget, nothing_to_lower,
                            warn_nothing_to_lower)
-from lethe._fusion import (NO_HORIZONTAL_FUSION, install_fusion_guard,
-                           unplanned_fusion)
+from lethe._fusion import install_fusion_guard
 from lethe._fused_graph import (FusedGraph, _is_tensor_node, value_names,
                                 build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
@@ -212,6 +211,9 @@ class LethePartitioner(_partitioner_base()):
         self.fold = fold
         self.plan_options = plan_options
         self.records: List[PartitionRecord] = []
+        # Whether the graph last partitioned runs under a plan that binds
+        # (recomputes or offloads): lethe._fusion's guards read it.
+        self.plan_binds = False
         self.compiles = 0  # graphs partitioned (records keep the newest)
         # Calibration (lethe._calibrate): a byte budget below the model's
         # least may be planned at that least once, to be measured.
@@ -265,16 +267,12 @@ class LethePartitioner(_partitioner_base()):
 
     def inductor_options(self) -> Dict[str, Any]:
         """The inductor config patches this partitioner's plans assume:
-        torch.compile's `options=` (lethe.torch.backend sets them). Under a
-        budget, no horizontal fusion (NO_HORIZONTAL_FUSION: the plan's
-        values die at their last use), which also arms the partitioner's
-        guard against far producer-consumer fusions (lethe._fusion); where
-        the plan may offload, no
-        buffer reuse in inductor's generated code (a D2H copy may still
-        read a dead buffer)."""
+        torch.compile's `options=` (lethe.torch.backend sets them). Where
+        the plan may offload, no buffer reuse in inductor's generated code
+        (a D2H copy may still read a dead buffer). Fusion and order under a
+        plan are held by lethe._fusion's guards, which read this
+        partitioner from the config (`plan_binds`)."""
         options: Dict[str, Any] = {"custom_partitioner_fn": self}
-        if self.budget is not None:
-            options["score_fusion_memory_threshold"] = NO_HORIZONTAL_FUSION
         if self.offload is not False:
             options["allow_buffer_reuse"] = False
         return options
@@ -326,19 +324,13 @@ class LethePartitioner(_partitioner_base()):
         if kwargs:
             notes.append(f"ignored partition arguments: {sorted(kwargs)}")
         from torch._inductor import config as inductor_config
-        if self.budget is not None and \
-                inductor_config.score_fusion_memory_threshold \
-                < NO_HORIZONTAL_FUSION:
+        # Until this graph's plan is known: inductor's own fusion and order.
+        self.plan_binds = False
+        if self.budget is not None and not install_fusion_guard():
             notes.append(
-                "inductor fuses kernels by shared reads (horizontal fusion): "
-                "it can keep values past the plan's last use, and the "
-                "measured peak exceed the predicted one; compile with "
-                "options=partitioner.inductor_options()")
-        elif self.budget is not None and not install_fusion_guard():
-            notes.append(
-                "inductor's heuristics handler could not be wrapped: it may "
-                "fuse a recomputation's late reader into it, and the "
-                "measured peak exceed the predicted one")
+                "inductor's heuristics could not be wrapped: it may fuse "
+                "kernels the plan puts far apart, and the measured peak "
+                "exceed the predicted one")
 
         gm.graph.eliminate_dead_code()
         if functorch_config.cse:
@@ -390,10 +382,12 @@ class LethePartitioner(_partitioner_base()):
         # an H200, bench/results/torch-inductor-h200.md).
         keeps_all = all(d.kind == RETAIN for d in plan.owners.values())
         offloaded = [] if keeps_all else self._tag(gm, fused, plan, info)
+        # Read by lethe._fusion's guards while inductor compiles this
+        # graph's forward and backward, right after this call.
+        self.plan_binds = not keeps_all
         if keeps_all:
             notes.append("the plan keeps every value: min-cut's own "
                          "partition, untagged, and inductor's own fusion")
-            unplanned_fusion()
         fw, bw = partitioners.min_cut_rematerialization_partition(
             gm, joint_inputs, compiler=compiler,
             num_fwd_outputs=num_fwd_outputs,

@@ -125,47 +125,64 @@ def test_the_least_plans_peak_is_what_inductor_runs_on_a_dit():
 def test_the_partitioners_inductor_options():
     p = lt.partitioner(budget="50%", device="h100")
     options = p.inductor_options()
-    assert options["custom_partitioner_fn"] is p
-    assert options["score_fusion_memory_threshold"] == \
-        _inductor.NO_HORIZONTAL_FUSION
-    assert "allow_buffer_reuse" not in options  # offload off by default
+    assert options == {"custom_partitioner_fn": p}  # offload off by default
     assert lt.partitioner(budget="50%", device="h100", offload=True) \
         .inductor_options()["allow_buffer_reuse"] is False
-    # No budget: plain compile's partition, with its fusion.
-    assert "score_fusion_memory_threshold" not in \
-        lt.partitioner(budget=None, device="h100").inductor_options()
 
 
-def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan():
+def _under_a_plan(binds=True):
+    """Inductor's config as while it compiles a graph Lethe partitioned."""
     from types import SimpleNamespace
     from torch._inductor import config
+    return config.patch(custom_partitioner_fn=SimpleNamespace(
+        plan_binds=binds))
+
+
+def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan(
+        monkeypatch):
+    from types import SimpleNamespace
+    from torch._inductor import scheduler
     from lethe import _fusion
 
     class Inner:
         def can_fuse_vertical(self, scheduler, node1, node2, score):
             return True
 
+        def can_fuse_horizontal(self, scheduler, node1, node2, score):
+            return True
+
         def other_heuristic(self):
             return "inner's"
 
-    guard = _fusion.PlanFusionGuard(Inner())
     def node(first, last):  # a scheduler node as the guard reads it
         return SimpleNamespace(min_order=first, max_order=last,
                                get_name=lambda: f"op{first}")
 
+    mix = []
+    monkeypatch.setattr(scheduler.MixOrderReduction, "can_fuse",
+                        staticmethod(lambda a, b: (a, b) in mix))
+    guard = _fusion.PlanFusionGuard(Inner())
     near, next_to_it = node(10, 12), node(13, 14)
     far = node(12 + _fusion.MAX_VERTICAL_FUSION_DISTANCE + 1, 200)
     assert guard.other_heuristic() == "inner's"
-    # Without a plan's config mark: the wrapped handler decides.
-    assert guard.can_fuse_vertical(None, near, far, 0)
-    with config.patch(score_fusion_memory_threshold=_inductor.
-                      NO_HORIZONTAL_FUSION):
+    # Without a binding plan: the wrapped handler decides.
+    for binds in (False, None):
+        with _under_a_plan(binds):
+            assert not _fusion.planned_compile()
+            assert guard.can_fuse_vertical(None, near, far, 0)
+            assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
+    with _under_a_plan():
         assert _fusion.planned_compile()
         assert guard.can_fuse_vertical(None, near, next_to_it, 0)
         assert not guard.can_fuse_vertical(None, near, far, 0)
+        # No horizontal fusion, but inductor's mix-order reductions.
+        assert not guard.can_fuse_horizontal(None, near, next_to_it, 0)
+        mix.append((near, next_to_it))
+        assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
     # Installed once, around whatever handler the thread had.
     from torch._inductor.virtualized import V
-    before = V.choices
+    from torch._inductor import memory
+    before, reorder = V.choices, memory.reorder_for_peak_memory
     try:
         assert _fusion.install_fusion_guard()
         assert isinstance(V.choices, _fusion.PlanFusionGuard)
@@ -174,10 +191,11 @@ def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan():
         assert V.choices is wrapped
     finally:
         V.set_choices_handler(before)
+        memory.reorder_for_peak_memory = reorder
 
 
 def test_the_peak_memory_pass_keeps_a_plans_order():
-    from torch._inductor import config, memory
+    from torch._inductor import memory
     from lethe import _fusion
     calls = []
 
@@ -188,8 +206,7 @@ def test_the_peak_memory_pass_keeps_a_plans_order():
     wrapped = _fusion.keep_planned_order(reorder)
     assert _fusion.keep_planned_order(wrapped) is wrapped
     assert wrapped([1, 2]) == [1, 2] and calls[-1] == "its own"
-    with config.patch(score_fusion_memory_threshold=_inductor.
-                      NO_HORIZONTAL_FUSION):
+    with _under_a_plan():
         assert wrapped([1, 2]) == [1, 2] and calls[-1] == []
     # Installed with the fusion guard, once.
     real = memory.reorder_for_peak_memory
