@@ -156,7 +156,7 @@ private:
   /// Current buffer of every storage (by storage index; buffer -1 when
   /// dropped), with its producer and the producer's stream: a read needs
   /// all three, and loading them through the buffer and then its op was a
-  /// chain of dependent loads, a third of building.
+  /// chain of dependent loads, a quarter of building (Llama-8l at 40%).
   struct Current {
     BufferId buffer;
     OpIndex producer;
