@@ -21,12 +21,42 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <tuple>
 
 using namespace lethe;
 
 static llvm::Error buildError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Sorts `list` by its entries' element I (a node), keeping the order of
+/// entries with equal ones: a counting sort, linear where llvm::sort of
+/// the builder's lists was a twentieth of building. Where that is the
+/// entries' own order (their elements compared in turn: the lists'), or
+/// with a key that is not a node (checkPlacement and the build report
+/// it), and where a few entries meet many nodes, llvm::sort instead.
+template <size_t I, typename Entry>
+static void stableSortByKey(std::vector<Entry> &list, size_t numNodes,
+                            std::vector<int32_t> &count,
+                            std::vector<Entry> &scratch) {
+  auto inNodes = [&](const Entry &entry) {
+    return std::get<I>(entry) >= 0 &&
+           static_cast<size_t>(std::get<I>(entry)) < numNodes;
+  };
+  if (list.size() * 8 < numNodes || !llvm::all_of(list, inNodes)) {
+    llvm::sort(list);
+    return;
+  }
+  count.assign(numNodes + 1, 0);
+  for (const Entry &entry : list)
+    ++count[std::get<I>(entry) + 1];
+  for (size_t k = 1; k <= numNodes; ++k)
+    count[k] += count[k - 1];
+  scratch.resize(list.size());
+  for (const Entry &entry : list)
+    scratch[count[std::get<I>(entry)]++] = entry;
+  list.swap(scratch);
 }
 
 namespace {
@@ -111,8 +141,10 @@ private:
     buffers[buffer].freedAtLastRead = false;
     buffers[buffer].freedBy = lastIndex();
   }
-  /// The memory along program order, once every buffer's life is known.
-  MemoryWalk walk() const;
+  /// Frees each buffer freed by its last reader there, and gives `walk`
+  /// (where given) the memory along program order: once every buffer's
+  /// life is known.
+  void freeAndWalk(MemoryWalk *walk);
 
   const ActivationAnalysis &analysis;
   const TrainingGraph &graph;
@@ -121,8 +153,21 @@ private:
   /// Ops begun so far: schedule.ops holds more while a recycled schedule's
   /// ops are overwritten.
   size_t numOps = 0;
-  /// Current buffer of every storage (by storage index), -1 when dropped.
-  std::vector<BufferId> current;
+  /// Current buffer of every storage (by storage index; buffer -1 when
+  /// dropped), with its producer and the producer's stream: a read needs
+  /// all three, and loading them through the buffer and then its op was a
+  /// chain of dependent loads, a quarter of building (Llama-8l at 40%).
+  struct Current {
+    BufferId buffer;
+    OpIndex producer;
+    Stream stream;
+  };
+  std::vector<Current> current;
+  /// Makes `buffer`, made by the last op, storage s's current buffer.
+  void setCurrent(int32_t s, BufferId buffer) {
+    current[s] = {buffer, lastIndex(), opStream[lastIndex()]};
+  }
+  void dropCurrent(int32_t s) { current[s].buffer = -1; }
   /// What the walk keeps of each buffer, in one array (one append a
   /// buffer).
   struct BufferState {
@@ -139,6 +184,18 @@ private:
   /// the ops themselves.
   std::vector<Stream> opStream;
   OpIndex lastCompute = -1;
+  /// A listed activation's fields the lists' work reads (build).
+  struct Listed {
+    ValueId storage;
+    int32_t s;
+    int64_t bytes;
+    llvm::ArrayRef<NodeId> chain;
+    bool recompute;
+  };
+  /// Pinned host bytes: they change only at copies (an offload allocates,
+  /// its prefetch frees), so the walk's host figure is kept as they are
+  /// written.
+  int64_t hostNow = 0, hostPeakBytes = 0;
 };
 } // namespace
 
@@ -223,7 +280,8 @@ llvm::Error Builder::droppedReadError(NodeId node, bool recompute,
 llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
                               NodeId node, bool recompute) {
   for (int32_t s : operands) {
-    BufferId buffer = current[s];
+    const Current now = current[s];
+    BufferId buffer = now.buffer;
     if (buffer < 0)
       return droppedReadError(node, recompute, s);
     if (llvm::is_contained(op.reads, buffer))
@@ -231,48 +289,78 @@ llvm::Error Builder::addReads(ScheduleOp &op, llvm::ArrayRef<int32_t> operands,
     op.reads.push_back(buffer);
     // The op being built is the last.
     buffers[buffer].lastReader = lastIndex();
-    OpIndex producer = buffers[buffer].producer;
-    if (producer >= 0 && opStream[producer] != op.stream &&
+    OpIndex producer = now.producer;
+    if (producer >= 0 && now.stream != op.stream &&
         !llvm::is_contained(op.deps, producer))
       op.deps.push_back(producer);
   }
   return llvm::Error::success();
 }
 
-MemoryWalk Builder::walk() const {
-  // Each buffer adds its bytes from the op that allocates it to the op that
-  // frees it, both included (walkMemory's "allocations, then frees"): a
-  // difference array over the ops, summed in program order.
-  std::vector<int64_t> device(numOps + 1, 0), host(numOps + 1, 0);
-  for (auto [id, state] : llvm::enumerate(buffers)) {
-    const ScheduleBuffer &buffer = schedule.buffers[id];
-    std::vector<int64_t> &delta = buffer.isHost() ? host : device;
-    delta[state.producer] += buffer.bytes;
-    OpIndex freedBy = state.freedAtLastRead ? state.lastReader : state.freedBy;
-    if (freedBy >= 0)
-      delta[freedBy + 1] -= buffer.bytes;
-  }
+void Builder::freeAndWalk(MemoryWalk *walkOut) {
+  // One pass over the buffers for both. The frees: a counting sort by the
+  // op that frees each buffer, so that appending to the ops in program
+  // order touches them sequentially instead of at random. The walk: each
+  // device buffer adds its bytes from the op that allocates it to the op
+  // that frees it, both included (walkMemory's "allocations, then frees"),
+  // a difference array summed in place in program order. (The host's
+  // figure was kept as the copies were written.)
+  std::vector<int32_t> freeStart(numOps + 1, 0);
   MemoryWalk walk;
-  walk.deviceAtOp.resize(numOps);
+  if (walkOut)
+    walk.deviceAtOp.assign(numOps, 0);
+  int64_t *deviceAtOp = walk.deviceAtOp.data();
+  for (auto [id, state] : llvm::enumerate(buffers)) {
+    if (state.freedAtLastRead)
+      ++freeStart[state.lastReader];
+    const ScheduleBuffer &buffer = schedule.buffers[id];
+    if (!walkOut || buffer.isHost())
+      continue;
+    deviceAtOp[state.producer] += buffer.bytes;
+    OpIndex freedBy = state.freedAtLastRead ? state.lastReader : state.freedBy;
+    if (freedBy >= 0 && static_cast<size_t>(freedBy) + 1 < numOps)
+      deviceAtOp[freedBy + 1] -= buffer.bytes;
+  }
+  // The counts, summed: where each op's frees end; filled backwards from
+  // there (buffers in reverse, each op's in increasing order), they become
+  // where each op's frees begin.
+  for (size_t k = 1; k <= numOps; ++k)
+    freeStart[k] += freeStart[k - 1];
+  std::vector<BufferId> freed(freeStart[numOps]);
+  for (size_t id = buffers.size(); id-- > 0;)
+    if (buffers[id].freedAtLastRead)
+      freed[--freeStart[buffers[id].lastReader]] = static_cast<BufferId>(id);
+  // One append an op (a push_back a buffer checked the capacity each time).
+  // The ops were written long before: on a large schedule (40 MB at 200k
+  // ops) each is a cache miss, so the ones a few ahead are fetched early.
+  constexpr size_t kFetchAhead = 8;
+  ScheduleOp *ops = schedule.ops.data();
+  for (size_t k = 0; k < numOps; ++k) {
+    if (k + kFetchAhead < numOps)
+      __builtin_prefetch(&ops[k + kFetchAhead].frees, /*rw=*/1);
+    if (freeStart[k] < freeStart[k + 1])
+      ops[k].frees.append(freed.begin() + freeStart[k],
+                          freed.begin() + freeStart[k + 1]);
+  }
+  if (!walkOut)
+    return;
   // The running figures in locals: as the walk's fields they were stored
   // and loaded again at every op (the stores to deviceAtOp may alias them).
-  int64_t deviceNow = 0, hostNow = 0, peakBytes = 0, hostPeakBytes = 0;
+  // The first op is above the initial peak: no test of peakOp in the loop.
+  int64_t deviceNow = 0, peakBytes = std::numeric_limits<int64_t>::min();
   OpIndex peakOp = -1;
-  int64_t *deviceAtOp = walk.deviceAtOp.data();
   for (size_t index = 0; index < numOps; ++index) {
-    deviceNow += device[index];
-    hostNow += host[index];
+    deviceNow += deviceAtOp[index];
     deviceAtOp[index] = deviceNow;
-    if (peakOp < 0 || deviceNow > peakBytes) {
+    if (deviceNow > peakBytes) {
       peakOp = static_cast<OpIndex>(index);
       peakBytes = deviceNow;
     }
-    hostPeakBytes = std::max(hostPeakBytes, hostNow);
   }
-  walk.peakBytes = peakBytes;
+  walk.peakBytes = peakOp < 0 ? 0 : peakBytes;
   walk.peakOp = peakOp;
   walk.hostPeakBytes = hostPeakBytes;
-  return walk;
+  *walkOut = std::move(walk);
 }
 
 llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
@@ -281,16 +369,25 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   llvm::ArrayRef<StorageInfo> storages = analysis.getStorages();
   const size_t numNodes = graph.numNodes();
-  current.assign(storages.size(), -1);
+  current.assign(storages.size(), {-1, -1, Stream::Compute});
 
   // Per-node work lists, as (node, tie-break, activation) sorted.
   using Entry = std::tuple<NodeId, int32_t, int32_t>;
   std::vector<Entry> restoredList, offloadList, releaseList, prefetchList,
       droppedList;
+  // What the lists' work reads of each listed activation, gathered here in
+  // activation order: read from its ActivationInfo (248 bytes), the
+  // storage index of its value and its decision at the lists' order (by
+  // node, at random), the loads were a fifth of building a 200k-node
+  // step. Only listed activations' entries are written or read.
+  std::unique_ptr<Listed[]> listed(new Listed[acts.size()]);
   for (auto [index, d] : llvm::enumerate(decisions)) {
     int32_t a = static_cast<int32_t>(index);
     if (d.decision == Decision::Retain)
       continue;
+    listed[a] = {acts[a].storage, analysis.storageIndex(acts[a].storage),
+                 acts[a].bytes, d.recomputeNodes,
+                 d.decision == Decision::Recompute};
     restoredList.push_back({d.firstBackwardUse, a, a});
     if (d.decision == Decision::Recompute) {
       droppedList.push_back({acts[a].lastForwardUse, a, a});
@@ -300,9 +397,16 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
     releaseList.push_back({d.releaseAfter, a, a});
     prefetchList.push_back({d.prefetchAfter, d.firstBackwardUse, a});
   }
+  // Each list was made in activation order, the order of its ties but for
+  // the prefetches' (restore point first): sorted by their nodes, keeping
+  // that order.
+  std::vector<Entry> scratch;
+  std::vector<int32_t> count;
   for (std::vector<Entry> *list :
-       {&restoredList, &offloadList, &releaseList, &prefetchList, &droppedList})
-    llvm::sort(*list);
+       {&restoredList, &offloadList, &releaseList, &droppedList})
+    stableSortByKey<0>(*list, numNodes, count, scratch);
+  stableSortByKey<1>(prefetchList, numNodes, count, scratch);
+  stableSortByKey<0>(prefetchList, numNodes, count, scratch);
   // The activations of `list` at node i, advancing `cursor`: a view of
   // the list, not a vector made for each of the five lists at every node
   // (most nodes have none).
@@ -358,13 +462,13 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
     auto restoredAt = at(restoredList, restoredCursor, i);
     chain.clear();
     for (int32_t a : restoredAt) {
-      if (decisions[a].decision == Decision::Recompute)
-        isTargetHere[analysis.storageIndex(acts[a].storage)] = 1;
-      for (NodeId node : decisions[a].recomputeNodes) {
+      if (listed[a].recompute)
+        isTargetHere[listed[a].s] = 1;
+      for (NodeId node : listed[a].chain) {
         if (node < 0 || node >= i)
           return buildError(llvm::formatv(
               "value {0} lists {1} to re-run before {2}",
-              describeValue(graph, acts[a].storage),
+              describeValue(graph, listed[a].storage),
               describeNode(graph, node), describeNode(graph, i)));
         if (!inChain[node]) {
           inChain[node] = 1;
@@ -396,12 +500,12 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
         bool keep =
             isTargetHere[s] || analysis.getStorageBrief(s).activation < 0;
         if (keep)
-          current[s] = buffer;
+          setCurrent(s, buffer);
       }
       finish();
     }
     for (int32_t a : restoredAt)
-      isTargetHere[analysis.storageIndex(acts[a].storage)] = 0;
+      isTargetHere[listed[a].s] = 0;
     return llvm::Error::success();
   };
   for (NodeId i = 0; i < static_cast<NodeId>(numNodes); ++i) {
@@ -428,7 +532,7 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
     for (int32_t s : analysis.resultStorages(i)) {
       BufferId buffer = newBuffer(s, BufferOrigin::Produced, nodeOp);
       op.allocs.push_back(buffer);
-      current[s] = buffer;
+      setCurrent(s, buffer);
     }
     finish();
     if (i < listedFrom)
@@ -436,24 +540,26 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
     // Recomputed activations are dropped after their last forward use (the
     // buffer itself is freed by that use).
     for (int32_t a : at(droppedList, droppedCursor, i))
-      current[analysis.storageIndex(acts[a].storage)] = -1;
+      dropCurrent(listed[a].s);
 
     for (int32_t a : at(offloadList, offloadCursor, i)) {
       ScheduleOp &copy = begin(ScheduleOpKind::Offload, Stream::D2H);
-      copy.storage = acts[a].storage;
-      copy.copyBytes = acts[a].bytes;
+      copy.storage = listed[a].storage;
+      copy.copyBytes = listed[a].bytes;
       if (lastCompute >= 0)
         copy.deps.push_back(lastCompute);
-      int32_t storage = analysis.storageIndex(acts[a].storage);
+      int32_t storage = listed[a].s;
       if (llvm::Error err = addReads(copy, storage, i, false))
         return std::move(err);
       OpIndex index = lastIndex();
       hostBuffer[a] = newBuffer(storage, BufferOrigin::Host, index);
       copy.allocs.push_back(hostBuffer[a]);
+      hostNow += schedule.buffers[hostBuffer[a]].bytes;
+      hostPeakBytes = std::max(hostPeakBytes, hostNow);
       offloadOp[a] = finish();
     }
     for (int32_t a : at(releaseList, releaseCursor, i)) {
-      int32_t s = analysis.storageIndex(acts[a].storage);
+      int32_t s = listed[a].s;
       if (offloadOp[a] < 0)
         return buildError(llvm::formatv(
             "value {0} is released after {1}, before its D2H copy is issued "
@@ -461,32 +567,34 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
             describeValue(graph, acts[a].storage), describeNode(graph, i),
             describeNode(graph, acts[a].contentReadyAfter)));
       ScheduleOp &release = begin(ScheduleOpKind::Release, Stream::Compute);
-      release.storage = acts[a].storage;
+      release.storage = listed[a].storage;
       release.deps.push_back(offloadOp[a]);
-      if (current[s] < 0)
+      if (current[s].buffer < 0)
         return buildError(llvm::formatv(
             "value {0} is released after {1} but is not on the device",
             describeValue(graph, acts[a].storage), describeNode(graph, i)));
-      release.frees.push_back(current[s]);
-      freeExplicitly(current[s]);
-      current[s] = -1;
+      release.frees.push_back(current[s].buffer);
+      freeExplicitly(current[s].buffer);
+      dropCurrent(s);
       finish();
     }
     for (int32_t a : at(prefetchList, prefetchCursor, i)) {
-      int32_t s = analysis.storageIndex(acts[a].storage);
+      int32_t s = listed[a].s;
       ScheduleOp &copy = begin(ScheduleOpKind::Prefetch, Stream::H2D);
-      copy.storage = acts[a].storage;
-      copy.copyBytes = acts[a].bytes;
+      copy.storage = listed[a].storage;
+      copy.copyBytes = listed[a].bytes;
       copy.deps.push_back(offloadOp[a]);
       if (lastCompute >= 0 && lastCompute != offloadOp[a])
         copy.deps.push_back(lastCompute);
       copy.reads.push_back(hostBuffer[a]);
       copy.frees.push_back(hostBuffer[a]);
       freeExplicitly(hostBuffer[a]);
+      // After this op (the walk's "allocations, then frees").
+      hostNow -= schedule.buffers[hostBuffer[a]].bytes;
       OpIndex index = lastIndex();
       BufferId buffer = newBuffer(s, BufferOrigin::Prefetched, index);
       copy.allocs.push_back(buffer);
-      current[s] = buffer;
+      setCurrent(s, buffer);
       finish();
     }
     listedFrom = nextListed();
@@ -514,29 +622,9 @@ llvm::Expected<Schedule> Builder::build(MemoryWalk *walkOut) {
       }
     }
 
-  if (walkOut)
-    *walkOut = walk();
   // Free every other buffer when the last op reading it ends (newBuffer
   // and freeExplicitly said which).
-  // Group the frees by op first (a counting sort): appending to the ops in
-  // program order touches them sequentially instead of at random.
-  std::vector<int32_t> firstFree(schedule.ops.size() + 1, 0);
-  std::vector<BufferId> freed;
-  for (const BufferState &state : buffers)
-    if (state.freedAtLastRead)
-      ++firstFree[state.lastReader + 1];
-  for (size_t k = 1; k < firstFree.size(); ++k)
-    firstFree[k] += firstFree[k - 1];
-  freed.resize(firstFree.back());
-  std::vector<int32_t> fill(firstFree.begin(), firstFree.end() - 1);
-  for (auto [buffer, state] : llvm::enumerate(buffers))
-    if (state.freedAtLastRead)
-      freed[fill[state.lastReader]++] = static_cast<BufferId>(buffer);
-  // One append an op (a push_back a buffer checked the capacity each time).
-  for (size_t k = 0; k < schedule.ops.size(); ++k)
-    if (firstFree[k] < firstFree[k + 1])
-      schedule.ops[k].frees.append(freed.begin() + firstFree[k],
-                                   freed.begin() + firstFree[k + 1]);
+  freeAndWalk(walkOut);
   return std::move(schedule);
 }
 
