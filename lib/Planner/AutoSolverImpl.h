@@ -123,6 +123,20 @@ private:
   /// `eval`'s compute-stream times (copyLoss of the nodes and chains then).
   double contentionBetweenUs(const Evaluation &eval, double fromUs,
                              double toUs) const;
+  /// Copy hints for the current plan that issue its hidden prefetches
+  /// earlier where their copies then run beside kernels that lose less
+  /// (contentionBetweenUs), in the same order and before their deadlines,
+  /// the device peak within `cap`, only those of `allowed` (empty: all)
+  /// moved; empty where none moves. `gainUs` gets each moved copy's
+  /// estimated gain (AutoSolverQuietPrefetch.cpp).
+  std::vector<CopyHint> quietPrefetchHints(int64_t cap,
+                                           llvm::ArrayRef<uint8_t> allowed,
+                                           std::vector<double> &gainUs) const;
+  /// The current plan with quietPrefetchHints, kept where its peak is within
+  /// `cap`, its step faster and not under `floor` (true); where all the
+  /// moves go under it, the moves of most estimated gain that the floor
+  /// allows.
+  llvm::Expected<bool> quietPrefetches(int64_t cap, double floor);
   /// Where things are in `eval`'s schedule: a function of the schedule
   /// alone, so the last one made is kept (with its schedule, which keeps
   /// the pointer from being reused) and given again for the same schedule:

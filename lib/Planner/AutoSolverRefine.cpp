@@ -658,6 +658,15 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
       }
     }
   }
+  // Last, the prefetches of the plan issued where their copies cost the
+  // kernels beside them least (AutoSolverQuietPrefetch.cpp), on the same
+  // terms as the pass above.
+  if (widenCopies && answersAgain) {
+    llvm::Expected<bool> quiet = quietPrefetches(cap, floor);
+    if (!quiet)
+      return quiet.takeError();
+    kept += *quiet;
+  }
   // Every kept move made the step faster, so the plan is never worse; this
   // only guards the invariant.
   if (currentEval.stepUs > start.eval.stepUs) {

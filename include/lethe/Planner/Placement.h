@@ -47,10 +47,16 @@ struct CopyHint {
   /// end after the restore point, and the compute stream waits. -1: as late
   /// as still hides the copy.
   NodeId prefetchNotBefore = -1;
+  /// Issue the prefetch after this node at the latest (never before its
+  /// release): the copy then starts there, earlier than it must, to run
+  /// beside kernels that lose less to it (docs/Planner.md, *quiet
+  /// prefetches*). -1: as late as still hides the copy.
+  NodeId prefetchBy = -1;
 
   bool operator==(const CopyHint &other) const {
     return releaseBy == other.releaseBy &&
-           prefetchNotBefore == other.prefetchNotBefore;
+           prefetchNotBefore == other.prefetchNotBefore &&
+           prefetchBy == other.prefetchBy;
   }
 };
 

@@ -1,0 +1,214 @@
+//===- AutoSolverQuietPrefetch.cpp - Prefetches beside quiet kernels ------===//
+//
+// Placement issues each prefetch as late as still hides its copy, so the
+// H2D copies run beside whatever kernels come just before their readers. A
+// moving copy slows the kernels beside it by their own loss (the
+// simulator's kernelSlowdown: a matrix product by the profile's factor, a
+// memory-bound kernel only where its traffic is near its whole time, a view
+// not at all), and the backward of a transformer alternates matrix
+// products with runs of element-wise kernels that lose nothing. Here the
+// returned plan's prefetches are issued earlier where that moves their
+// copies beside kernels that lose less (CopyHint::prefetchBy), the copies
+// kept in their order and before their deadlines, their buffers back on the
+// device earlier only where the plan's peak still holds (docs/Planner.md,
+// *quiet prefetches*).
+//
+//===----------------------------------------------------------------------===//
+
+#include "AutoSolverImpl.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+using namespace lethe;
+using namespace lethe::autosolver;
+
+/// A prefetch is issued at most this many of its copy times before its
+/// latest start: further back it holds its buffer longer and pushes the
+/// copies before it back too, for windows that differ little.
+constexpr double kLookBackCopies = 4.0;
+/// Node ends tried per prefetch at most (graphs of many short nodes).
+constexpr size_t kMaxIssuePoints = 512;
+/// A prefetch moves only where its copy's loss falls by more than this
+/// (microseconds): the compute-stream times are a prediction.
+constexpr double kMinGainUs = 0.5;
+/// Walks made at most: where a copy a move pushed back no longer fits, the
+/// move is not made again and the walk starts over.
+constexpr unsigned kPeakRounds = 16;
+
+std::vector<CopyHint>
+Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
+                           std::vector<double> &gainUs) const {
+  const Evaluation &eval = currentEval;
+  const Placement &p = *eval.placement;
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  const size_t numNodes = p.nodeEndUs.size();
+  std::shared_ptr<const Positions> indexed = index(eval);
+  const Positions &pos = *indexed;
+  // What each node's region (its chain, then the node) holds at most.
+  const std::vector<int64_t> &memory = eval.memory.deviceAtOp;
+  std::vector<int64_t> nodeMemory(numNodes);
+  for (size_t n = 0; n < numNodes; ++n) {
+    int64_t most = memory[pos.nodeOp[n]];
+    for (OpIndex k = pos.regionStart[n]; k < pos.nodeOp[n]; ++k)
+      most = std::max(most, memory[k]);
+    nodeMemory[n] = most;
+  }
+  std::vector<int32_t> offloaded;
+  for (auto [a, d] : llvm::enumerate(p.decisions))
+    if (d.decision == Decision::Offload)
+      offloaded.push_back(static_cast<int32_t>(a));
+  // placeCopies' walk: the latest deadline first.
+  llvm::sort(offloaded, [&](int32_t x, int32_t y) {
+    const NodeId rx = p.decisions[x].firstBackwardUse,
+                 ry = p.decisions[y].firstBackwardUse;
+    return std::make_pair(rx, acts[x].storage) >
+           std::make_pair(ry, acts[y].storage);
+  });
+  // Last node k in [lo, hi] whose end is <= t (lo when none).
+  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
+    auto begin = p.nodeEndUs.begin();
+    auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
+    return std::max(lo, static_cast<NodeId>(it - begin) - 1);
+  };
+
+  std::vector<CopyHint> hints = currentHints;
+  // Moves not made again: a copy they pushed back did not fit.
+  std::vector<uint8_t> banned(acts.size(), 0);
+  for (auto [a, ok] : llvm::enumerate(allowed))
+    banned[a] = !ok;
+  for (unsigned round = 0; round < kPeakRounds; ++round) {
+    // Bytes back on the device earlier than in the plan, per node.
+    std::vector<int64_t> added(numNodes, 0);
+    auto fits = [&](NodeId first, NodeId last, int64_t bytes) {
+      for (NodeId k = first; k <= last; ++k)
+        if (nodeMemory[k] + added[k] + bytes > cap)
+          return false;
+      return true;
+    };
+    double nextStart = std::numeric_limits<double>::infinity();
+    int32_t lastMoved = -1;
+    bool anyMoved = false, over = false;
+    gainUs.assign(acts.size(), 0.0);
+    for (int32_t a : offloaded) {
+      const ActivationDecision &d = p.decisions[a];
+      const NodeId restore = d.firstBackwardUse;
+      const int64_t bytes = acts[a].bytes;
+      const double us = copy.h2dUs(bytes);
+      const double end = std::min(p.chainStartUs[restore], nextStart);
+      double start = end - us;
+      NodeId issue = lastEndingBefore(start, d.releaseAfter, restore - 1);
+      hints[a].prefetchBy = -1;
+      if (currentHints[a].prefetchNotBefore >= 0)
+        issue = std::min(restore - 1,
+                         std::max(issue, currentHints[a].prefetchNotBefore));
+      // Pushed back by a moved copy, it may no longer fit.
+      if (!fits(issue + 1, d.prefetchAfter, bytes)) {
+        if (getenv("QDBG")) fprintf(stderr, "over: act %d issue %d prefetchAfter %d lastMoved %d\n", a, issue, d.prefetchAfter, lastMoved);
+        if (lastMoved >= 0)
+          banned[lastMoved] = 1;
+        over = true;
+        break;
+      }
+      // A trade's prefetch stays where its hint puts it.
+      if (currentHints[a].prefetchNotBefore < 0 && !banned[a]) {
+        // Issue points back from the latest, each as long as the buffer
+        // fits there; the copy then starts once issued.
+        const double latest = contentionBetweenUs(eval, start, start + us);
+        double best = latest - kMinGainUs;
+        NodeId bestIssue = -1;
+        for (NodeId n = issue;
+             n > d.releaseAfter && issue - n < NodeId(kMaxIssuePoints); --n) {
+          // Issued after n - 1: back on the device from node n on.
+          if (n <= d.prefetchAfter && !fits(n, n, bytes))
+            break;
+          const double s = std::max(p.nodeEndUs[n - 1], p.d2hEndUs[a]);
+          if (s < start - kLookBackCopies * us)
+            break;
+          if (s + us > end)
+            continue;
+          const double loss = contentionBetweenUs(eval, s, s + us);
+          if (loss < best) {
+            best = loss;
+            bestIssue = n - 1;
+          }
+        }
+        if (bestIssue >= 0) {
+          issue = bestIssue;
+          start = std::max(p.nodeEndUs[issue], p.d2hEndUs[a]);
+          hints[a].prefetchBy = issue;
+          gainUs[a] = latest - best;
+          lastMoved = a;
+          anyMoved = true;
+        }
+      }
+      for (NodeId k = issue + 1; k <= d.prefetchAfter; ++k)
+        added[k] += bytes;
+      nextStart = std::max(start, p.nodeEndUs[issue]);
+    }
+    if (getenv("QDBG")) fprintf(stderr, "round %u over %d moved %d\n", round, over, anyMoved);
+    if (over)
+      continue;
+    if (!anyMoved)
+      return {};
+    // The estimate above, checked exactly (chains and copy ops included).
+    if (getenv("QDBG")) fprintf(stderr, "copyOnlyPeak %lld cap %lld\n", (long long)copyOnlyPeak({}, hints), (long long)cap);
+    if (copyOnlyPeak({}, hints) <= cap)
+      return hints;
+    return {};
+  }
+  return {};
+}
+
+llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor) {
+  std::vector<double> gainUs;
+  std::vector<CopyHint> hints = quietPrefetchHints(cap, {}, gainUs);
+  bool dbg = getenv("QDBG");
+  if (getenv("QNOFLOOR")) floor = 0;
+  if (dbg) fprintf(stderr, "quiet: hints %zu step %.1f floor %.1f\n", hints.size(), currentEval.stepUs, floor);
+  // Twice at most: where every move together makes the step faster than the
+  // floor allows, only the moves of most estimated gain that together gain
+  // about what it allows.
+  for (unsigned attempt = 0; attempt < 2 && !hints.empty(); ++attempt) {
+    llvm::Expected<std::optional<Evaluation>> evaluated =
+        evaluateTrial(current, hints, {cap, currentEval.stepUs},
+                      options.hostBudgetBytes);
+    if (!evaluated)
+      return evaluated.takeError();
+    if (dbg && *evaluated) fprintf(stderr, "quiet: trial step %.1f peak %lld cap %lld\n", (*evaluated)->stepUs, (long long)(*evaluated)->peakBytes, (long long)cap);
+    if (!*evaluated || (*evaluated)->peakBytes > cap ||
+        !((*evaluated)->stepUs < currentEval.stepUs))
+      return false;
+    const double gained = currentEval.stepUs - (*evaluated)->stepUs;
+    if ((*evaluated)->stepUs >= floor) {
+      currentHints = std::move(hints);
+      currentEval = std::move(**evaluated);
+      return true;
+    }
+    // The estimate scaled to what the moves gained.
+    const double estimated = std::accumulate(gainUs.begin(), gainUs.end(), 0.0);
+    const double allowedUs =
+        (currentEval.stepUs - floor) * estimated / gained;
+    std::vector<std::pair<double, int32_t>> byGain;
+    for (auto [a, g] : llvm::enumerate(gainUs))
+      if (g > 0.0)
+        byGain.push_back({-g, static_cast<int32_t>(a)});
+    llvm::sort(byGain);
+    std::vector<uint8_t> allowed(acts.size(), 0);
+    double sum = 0.0;
+    for (auto [negGain, a] : byGain) {
+      if (sum - negGain > allowedUs)
+        break;
+      sum -= negGain;
+      allowed[a] = 1;
+    }
+    hints = quietPrefetchHints(cap, allowed, gainUs);
+  }
+  return false;
+}
