@@ -123,12 +123,23 @@ private:
   /// `eval`'s compute-stream times (copyLoss of the nodes and chains then).
   double contentionBetweenUs(const Evaluation &eval, double fromUs,
                              double toUs) const;
+  /// What each node's region of `eval`'s schedule (its chain, then the
+  /// node) holds at most on the device.
+  std::vector<int64_t> regionMemory(const Evaluation &eval) const;
+  /// Copy hints for the current plan that release each offload right after
+  /// the first release of the copies after it on the D2H stream, whose wait
+  /// then covers its own, where the device peak stays within `cap`; empty
+  /// where none moves (AutoSolverQuietCopies.cpp).
+  std::vector<CopyHint> mergedReleaseHints(int64_t cap) const;
+  /// The current plan with mergedReleaseHints, kept where its peak is within
+  /// `cap`, its step faster and not under `floor` (true).
+  llvm::Expected<bool> mergeReleases(int64_t cap, double floor);
   /// Copy hints for the current plan that issue its hidden prefetches
   /// earlier where their copies then run beside kernels that lose less
   /// (contentionBetweenUs), in the same order and before their deadlines,
   /// the device peak within `cap`, only those of `allowed` (empty: all)
   /// moved; empty where none moves. `gainUs` gets each moved copy's
-  /// estimated gain (AutoSolverQuietPrefetch.cpp).
+  /// estimated gain (AutoSolverQuietCopies.cpp).
   std::vector<CopyHint> quietPrefetchHints(int64_t cap,
                                            llvm::ArrayRef<uint8_t> allowed,
                                            std::vector<double> &gainUs) const;

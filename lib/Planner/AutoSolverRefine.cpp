@@ -659,9 +659,13 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
     }
   }
   // Last, the prefetches of the plan issued where their copies cost the
-  // kernels beside them least (AutoSolverQuietPrefetch.cpp), on the same
+  // kernels beside them least (AutoSolverQuietCopies.cpp), on the same
   // terms as the pass above.
   if (widenCopies && answersAgain) {
+    llvm::Expected<bool> merged = mergeReleases(cap, floor);
+    if (!merged)
+      return merged.takeError();
+    kept += *merged;
     llvm::Expected<bool> quiet = quietPrefetches(cap, floor);
     if (!quiet)
       return quiet.takeError();

@@ -303,6 +303,9 @@ void lethe::placeCopies(const ActivationAnalysis &analysis,
     if (hintOf(a).releaseBy >= 0)
       release = std::max(act.lastForwardUse,
                          std::min(release, hintOf(a).releaseBy));
+    if (hintOf(a).releaseNotBefore >= 0)
+      release = std::min(restore[a] - 1,
+                         std::max(release, hintOf(a).releaseNotBefore));
     releaseAfter[a] = release;
   }
 

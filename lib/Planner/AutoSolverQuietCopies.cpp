@@ -1,4 +1,4 @@
-//===- AutoSolverQuietPrefetch.cpp - Prefetches beside quiet kernels ------===//
+//===- AutoSolverQuietCopies.cpp - Copies where they cost the step least --===//
 //
 // Placement issues each prefetch as late as still hides its copy, so the
 // H2D copies run beside whatever kernels come just before their readers. A
@@ -9,9 +9,12 @@
 // products with runs of element-wise kernels that lose nothing. Here the
 // returned plan's prefetches are issued earlier where that moves their
 // copies beside kernels that lose less (CopyHint::prefetchBy), the copies
-// kept in their order and before their deadlines, their buffers back on the
-// device earlier only where the plan's peak still holds (docs/Planner.md,
-// *quiet prefetches*).
+// kept in their order and before their deadlines. Placement also releases
+// each offload once its copy is predicted done, and each release waits for
+// its own copy (`wait_us`); released after an offload copied after it, an
+// offload's release is covered by that one's wait (CopyHint::
+// releaseNotBefore). Both hold buffers on the device longer, only where the
+// plan's peak holds with room (docs/Planner.md, *quiet copies*).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,9 +23,6 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -38,9 +38,94 @@ constexpr size_t kMaxIssuePoints = 512;
 /// A prefetch moves only where its copy's loss falls by more than this
 /// (microseconds): the compute-stream times are a prediction.
 constexpr double kMinGainUs = 0.5;
+/// The memory a moved copy holds longer may fill a node only to this many
+/// ladder levels under the plan's peak: the packer fits a plan with more
+/// ops near its peak less often (Mamba at 60%: with the prefetches moved up
+/// to the peak, or to a level under it, the arena did not fit and `lethe
+/// plan` planned again at a lower budget, 0.98 -> 1.36% and 1.67%; 3 levels
+/// gave 0.97%, 8 0.94%, and no corpus cell slower).
+constexpr int64_t kPackingSlackLevels = 8;
 /// Walks made at most: where a copy a move pushed back no longer fits, the
 /// move is not made again and the walk starts over.
 constexpr unsigned kPeakRounds = 16;
+
+std::vector<int64_t> Solver::regionMemory(const Evaluation &eval) const {
+  std::shared_ptr<const Positions> indexed = index(eval);
+  const Positions &pos = *indexed;
+  const std::vector<int64_t> &memory = eval.memory.deviceAtOp;
+  std::vector<int64_t> most(pos.nodeOp.size());
+  for (size_t n = 0; n < most.size(); ++n) {
+    most[n] = memory[pos.nodeOp[n]];
+    for (OpIndex k = pos.regionStart[n]; k < pos.nodeOp[n]; ++k)
+      most[n] = std::max(most[n], memory[k]);
+  }
+  return most;
+}
+
+std::vector<CopyHint> Solver::mergedReleaseHints(int64_t cap) const {
+  const int64_t roomTo = cap - kPackingSlackLevels * stepBytes;
+  const Placement &p = *currentEval.placement;
+  const std::vector<int64_t> nodeMemory = regionMemory(currentEval);
+  std::vector<int32_t> offloaded;
+  for (auto [a, d] : llvm::enumerate(p.decisions))
+    if (d.decision == Decision::Offload)
+      offloaded.push_back(static_cast<int32_t>(a));
+  // The D2H stream's order (placeCopies'), walked from its last copy.
+  llvm::sort(offloaded, [&](int32_t x, int32_t y) {
+    return std::make_pair(acts[x].contentReadyAfter, acts[x].storage) >
+           std::make_pair(acts[y].contentReadyAfter, acts[y].storage);
+  });
+  std::vector<CopyHint> hints = currentHints;
+  std::vector<int64_t> added(nodeMemory.size(), 0);
+  bool anyMoved = false;
+  // The first release (node, activation: the schedule's order) of the
+  // copies after the one looked at: its wait covers every copy before it.
+  std::pair<NodeId, int32_t> anchor = {-1, -1};
+  for (int32_t a : offloaded) {
+    const ActivationDecision &d = p.decisions[a];
+    const std::pair<NodeId, int32_t> own = {d.releaseAfter, a};
+    // Released after the anchor already: its wait is covered.
+    if (anchor.first >= 0 && anchor < own)
+      continue;
+    // A trade's release stays where its hint puts it.
+    if (anchor.first >= 0 && currentHints[a].releaseBy < 0) {
+      // Right after the anchor's release: at its node where the schedule
+      // orders this release after it.
+      const NodeId target = anchor.first + (a < anchor.second ? 1 : 0);
+      bool fits = target < d.firstBackwardUse;
+      for (NodeId k = d.releaseAfter + 1; fits && k <= target; ++k)
+        fits = nodeMemory[k] + added[k] + acts[a].bytes <= roomTo;
+      if (fits) {
+        for (NodeId k = d.releaseAfter + 1; k <= target; ++k)
+          added[k] += acts[a].bytes;
+        hints[a].releaseNotBefore = target;
+        anyMoved = true;
+        continue;
+      }
+    }
+    anchor = own;
+  }
+  if (!anyMoved || copyOnlyPeak({}, hints) > cap)
+    return {};
+  return hints;
+}
+
+llvm::Expected<bool> Solver::mergeReleases(int64_t cap, double floor) {
+  std::vector<CopyHint> hints = mergedReleaseHints(cap);
+  if (hints.empty())
+    return false;
+  llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
+      current, hints, {cap, currentEval.stepUs}, options.hostBudgetBytes);
+  if (!evaluated)
+    return evaluated.takeError();
+  if (!*evaluated || (*evaluated)->peakBytes > cap ||
+      !((*evaluated)->stepUs < currentEval.stepUs) ||
+      (*evaluated)->stepUs < floor)
+    return false;
+  currentHints = std::move(hints);
+  currentEval = std::move(**evaluated);
+  return true;
+}
 
 std::vector<CopyHint>
 Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
@@ -49,17 +134,8 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
   const Placement &p = *eval.placement;
   const PlannedCopyCosts copy = plannedCopyCosts(device);
   const size_t numNodes = p.nodeEndUs.size();
-  std::shared_ptr<const Positions> indexed = index(eval);
-  const Positions &pos = *indexed;
-  // What each node's region (its chain, then the node) holds at most.
-  const std::vector<int64_t> &memory = eval.memory.deviceAtOp;
-  std::vector<int64_t> nodeMemory(numNodes);
-  for (size_t n = 0; n < numNodes; ++n) {
-    int64_t most = memory[pos.nodeOp[n]];
-    for (OpIndex k = pos.regionStart[n]; k < pos.nodeOp[n]; ++k)
-      most = std::max(most, memory[k]);
-    nodeMemory[n] = most;
-  }
+  const std::vector<int64_t> nodeMemory = regionMemory(eval);
+  const int64_t roomTo = cap - kPackingSlackLevels * stepBytes;
   std::vector<int32_t> offloaded;
   for (auto [a, d] : llvm::enumerate(p.decisions))
     if (d.decision == Decision::Offload)
@@ -88,7 +164,7 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
     std::vector<int64_t> added(numNodes, 0);
     auto fits = [&](NodeId first, NodeId last, int64_t bytes) {
       for (NodeId k = first; k <= last; ++k)
-        if (nodeMemory[k] + added[k] + bytes > cap)
+        if (nodeMemory[k] + added[k] + bytes > roomTo)
           return false;
       return true;
     };
@@ -110,7 +186,6 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
                          std::max(issue, currentHints[a].prefetchNotBefore));
       // Pushed back by a moved copy, it may no longer fit.
       if (!fits(issue + 1, d.prefetchAfter, bytes)) {
-        if (getenv("QDBG")) fprintf(stderr, "over: act %d issue %d prefetchAfter %d lastMoved %d\n", a, issue, d.prefetchAfter, lastMoved);
         if (lastMoved >= 0)
           banned[lastMoved] = 1;
         over = true;
@@ -152,16 +227,12 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
         added[k] += bytes;
       nextStart = std::max(start, p.nodeEndUs[issue]);
     }
-    if (getenv("QDBG")) fprintf(stderr, "round %u over %d moved %d\n", round, over, anyMoved);
     if (over)
       continue;
-    if (!anyMoved)
-      return {};
     // The estimate above, checked exactly (chains and copy ops included).
-    if (getenv("QDBG")) fprintf(stderr, "copyOnlyPeak %lld cap %lld\n", (long long)copyOnlyPeak({}, hints), (long long)cap);
-    if (copyOnlyPeak({}, hints) <= cap)
-      return hints;
-    return {};
+    if (!anyMoved || copyOnlyPeak({}, hints) > cap)
+      return {};
+    return hints;
   }
   return {};
 }
@@ -169,9 +240,6 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
 llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor) {
   std::vector<double> gainUs;
   std::vector<CopyHint> hints = quietPrefetchHints(cap, {}, gainUs);
-  bool dbg = getenv("QDBG");
-  if (getenv("QNOFLOOR")) floor = 0;
-  if (dbg) fprintf(stderr, "quiet: hints %zu step %.1f floor %.1f\n", hints.size(), currentEval.stepUs, floor);
   // Twice at most: where every move together makes the step faster than the
   // floor allows, only the moves of most estimated gain that together gain
   // about what it allows.
@@ -181,7 +249,6 @@ llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor) {
                       options.hostBudgetBytes);
     if (!evaluated)
       return evaluated.takeError();
-    if (dbg && *evaluated) fprintf(stderr, "quiet: trial step %.1f peak %lld cap %lld\n", (*evaluated)->stepUs, (long long)(*evaluated)->peakBytes, (long long)cap);
     if (!*evaluated || (*evaluated)->peakBytes > cap ||
         !((*evaluated)->stepUs < currentEval.stepUs))
       return false;
