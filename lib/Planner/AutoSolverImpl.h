@@ -132,8 +132,10 @@ private:
   /// where none moves (AutoSolverQuietCopies.cpp).
   std::vector<CopyHint> mergedReleaseHints(int64_t cap) const;
   /// The current plan with mergedReleaseHints, kept where its peak is within
-  /// `cap`, its step faster and not under `floor` (true).
-  llvm::Expected<bool> mergeReleases(int64_t cap, double floor);
+  /// `cap`, its step faster and not under `floor` (true); evaluated only
+  /// where `spend` (which counts it) allows.
+  llvm::Expected<bool> mergeReleases(int64_t cap, double floor,
+                                     llvm::function_ref<bool()> spend);
   /// Copy hints for the current plan that issue its hidden prefetches
   /// earlier where their copies then run beside kernels that lose less
   /// (contentionBetweenUs), in the same order and before their deadlines,
@@ -146,8 +148,9 @@ private:
   /// The current plan with quietPrefetchHints, kept where its peak is within
   /// `cap`, its step faster and not under `floor` (true); where all the
   /// moves go under it, the moves of most estimated gain that the floor
-  /// allows.
-  llvm::Expected<bool> quietPrefetches(int64_t cap, double floor);
+  /// allows. Each evaluation only where `spend` (which counts it) allows.
+  llvm::Expected<bool> quietPrefetches(int64_t cap, double floor,
+                                       llvm::function_ref<bool()> spend);
   /// Where things are in `eval`'s schedule: a function of the schedule
   /// alone, so the last one made is kept (with its schedule, which keeps
   /// the pointer from being reused) and given again for the same schedule:

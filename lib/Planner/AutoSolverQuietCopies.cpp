@@ -110,9 +110,10 @@ std::vector<CopyHint> Solver::mergedReleaseHints(int64_t cap) const {
   return hints;
 }
 
-llvm::Expected<bool> Solver::mergeReleases(int64_t cap, double floor) {
+llvm::Expected<bool> Solver::mergeReleases(int64_t cap, double floor,
+                                           llvm::function_ref<bool()> spend) {
   std::vector<CopyHint> hints = mergedReleaseHints(cap);
-  if (hints.empty())
+  if (hints.empty() || !spend())
     return false;
   llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
       current, hints, {cap, currentEval.stepUs}, options.hostBudgetBytes);
@@ -237,16 +238,17 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
   return {};
 }
 
-llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor) {
+llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor,
+                                             llvm::function_ref<bool()> spend) {
   std::vector<double> gainUs;
   std::vector<CopyHint> hints = quietPrefetchHints(cap, {}, gainUs);
   // Twice at most: where every move together makes the step faster than the
   // floor allows, only the moves of most estimated gain that together gain
   // about what it allows.
-  for (unsigned attempt = 0; attempt < 2 && !hints.empty(); ++attempt) {
-    llvm::Expected<std::optional<Evaluation>> evaluated =
-        evaluateTrial(current, hints, {cap, currentEval.stepUs},
-                      options.hostBudgetBytes);
+  for (unsigned attempt = 0; attempt < 2 && !hints.empty() && spend();
+       ++attempt) {
+    llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
+        current, hints, {cap, currentEval.stepUs}, options.hostBudgetBytes);
     if (!evaluated)
       return evaluated.takeError();
     if (!*evaluated || (*evaluated)->peakBytes > cap ||
@@ -260,8 +262,7 @@ llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor) {
     }
     // The estimate scaled to what the moves gained.
     const double estimated = std::accumulate(gainUs.begin(), gainUs.end(), 0.0);
-    const double allowedUs =
-        (currentEval.stepUs - floor) * estimated / gained;
+    const double allowedUs = (currentEval.stepUs - floor) * estimated / gained;
     std::vector<std::pair<double, int32_t>> byGain;
     for (auto [a, g] : llvm::enumerate(gainUs))
       if (g > 0.0)
