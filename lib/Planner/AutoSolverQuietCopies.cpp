@@ -34,7 +34,7 @@ using namespace lethe::autosolver;
 /// copies before it back too, for windows that differ little.
 constexpr double kLookBackCopies = 4.0;
 /// Node ends tried per prefetch at most (graphs of many short nodes).
-constexpr size_t kMaxIssuePoints = 512;
+constexpr size_t kMaxIssuePoints = 256;
 /// A prefetch moves only where its copy's loss falls by more than this
 /// (microseconds): the compute-stream times are a prediction.
 constexpr double kMinGainUs = 0.5;
@@ -173,7 +173,7 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
     int32_t lastMoved = -1;
     bool anyMoved = false, over = false;
     gainUs.assign(acts.size(), 0.0);
-    for (int32_t a : offloaded) {
+    for (auto [k, a] : llvm::enumerate(offloaded)) {
       const ActivationDecision &d = p.decisions[a];
       const NodeId restore = d.firstBackwardUse;
       const int64_t bytes = acts[a].bytes;
@@ -196,6 +196,19 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
       if (currentHints[a].prefetchNotBefore < 0 && !banned[a]) {
         // Issue points back from the latest, each as long as the buffer
         // fits there; the copy then starts once issued.
+        // The copy walked next must still fit before this one: its
+        // earliest start where its buffer fits back on the device (the walk
+        // starts over where a copy pushed further back does not fit).
+        double nextEarliest = -std::numeric_limits<double>::infinity();
+        if (k + 1 < offloaded.size()) {
+          const int32_t b = offloaded[k + 1];
+          const ActivationDecision &e = p.decisions[b];
+          NodeId n = e.prefetchAfter;
+          while (n > e.releaseAfter && fits(n, n, acts[b].bytes))
+            --n;
+          nextEarliest = std::max(p.nodeEndUs[n], p.d2hEndUs[b]) +
+                         copy.h2dUs(acts[b].bytes);
+        }
         const double latest = contentionBetweenUs(eval, start, start + us);
         double best = latest - kMinGainUs;
         NodeId bestIssue = -1;
@@ -205,7 +218,7 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
           if (n <= d.prefetchAfter && !fits(n, n, bytes))
             break;
           const double s = std::max(p.nodeEndUs[n - 1], p.d2hEndUs[a]);
-          if (s < start - kLookBackCopies * us)
+          if (s < start - kLookBackCopies * us || s < nextEarliest)
             break;
           if (s + us > end)
             continue;
