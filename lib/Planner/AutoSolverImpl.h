@@ -5,8 +5,9 @@
 // AutoSolverCandidates.cpp (the greedy's candidates and their prices),
 // AutoSolverSearch.cpp (the improvement searches at a level: polish,
 // restarts, probing below, replacing copy-time trades) and
-// RepeatedLayers.cpp (tied picks, the tied descent) and AutoSolverRefine.cpp
-// (the local search on the plan returned).
+// RepeatedLayers.cpp (tied picks, the tied descent), AutoSolverRefine.cpp
+// (the local search on the plan returned) and AutoSolverQuietCopies.cpp
+// (its last passes, on where the copies go).
 //
 //===----------------------------------------------------------------------===//
 
@@ -123,6 +124,11 @@ private:
   /// `eval`'s compute-stream times (copyLoss of the nodes and chains then).
   double contentionBetweenUs(const Evaluation &eval, double fromUs,
                              double toUs) const;
+  /// Refine's last passes on the current plan (mergeReleases, then
+  /// quietPrefetches), with a few evaluations of their own counted in
+  /// `evaluations`: the moves kept.
+  llvm::Expected<unsigned> quietCopies(int64_t cap, double floor,
+                                       unsigned &evaluations);
   /// What each node's region of `eval`'s schedule (its chain, then the
   /// node) holds at most on the device.
   std::vector<int64_t> regionMemory(const Evaluation &eval) const;

@@ -93,9 +93,6 @@ constexpr size_t kSwitchesPerRound = 2;
 constexpr unsigned kContentionShareDivisor = 4;
 constexpr size_t kContentionSolveDivisor = 16;
 constexpr unsigned kMinContentionEvaluations = 4;
-/// Evaluations of refine's quiet-copy passes: one for the merged releases,
-/// two for the moved prefetches (all of them, then those the floor allows).
-constexpr unsigned kQuietEvaluations = 3;
 constexpr size_t kSwapsPerRound = 3;
 
 namespace {
@@ -661,21 +658,13 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
       }
     }
   }
-  // Last, the plan's releases moved under fewer waits and its prefetches
-  // issued where their copies cost the kernels beside them least
-  // (AutoSolverQuietCopies.cpp), on the same terms as the pass above, with
-  // kQuietEvaluations of their own (the pass above mostly spends what it
-  // has); not on graphs whose evaluations cost more than kFloorFullNodes'
-  // (Mamba at 50-90%: 0.01-0.06 points for three evaluations of 18,254
+  // Last, the plan's copies moved where they cost the step less (quiet
+  // copies, AutoSolverQuietCopies.cpp), on the same terms as the pass
+  // above; not on graphs whose evaluations cost more than kFloorFullNodes'
+  // (Mamba at 50-90%: 0.01-0.04 points for three evaluations of 18,254
   // nodes).
-  const unsigned quietEnd = evaluations + kQuietEvaluations;
-  auto spend = [&] { return evaluations < quietEnd && ++evaluations; };
   if (widenCopies && answersAgain && floorShare == 1.0) {
-    llvm::Expected<bool> merged = mergeReleases(cap, floor, spend);
-    if (!merged)
-      return merged.takeError();
-    kept += *merged;
-    llvm::Expected<bool> quiet = quietPrefetches(cap, floor, spend);
+    llvm::Expected<unsigned> quiet = quietCopies(cap, floor, evaluations);
     if (!quiet)
       return quiet.takeError();
     kept += *quiet;
