@@ -151,9 +151,8 @@ LogicalResult lethe::loadGivenPlan(StringRef path, const TrainingGraph &graph,
     given.value = value;
     given.decision = *decision;
     // An offload's copy placement, as `lethe plan --json` writes it: the
-    // release after node `release_after` at the latest, the prefetch issued
-    // after node `prefetch_after` at the earliest (null or absent: the
-    // planner places it).
+    // release after node `release_after`, the prefetch issued after node
+    // `prefetch_after` (null or absent: the planner places it).
     auto placementNode = [&](StringRef field, NodeId &out) -> FailureOr<bool> {
       const json::Value *v = entry->get(field);
       if (!v || v->kind() == json::Value::Null)

@@ -27,7 +27,8 @@ uint64_t planHash(llvm::ArrayRef<Decision> decisions,
                   llvm::ArrayRef<CopyHint> hints) {
   llvm::hash_code hash = llvm::hash_combine_range(decisions);
   for (const CopyHint &hint : hints)
-    hash = llvm::hash_combine(hash, hint.releaseBy, hint.prefetchNotBefore);
+    hash = llvm::hash_combine(hash, hint.releaseBy, hint.prefetchNotBefore,
+                              hint.prefetchBy, hint.releaseNotBefore);
   return llvm::hash_combine(hash, hints.size());
 }
 

@@ -5,8 +5,9 @@
 // AutoSolverCandidates.cpp (the greedy's candidates and their prices),
 // AutoSolverSearch.cpp (the improvement searches at a level: polish,
 // restarts, probing below, replacing copy-time trades) and
-// RepeatedLayers.cpp (tied picks, the tied descent) and AutoSolverRefine.cpp
-// (the local search on the plan returned).
+// RepeatedLayers.cpp (tied picks, the tied descent), AutoSolverRefine.cpp
+// (the local search on the plan returned) and AutoSolverQuietCopies.cpp
+// (its last passes, on where the copies go).
 //
 //===----------------------------------------------------------------------===//
 
@@ -123,6 +124,39 @@ private:
   /// `eval`'s compute-stream times (copyLoss of the nodes and chains then).
   double contentionBetweenUs(const Evaluation &eval, double fromUs,
                              double toUs) const;
+  /// Refine's last passes on the current plan (mergeReleases, then
+  /// quietPrefetches), with a few evaluations of their own counted in
+  /// `evaluations`: the moves kept.
+  llvm::Expected<unsigned> quietCopies(int64_t cap, double floor,
+                                       unsigned &evaluations);
+  /// What each node's region of `eval`'s schedule (its chain, then the
+  /// node) holds at most on the device.
+  std::vector<int64_t> regionMemory(const Evaluation &eval) const;
+  /// Copy hints for the current plan that release each offload right after
+  /// the first release of the copies after it on the D2H stream, whose wait
+  /// then covers its own, where the device peak stays within `cap`; empty
+  /// where none moves (AutoSolverQuietCopies.cpp).
+  std::vector<CopyHint> mergedReleaseHints(int64_t cap) const;
+  /// The current plan with mergedReleaseHints, kept where its peak is within
+  /// `cap`, its step faster and not under `floor` (true); evaluated only
+  /// where `spend` (which counts it) allows.
+  llvm::Expected<bool> mergeReleases(int64_t cap, double floor,
+                                     llvm::function_ref<bool()> spend);
+  /// Copy hints for the current plan that issue its hidden prefetches
+  /// earlier where their copies then run beside kernels that lose less
+  /// (contentionBetweenUs), in the same order and before their deadlines,
+  /// the device peak within `cap`, only those of `allowed` (empty: all)
+  /// moved; empty where none moves. `gainUs` gets each moved copy's
+  /// estimated gain (AutoSolverQuietCopies.cpp).
+  std::vector<CopyHint> quietPrefetchHints(int64_t cap,
+                                           llvm::ArrayRef<uint8_t> allowed,
+                                           std::vector<double> &gainUs) const;
+  /// The current plan with quietPrefetchHints, kept where its peak is within
+  /// `cap`, its step faster and not under `floor` (true); where all the
+  /// moves go under it, the moves of most estimated gain that the floor
+  /// allows. Each evaluation only where `spend` (which counts it) allows.
+  llvm::Expected<bool> quietPrefetches(int64_t cap, double floor,
+                                       llvm::function_ref<bool()> spend);
   /// Where things are in `eval`'s schedule: a function of the schedule
   /// alone, so the last one made is kept (with its schedule, which keeps
   /// the pointer from being reused) and given again for the same schedule:

@@ -303,6 +303,9 @@ void lethe::placeCopies(const ActivationAnalysis &analysis,
     if (hintOf(a).releaseBy >= 0)
       release = std::max(act.lastForwardUse,
                          std::min(release, hintOf(a).releaseBy));
+    if (hintOf(a).releaseNotBefore >= 0)
+      release = std::min(restore[a] - 1,
+                         std::max(release, hintOf(a).releaseNotBefore));
     releaseAfter[a] = release;
   }
 
@@ -318,9 +321,15 @@ void lethe::placeCopies(const ActivationAnalysis &analysis,
     double end = std::min(deadline, nextStart);
     double start = end - copy.h2dUs(act.bytes);
     NodeId issue = lastEndingBefore(start, releaseAfter[a], restore[a] - 1);
-    if (hintOf(a).prefetchNotBefore >= 0)
-      issue = std::min(restore[a] - 1,
-                       std::max(issue, hintOf(a).prefetchNotBefore));
+    const CopyHint hint = hintOf(a);
+    // Issued earlier than it must be, the copy starts once issued (the
+    // copies before it are placed to end by then).
+    if (hint.prefetchBy >= 0 && hint.prefetchBy < issue) {
+      issue = std::max(releaseAfter[a], hint.prefetchBy);
+      start = std::max(nodeEndUs[issue], d2hEndUs[a]);
+    }
+    if (hint.prefetchNotBefore >= 0)
+      issue = std::min(restore[a] - 1, std::max(issue, hint.prefetchNotBefore));
     prefetchAfter[a] = issue;
     h2dStartUs[a] = std::max(start, nodeEndUs[issue]);
     nextStart = h2dStartUs[a];

@@ -240,8 +240,10 @@ planStep(const TrainingGraph &graph, const DeviceProfile &device,
         reasons[a] = llvm::formatv("offloaded (given plan): frees {0}",
                                    planner::humanBytes(act.bytes))
                          .str();
-        hints[a].releaseBy = given.releaseAfter;
-        hints[a].prefetchNotBefore = given.prefetchAfter;
+        // Both bounds: `auto`'s quiet copies release later and prefetch
+        // earlier than the placement would.
+        hints[a].releaseBy = hints[a].releaseNotBefore = given.releaseAfter;
+        hints[a].prefetchNotBefore = hints[a].prefetchBy = given.prefetchAfter;
         anyHint |= given.releaseAfter >= 0 || given.prefetchAfter >= 0;
         break;
       }

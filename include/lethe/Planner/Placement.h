@@ -15,6 +15,7 @@
 //   deadlines backwards, each copy must end before its deadline and before
 //   the next copy in the FIFO starts, and it is issued after the last node
 //   ending before that start (never before its release).
+// A solver's CopyHint moves an offload's release or prefetch from there.
 // Predicted times use the compute stream alone (node times plus recompute
 // chains); the simulator then gives the real figures.
 //
@@ -47,10 +48,23 @@ struct CopyHint {
   /// end after the restore point, and the compute stream waits. -1: as late
   /// as still hides the copy.
   NodeId prefetchNotBefore = -1;
+  /// Issue the prefetch after this node at the latest (never before its
+  /// release): the copy then starts there, earlier than it must, to run
+  /// beside kernels that lose less to it (docs/Planner.md, *quiet copies*).
+  /// -1: as late as still hides the copy.
+  NodeId prefetchBy = -1;
+  /// Release after this node at the earliest (never at or after the restore
+  /// point): later than the copy is predicted done, after the release of an
+  /// offload copied after it, whose wait for its own D2H copy then covers
+  /// this one's (the D2H stream runs its copies in order). -1: when the copy
+  /// is predicted done.
+  NodeId releaseNotBefore = -1;
 
   bool operator==(const CopyHint &other) const {
     return releaseBy == other.releaseBy &&
-           prefetchNotBefore == other.prefetchNotBefore;
+           prefetchNotBefore == other.prefetchNotBefore &&
+           prefetchBy == other.prefetchBy &&
+           releaseNotBefore == other.releaseNotBefore;
   }
 };
 

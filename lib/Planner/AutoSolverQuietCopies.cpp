@@ -1,0 +1,314 @@
+//===- AutoSolverQuietCopies.cpp - Copies where they cost the step least --===//
+//
+// Placement issues each prefetch as late as still hides its copy, so the
+// H2D copies run beside whatever kernels come just before their readers. A
+// moving copy slows the kernels beside it by their own loss (the
+// simulator's kernelSlowdown: a matrix product by the profile's factor, a
+// memory-bound kernel only where its traffic is near its whole time, a view
+// not at all), and the backward of a transformer alternates matrix
+// products with runs of element-wise kernels that lose nothing. Here the
+// returned plan's prefetches are issued earlier where that moves their
+// copies beside kernels that lose less (CopyHint::prefetchBy), the copies
+// kept in their order and before their deadlines. Placement also releases
+// each offload once its copy is predicted done, and each release waits for
+// its own copy (`wait_us`); released after an offload copied after it, an
+// offload's release is covered by that one's wait (CopyHint::
+// releaseNotBefore). Both hold buffers on the device longer, only where the
+// plan's peak holds with room (docs/Planner.md, *quiet copies*).
+//
+//===----------------------------------------------------------------------===//
+
+#include "AutoSolverImpl.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+using namespace lethe;
+using namespace lethe::autosolver;
+
+/// A prefetch is issued at most this many of its copy times before its
+/// latest start: further back it holds its buffer longer and pushes the
+/// copies before it back too, for windows that differ little.
+constexpr double kLookBackCopies = 4.0;
+/// Node ends tried per prefetch at most (graphs of many short nodes).
+constexpr size_t kMaxIssuePoints = 256;
+/// A prefetch moves only where its copy's loss falls by more than this
+/// (microseconds): the compute-stream times are a prediction.
+constexpr double kMinGainUs = 0.5;
+/// The memory a moved copy holds longer may fill a node only to this many
+/// ladder levels under the plan's peak: the packer fits a plan with more
+/// ops near its peak less often (Mamba at 60%: with the prefetches moved up
+/// to the peak, or to a level under it, the arena did not fit and `lethe
+/// plan` planned again at a lower budget, 0.98 -> 1.36% and 1.67%; 3 levels
+/// gave 0.97%, 8 0.94%, and no corpus cell slower).
+constexpr int64_t kPackingSlackLevels = 8;
+/// Walks made at most: where a copy a move pushed back no longer fits, the
+/// move is not made again and the walk starts over.
+constexpr unsigned kPeakRounds = 16;
+
+/// Evaluations of the quiet copies: one for the merged releases, two for
+/// the moved prefetches (all of them, then those the floor allows). Their
+/// own: refine's contention pass before them mostly spends what it has (23
+/// of the corpus's 96 cells moved, not 42).
+constexpr unsigned kQuietEvaluations = 3;
+
+llvm::Expected<unsigned> Solver::quietCopies(int64_t cap, double floor,
+                                             unsigned &evaluations) {
+  const unsigned end = evaluations + kQuietEvaluations;
+  auto spend = [&] { return evaluations < end && ++evaluations; };
+  llvm::Expected<bool> merged = mergeReleases(cap, floor, spend);
+  if (!merged)
+    return merged.takeError();
+  llvm::Expected<bool> quiet = quietPrefetches(cap, floor, spend);
+  if (!quiet)
+    return quiet.takeError();
+  return static_cast<unsigned>(*merged) + static_cast<unsigned>(*quiet);
+}
+
+std::vector<int64_t> Solver::regionMemory(const Evaluation &eval) const {
+  std::shared_ptr<const Positions> indexed = index(eval);
+  const Positions &pos = *indexed;
+  const std::vector<int64_t> &memory = eval.memory.deviceAtOp;
+  std::vector<int64_t> most(pos.nodeOp.size());
+  for (size_t n = 0; n < most.size(); ++n) {
+    most[n] = memory[pos.nodeOp[n]];
+    for (OpIndex k = pos.regionStart[n]; k < pos.nodeOp[n]; ++k)
+      most[n] = std::max(most[n], memory[k]);
+  }
+  return most;
+}
+
+std::vector<CopyHint> Solver::mergedReleaseHints(int64_t cap) const {
+  const int64_t roomTo = cap - kPackingSlackLevels * stepBytes;
+  const Placement &p = *currentEval.placement;
+  const std::vector<int64_t> nodeMemory = regionMemory(currentEval);
+  std::vector<int32_t> offloaded;
+  for (auto [a, d] : llvm::enumerate(p.decisions))
+    if (d.decision == Decision::Offload)
+      offloaded.push_back(static_cast<int32_t>(a));
+  // The D2H stream's order (placeCopies'), walked from its last copy.
+  llvm::sort(offloaded, [&](int32_t x, int32_t y) {
+    return std::make_pair(acts[x].contentReadyAfter, acts[x].storage) >
+           std::make_pair(acts[y].contentReadyAfter, acts[y].storage);
+  });
+  std::vector<CopyHint> hints = currentHints;
+  std::vector<int64_t> added(nodeMemory.size(), 0);
+  bool anyMoved = false;
+  // The first release (node, activation: the schedule's order) of the
+  // copies after the one looked at: its wait covers every copy before it.
+  std::pair<NodeId, int32_t> anchor = {-1, -1};
+  for (int32_t a : offloaded) {
+    const ActivationDecision &d = p.decisions[a];
+    const std::pair<NodeId, int32_t> own = {d.releaseAfter, a};
+    // Released after the anchor already: its wait is covered.
+    if (anchor.first >= 0 && anchor < own)
+      continue;
+    // A trade's release stays where its hint puts it.
+    if (anchor.first >= 0 && currentHints[a].releaseBy < 0) {
+      // Right after the anchor's release: at its node where the schedule
+      // orders this release after it.
+      const NodeId target = anchor.first + (a < anchor.second ? 1 : 0);
+      bool fits = target < d.firstBackwardUse;
+      for (NodeId k = d.releaseAfter + 1; fits && k <= target; ++k)
+        fits = nodeMemory[k] + added[k] + acts[a].bytes <= roomTo;
+      if (fits) {
+        for (NodeId k = d.releaseAfter + 1; k <= target; ++k)
+          added[k] += acts[a].bytes;
+        hints[a].releaseNotBefore = target;
+        anyMoved = true;
+        continue;
+      }
+    }
+    anchor = own;
+  }
+  if (!anyMoved || copyOnlyPeak({}, hints) > cap)
+    return {};
+  return hints;
+}
+
+llvm::Expected<bool> Solver::mergeReleases(int64_t cap, double floor,
+                                           llvm::function_ref<bool()> spend) {
+  std::vector<CopyHint> hints = mergedReleaseHints(cap);
+  if (hints.empty() || !spend())
+    return false;
+  llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
+      current, hints, {cap, currentEval.stepUs}, options.hostBudgetBytes);
+  if (!evaluated)
+    return evaluated.takeError();
+  if (!*evaluated || (*evaluated)->peakBytes > cap ||
+      !((*evaluated)->stepUs < currentEval.stepUs) ||
+      (*evaluated)->stepUs < floor)
+    return false;
+  currentHints = std::move(hints);
+  currentEval = std::move(**evaluated);
+  return true;
+}
+
+std::vector<CopyHint>
+Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
+                           std::vector<double> &gainUs) const {
+  const Evaluation &eval = currentEval;
+  const Placement &p = *eval.placement;
+  const PlannedCopyCosts copy = plannedCopyCosts(device);
+  const size_t numNodes = p.nodeEndUs.size();
+  const std::vector<int64_t> nodeMemory = regionMemory(eval);
+  const int64_t roomTo = cap - kPackingSlackLevels * stepBytes;
+  std::vector<int32_t> offloaded;
+  for (auto [a, d] : llvm::enumerate(p.decisions))
+    if (d.decision == Decision::Offload)
+      offloaded.push_back(static_cast<int32_t>(a));
+  // placeCopies' walk: the latest deadline first.
+  llvm::sort(offloaded, [&](int32_t x, int32_t y) {
+    const NodeId rx = p.decisions[x].firstBackwardUse,
+                 ry = p.decisions[y].firstBackwardUse;
+    return std::make_pair(rx, acts[x].storage) >
+           std::make_pair(ry, acts[y].storage);
+  });
+  // Last node k in [lo, hi] whose end is <= t (lo when none).
+  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
+    auto begin = p.nodeEndUs.begin();
+    auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
+    return std::max(lo, static_cast<NodeId>(it - begin) - 1);
+  };
+
+  std::vector<CopyHint> hints = currentHints;
+  // Moves not made again: a copy they pushed back did not fit.
+  std::vector<uint8_t> banned(acts.size(), 0);
+  for (auto [a, ok] : llvm::enumerate(allowed))
+    banned[a] = !ok;
+  for (unsigned round = 0; round < kPeakRounds; ++round) {
+    // Bytes back on the device earlier than in the plan, per node.
+    std::vector<int64_t> added(numNodes, 0);
+    auto fits = [&](NodeId first, NodeId last, int64_t bytes) {
+      for (NodeId k = first; k <= last; ++k)
+        if (nodeMemory[k] + added[k] + bytes > roomTo)
+          return false;
+      return true;
+    };
+    double nextStart = std::numeric_limits<double>::infinity();
+    int32_t lastMoved = -1;
+    bool anyMoved = false, over = false;
+    gainUs.assign(acts.size(), 0.0);
+    for (auto [k, a] : llvm::enumerate(offloaded)) {
+      const ActivationDecision &d = p.decisions[a];
+      const NodeId restore = d.firstBackwardUse;
+      const int64_t bytes = acts[a].bytes;
+      const double us = copy.h2dUs(bytes);
+      const double end = std::min(p.chainStartUs[restore], nextStart);
+      double start = end - us;
+      NodeId issue = lastEndingBefore(start, d.releaseAfter, restore - 1);
+      hints[a].prefetchBy = -1;
+      if (currentHints[a].prefetchNotBefore >= 0)
+        issue = std::min(restore - 1,
+                         std::max(issue, currentHints[a].prefetchNotBefore));
+      // Pushed back by a moved copy, it may no longer fit.
+      if (!fits(issue + 1, d.prefetchAfter, bytes)) {
+        if (lastMoved >= 0)
+          banned[lastMoved] = 1;
+        over = true;
+        break;
+      }
+      // A trade's prefetch stays where its hint puts it.
+      if (currentHints[a].prefetchNotBefore < 0 && !banned[a]) {
+        // Issue points back from the latest, each as long as the buffer
+        // fits there; the copy then starts once issued.
+        // The copy walked next must still fit before this one: its
+        // earliest start where its buffer fits back on the device (the walk
+        // starts over where a copy pushed further back does not fit).
+        double nextEarliest = -std::numeric_limits<double>::infinity();
+        if (k + 1 < offloaded.size()) {
+          const int32_t b = offloaded[k + 1];
+          const ActivationDecision &e = p.decisions[b];
+          NodeId n = e.prefetchAfter;
+          while (n > e.releaseAfter && fits(n, n, acts[b].bytes))
+            --n;
+          nextEarliest = std::max(p.nodeEndUs[n], p.d2hEndUs[b]) +
+                         copy.h2dUs(acts[b].bytes);
+        }
+        const double latest = contentionBetweenUs(eval, start, start + us);
+        double best = latest - kMinGainUs;
+        NodeId bestIssue = -1;
+        for (NodeId n = issue;
+             n > d.releaseAfter && issue - n < NodeId(kMaxIssuePoints); --n) {
+          // Issued after n - 1: back on the device from node n on.
+          if (n <= d.prefetchAfter && !fits(n, n, bytes))
+            break;
+          const double s = std::max(p.nodeEndUs[n - 1], p.d2hEndUs[a]);
+          if (s < start - kLookBackCopies * us || s < nextEarliest)
+            break;
+          if (s + us > end)
+            continue;
+          const double loss = contentionBetweenUs(eval, s, s + us);
+          if (loss < best) {
+            best = loss;
+            bestIssue = n - 1;
+          }
+        }
+        if (bestIssue >= 0) {
+          issue = bestIssue;
+          start = std::max(p.nodeEndUs[issue], p.d2hEndUs[a]);
+          hints[a].prefetchBy = issue;
+          gainUs[a] = latest - best;
+          lastMoved = a;
+          anyMoved = true;
+        }
+      }
+      for (NodeId k = issue + 1; k <= d.prefetchAfter; ++k)
+        added[k] += bytes;
+      nextStart = std::max(start, p.nodeEndUs[issue]);
+    }
+    if (over)
+      continue;
+    // The estimate above, checked exactly (chains and copy ops included).
+    if (!anyMoved || copyOnlyPeak({}, hints) > cap)
+      return {};
+    return hints;
+  }
+  return {};
+}
+
+llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor,
+                                             llvm::function_ref<bool()> spend) {
+  std::vector<double> gainUs;
+  std::vector<CopyHint> hints = quietPrefetchHints(cap, {}, gainUs);
+  // Twice at most: where every move together makes the step faster than the
+  // floor allows, only the moves of most estimated gain that together gain
+  // about what it allows.
+  for (unsigned attempt = 0; attempt < 2 && !hints.empty() && spend();
+       ++attempt) {
+    llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
+        current, hints, {cap, currentEval.stepUs}, options.hostBudgetBytes);
+    if (!evaluated)
+      return evaluated.takeError();
+    if (!*evaluated || (*evaluated)->peakBytes > cap ||
+        !((*evaluated)->stepUs < currentEval.stepUs))
+      return false;
+    const double gained = currentEval.stepUs - (*evaluated)->stepUs;
+    if ((*evaluated)->stepUs >= floor) {
+      currentHints = std::move(hints);
+      currentEval = std::move(**evaluated);
+      return true;
+    }
+    // The estimate scaled to what the moves gained.
+    const double estimated = std::accumulate(gainUs.begin(), gainUs.end(), 0.0);
+    const double allowedUs = (currentEval.stepUs - floor) * estimated / gained;
+    std::vector<std::pair<double, int32_t>> byGain;
+    for (auto [a, g] : llvm::enumerate(gainUs))
+      if (g > 0.0)
+        byGain.push_back({-g, static_cast<int32_t>(a)});
+    llvm::sort(byGain);
+    std::vector<uint8_t> allowed(acts.size(), 0);
+    double sum = 0.0;
+    for (auto [negGain, a] : byGain) {
+      if (sum - negGain > allowedUs)
+        break;
+      sum -= negGain;
+      allowed[a] = 1;
+    }
+    hints = quietPrefetchHints(cap, allowed, gainUs);
+  }
+  return false;
+}
