@@ -23,19 +23,6 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
-/// The test device with the calibrated H200's copy-vs-compute factors and
-/// memory-kernel rate (devices/h200.json): a matrix product loses 4.9% of
-/// its time beside one copy direction, a memory-bound kernel at most 3.7%.
-DeviceProfile contendedDevice() {
-  DeviceProfile device = testDeviceProfile();
-  device.matmulSlowdownWithCopies = 1.052;
-  device.matmulSlowdownWithBothCopies = 1.017;
-  device.memoryBoundSlowdownWithCopies = 1.038;
-  device.memoryBoundSlowdownWithBothCopies = 1.075;
-  device.memoryKernelBytesPerSec = 4084e9;
-  return device;
-}
-
 /// x -> w = mm [20 ms, a matrix product] -> big = mul [64 MiB, 60 us] -> 300
 /// tanh nodes [30 us, 4 KiB each: light memory-bound kernels that lose
 /// nothing beside copies] -> late = gelu [16 MiB] -> dear = exp [64 MiB, 5
@@ -86,7 +73,7 @@ TEST(AutoContentionTest, OffloadsWhereItsCopiesMeetKernelsThatLoseNothing) {
   // this profile).
   ValueId big = -1;
   TrainingGraph g = contendedGraph(big);
-  DeviceProfile device = contendedDevice();
+  DeviceProfile device = contendedTestDeviceProfile();
   Plan unplanned = unplannedPlan(g, device);
   PlanOptions options;
   options.budgetBytes = unplanned.peakBytes - 32 * kMiB;

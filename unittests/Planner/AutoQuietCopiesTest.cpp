@@ -22,19 +22,6 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
-/// The test device with the calibrated H200's copy-vs-compute factors and
-/// memory-kernel rate (devices/h200.json): a matrix product loses 4.9% of
-/// its time beside one copy direction, a light memory-bound kernel nothing.
-DeviceProfile contendedDevice() {
-  DeviceProfile device = testDeviceProfile();
-  device.matmulSlowdownWithCopies = 1.052;
-  device.matmulSlowdownWithBothCopies = 1.017;
-  device.memoryBoundSlowdownWithCopies = 1.038;
-  device.memoryBoundSlowdownWithBothCopies = 1.075;
-  device.memoryKernelBytesPerSec = 4084e9;
-  return device;
-}
-
 /// The decision on `value` in `plan`.
 const ActivationDecision *decisionOf(const Plan &plan, ValueId value) {
   for (const ActivationDecision &d : plan.decisions)
@@ -88,7 +75,7 @@ TEST(AutoQuietCopiesTest, PrefetchRunsBesideKernelsThatLoseNothing) {
   ValueId big = -1;
   NodeId matmul = -1;
   TrainingGraph g = prefetchGraph(big, matmul);
-  DeviceProfile device = contendedDevice();
+  DeviceProfile device = contendedTestDeviceProfile();
   Plan unplanned = unplannedPlan(g, device);
   PlanOptions options;
   options.budgetBytes = unplanned.peakBytes - 32 * kMiB;
@@ -147,7 +134,7 @@ TrainingGraph releaseGraph(ValueId &first, ValueId &second) {
 TEST(AutoQuietCopiesTest, OneReleaseWaitCoversTwoOffloads) {
   ValueId first = -1, second = -1;
   TrainingGraph g = releaseGraph(first, second);
-  DeviceProfile device = contendedDevice();
+  DeviceProfile device = contendedTestDeviceProfile();
   // The calibrated H200's cost of a cross-stream wait.
   device.waitUs = 1.5;
   Plan unplanned = unplannedPlan(g, device);

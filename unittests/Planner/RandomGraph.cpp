@@ -211,6 +211,16 @@ DeviceProfile lethe::testing::testDeviceProfile() {
   return device;
 }
 
+DeviceProfile lethe::testing::contendedTestDeviceProfile() {
+  DeviceProfile device = testDeviceProfile();
+  device.matmulSlowdownWithCopies = 1.052;
+  device.matmulSlowdownWithBothCopies = 1.017;
+  device.memoryBoundSlowdownWithCopies = 1.038;
+  device.memoryBoundSlowdownWithBothCopies = 1.075;
+  device.memoryKernelBytesPerSec = 4084e9;
+  return device;
+}
+
 int64_t lethe::testing::lifetimePeak(const TrainingGraph &g) {
   std::vector<int64_t> delta(g.numNodes() + 1, 0);
   std::vector<NodeId> last(g.numValues(), -1);

@@ -54,6 +54,12 @@ int64_t lifetimePeak(const TrainingGraph &graph);
 /// An H100-like device profile: 55 GB/s copies each way.
 DeviceProfile testDeviceProfile();
 
+/// testDeviceProfile with the calibrated H200's copy-vs-compute factors and
+/// memory-kernel rate (devices/h200.json): a matrix product loses 4.9% of
+/// its time beside one copy direction, a memory-bound kernel at most 3.7%
+/// (a light one nothing).
+DeviceProfile contendedTestDeviceProfile();
+
 /// Each node's op in `schedule` and the first op of the recompute run
 /// before it, read off the schedule (not with the solver's index()): what
 /// the solver's peak bounds are checked against.
