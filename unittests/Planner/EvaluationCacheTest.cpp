@@ -167,18 +167,7 @@ TEST(EvaluationCacheTest, RecycledEvaluationsAreFromScratch) {
     // the spares then come from any of them.
     std::deque<Evaluation> held;
     for (int trial = 0; trial < 60; ++trial) {
-      // One to three decisions (and hints) changed, as a solver's move.
-      for (unsigned change = 1 + rng() % 3; change-- > 0;) {
-        size_t a = rng() % acts.size();
-        unsigned r = rng() % 3;
-        decisions[a] = r == 1 && acts[a].recomputable  ? Decision::Recompute
-                       : r == 2 && acts[a].offloadable ? Decision::Offload
-                                                       : Decision::Retain;
-        hints[a] = CopyHint();
-        if (decisions[a] == Decision::Offload && rng() % 2)
-          hints[a].releaseBy =
-              acts[a].lastForwardUse + static_cast<NodeId>(rng() % 3);
-      }
+      changeSomeDecisions(analysis, rng, decisions, hints);
       llvm::Expected<Evaluation> got = evaluator.evaluate(decisions, hints);
       llvm::Expected<Placement> placed =
           placeDecisions(analysis, device, decisions, hints);

@@ -303,3 +303,21 @@ lethe::testing::randomPlan(const ActivationAnalysis &analysis, size_t numNodes,
   nodePositions(*plan.eval.schedule, numNodes, plan.nodeOp, plan.regionStart);
   return plan;
 }
+
+void lethe::testing::changeSomeDecisions(const ActivationAnalysis &analysis,
+                                         std::mt19937_64 &rng,
+                                         std::vector<Decision> &decisions,
+                                         std::vector<CopyHint> &hints) {
+  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
+  for (unsigned change = 1 + rng() % 3; change-- > 0;) {
+    size_t a = rng() % acts.size();
+    unsigned r = rng() % 3;
+    decisions[a] = r == 1 && acts[a].recomputable  ? Decision::Recompute
+                   : r == 2 && acts[a].offloadable ? Decision::Offload
+                                                   : Decision::Retain;
+    hints[a] = CopyHint();
+    if (decisions[a] == Decision::Offload && rng() % 2)
+      hints[a].releaseBy =
+          acts[a].lastForwardUse + static_cast<NodeId>(rng() % 3);
+  }
+}

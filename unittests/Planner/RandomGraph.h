@@ -103,6 +103,13 @@ struct SeededAnalysis {
   std::mt19937_64 rng;
 };
 
+/// One to three random decisions (and their hints) of `analysis`'s
+/// activations changed, as a solver's move: property tests of the
+/// evaluator and the schedule builder.
+void changeSomeDecisions(const ActivationAnalysis &analysis,
+                         std::mt19937_64 &rng, std::vector<Decision> &decisions,
+                         std::vector<CopyHint> &hints);
+
 } // namespace lethe::testing
 
 #endif // LETHE_UNITTESTS_PLANNER_RANDOMGRAPH_H

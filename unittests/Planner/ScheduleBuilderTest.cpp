@@ -25,24 +25,6 @@ using namespace lethe::testing;
 
 namespace {
 
-/// One to three decisions (and hints) changed, as a solver's move.
-void changeSome(const ActivationAnalysis &analysis, std::mt19937_64 &rng,
-                std::vector<Decision> &decisions,
-                std::vector<CopyHint> &hints) {
-  llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
-  for (unsigned change = 1 + rng() % 3; change-- > 0;) {
-    size_t a = rng() % acts.size();
-    unsigned r = rng() % 3;
-    decisions[a] = r == 1 && acts[a].recomputable  ? Decision::Recompute
-                   : r == 2 && acts[a].offloadable ? Decision::Offload
-                                                   : Decision::Retain;
-    hints[a] = CopyHint();
-    if (decisions[a] == Decision::Offload && rng() % 2)
-      hints[a].releaseBy =
-          acts[a].lastForwardUse + static_cast<NodeId>(rng() % 3);
-  }
-}
-
 /// Each buffer freed by its last reader is freed there, each op's frees in
 /// increasing order, and a release or prefetch frees what it copied.
 void expectFreesAtLastUse(const Schedule &schedule) {
@@ -110,7 +92,7 @@ TEST(ScheduleBuilderTest, FreesWalkAndOrderAreTheSchedules) {
     // The last schedule, built into again (its ops overwritten).
     Schedule recycled;
     for (int trial = 0; trial < 40; ++trial) {
-      changeSome(analysis, step.rng, decisions, hints);
+      changeSomeDecisions(analysis, step.rng, decisions, hints);
       llvm::Expected<Placement> placed =
           placeDecisions(analysis, device, decisions, hints);
       if (!placed) {
@@ -163,7 +145,7 @@ TEST(ScheduleBuilderTest, IssueTimesBoundStartsAsGivenBoundsDo) {
     std::vector<Decision> decisions(numActs, Decision::Retain);
     std::vector<CopyHint> hints(numActs);
     for (int trial = 0; trial < 10; ++trial) {
-      changeSome(analysis, step.rng, decisions, hints);
+      changeSomeDecisions(analysis, step.rng, decisions, hints);
       llvm::Expected<Placement> placed =
           placeDecisions(analysis, device, decisions, hints);
       if (!placed) {
