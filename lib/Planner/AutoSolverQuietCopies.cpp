@@ -167,12 +167,6 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
     return std::make_pair(rx, acts[x].storage) >
            std::make_pair(ry, acts[y].storage);
   });
-  // Last node k in [lo, hi] whose end is <= t (lo when none).
-  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
-    auto begin = p.nodeEndUs.begin();
-    auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
-    return std::max(lo, static_cast<NodeId>(it - begin) - 1);
-  };
 
   std::vector<CopyHint> hints = currentHints;
   // Moves not made again: a copy they pushed back did not fit.
@@ -199,7 +193,8 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
       const double us = copy.h2dUs(bytes);
       const double end = std::min(p.chainStartUs[restore], nextStart);
       double start = end - us;
-      NodeId issue = lastEndingBefore(start, d.releaseAfter, restore - 1);
+      NodeId issue =
+          lastNodeEndingBy(p.nodeEndUs, start, d.releaseAfter, restore - 1);
       hints[a].prefetchBy = -1;
       if (currentHints[a].prefetchNotBefore >= 0)
         issue = std::min(restore - 1,

@@ -84,16 +84,6 @@ double CopyModel::run(std::vector<CopyEntry> &list,
                       llvm::ArrayRef<uint32_t> h2dSeq) const {
   const std::vector<double> &nodeEnd = placement.nodeEndUs;
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
-  auto firstEndingAfter = [&](double t, NodeId lo, NodeId hi) {
-    auto it = std::lower_bound(nodeEnd.begin() + lo, nodeEnd.begin() + hi + 1,
-                               t - 1e-9);
-    return std::min(hi, static_cast<NodeId>(it - nodeEnd.begin()));
-  };
-  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
-    auto it = std::upper_bound(nodeEnd.begin() + lo, nodeEnd.begin() + hi + 1,
-                               t + 1e-9);
-    return std::max(lo, static_cast<NodeId>(it - nodeEnd.begin()) - 1);
-  };
   // D2H: FIFO in issue order; release when predicted done.
   double wait = 0.0;
   double free = 0.0;
@@ -103,7 +93,8 @@ double CopyModel::run(std::vector<CopyEntry> &list,
     double start = std::max(nodeEnd[info.contentReadyAfter], free);
     e.d2hEnd = start + copy.d2hUs(e.bytes);
     free = e.d2hEnd;
-    e.release = firstEndingAfter(e.d2hEnd, info.lastForwardUse, e.restore - 1);
+    e.release = firstNodeEndingAfter(nodeEnd, e.d2hEnd, info.lastForwardUse,
+                                     e.restore - 1);
     if (e.hint.releaseBy >= 0)
       e.release = std::max(info.lastForwardUse,
                            std::min(e.release, e.hint.releaseBy));
@@ -116,7 +107,7 @@ double CopyModel::run(std::vector<CopyEntry> &list,
     CopyEntry &e = list[h2dSeq[k]];
     double end = std::min(placement.chainStartUs[e.restore], next);
     double start = end - copy.h2dUs(e.bytes);
-    e.prefetch = lastEndingBefore(start, e.release, e.restore - 1);
+    e.prefetch = lastNodeEndingBy(nodeEnd, start, e.release, e.restore - 1);
     if (e.hint.prefetchNotBefore >= 0)
       e.prefetch = std::min(e.restore - 1,
                             std::max(e.prefetch, e.hint.prefetchNotBefore));

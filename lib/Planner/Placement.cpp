@@ -261,6 +261,20 @@ lethe::placeDecisions(const ActivationAnalysis &analysis,
   return result;
 }
 
+NodeId lethe::firstNodeEndingAfter(llvm::ArrayRef<double> nodeEndUs, double t,
+                                   NodeId lo, NodeId hi) {
+  auto begin = nodeEndUs.begin();
+  auto it = std::lower_bound(begin + lo, begin + hi + 1, t - 1e-9);
+  return std::min(hi, static_cast<NodeId>(it - begin));
+}
+
+NodeId lethe::lastNodeEndingBy(llvm::ArrayRef<double> nodeEndUs, double t,
+                               NodeId lo, NodeId hi) {
+  auto begin = nodeEndUs.begin();
+  auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
+  return std::max(lo, static_cast<NodeId>(it - begin) - 1);
+}
+
 void lethe::placeCopies(const ActivationAnalysis &analysis,
                         const PlannedCopyCosts &copy,
                         llvm::ArrayRef<double> nodeEndUs,
@@ -274,18 +288,6 @@ void lethe::placeCopies(const ActivationAnalysis &analysis,
                         llvm::MutableArrayRef<double> h2dStartUs) {
   llvm::ArrayRef<ActivationInfo> acts = analysis.getActivations();
   auto hintOf = [&](size_t a) { return hints.empty() ? CopyHint() : hints[a]; };
-  // First node k in [lo, hi] whose end is >= t (hi when none).
-  auto firstEndingAfter = [&](double t, NodeId lo, NodeId hi) {
-    auto begin = nodeEndUs.begin();
-    auto it = std::lower_bound(begin + lo, begin + hi + 1, t - 1e-9);
-    return std::min(hi, static_cast<NodeId>(it - begin));
-  };
-  // Last node k <= hi whose end is <= t (lo when none).
-  auto lastEndingBefore = [&](double t, NodeId lo, NodeId hi) {
-    auto begin = nodeEndUs.begin();
-    auto it = std::upper_bound(begin + lo, begin + hi + 1, t + 1e-9);
-    return std::max(lo, static_cast<NodeId>(it - begin) - 1);
-  };
 
   // D2H: FIFO in order of issue; release once predicted done.
   llvm::sort(offloaded, [&](int32_t x, int32_t y) {
@@ -299,7 +301,8 @@ void lethe::placeCopies(const ActivationAnalysis &analysis,
     double end = start + copy.d2hUs(act.bytes);
     d2hFree = end;
     d2hEndUs[a] = end;
-    NodeId release = firstEndingAfter(end, act.lastForwardUse, restore[a] - 1);
+    NodeId release = firstNodeEndingAfter(nodeEndUs, end, act.lastForwardUse,
+                                          restore[a] - 1);
     if (hintOf(a).releaseBy >= 0)
       release = std::max(act.lastForwardUse,
                          std::min(release, hintOf(a).releaseBy));
@@ -320,7 +323,8 @@ void lethe::placeCopies(const ActivationAnalysis &analysis,
     double deadline = chainStartUs[restore[a]];
     double end = std::min(deadline, nextStart);
     double start = end - copy.h2dUs(act.bytes);
-    NodeId issue = lastEndingBefore(start, releaseAfter[a], restore[a] - 1);
+    NodeId issue =
+        lastNodeEndingBy(nodeEndUs, start, releaseAfter[a], restore[a] - 1);
     const CopyHint hint = hintOf(a);
     // Issued earlier than it must be, the copy starts once issued (the
     // copies before it are placed to end by then).

@@ -122,6 +122,15 @@ llvm::Expected<Placement> placeDecisions(const ActivationAnalysis &analysis,
                                          llvm::ArrayRef<CopyHint> hints,
                                          Placement &&storage);
 
+/// The first node in [lo, hi] whose predicted end (`nodeEndUs`) is at or
+/// after `t` (hi when none): where a copy ending at `t` is waited for.
+NodeId firstNodeEndingAfter(llvm::ArrayRef<double> nodeEndUs, double t,
+                            NodeId lo, NodeId hi);
+/// The last node in [lo, hi] whose predicted end is at or before `t` (lo
+/// when none): the node after which a copy starting at `t` is issued.
+NodeId lastNodeEndingBy(llvm::ArrayRef<double> nodeEndUs, double t, NodeId lo,
+                        NodeId hi);
+
 /// Where offloads' copies go on a placement's compute-stream times (the
 /// copies rule above): `offloaded` (any order; sorted here) restored before
 /// `restore[a]`, each as `hints` says (empty, or one per activation). Writes
