@@ -305,7 +305,9 @@ def run_method(name, method, args, device, budgets):
                              costs=args.lethe_costs,
                              offload=_OFFLOAD[args.lethe_offload],
                              dump_dir=_dump_dir(args, method),
-                             inductor_options=_inductor_options(args))
+                             inductor_options=_inductor_options(args),
+                             **({} if args.lethe_fusion_guards is None else
+                                {"fusion_guards": args.lethe_fusion_guards}))
         run = backend(model)  # torch.compile(..., dynamic=False), calibrating
 
     def step():
@@ -663,6 +665,12 @@ def main():
                    help="an inductor config patch for Lethe's methods "
                    "(repeatable; VALUE a Python literal), e.g. "
                    "max_fusion_size=32")
+    r.add_argument("--lethe-fusion-guards", default=None,
+                   metavar="LIST",
+                   help="which of lethe._fusion's guards hold under a plan: "
+                   "a comma-separated subset of horizontal,vertical,order "
+                   "('' for none; default all), to measure what each is "
+                   "worth")
     r.add_argument("--lethe-costs", choices=["auto", "model"],
                    default="auto",
                    help="auto: op times and copy rates measured on this GPU "

@@ -82,8 +82,12 @@ def backend(budget="40%", policy=None, device=None, **options):
     layer ahead of the first use), `replay_rng` (let Lethe recompute RNG ops;
     only sound with saved RNG state, off by default), `dump_dir` (write each
     graph's JSON and plan there), `planner` (a callable graph -> plan
-    document, replacing the call to Lethe), and planner options passed
-    through (`n`, `keep_ops`, `min_offload_bytes`, `host_budget`, `solver`).
+    document, replacing the call to Lethe), `fusion_guards` (inductor
+    only: which of lethe._fusion's holds on inductor's fusion and order a
+    binding plan compiles under, of "horizontal", "vertical" and "order";
+    all by default, fewer to measure what one is worth), and planner
+    options passed through (`n`, `keep_ops`, `min_offload_bytes`,
+    `host_budget`, `solver`).
     """
     return Backend(budget=budget, policy=policy, device=device, **options)
 

@@ -59,12 +59,19 @@ from typing import Any, Callable
 MAX_VERTICAL_FUSION_DISTANCE = 64
 
 
-def planned_compile() -> bool:
+# The guards, each of which a partitioner may turn off
+# (`LethePartitioner(fusion_guards=...)`), to measure what it is worth.
+GUARDS = ("horizontal", "vertical", "order")
+
+
+def planned_compile(guard: str) -> bool:
     """Whether the graph inductor is compiling runs under a Lethe plan that
-    binds: its config's partitioner says so (`plan_binds`)."""
+    binds (its config's partitioner says so: `plan_binds`) and that
+    partitioner holds `guard` (one of GUARDS)."""
     from torch._inductor import config
     partitioner = getattr(config, "custom_partitioner_fn", None)
-    return bool(getattr(partitioner, "plan_binds", False))
+    return bool(getattr(partitioner, "plan_binds", False)) and \
+        guard in getattr(partitioner, "fusion_guards", GUARDS)
 
 
 def _gap(producer: Any, consumer: Any) -> int:
@@ -90,7 +97,7 @@ class PlanFusionGuard:
 
     def can_fuse_vertical(self, scheduler: Any, node1: Any, node2: Any,
                           shared_data_score: int) -> bool:
-        if planned_compile() and \
+        if planned_compile("vertical") and \
                 _gap(node1, node2) > MAX_VERTICAL_FUSION_DISTANCE:
             from torch._inductor.scheduler import WhyNoFuse
             WhyNoFuse(node1, node2)(
@@ -102,7 +109,7 @@ class PlanFusionGuard:
 
     def can_fuse_horizontal(self, scheduler: Any, node1: Any, node2: Any,
                             shared_data_score: int) -> bool:
-        if planned_compile():
+        if planned_compile("horizontal"):
             from torch._inductor import scheduler as inductor_scheduler
             mix = getattr(inductor_scheduler, "MixOrderReduction", None)
             if mix is None or not mix.can_fuse(node1, node2):
@@ -130,7 +137,7 @@ def keep_planned_order(reorder: Callable[..., Any]) -> Callable[..., Any]:
         return reorder
 
     def reorder_for_peak_memory(nodes, *args, **kwargs):
-        if planned_compile():
+        if planned_compile("order"):
             kwargs["methods"] = []
         return reorder(nodes, *args, **kwargs)
     reorder_for_peak_memory._lethe_planned_order = True  # type: ignore

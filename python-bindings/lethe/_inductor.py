@@ -42,7 +42,7 @@ from lethe import _offload_insert
 from lethe._budget import (default_device_profile, infeasible_error,
                            normalize_budget, nothing_to_lower,
                            warn_nothing_to_lower)
-from lethe._fusion import install_fusion_guard
+from lethe._fusion import GUARDS, install_fusion_guard
 from lethe._fused_graph import (FusedGraph, _is_tensor_node, value_names,
                                 build_fused_graph, draws_seeds)
 from lethe._kernel_times import KernelProvenance, planned_roots
@@ -170,10 +170,20 @@ class LethePartitioner(_partitioner_base()):
                  costs: Any = "auto",
                  dump_dir: Optional[str] = None, fold: bool = True,
                  peak_correction: int = 0, time_scale: float = 1.0,
+                 fusion_guards: Any = GUARDS,
                  **plan_options: Any):
         require_inductor_hooks()
         if offload not in (True, False, "auto"):
             raise ValueError("offload must be True, False or 'auto'")
+        # lethe._fusion's guards this partitioner's plans compile under
+        # (all by default; fewer to measure what one is worth).
+        if isinstance(fusion_guards, str):  # "horizontal,order"
+            fusion_guards = [g for g in fusion_guards.split(",") if g]
+        self.fusion_guards = frozenset(fusion_guards)
+        if not self.fusion_guards <= set(GUARDS):
+            raise ValueError(
+                f"fusion_guards must be a subset of {GUARDS}, got "
+                f"{sorted(self.fusion_guards - set(GUARDS))}")
         self.budget = normalize_budget(budget)
         self.peak_correction = 0
         self.set_peak_correction(peak_correction)
@@ -298,6 +308,7 @@ class LethePartitioner(_partitioner_base()):
              self.peak_correction, self.time_scale, self.host_launch_us,
              self.policy,
              self.device, self.offload, self.replay_rng, self.fold,
+             sorted(self.fusion_guards),
              sorted((k, repr(v)) for k, v in self.plan_options.items()),
              sorted(self.costs.items()), self.cost_source,
              self._measure_key(),

@@ -130,12 +130,15 @@ def test_the_partitioners_inductor_options():
         .inductor_options()["allow_buffer_reuse"] is False
 
 
-def _under_a_plan(binds=True):
-    """Inductor's config as while it compiles a graph Lethe partitioned."""
+def _under_a_plan(binds=True, guards=None):
+    """Inductor's config as while it compiles a graph Lethe partitioned
+    (with the partitioner's `fusion_guards` where given)."""
     from types import SimpleNamespace
     from torch._inductor import config
-    return config.patch(custom_partitioner_fn=SimpleNamespace(
-        plan_binds=binds))
+    partitioner = SimpleNamespace(plan_binds=binds)
+    if guards is not None:
+        partitioner.fusion_guards = guards
+    return config.patch(custom_partitioner_fn=partitioner)
 
 
 def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan(
@@ -168,16 +171,23 @@ def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan(
     # Without a binding plan: the wrapped handler decides.
     for binds in (False, None):
         with _under_a_plan(binds):
-            assert not _fusion.planned_compile()
+            assert not _fusion.planned_compile("vertical")
             assert guard.can_fuse_vertical(None, near, far, 0)
             assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
     with _under_a_plan():
-        assert _fusion.planned_compile()
+        assert _fusion.planned_compile("vertical")
         assert guard.can_fuse_vertical(None, near, next_to_it, 0)
         assert not guard.can_fuse_vertical(None, near, far, 0)
         # No horizontal fusion, but inductor's mix-order reductions.
         assert not guard.can_fuse_horizontal(None, near, next_to_it, 0)
         mix.append((near, next_to_it))
+        assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
+        mix.clear()
+    # A guard the partitioner turned off (to measure it) lets inductor be.
+    with _under_a_plan(guards=frozenset({"horizontal"})):
+        assert guard.can_fuse_vertical(None, near, far, 0)
+        assert not guard.can_fuse_horizontal(None, near, next_to_it, 0)
+    with _under_a_plan(guards=frozenset()):
         assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
     # Installed once, around whatever handler the thread had.
     from torch._inductor.virtualized import V

@@ -471,6 +471,14 @@ def test_uuid_keys_the_budget_policy_and_costs():
                                       device="h100").uuid()
     assert a.uuid() != lt.partitioner(budget="50%", device="h100",
                                       costs={"addmm": 3.0}).uuid()
+    # The fusion guards shape the generated code: a cached graph compiled
+    # under other guards is not replayed.
+    fewer = lt.partitioner(budget="50%", device="h100",
+                           fusion_guards="horizontal,order")
+    assert fewer.fusion_guards == {"horizontal", "order"}
+    assert a.uuid() != fewer.uuid()
+    with pytest.raises(ValueError, match="fusion_guards"):
+        lt.partitioner(budget="50%", device="h100", fusion_guards=["sideways"])
     b = lt.partitioner(budget="50%", device="h100")
     b.set_host_launch(25.0)  # the calibration's host time an op
     assert a.uuid() != b.uuid()
@@ -877,7 +885,7 @@ def test_only_a_binding_plan_compiles_with_fusion_held_to_it(monkeypatch):
     real = graph.GraphLowering.compile_to_module
 
     def spy(self):
-        seen.append(_fusion.planned_compile())
+        seen.append(_fusion.planned_compile("horizontal"))
         return real(self)
     monkeypatch.setattr(graph.GraphLowering, "compile_to_module", spy)
     model = _model()
