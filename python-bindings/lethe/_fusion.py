@@ -4,8 +4,9 @@ Lethe's plan says when each value of the step is made and when it dies;
 inductor's fusion may join two kernels that the plan puts far apart, and
 the joined kernel runs at the earlier one's time: the later one's outputs
 (and what it reads) then live from there on. Under a plan that binds (one
-that recomputes or offloads), PlanFusionGuard, wrapped around inductor's
-heuristics handler (`V.choices`), refuses two kinds, each measured:
+that recomputes or offloads), guard_horizontal and guard_vertical, around
+the fusion checks of inductor's heuristics class (`InductorChoices`),
+refuse two kinds, each measured:
 
 - **horizontal** (two consumers of a shared read, except inductor's
   mix-order reductions): none;
@@ -18,12 +19,14 @@ choosing among its own topological sorts by its estimate
 (`keep_planned_order`).
 
 Whether the compile runs under a binding plan is read from inductor's
-config: its `custom_partitioner_fn` is the Lethe partitioner that has just
-partitioned the graph being compiled (inductor compiles the forward and
-the backward right after their partition, in the same thread), and says so
-(`plan_binds`). Without a binding plan every choice is inductor's own,
-as plain compile's. `install_fusion_guard` (called by the partitioner)
-puts both in place, once.
+config: its `custom_partitioner_fn` is the Lethe partitioner that has
+partitioned the graph being compiled, and says so (`plan_binds`).
+Inductor compiles the forward right after the partition and the backward
+then or lazily, at the first backward (on CUDA in autograd's device
+thread), with its config patches applied again either way. Without a
+binding plan every choice is inductor's own, as plain compile's.
+`install_fusion_guard` (called by the partitioner) puts the guards in
+place, once per process and for every thread.
 """
 
 from __future__ import annotations
@@ -82,20 +85,14 @@ def _gap(producer: Any, consumer: Any) -> int:
     return consumer.min_order - producer.max_order
 
 
-class PlanFusionGuard:
-    """Inductor's heuristics handler under Lethe: every method is the
-    wrapped handler's, except that in a planned compile no two consumers of
-    a shared read are fused (but inductor's mix-order reductions), nor a
-    producer with a consumer more than MAX_VERTICAL_FUSION_DISTANCE after
-    it."""
+def guard_vertical(inner: Callable[..., bool]) -> Callable[..., bool]:
+    """Inductor's `can_fuse_vertical` (a static method of its heuristics,
+    `InductorChoices`) that, in a planned compile, refuses a producer and
+    a consumer more than MAX_VERTICAL_FUSION_DISTANCE after it."""
+    if getattr(inner, "_lethe_guard", False):
+        return inner
 
-    def __init__(self, inner: Any):
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def can_fuse_vertical(self, scheduler: Any, node1: Any, node2: Any,
+    def can_fuse_vertical(scheduler: Any, node1: Any, node2: Any,
                           shared_data_score: int) -> bool:
         if planned_compile("vertical") and \
                 _gap(node1, node2) > MAX_VERTICAL_FUSION_DISTANCE:
@@ -104,10 +101,18 @@ class PlanFusionGuard:
                 "Lethe: the consumer is %d nodes after its producer",
                 _gap(node1, node2))
             return False
-        return self._inner.can_fuse_vertical(scheduler, node1, node2,
-                                             shared_data_score)
+        return inner(scheduler, node1, node2, shared_data_score)
+    can_fuse_vertical._lethe_guard = True  # type: ignore[attr-defined]
+    return can_fuse_vertical
 
-    def can_fuse_horizontal(self, scheduler: Any, node1: Any, node2: Any,
+
+def guard_horizontal(inner: Callable[..., bool]) -> Callable[..., bool]:
+    """Inductor's `can_fuse_horizontal` that, in a planned compile, fuses no
+    two consumers of a shared read, but inductor's mix-order reductions."""
+    if getattr(inner, "_lethe_guard", False):
+        return inner
+
+    def can_fuse_horizontal(scheduler: Any, node1: Any, node2: Any,
                             shared_data_score: int) -> bool:
         if planned_compile("horizontal"):
             from torch._inductor import scheduler as inductor_scheduler
@@ -116,8 +121,9 @@ class PlanFusionGuard:
                 inductor_scheduler.WhyNoFuse(node1, node2)(
                     "Lethe: no horizontal fusion under a plan")
                 return False
-        return self._inner.can_fuse_horizontal(scheduler, node1, node2,
-                                               shared_data_score)
+        return inner(scheduler, node1, node2, shared_data_score)
+    can_fuse_horizontal._lethe_guard = True  # type: ignore[attr-defined]
+    return can_fuse_horizontal
 
 
 def keep_planned_order(reorder: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,14 +131,13 @@ def keep_planned_order(reorder: Callable[..., Any]) -> Callable[..., Any]:
     in a planned compile, weighs only the order it is given: the pass
     picks the least of its estimated peaks over that order and three
     topological sorts of its own, and its estimate does not see what the
-    plan counts. On an H200 (2026-11-28), DiT-B/2's least plan (0.93 GB
-    predicted) measured 2.82 GB: the backward's first kernels were the
-    recomputed norms of four layers and then the q/k/v projections and
-    attentions of eight, which min-cut had placed each before its own
-    layer. That order is one of the pass's sorts (ready work first); that
-    the pass chose it is inferred, not yet confirmed on a GPU (on CPU it
-    kept min-cut's order, and this changes nothing there). The pass still
-    runs (it sets what the generated code frees)."""
+    plan counts: e.g. its least-peak-first sort runs a node whose output
+    outlives the step (a weight gradient) as late as it can, and so holds
+    its inputs. Not yet shown to matter on its own: the early
+    recomputations and late weight gradients of DiT-B/2 on an H200
+    (2026-11-28), first put down to this pass, came from a fusion the
+    guards did not see (install_fusion_guard). The pass still runs (it
+    sets what the generated code frees)."""
     if getattr(reorder, "_lethe_planned_order", False):
         return reorder
 
@@ -145,25 +150,34 @@ def keep_planned_order(reorder: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install_fusion_guard() -> bool:
-    """Wraps the current thread's inductor heuristics handler in
-    PlanFusionGuard (once), and inductor's peak-memory pass in
-    keep_planned_order (once per process). The partitioner calls it:
-    inductor schedules the forward and the backward in the thread that
-    partitions. Returns whether the guard is in place."""
+    """Puts the guards in place, once per process: guard_vertical and
+    guard_horizontal around the static methods of inductor's heuristics
+    class (`InductorChoices`), and keep_planned_order around its
+    peak-memory pass. Both are module- and class-level, so they hold in
+    every thread: on CUDA, autograd compiles the backward lazily in its
+    device thread, where a handler set with `V.set_choices_handler` (a
+    thread-local) was not seen (2026-11-28, DiT-B/2 on an H200: the
+    backward fused the modulation-gradient reductions of four layers
+    into one kernel, whose inputs pulled the rest of the backward ahead
+    of eight layers' weight gradients: 3.57 GB measured for 0.93 GB
+    planned). Returns whether the guards reach the handler the scheduler
+    asks in this thread (False: a handler of its own that does not derive
+    from InductorChoices, or a torch without these hooks)."""
     try:
-        from torch._inductor.virtualized import V
         from torch._inductor import memory
+        from torch._inductor.choices import InductorChoices
+        from torch._inductor.virtualized import V
     except ImportError:
         return False
+    if not (hasattr(InductorChoices, "can_fuse_vertical")
+            and hasattr(InductorChoices, "can_fuse_horizontal")):
+        return False  # a torch whose heuristics have no such hooks
     if hasattr(memory, "reorder_for_peak_memory"):
         # The scheduler imports it from the module when it runs the pass.
         memory.reorder_for_peak_memory = keep_planned_order(
             memory.reorder_for_peak_memory)
-    current = V.choices
-    if isinstance(current, PlanFusionGuard):
-        return True
-    if not (hasattr(current, "can_fuse_vertical")
-            and hasattr(current, "can_fuse_horizontal")):
-        return False  # a torch whose heuristics have no such hooks
-    V.set_choices_handler(PlanFusionGuard(current))
-    return True
+    InductorChoices.can_fuse_vertical = staticmethod(  # type: ignore
+        guard_vertical(InductorChoices.can_fuse_vertical))
+    InductorChoices.can_fuse_horizontal = staticmethod(  # type: ignore
+        guard_horizontal(InductorChoices.can_fuse_horizontal))
+    return isinstance(V.choices, InductorChoices)

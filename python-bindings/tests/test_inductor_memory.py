@@ -141,67 +141,104 @@ def _under_a_plan(binds=True, guards=None):
     return config.patch(custom_partitioner_fn=partitioner)
 
 
+def _restore_inductor_heuristics():
+    """Undoes install_fusion_guard's patches when the test ends."""
+    from torch._inductor import memory
+    from torch._inductor.choices import InductorChoices
+    saved = (InductorChoices.__dict__["can_fuse_vertical"],
+             InductorChoices.__dict__["can_fuse_horizontal"],
+             memory.reorder_for_peak_memory)
+
+    def restore():
+        InductorChoices.can_fuse_vertical = saved[0]
+        InductorChoices.can_fuse_horizontal = saved[1]
+        memory.reorder_for_peak_memory = saved[2]
+    return restore
+
+
 def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan(
         monkeypatch):
     from types import SimpleNamespace
     from torch._inductor import scheduler
     from lethe import _fusion
 
-    class Inner:
-        def can_fuse_vertical(self, scheduler, node1, node2, score):
-            return True
-
-        def can_fuse_horizontal(self, scheduler, node1, node2, score):
-            return True
-
-        def other_heuristic(self):
-            return "inner's"
-
     def node(first, last):  # a scheduler node as the guard reads it
         return SimpleNamespace(min_order=first, max_order=last,
                                get_name=lambda: f"op{first}")
 
+    def inductors(scheduler, node1, node2, score):
+        return True
+
     mix = []
     monkeypatch.setattr(scheduler.MixOrderReduction, "can_fuse",
                         staticmethod(lambda a, b: (a, b) in mix))
-    guard = _fusion.PlanFusionGuard(Inner())
+    vertical = _fusion.guard_vertical(inductors)
+    horizontal = _fusion.guard_horizontal(inductors)
+    assert _fusion.guard_vertical(vertical) is vertical  # wrapped once
     near, next_to_it = node(10, 12), node(13, 14)
     far = node(12 + _fusion.MAX_VERTICAL_FUSION_DISTANCE + 1, 200)
-    assert guard.other_heuristic() == "inner's"
-    # Without a binding plan: the wrapped handler decides.
+    # Without a binding plan: inductor's heuristics decide.
     for binds in (False, None):
         with _under_a_plan(binds):
             assert not _fusion.planned_compile("vertical")
-            assert guard.can_fuse_vertical(None, near, far, 0)
-            assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
+            assert vertical(None, near, far, 0)
+            assert horizontal(None, near, next_to_it, 0)
     with _under_a_plan():
         assert _fusion.planned_compile("vertical")
-        assert guard.can_fuse_vertical(None, near, next_to_it, 0)
-        assert not guard.can_fuse_vertical(None, near, far, 0)
+        assert vertical(None, near, next_to_it, 0)
+        assert not vertical(None, near, far, 0)
         # No horizontal fusion, but inductor's mix-order reductions.
-        assert not guard.can_fuse_horizontal(None, near, next_to_it, 0)
+        assert not horizontal(None, near, next_to_it, 0)
         mix.append((near, next_to_it))
-        assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
+        assert horizontal(None, near, next_to_it, 0)
         mix.clear()
     # A guard the partitioner turned off (to measure it) lets inductor be.
     with _under_a_plan(guards=frozenset({"horizontal"})):
-        assert guard.can_fuse_vertical(None, near, far, 0)
-        assert not guard.can_fuse_horizontal(None, near, next_to_it, 0)
+        assert vertical(None, near, far, 0)
+        assert not horizontal(None, near, next_to_it, 0)
     with _under_a_plan(guards=frozenset()):
-        assert guard.can_fuse_horizontal(None, near, next_to_it, 0)
-    # Installed once, around whatever handler the thread had.
+        assert horizontal(None, near, next_to_it, 0)
+
+
+def test_the_fusion_guard_holds_in_every_thread(monkeypatch):
+    # On CUDA, autograd compiles the backward lazily in its own thread,
+    # whose heuristics handler (V.choices, a thread-local) is a fresh
+    # InductorChoices: the guards are on that class, not on one thread's
+    # handler (DiT-B/2's backward on an H200 fused four layers'
+    # reductions into one kernel with the guard set only in the
+    # partitioner's thread).
+    import threading
+    from types import SimpleNamespace
+    from torch._inductor import scheduler
+    from torch._inductor.choices import InductorChoices
     from torch._inductor.virtualized import V
-    from torch._inductor import memory
-    before, reorder = V.choices, memory.reorder_for_peak_memory
+    from lethe import _fusion
+    monkeypatch.setattr(scheduler.MixOrderReduction, "can_fuse",
+                        staticmethod(lambda a, b: False))
+    # Inductor's own answer for these two nodes: fuse them.
+    monkeypatch.setattr(InductorChoices, "can_fuse_horizontal",
+                        staticmethod(lambda *args: True))
+    restore = _restore_inductor_heuristics()
     try:
         assert _fusion.install_fusion_guard()
-        assert isinstance(V.choices, _fusion.PlanFusionGuard)
-        wrapped = V.choices
-        assert _fusion.install_fusion_guard()
-        assert V.choices is wrapped
+        assert _fusion.install_fusion_guard()  # once: not wrapped twice
+        seen = {}
+
+        def other_thread():
+            a = SimpleNamespace(min_order=10, max_order=12,
+                                get_name=lambda: "op10")
+            b = SimpleNamespace(min_order=13, max_order=14,
+                                get_name=lambda: "op13")
+            seen["unplanned"] = V.choices.can_fuse_horizontal(None, a, b, 0)
+            with _under_a_plan():
+                seen["planned"] = V.choices.can_fuse_horizontal(None, a, b,
+                                                                0)
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        assert seen == {"unplanned": True, "planned": False}
     finally:
-        V.set_choices_handler(before)
-        memory.reorder_for_peak_memory = reorder
+        restore()
 
 
 def test_the_peak_memory_pass_keeps_a_plans_order():
@@ -219,9 +256,7 @@ def test_the_peak_memory_pass_keeps_a_plans_order():
     with _under_a_plan():
         assert wrapped([1, 2]) == [1, 2] and calls[-1] == []
     # Installed with the fusion guard, once.
-    real = memory.reorder_for_peak_memory
-    from torch._inductor.virtualized import V
-    before = V.choices
+    restore = _restore_inductor_heuristics()
     try:
         assert _fusion.install_fusion_guard()
         once = memory.reorder_for_peak_memory
@@ -229,5 +264,4 @@ def test_the_peak_memory_pass_keeps_a_plans_order():
         assert _fusion.install_fusion_guard()
         assert memory.reorder_for_peak_memory is once
     finally:
-        memory.reorder_for_peak_memory = real
-        V.set_choices_handler(before)
+        restore()
