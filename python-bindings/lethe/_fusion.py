@@ -9,7 +9,8 @@ the fusion checks of inductor's heuristics class (`InductorChoices`),
 refuse two kinds, each measured:
 
 - **horizontal** (two consumers of a shared read, except inductor's
-  mix-order reductions): none;
+  mix-order reductions): none further apart than
+  MAX_HORIZONTAL_FUSION_DISTANCE;
 - **vertical** (a producer and a consumer far after it): none further apart
   than MAX_VERTICAL_FUSION_DISTANCE.
 
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-# Why no horizontal fusion under a plan: it joins consumers far apart in
+# Why no far horizontal fusion under a plan: it joins consumers far apart in
 # the step, e.g. the norms' weight-gradient reductions of two layers that
 # both read the recomputed residual stream: the earlier one waits for the
 # later one and keeps its inputs alive past the plan's last use. Inductor's
@@ -61,6 +62,18 @@ from typing import Any, Callable
 # link is never refused.
 MAX_VERTICAL_FUSION_DISTANCE = 64
 
+# Scheduler nodes further apart than this are not fused horizontally under
+# a plan (inductor's own limit is 64). Near ones are: a norm's backward
+# reads its input in several reductions, and refusing every horizontal
+# fusion cost the CNNs time (H200, 2026-11-28, at compile-0.5's peak:
+# ConvNeXt-T +9.2% and U-Net +4.8% over compile-0.5 with none allowed,
+# -2.8% and -3.8% with no guard at all). The far ones are what broke plans
+# (the RMSNorm weight-gradient reductions of neighbouring layers). Least
+# plans on CPU (2026-11-28), measured with none / up to 8 / up to 16 apart
+# allowed: a 4-layer Llama 20.2 / 20.2 / 21.4 MB for 20.2 predicted, a
+# 4-layer DiT 66.2 / 60.8 / 68.8 MB for 67.3.
+MAX_HORIZONTAL_FUSION_DISTANCE = 8
+
 
 # The guards, each of which a partitioner may turn off
 # (`LethePartitioner(fusion_guards=...)`), to measure what it is worth.
@@ -83,6 +96,13 @@ def _gap(producer: Any, consumer: Any) -> int:
     span several). A chain fused link by link stays near: only the gap
     between its ends and the next link counts."""
     return consumer.min_order - producer.max_order
+
+
+def _apart(node1: Any, node2: Any) -> int:
+    """How far apart two scheduler nodes lie, as inductor's own horizontal
+    limit (`are_long_distant_nodes`) measures it."""
+    return max(abs(node1.min_order - node2.max_order),
+               abs(node2.min_order - node1.max_order))
 
 
 def guard_vertical(inner: Callable[..., bool]) -> Callable[..., bool]:
@@ -108,18 +128,20 @@ def guard_vertical(inner: Callable[..., bool]) -> Callable[..., bool]:
 
 def guard_horizontal(inner: Callable[..., bool]) -> Callable[..., bool]:
     """Inductor's `can_fuse_horizontal` that, in a planned compile, fuses no
-    two consumers of a shared read, but inductor's mix-order reductions."""
+    two consumers of a shared read more than MAX_HORIZONTAL_FUSION_DISTANCE
+    apart, but inductor's mix-order reductions."""
     if getattr(inner, "_lethe_guard", False):
         return inner
 
     def can_fuse_horizontal(scheduler: Any, node1: Any, node2: Any,
                             shared_data_score: int) -> bool:
-        if planned_compile("horizontal"):
+        if planned_compile("horizontal") and \
+                _apart(node1, node2) > MAX_HORIZONTAL_FUSION_DISTANCE:
             from torch._inductor import scheduler as inductor_scheduler
             mix = getattr(inductor_scheduler, "MixOrderReduction", None)
             if mix is None or not mix.can_fuse(node1, node2):
                 inductor_scheduler.WhyNoFuse(node1, node2)(
-                    "Lethe: no horizontal fusion under a plan")
+                    "Lethe: %d nodes apart", _apart(node1, node2))
                 return False
         return inner(scheduler, node1, node2, shared_data_score)
     can_fuse_horizontal._lethe_guard = True  # type: ignore[attr-defined]

@@ -177,27 +177,31 @@ def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan(
     assert _fusion.guard_vertical(vertical) is vertical  # wrapped once
     near, next_to_it = node(10, 12), node(13, 14)
     far = node(12 + _fusion.MAX_VERTICAL_FUSION_DISTANCE + 1, 200)
+    apart = node(10 + _fusion.MAX_HORIZONTAL_FUSION_DISTANCE + 1, 30)
     # Without a binding plan: inductor's heuristics decide.
     for binds in (False, None):
         with _under_a_plan(binds):
             assert not _fusion.planned_compile("vertical")
             assert vertical(None, near, far, 0)
-            assert horizontal(None, near, next_to_it, 0)
+            assert horizontal(None, near, apart, 0)
     with _under_a_plan():
         assert _fusion.planned_compile("vertical")
         assert vertical(None, near, next_to_it, 0)
         assert not vertical(None, near, far, 0)
-        # No horizontal fusion, but inductor's mix-order reductions.
-        assert not horizontal(None, near, next_to_it, 0)
-        mix.append((near, next_to_it))
+        # No horizontal fusion of nodes far apart (the neighbours are fused:
+        # a norm's backward reads its input in several reductions), but
+        # inductor's mix-order reductions.
         assert horizontal(None, near, next_to_it, 0)
+        assert not horizontal(None, near, apart, 0)
+        mix.append((near, apart))
+        assert horizontal(None, near, apart, 0)
         mix.clear()
     # A guard the partitioner turned off (to measure it) lets inductor be.
     with _under_a_plan(guards=frozenset({"horizontal"})):
         assert vertical(None, near, far, 0)
-        assert not horizontal(None, near, next_to_it, 0)
+        assert not horizontal(None, near, apart, 0)
     with _under_a_plan(guards=frozenset()):
-        assert horizontal(None, near, next_to_it, 0)
+        assert horizontal(None, near, apart, 0)
 
 
 def test_the_fusion_guard_holds_in_every_thread(monkeypatch):
@@ -227,8 +231,8 @@ def test_the_fusion_guard_holds_in_every_thread(monkeypatch):
         def other_thread():
             a = SimpleNamespace(min_order=10, max_order=12,
                                 get_name=lambda: "op10")
-            b = SimpleNamespace(min_order=13, max_order=14,
-                                get_name=lambda: "op13")
+            b = SimpleNamespace(min_order=30, max_order=32,
+                                get_name=lambda: "op30")
             seen["unplanned"] = V.choices.can_fuse_horizontal(None, a, b, 0)
             with _under_a_plan():
                 seen["planned"] = V.choices.can_fuse_horizontal(None, a, b,
