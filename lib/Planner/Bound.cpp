@@ -707,8 +707,7 @@ llvm::Error Relaxation::solve(OverheadBound &bound, double &overheadUs) {
       bound.converged = separate(result.values) == 0;
       return llvm::Error::success();
     }
-    if (separate(result.values) == 0 && addStretchRows(result.values) == 0 &&
-        !addCoverageRows(result.values)) {
+    if (separate(result.values) == 0 && !addCoverageRows(result.values)) {
       bound.converged = true;
       return llvm::Error::success();
     }

@@ -106,7 +106,6 @@ void Relaxation::addContention(const DeviceProfile &device,
   bool collectives = false;
   for (NodeId i = 0; i < numNodes && !collectives; ++i)
     collectives = model.getGraph().getNode(i).hasFlag(NodeFlagCollective);
-  hasCollectives = collectives;
   leastD2hAlone = collectives
                       ? leastD2h
                       : leastMovingRate(device, /*h2d=*/false, /*beside=*/false);
@@ -419,7 +418,7 @@ void Relaxation::addPhaseSplit(NodeId p) {
   int extra2 = lp.addColumn(0, INFINITY, 0, false);
   // Phase 1's extra time is at least that of the kernels up to p that the
   // copies out are sure to move beside (addCoverageRows).
-  splitColumns.push_back({p, extra1, both1, extra2, d2h1, h2d1});
+  splitColumns.push_back({p, extra1, both1});
   for (const ContentionLevel &level : levels) {
     double unslowed1 = 0.0, unslowed2 = 0.0;
     for (NodeId i = 0; i < numNodes; ++i)

@@ -17,7 +17,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -54,14 +53,6 @@ constexpr int kCoverageMaxColumns = 5000;
 /// (addPhaseSplit): the nodes that must free the most, at least
 /// numNodes / kPointSpacingDivisor apart. Each adds two dense rows.
 constexpr int kPhaseSplits = 16;
-/// The copy stretches (addStretchRows): the grid cells of the nominal
-/// timeline after the earliest split, the shortest copies tried (one per
-/// size class, largest first), the slopes of each cap's tangents, and the
-/// rounds of rows they add.
-constexpr int kStretchCells = 4096;
-constexpr size_t kStretchThresholds = 4;
-constexpr int kStretchLambdas = 12;
-constexpr int kStretchRounds = 8;
 
 class Relaxation {
 public:
@@ -125,33 +116,8 @@ private:
   struct SplitColumns {
     NodeId node;
     int extra1, both1;
-    int extra2, d2h1, h2d1;
   };
   std::vector<SplitColumns> splitColumns;
-  /// Phase 2 of each contention split, its copies moving in stretches at
-  /// least one copy long (docs/Bound.md, §1 "Copy stretches";
-  /// BoundStretches.cpp): `prepareStretches` computes, per contention
-  /// level and shortest large copy, tangents of the most deficit such
-  /// stretches can meet; `addStretchRows` adds, per split, the one the
-  /// answer `x` breaks most (returns how many).
-  struct StretchFamily {
-    struct Tangent {
-      double lambda, mu, most;
-    };
-    int level = 0;
-    double densest = 0.0, threshold = 0.0;
-    std::vector<Tangent> tangents;
-  };
-  void prepareStretches();
-  int addStretchRows(const std::vector<double> &x);
-  /// The moving time of the copies of activations under `threshold` MiB,
-  /// a column (-2: none).
-  int smallCopiesColumn(double threshold);
-  std::vector<StretchFamily> stretchFamilies;
-  std::map<double, int> smallCopyCols;
-  bool stretchesPrepared = false;
-  int stretchRounds = 0;
-  bool hasCollectives = false;
   /// Per node, the simulator's slowdown factor beside copies moving one
   /// way and both ways (kernelSlowdown; filled by addContention).
   std::vector<double> slowOne, slowBoth;
