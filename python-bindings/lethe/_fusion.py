@@ -11,8 +11,8 @@ refuse two kinds, each measured:
 - **horizontal** (two consumers of a shared read, except inductor's
   mix-order reductions): none further apart than
   MAX_HORIZONTAL_FUSION_DISTANCE;
-- **vertical** (a producer and a consumer far after it): none further apart
-  than MAX_VERTICAL_FUSION_DISTANCE.
+- **vertical** (a producer and a consumer far after it): none whose kernel
+  would span more than MAX_VERTICAL_FUSION_DISTANCE nodes.
 
 The order is the plan's too: min-cut puts each recomputation right before
 its first use, and inductor's peak-memory pass keeps that order instead of
@@ -57,9 +57,15 @@ from typing import Any, Callable
 # (layer 0's normalised q/k/v and MLP inputs made while layer 3's gradient
 # was computed, and held to the end) and 66.2 MB without, for 67.3
 # predicted; 32, 64 and 128 measured the same (2026-11-28). 64 is the
-# distance inductor's own horizontal guard uses. Measured from the
-# producer's last node to the consumer's first: a long chain fused link by
-# link is never refused.
+# distance inductor's own horizontal guard uses, and measured as it does:
+# the span of the kernel the fusion would make (_apart). Measured from the
+# producer's last node instead (until ce7921a), a chain fused link by link
+# grew without bound: on an H200 (2026-11-28) a 2.0 GB plan of DiT-B/2
+# measured 2.51 GB, one backward kernel re-making the residual stream and
+# the modulated norms of layers 0 to 10 at layer 10 (37 outputs of 25 MB).
+# A fused kernel spanning more than 64 positions runs far-apart work
+# together; chains of adjacent ops stay within max_fusion_size (64) nodes.
+# Not yet measured on a GPU; the CPU plans measure the same either way.
 MAX_VERTICAL_FUSION_DISTANCE = 64
 
 # Scheduler nodes further apart than this are not fused horizontally under
@@ -90,17 +96,11 @@ def planned_compile(guard: str) -> bool:
         guard in getattr(partitioner, "fusion_guards", GUARDS)
 
 
-def _gap(producer: Any, consumer: Any) -> int:
-    """How far after the producer's last original position the consumer's
-    first one lies (scheduler nodes' `min_order`/`max_order`; fused nodes
-    span several). A chain fused link by link stays near: only the gap
-    between its ends and the next link counts."""
-    return consumer.min_order - producer.max_order
-
-
 def _apart(node1: Any, node2: Any) -> int:
     """How far apart two scheduler nodes lie, as inductor's own horizontal
-    limit (`are_long_distant_nodes`) measures it."""
+    limit (`are_long_distant_nodes`) measures it: the span, in inductor's
+    original order, of the kernel fusing them would make (`min_order` /
+    `max_order`; a fused node spans all of its nodes)."""
     return max(abs(node1.min_order - node2.max_order),
                abs(node2.min_order - node1.max_order))
 
@@ -108,18 +108,19 @@ def _apart(node1: Any, node2: Any) -> int:
 def guard_vertical(inner: Callable[..., bool]) -> Callable[..., bool]:
     """Inductor's `can_fuse_vertical` (a static method of its heuristics,
     `InductorChoices`) that, in a planned compile, refuses a producer and
-    a consumer more than MAX_VERTICAL_FUSION_DISTANCE after it."""
+    a consumer whose fused kernel would span more than
+    MAX_VERTICAL_FUSION_DISTANCE scheduler nodes."""
     if getattr(inner, "_lethe_guard", False):
         return inner
 
     def can_fuse_vertical(scheduler: Any, node1: Any, node2: Any,
                           shared_data_score: int) -> bool:
         if planned_compile("vertical") and \
-                _gap(node1, node2) > MAX_VERTICAL_FUSION_DISTANCE:
+                _apart(node1, node2) > MAX_VERTICAL_FUSION_DISTANCE:
             from torch._inductor.scheduler import WhyNoFuse
             WhyNoFuse(node1, node2)(
-                "Lethe: the consumer is %d nodes after its producer",
-                _gap(node1, node2))
+                "Lethe: the fused kernel would span %d nodes",
+                _apart(node1, node2))
             return False
         return inner(scheduler, node1, node2, shared_data_score)
     can_fuse_vertical._lethe_guard = True  # type: ignore[attr-defined]

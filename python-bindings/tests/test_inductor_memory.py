@@ -188,6 +188,12 @@ def test_the_fusion_guard_refuses_only_far_fusions_under_a_plan(
         assert _fusion.planned_compile("vertical")
         assert vertical(None, near, next_to_it, 0)
         assert not vertical(None, near, far, 0)
+        # A chain fused link by link, each link next to the last, stops
+        # once its kernel would span more than the limit (DiT-B/2's
+        # residual stream re-made for ten layers in one kernel, H200).
+        grown = node(10, 10 + _fusion.MAX_VERTICAL_FUSION_DISTANCE - 1)
+        next_link = node(grown.max_order + 2, grown.max_order + 3)
+        assert not vertical(None, grown, next_link, 0)
         # No horizontal fusion of nodes far apart (the neighbours are fused:
         # a norm's backward reads its input in several reductions), but
         # inductor's mix-order reductions.
