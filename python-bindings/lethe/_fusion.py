@@ -59,7 +59,7 @@ from typing import Any, Callable
 # predicted; 32, 64 and 128 measured the same (2026-11-28). 64 is the
 # distance inductor's own horizontal guard uses, and measured as it does:
 # the span of the kernel the fusion would make (_apart). Measured from the
-# producer's last node instead (until ce7921a), a chain fused link by link
+# producer's last node instead (until c19e67a), a chain fused link by link
 # grew without bound: on an H200 (2026-11-28) a 2.0 GB plan of DiT-B/2
 # measured 2.51 GB, one backward kernel re-making the residual stream and
 # the modulated norms of layers 0 to 10 at layer 10 (37 outputs of 25 MB).
