@@ -225,7 +225,7 @@ placeJointly(llvm::ArrayRef<QueuedCopy> copies,
       // the state of least loss that still leaves it room (the frontier is
       // sorted by start, latest first, its losses falling).
       const double earliest =
-          std::min(c.deadlineUs, states[frontier.back()].startUs) -
+          std::min(c.deadlineUs, states[frontier.front()].startUs) -
           (1.0 + kLookBackCopies) * c.us;
       const NodeId latest = lastNodeEndingBy(
           nodeEndUs,
