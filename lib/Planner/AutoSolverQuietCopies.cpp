@@ -9,10 +9,11 @@
 // products with runs of element-wise kernels that lose nothing. Here the
 // returned plan's prefetches are issued earlier where that moves their
 // copies beside kernels that lose less (CopyHint::prefetchBy), the copies
-// kept in their order and before their deadlines. Placement also releases
-// each offload once its copy is predicted done, and each release waits for
-// its own copy (`wait_us`); released after an offload copied after it, an
-// offload's release is covered by that one's wait (CopyHint::
+// kept in their order and before their deadlines: placed one at a time and
+// together (a dynamic program over the H2D queue), the faster kept. Placement
+// also releases each offload once its copy is predicted done, and each release
+// waits for its own copy (`wait_us`); released after an offload copied after
+// it, an offload's release is covered by that one's wait (CopyHint::
 // releaseNotBefore). Both hold buffers on the device longer, only where the
 // plan's peak holds with room (docs/Planner.md, *quiet copies*).
 //

@@ -161,12 +161,12 @@ TEST(AutoQuietCopiesTest, OneReleaseWaitCoversTwoOffloads) {
   EXPECT_LT(plan->stepUs - unplanned.stepUs, 4.6);
 }
 
-/// Llama-8l at 60% of its unplanned peak with the calibrated H200: 47
-/// hidden prefetches in the backward, whose windows overlap. Walked one at
-/// a time from the latest deadline, each copy moved where it alone loses
-/// least pushes the copies before it beside matrix products; placed
-/// together (a dynamic program over the H2D queue), the step is 6.81% over
-/// the unplanned one (main, one at a time: 6.99%).
+/// Llama-8l at 60% of its unplanned peak with the calibrated H200: 30
+/// offloads, whose prefetches' windows in the backward overlap on the H2D
+/// queue. Moved one at a time from the latest deadline, each copy takes the
+/// window that loses least for it alone and pushes the ones before it
+/// earlier; placed together (a dynamic program over the queue), the step
+/// is 6.78% over the unplanned one (main, one at a time: 6.99%).
 TEST(AutoQuietCopiesTest, PrefetchesPlacedTogetherOnLlama) {
   // Costed as `lethe plan` costs it (the file has no kernel times).
   mlir::MLIRContext context;
