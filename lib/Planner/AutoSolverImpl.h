@@ -147,10 +147,12 @@ private:
   /// (contentionBetweenUs), in the same order and before their deadlines,
   /// the device peak within `cap`, only those of `allowed` (empty: all)
   /// moved; empty where none moves. `gainUs` gets each moved copy's
-  /// estimated gain (AutoSolverQuietCopies.cpp).
+  /// estimated gain; `joint`: the copies placed together, else one at a
+  /// time (AutoSolverQuietCopies.cpp).
   std::vector<CopyHint> quietPrefetchHints(int64_t cap,
                                            llvm::ArrayRef<uint8_t> allowed,
-                                           std::vector<double> &gainUs) const;
+                                           std::vector<double> &gainUs,
+                                           bool joint) const;
   /// The current plan with quietPrefetchHints, kept where its peak is within
   /// `cap`, its step faster and not under `floor` (true); where all the
   /// moves go under it, the moves of most estimated gain that the floor

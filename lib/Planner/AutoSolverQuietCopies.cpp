@@ -9,10 +9,11 @@
 // products with runs of element-wise kernels that lose nothing. Here the
 // returned plan's prefetches are issued earlier where that moves their
 // copies beside kernels that lose less (CopyHint::prefetchBy), the copies
-// kept in their order and before their deadlines. Placement also releases
-// each offload once its copy is predicted done, and each release waits for
-// its own copy (`wait_us`); released after an offload copied after it, an
-// offload's release is covered by that one's wait (CopyHint::
+// kept in their order and before their deadlines: placed one at a time and
+// together (a dynamic program over the H2D queue), the faster kept. Placement
+// also releases each offload once its copy is predicted done, and each release
+// waits for its own copy (`wait_us`); released after an offload copied after
+// it, an offload's release is covered by that one's wait (CopyHint::
 // releaseNotBefore). Both hold buffers on the device longer, only where the
 // plan's peak holds with room (docs/Planner.md, *quiet copies*).
 //
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 using namespace lethe;
 using namespace lethe::autosolver;
@@ -50,10 +52,10 @@ constexpr int64_t kPackingSlackLevels = 8;
 constexpr unsigned kPeakRounds = 16;
 
 /// Evaluations of the quiet copies: one for the merged releases, two for
-/// the moved prefetches (all of them, then those the floor allows). Their
-/// own: refine's contention pass before them mostly spends what it has (23
-/// of the corpus's 96 cells moved, not 42).
-constexpr unsigned kQuietEvaluations = 3;
+/// each placement of the moved prefetches (all of them, then those the
+/// floor allows). Their own: refine's contention pass before them mostly
+/// spends what it has (23 of the corpus's 96 cells moved, not 42).
+constexpr unsigned kQuietEvaluations = 5;
 
 llvm::Expected<unsigned> Solver::quietCopies(int64_t cap, double floor,
                                              unsigned &evaluations) {
@@ -147,9 +149,148 @@ llvm::Expected<bool> Solver::mergeReleases(int64_t cap, double floor,
   return true;
 }
 
+namespace {
+/// One hidden prefetch as the joint placement sees it.
+struct QueuedCopy {
+  double deadlineUs;  ///< Its reader's chain start: the copy ends by then.
+  double us;          ///< Its H2D copy's time.
+  double readyUs;     ///< Its D2H copy's end: it cannot start before.
+  NodeId lo, hi;      ///< Issued after a node in [lo, hi].
+  NodeId pinned;      ///< A trade's issue (CopyHint::prefetchNotBefore), -1.
+  NodeId earliestFit; ///< Issued after earliestFit - 1 at the earliest: its
+                      ///< buffer alone fits back on the device from there.
+  bool movable;
+};
+
+/// Where one copy goes: issued after `issue`; `moved` where placed there by
+/// CopyHint::prefetchBy (else Placement's as-late-as-hidden rule puts it
+/// there), with the loss it saves against that rule (`gainUs`).
+struct PlacedCopy {
+  NodeId issue = -1;
+  bool moved = false;
+  double gainUs = 0.0;
+};
+
+/// A partial placement of the copies walked so far (latest deadline first):
+/// the earliest of them starts at `startUs`, the copies before it on the
+/// H2D queue end by then; `lossUs` summed over them.
+struct QueueState {
+  double startUs, lossUs;
+  int32_t parent;
+  NodeId issue;
+  bool moved;
+};
+} // namespace
+
+/// States kept per copy at most, a bound on the joint placement's time
+/// (each state costs a loss look-up per copy): the frontier below is the
+/// trade-off between the room left to the copies before and the loss so
+/// far, thinned evenly beyond this. The largest on 12 corpus cells at
+/// 40-70% was 160 (Qwen2 at 60%, 66 copies).
+constexpr size_t kMaxStates = 1024;
+
+/// The placement of `copies` (latest deadline first, as the H2D queue runs
+/// them backwards) of least summed loss (`lossBetween`, each move charged
+/// kMinGainUs), each in its window of issue points or where Placement puts
+/// it, one after the other on the queue: a dynamic program over the copies
+/// whose state is the queue's earliest start so far, keeping the states
+/// that no other beats in both start and loss. Memory: each copy's buffer
+/// alone fits (the copies together are checked after). Empty when none
+/// fits.
+static std::vector<PlacedCopy>
+placeJointly(llvm::ArrayRef<QueuedCopy> copies,
+             llvm::ArrayRef<double> nodeEndUs,
+             llvm::function_ref<double(double, double)> lossBetween) {
+  std::vector<QueueState> states{
+      {std::numeric_limits<double>::infinity(), 0.0, -1, -1, false}};
+  std::vector<int32_t> frontier{0}, next;
+  for (const QueuedCopy &c : copies) {
+    next.clear();
+    // Where Placement puts it behind each state: as late as the queue and
+    // its deadline allow.
+    for (int32_t f : frontier) {
+      const double end = std::min(c.deadlineUs, states[f].startUs);
+      const double start = end - c.us;
+      NodeId issue = lastNodeEndingBy(nodeEndUs, start, c.lo, c.hi);
+      if (c.pinned >= 0)
+        issue = std::min(c.hi, std::max(issue, c.pinned));
+      if (issue + 1 < c.earliestFit)
+        continue;
+      states.push_back({std::max(start, nodeEndUs[issue]),
+                        states[f].lossUs + lossBetween(start, end), f, issue,
+                        false});
+      next.push_back(static_cast<int32_t>(states.size() - 1));
+    }
+    if (c.movable && !frontier.empty()) {
+      // Issue points back from the latest its deadline allows, each behind
+      // the state of least loss that still leaves it room (the frontier is
+      // sorted by start, latest first, its losses falling).
+      const double earliest =
+          std::min(c.deadlineUs, states[frontier.front()].startUs) -
+          (1.0 + kLookBackCopies) * c.us;
+      const NodeId latest = lastNodeEndingBy(
+          nodeEndUs,
+          std::min(c.deadlineUs, states[frontier.front()].startUs) - c.us, c.lo,
+          c.hi);
+      for (NodeId m = latest; m >= c.lo && m + 1 >= c.earliestFit &&
+                              latest - m < NodeId(kMaxIssuePoints);
+           --m) {
+        const double s = std::max(nodeEndUs[m], c.readyUs);
+        if (s < earliest)
+          break;
+        if (s + c.us > c.deadlineUs)
+          continue;
+        auto it = std::partition_point(
+            frontier.begin(), frontier.end(),
+            [&](int32_t f) { return states[f].startUs >= s + c.us; });
+        if (it == frontier.begin())
+          continue;
+        const int32_t f = *(it - 1);
+        states.push_back(
+            {s, states[f].lossUs + lossBetween(s, s + c.us) + kMinGainUs, f, m,
+             true});
+        next.push_back(static_cast<int32_t>(states.size() - 1));
+      }
+    }
+    // The states no other beats in both start and loss.
+    llvm::sort(next, [&](int32_t x, int32_t y) {
+      return std::make_pair(-states[x].startUs, states[x].lossUs) <
+             std::make_pair(-states[y].startUs, states[y].lossUs);
+    });
+    frontier.clear();
+    for (int32_t x : next)
+      if (frontier.empty() || states[x].lossUs < states[frontier.back()].lossUs)
+        frontier.push_back(x);
+    if (frontier.empty())
+      return {};
+    if (frontier.size() > kMaxStates) {
+      // Evenly thinned, the least loss (the last) kept.
+      std::vector<int32_t> kept;
+      for (size_t i = 0; i < kMaxStates; ++i)
+        kept.push_back(frontier[(i + 1) * frontier.size() / kMaxStates - 1]);
+      frontier = std::move(kept);
+    }
+  }
+  std::vector<PlacedCopy> placed(copies.size());
+  int32_t s = frontier.back();
+  for (size_t k = copies.size(); k-- > 0; s = states[s].parent) {
+    const QueueState &state = states[s];
+    placed[k].issue = state.issue;
+    placed[k].moved = state.moved;
+    if (state.moved) {
+      const double end =
+          std::min(copies[k].deadlineUs, states[state.parent].startUs);
+      placed[k].gainUs =
+          lossBetween(end - copies[k].us, end) -
+          lossBetween(state.startUs, state.startUs + copies[k].us);
+    }
+  }
+  return placed;
+}
+
 std::vector<CopyHint>
 Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
-                           std::vector<double> &gainUs) const {
+                           std::vector<double> &gainUs, bool joint) const {
   const Evaluation &eval = currentEval;
   const Placement &p = *eval.placement;
   const PlannedCopyCosts copy = plannedCopyCosts(device);
@@ -173,6 +314,68 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
   std::vector<uint8_t> banned(acts.size(), 0);
   for (auto [a, ok] : llvm::enumerate(allowed))
     banned[a] = !ok;
+  if (joint) {
+    std::vector<QueuedCopy> copies;
+    for (int32_t a : offloaded) {
+      const ActivationDecision &d = p.decisions[a];
+      NodeId fit = d.prefetchAfter + 1;
+      while (fit - 1 > d.releaseAfter &&
+             nodeMemory[fit - 1] + acts[a].bytes <= roomTo)
+        --fit;
+      copies.push_back({p.chainStartUs[d.firstBackwardUse],
+                        copy.h2dUs(acts[a].bytes), p.d2hEndUs[a],
+                        d.releaseAfter, d.firstBackwardUse - 1,
+                        currentHints[a].prefetchNotBefore, fit, false});
+    }
+    auto lossBetween = [&](double from, double to) {
+      return contentionBetweenUs(eval, from, to);
+    };
+    for (unsigned round = 0; round < kPeakRounds; ++round) {
+      // A trade's prefetch stays where its hint puts it.
+      for (auto [k, a] : llvm::enumerate(offloaded))
+        copies[k].movable = currentHints[a].prefetchNotBefore < 0 && !banned[a];
+      std::vector<PlacedCopy> placed =
+          placeJointly(copies, p.nodeEndUs, lossBetween);
+      if (placed.empty())
+        return {};
+      // The copies together must fit where each alone does: bytes back on
+      // the device earlier than in the plan, per node.
+      std::vector<int64_t> added(numNodes, 0);
+      int32_t lastMoved = -1;
+      bool anyMoved = false, over = false;
+      gainUs.assign(acts.size(), 0.0);
+      for (auto [k, a] : llvm::enumerate(offloaded)) {
+        const ActivationDecision &d = p.decisions[a];
+        const NodeId issue = placed[k].issue;
+        bool fits = true;
+        for (NodeId n = issue + 1; fits && n <= d.prefetchAfter; ++n)
+          fits = nodeMemory[n] + added[n] + acts[a].bytes <= roomTo;
+        if (placed[k].moved)
+          lastMoved = a;
+        if (!fits) {
+          // Its own move, or the one that pushed it back, not made again.
+          if (lastMoved < 0)
+            return {};
+          banned[lastMoved] = 1;
+          over = true;
+          break;
+        }
+        hints[a].prefetchBy = placed[k].moved ? issue : -1;
+        if (placed[k].moved) {
+          gainUs[a] = placed[k].gainUs;
+          anyMoved = true;
+        }
+        for (NodeId n = issue + 1; n <= d.prefetchAfter; ++n)
+          added[n] += acts[a].bytes;
+      }
+      if (over)
+        continue;
+      if (!anyMoved || copyOnlyPeak({}, hints) > cap)
+        return {};
+      return hints;
+    }
+    return {};
+  }
   for (unsigned round = 0; round < kPeakRounds; ++round) {
     // Bytes back on the device earlier than in the plan, per node.
     std::vector<int64_t> added(numNodes, 0);
@@ -267,43 +470,56 @@ Solver::quietPrefetchHints(int64_t cap, llvm::ArrayRef<uint8_t> allowed,
 
 llvm::Expected<bool> Solver::quietPrefetches(int64_t cap, double floor,
                                              llvm::function_ref<bool()> spend) {
-  std::vector<double> gainUs;
-  std::vector<CopyHint> hints = quietPrefetchHints(cap, {}, gainUs);
-  // Twice at most: where every move together makes the step faster than the
-  // floor allows, only the moves of most estimated gain that together gain
-  // about what it allows.
-  for (unsigned attempt = 0; attempt < 2 && !hints.empty() && spend();
-       ++attempt) {
-    llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
-        current, hints, {cap, currentEval.stepUs}, options.hostBudgetBytes);
-    if (!evaluated)
-      return evaluated.takeError();
-    if (!*evaluated || (*evaluated)->peakBytes > cap ||
-        !((*evaluated)->stepUs < currentEval.stepUs))
-      return false;
-    const double gained = currentEval.stepUs - (*evaluated)->stepUs;
-    if ((*evaluated)->stepUs >= floor) {
-      currentHints = std::move(hints);
-      currentEval = std::move(**evaluated);
-      return true;
-    }
-    // The estimate scaled to what the moves gained.
-    const double estimated = std::accumulate(gainUs.begin(), gainUs.end(), 0.0);
-    const double allowedUs = (currentEval.stepUs - floor) * estimated / gained;
-    std::vector<std::pair<double, int32_t>> byGain;
-    for (auto [a, g] : llvm::enumerate(gainUs))
-      if (g > 0.0)
-        byGain.push_back({-g, static_cast<int32_t>(a)});
-    llvm::sort(byGain);
-    std::vector<uint8_t> allowed(acts.size(), 0);
-    double sum = 0.0;
-    for (auto [negGain, a] : byGain) {
-      if (sum - negGain > allowedUs)
+  // The copies placed together, then one at a time: the estimate both go by
+  // (contentionBetweenUs) misses how the step's times shift, so each is
+  // evaluated and the faster kept (T5 at 60%: one at a time 10.50%,
+  // together 10.54%; GPT-2 at 60% 8.40% and 8.34%).
+  std::optional<std::pair<std::vector<CopyHint>, Evaluation>> best;
+  for (bool joint : {true, false}) {
+    std::vector<double> gainUs;
+    std::vector<CopyHint> hints = quietPrefetchHints(cap, {}, gainUs, joint);
+    // Twice at most: where every move together makes the step faster than
+    // the floor allows, only the moves of most estimated gain that together
+    // gain about what it allows.
+    for (unsigned attempt = 0; attempt < 2 && !hints.empty() && spend();
+         ++attempt) {
+      llvm::Expected<std::optional<Evaluation>> evaluated = evaluateTrial(
+          current, hints, {cap, currentEval.stepUs}, options.hostBudgetBytes);
+      if (!evaluated)
+        return evaluated.takeError();
+      if (!*evaluated || (*evaluated)->peakBytes > cap ||
+          !((*evaluated)->stepUs < currentEval.stepUs))
         break;
-      sum -= negGain;
-      allowed[a] = 1;
+      const double gained = currentEval.stepUs - (*evaluated)->stepUs;
+      if ((*evaluated)->stepUs >= floor) {
+        if (!best || (*evaluated)->stepUs < best->second.stepUs)
+          best.emplace(std::move(hints), std::move(**evaluated));
+        break;
+      }
+      // The estimate scaled to what the moves gained.
+      const double estimated =
+          std::accumulate(gainUs.begin(), gainUs.end(), 0.0);
+      const double allowedUs =
+          (currentEval.stepUs - floor) * estimated / gained;
+      std::vector<std::pair<double, int32_t>> byGain;
+      for (auto [a, g] : llvm::enumerate(gainUs))
+        if (g > 0.0)
+          byGain.push_back({-g, static_cast<int32_t>(a)});
+      llvm::sort(byGain);
+      std::vector<uint8_t> allowed(acts.size(), 0);
+      double sum = 0.0;
+      for (auto [negGain, a] : byGain) {
+        if (sum - negGain > allowedUs)
+          break;
+        sum -= negGain;
+        allowed[a] = 1;
+      }
+      hints = quietPrefetchHints(cap, allowed, gainUs, joint);
     }
-    hints = quietPrefetchHints(cap, allowed, gainUs);
   }
-  return false;
+  if (!best)
+    return false;
+  currentHints = std::move(best->first);
+  currentEval = std::move(best->second);
+  return true;
 }

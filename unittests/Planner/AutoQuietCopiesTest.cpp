@@ -11,7 +11,10 @@
 #include "BoundTestSupport.h"
 #include "RandomGraph.h"
 
+#include "lethe/Driver/GraphLoader.h"
 #include "lethe/Planner/Planner.h"
+
+#include "mlir/IR/MLIRContext.h"
 
 #include <gtest/gtest.h>
 
@@ -156,6 +159,34 @@ TEST(AutoQuietCopiesTest, OneReleaseWaitCoversTwoOffloads) {
   // One release wait and the two readers' (main: a release wait each, 6
   // us).
   EXPECT_LT(plan->stepUs - unplanned.stepUs, 4.6);
+}
+
+/// Llama-8l at 60% of its unplanned peak with the calibrated H200: 30
+/// offloads, whose prefetches' windows in the backward overlap on the H2D
+/// queue. Moved one at a time from the latest deadline, each copy takes the
+/// window that loses least for it alone and pushes the ones before it
+/// earlier; placed together (a dynamic program over the queue), the step
+/// is 6.78% over the unplanned one (main, one at a time: 6.99%).
+TEST(AutoQuietCopiesTest, PrefetchesPlacedTogetherOnLlama) {
+  // Costed as `lethe plan` costs it (the file has no kernel times).
+  mlir::MLIRContext context;
+  registerLoaderDialects(context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = loadTrainingGraph(
+      std::string(LETHE_GRAPHS_DIR) + "/graph_llama8l.json", context, {});
+  ASSERT_TRUE(module);
+  mlir::FailureOr<TrainingGraph> graph =
+      TrainingGraph::fromFunction(getTrainingFunction(*module));
+  ASSERT_TRUE(mlir::succeeded(graph));
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
+  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
+  Plan unplanned = unplannedPlan(*graph, *device);
+  PlanOptions options;
+  options.budgetBytes = static_cast<int64_t>(0.6 * unplanned.peakBytes);
+  llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, options);
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  ASSERT_TRUE(plan->feasible);
+  EXPECT_LE(plan->peakBytes, options.budgetBytes);
+  EXPECT_LT(plan->stepUs / unplanned.stepUs - 1.0, 0.069);
 }
 
 } // namespace
