@@ -99,7 +99,7 @@ def planned_compile(guard: str) -> bool:
 def _apart(node1: Any, node2: Any) -> int:
     """How far apart two scheduler nodes lie, as inductor's own horizontal
     limit (`are_long_distant_nodes`) measures it: the span, in inductor's
-    original order, of the kernel fusing them would make (`min_order` /
+    original order, of the kernel that fusing them would make (`min_order` /
     `max_order`; a fused node spans all of its nodes)."""
     return max(abs(node1.min_order - node2.max_order),
                abs(node2.min_order - node1.max_order))
