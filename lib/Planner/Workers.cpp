@@ -1,0 +1,85 @@
+//===- Workers.cpp - Threads for work a search may discard ----------------===//
+
+#include "Workers.h"
+
+#include <algorithm>
+
+using namespace lethe::autosolver;
+
+// Not llvm::StdThreadPool: work on its threads hands over work of its own (a
+// fork's forks), and the pool's destructor, joining its threads while a
+// discarded fork still ran, blocked that fork's hand-over for good.
+Workers::Workers(unsigned threads) : threads(std::max(1u, threads)) {
+  for (unsigned i = 1; i < this->threads; ++i)
+    pool.emplace_back([this] { serve(); });
+}
+
+Workers::~Workers() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    closing = true;
+  }
+  queueChanged.notify_all();
+  // A thread may still run discarded work (told to stop, it ends soon);
+  // what is queued is discarded (every waited-for task was waited for).
+  for (std::thread &thread : pool)
+    thread.join();
+}
+
+void Workers::serve() {
+  while (true) {
+    std::shared_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      queueChanged.wait(lock, [&] { return closing || !queue.empty(); });
+      if (closing)
+        return;
+      task = std::move(queue.front());
+      queue.pop_front();
+    }
+    if (task->claim())
+      task->runClaimed();
+  }
+}
+
+void Workers::Task::runClaimed() {
+  work();
+  // The work may hold what holds this task.
+  work = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+  }
+  doneChanged.notify_all();
+}
+
+void Workers::Task::wait() {
+  if (claim()) {
+    runClaimed();
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  doneChanged.wait(lock, [&] { return done; });
+}
+
+void Workers::Task::discard() {
+  if (claim()) {
+    work = nullptr;
+    std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+  }
+}
+
+std::shared_ptr<Workers::Task> Workers::spawn(std::function<void()> work) {
+  ++spawned;
+  auto task = std::make_shared<Task>();
+  task->work = std::move(work);
+  if (!pool.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      queue.push_back(task);
+    }
+    queueChanged.notify_one();
+  }
+  return task;
+}
