@@ -19,7 +19,7 @@ Workers::~Workers() {
     std::lock_guard<std::mutex> lock(mutex);
     closing = true;
   }
-  queueChanged.notify_all();
+  changed.notify_all();
   // A thread may still run discarded work (told to stop, it ends soon);
   // what is queued is discarded (every waited-for task was waited for).
   for (std::thread &thread : pool)
@@ -27,18 +27,17 @@ Workers::~Workers() {
 }
 
 void Workers::serve() {
+  std::unique_lock<std::mutex> lock(mutex);
   while (true) {
-    std::shared_ptr<Task> task;
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      queueChanged.wait(lock, [&] { return closing || !queue.empty(); });
-      if (closing)
-        return;
-      task = std::move(queue.front());
-      queue.pop_front();
-    }
+    changed.wait(lock, [&] { return closing || !queue.empty(); });
+    if (closing)
+      return;
+    std::shared_ptr<Task> task = std::move(queue.front());
+    queue.pop_front();
+    lock.unlock();
     if (task->claim())
       task->runClaimed();
+    lock.lock();
   }
 }
 
@@ -47,10 +46,10 @@ void Workers::Task::runClaimed() {
   // The work may hold what holds this task.
   work = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(workers.mutex);
     done = true;
   }
-  doneChanged.notify_all();
+  workers.changed.notify_all();
 }
 
 void Workers::Task::wait() {
@@ -58,28 +57,39 @@ void Workers::Task::wait() {
     runClaimed();
     return;
   }
-  std::unique_lock<std::mutex> lock(mutex);
-  doneChanged.wait(lock, [&] { return done; });
+  std::unique_lock<std::mutex> lock(workers.mutex);
+  while (!done) {
+    if (workers.queue.empty()) {
+      workers.changed.wait(lock);
+      continue;
+    }
+    std::shared_ptr<Task> other = std::move(workers.queue.front());
+    workers.queue.pop_front();
+    lock.unlock();
+    if (other->claim())
+      other->runClaimed();
+    lock.lock();
+  }
 }
 
 void Workers::Task::discard() {
   if (claim()) {
     work = nullptr;
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(workers.mutex);
     done = true;
   }
 }
 
 std::shared_ptr<Workers::Task> Workers::spawn(std::function<void()> work) {
   ++spawned;
-  auto task = std::make_shared<Task>();
+  std::shared_ptr<Task> task(new Task(*this));
   task->work = std::move(work);
   if (!pool.empty()) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       queue.push_back(task);
     }
-    queueChanged.notify_one();
+    changed.notify_all();
   }
   return task;
 }

@@ -23,7 +23,9 @@ namespace lethe::autosolver {
 /// Threads that take work from the caller's thread. Work is run by a free
 /// thread, else by the first caller that waits for it, so waiting never
 /// blocks on work nobody runs (a worker waiting on its own forks runs
-/// them), and with one thread everything runs on the caller's, in order.
+/// them), and with one thread everything runs on the caller's, in order. A
+/// thread waiting for work another runs runs queued work meanwhile (that
+/// work's own forks, mostly).
 class Workers {
 public:
   /// `threads` working in all, the caller's included (1: no other).
@@ -46,14 +48,15 @@ public:
 
   private:
     friend class Workers;
+    explicit Task(Workers &workers) : workers(workers) {}
     /// Whether this thread takes the work (only one does).
     bool claim() { return !claimed.exchange(true); }
     void runClaimed();
 
+    Workers &workers;
     std::function<void()> work;
     std::atomic<bool> claimed{false};
-    std::mutex mutex;
-    std::condition_variable doneChanged;
+    /// Under the workers' mutex.
     bool done = false;
   };
 
@@ -69,7 +72,8 @@ private:
   std::atomic<size_t> spawned{0};
   std::vector<std::thread> pool;
   std::mutex mutex;
-  std::condition_variable queueChanged;
+  /// Work queued, work done, or closing.
+  std::condition_variable changed;
   std::deque<std::shared_ptr<Task>> queue;
   bool closing = false;
 };
