@@ -21,7 +21,6 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/Threading.h"
 
 #include <algorithm>
 #include <array>
@@ -782,10 +781,7 @@ static unsigned planThreads(const Evaluator &evaluator,
                             const PlanOptions &options) {
   if (!evaluator.getCache().keepsNothing())
     return 1;
-  if (options.threads)
-    return options.threads;
-  return std::clamp(llvm::hardware_concurrency().compute_thread_count(), 1u,
-                    kMaxPlanThreads);
+  return Workers::choose(options.threads, kMaxPlanThreads);
 }
 
 /// Solves at the budget of `options`; where refining meets its floor and

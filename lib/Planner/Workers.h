@@ -34,6 +34,12 @@ public:
   Workers(const Workers &) = delete;
   Workers &operator=(const Workers &) = delete;
 
+  /// Threads to use where the caller asks for `requested` (0: the cores
+  /// no other thread of the machine is running on now, this one's
+  /// included, at most `most`). A fork that waits for a core is slower
+  /// than no fork: the caller then waits for it.
+  static unsigned choose(unsigned requested, unsigned most);
+
   unsigned getThreads() const { return threads; }
   /// The work handed over so far.
   size_t getSpawned() const { return spawned.load(); }

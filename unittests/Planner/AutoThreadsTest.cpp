@@ -56,6 +56,14 @@ TEST(WorkersTest, WorkRunsOnceWhereWaitedForAndNeverWhereDiscardedFirst) {
   }
 }
 
+TEST(WorkersTest, ThreadsAsAskedElseTheIdleCoresWithin) {
+  EXPECT_EQ(autosolver::Workers::choose(3, 4), 3u);
+  EXPECT_EQ(autosolver::Workers::choose(0, 1), 1u);
+  unsigned chosen = autosolver::Workers::choose(0, 4);
+  EXPECT_GE(chosen, 1u);
+  EXPECT_LE(chosen, 4u);
+}
+
 /// Solves `g` at `fraction` of its unplanned peak with one thread and with
 /// `threads`: the same solution, and the same evaluations counted. Returns
 /// the forks of the threaded solve.

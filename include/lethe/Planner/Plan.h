@@ -70,7 +70,8 @@ struct PlanOptions {
   /// it, only the time they take (EvaluationCacheTest).
   int64_t evaluationCacheBytes = kEvaluationCacheBytes;
   /// Threads the `auto` solver's searches may use, the caller's included
-  /// (0: the machine's, at most kMaxPlanThreads; 1: the caller's alone).
+  /// (0: the cores idle when the solve starts, the caller's included, at
+  /// most kMaxPlanThreads; 1: the caller's alone).
   /// Plans do not depend on it, only the time they take (docs/Planner.md,
   /// "Threads"). With an evaluation cache the solve uses one.
   unsigned threads = 0;
