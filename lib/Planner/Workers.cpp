@@ -55,7 +55,7 @@ unsigned Workers::choose(unsigned requested, unsigned most) {
     return requested;
   unsigned cores = llvm::hardware_concurrency().compute_thread_count();
   // On the shared 2-core machine a second thread that shared its core with
-  // another process made the slow corpus solves 5-15% slower
+  // another process made the slow corpus solves up to 19% slower
   // (bench/results/corpus.md, 2026-11-28, S24).
   if (std::optional<unsigned> running = runningThreads())
     cores = cores > *running ? cores - *running + 1 : 1;
