@@ -51,6 +51,7 @@ bool Verdicts::knownNoBetter(llvm::ArrayRef<Decision> decisions,
                              llvm::ArrayRef<CopyHint> hints, int64_t peakCap,
                              int64_t hostCap, double stepLimitUs,
                              bool tieKept) const {
+  std::lock_guard<std::mutex> lock(mutex);
   const Entry *e = find(decisions, hints, planHash(decisions, hints));
   if (!e)
     return false;
@@ -83,6 +84,7 @@ llvm::Expected<std::optional<Evaluation>> Solver::evaluateTrial(
 void Verdicts::record(llvm::ArrayRef<Decision> decisions,
                       llvm::ArrayRef<CopyHint> hints, const Evaluation &eval,
                       const EvaluationLimits &limits) {
+  std::lock_guard<std::mutex> lock(mutex);
   const size_t bytes =
       decisions.size() * sizeof(Decision) + hints.size() * sizeof(CopyHint);
   const uint64_t hash = planHash(decisions, hints);

@@ -15,6 +15,7 @@
 #define LETHE_LIB_PLANNER_AUTOSOLVERIMPL_H
 
 #include "AutoSolverTypes.h"
+#include "Workers.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
@@ -25,14 +26,49 @@
 #include "llvm/Support/Error.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace lethe::autosolver {
+
+/// Work run on another thread where one is free (Workers), its evaluations
+/// counted apart (Evaluator::ThreadScope) until the caller takes its result
+/// (join); let go before that, it is discarded: not run where it did not
+/// start, else told to stop (its evaluations fail) and waited for.
+class Forked {
+public:
+  Forked(Workers &workers, const Evaluator &evaluator,
+         std::function<llvm::Error()> work);
+  Forked(Forked &&) = default;
+  Forked &operator=(Forked &&) = delete;
+  ~Forked();
+  /// Waits for the work (running it here where no thread took it), counts
+  /// the evaluations it made as this thread's, and gives its error.
+  llvm::Error join();
+
+private:
+  struct Run;
+  std::shared_ptr<Run> run;
+  std::shared_ptr<Workers::Task> task;
+};
+
+class Solver;
+
+/// A search run on a copy of the solver (Solver::fork).
+struct Fork {
+  /// Shared with the work, which a discarded fork may still run.
+  std::shared_ptr<Solver> copy;
+  /// The reused evaluations of the solver forked.
+  size_t reusedBefore = 0;
+  std::optional<Forked> forked;
+};
 
 class Solver {
 public:
@@ -81,6 +117,20 @@ public:
   /// by the solves nested for refine's floor, which try many of the same
   /// plans).
   void setVerdicts(Verdicts *kept) { verdicts = kept; }
+  /// The threads the searches' trials may run on (none: all on this one).
+  void setWorkers(Workers *threads) { workers = threads; }
+  /// Whether the searches fork trials to other threads.
+  bool forks() const { return workers && workers->getThreads() > 1; }
+  /// Runs `search` on a copy of this solver (its plan and what its searches
+  /// keep) on another thread where one is free: the trials the serial code
+  /// would make next, from the plan as it is now, while this thread makes
+  /// those before them.
+  Fork fork(std::function<llvm::Error(Solver &)> search) const;
+  /// Waits for `fork` (running it here where no thread took it) and counts
+  /// the evaluations its search made and reused as this solver's: the
+  /// copy, whose plan (and reductions) the caller takes where the serial
+  /// code would have had them.
+  llvm::Expected<Solver *> join(Fork &fork);
   /// Whether solve() answered with the family's last solution (already
   /// refined where refine is on).
   bool isSolvedAgain() const { return solvedAgain; }
@@ -356,6 +406,10 @@ private:
   /// Swaps the costliest recomputes for free decisions where that holds the
   /// level (small graphs only: it costs a few evaluations per level).
   llvm::Error swapCostly(int64_t level, size_t tries = 3);
+  /// One swap of swapCostly: the non-retained `x` retained, the level
+  /// reached again by free decisions; true where that is kept (faster),
+  /// else the plan is as it was.
+  llvm::Expected<bool> swapOne(int64_t level, int32_t x);
   /// Turns the costliest recomputes into offloads and the costliest exposed
   /// offloads into recomputes, one at a time, where the plan is faster and
   /// still holds the level (small graphs only, as swapCostly), and is no
@@ -515,6 +569,8 @@ private:
   bool solvedAgain = false;
   /// setVerdicts's (none: every trial evaluated).
   Verdicts *verdicts = nullptr;
+  /// setWorkers's.
+  Workers *workers = nullptr;
   /// solve() left a feasible plan's reasons to refineSolution, which
   /// explains the plan it returns (refined or not).
   bool reasonsDeferred = false;

@@ -714,17 +714,35 @@ llvm::Error Solver::refineSolution(
   // that point), but not near the least peak, where the packer has the
   // least slack (the least budget `lethe plan` reports rose 1.0% on
   // MobileNet-V3 and 0.6% on Swin-T with it there).
+  const bool floored = stepAbove && nextPeakAbove >= 0 && widenCopies;
+  // That solve depends on nothing refine does: where the searches fork and
+  // it replays the family's ladder (reads it only), it runs beside refine
+  // from the start, and is discarded where refine never asks for it.
+  std::optional<std::optional<double>> aheadStep;
+  std::optional<Forked> ahead;
+  if (floored && forks() && usedFamily && usedFamily->replay(nextPeakAbove).end)
+    ahead.emplace(*workers, evaluator, [&]() -> llvm::Error {
+      llvm::Expected<std::optional<double>> above = stepAbove(nextPeakAbove);
+      if (!above)
+        return above.takeError();
+      aheadStep = *above;
+      return llvm::Error::success();
+    });
   auto lowerFloor = [&]() -> llvm::Expected<double> {
-    llvm::Expected<std::optional<double>> above = stepAbove(nextPeakAbove);
+    llvm::Expected<std::optional<double>> above =
+        ahead ? std::optional<double>() : stepAbove(nextPeakAbove);
+    if (ahead) {
+      if (llvm::Error err = ahead->join())
+        return std::move(err);
+      above = *aheadStep;
+    }
     if (!above)
       return above.takeError();
     return *above ? std::min(refineFloor, **above) : refineFloor;
   };
   llvm::Expected<unsigned> kept = refine(
       std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes,
-      stepAbove && nextPeakAbove >= 0 && widenCopies
-          ? std::function<llvm::Expected<double>()>(lowerFloor)
-          : nullptr);
+      floored ? std::function<llvm::Expected<double>()>(lowerFloor) : nullptr);
   if (!kept)
     return kept.takeError();
   if (*kept == 0) {
@@ -757,6 +775,15 @@ constexpr unsigned kFloorDepth = 3;
 
 } // namespace
 
+/// PlanOptions::threads for a solve on `evaluator`: an evaluation cache is
+/// not shared across threads, so with one the solve uses one.
+static unsigned planThreads(const Evaluator &evaluator,
+                            const PlanOptions &options) {
+  if (!evaluator.getCache().keepsNothing())
+    return 1;
+  return Workers::choose(options.threads, kMaxPlanThreads);
+}
+
 /// Solves at the budget of `options`; where refining meets its floor and
 /// `depth` < kFloorDepth, solves at the next budget up (depth + 1, the
 /// ladder replayed from `solver.family`) for the floor (refineSolution);
@@ -764,9 +791,10 @@ constexpr unsigned kFloorDepth = 3;
 static llvm::Expected<AutoSolution>
 solveAt(const Evaluator &evaluator, const PlanOptions &options,
         llvm::ArrayRef<AutoSeed> seeds, const AutoSolverOptions &solver,
-        unsigned depth, Verdicts *verdicts) {
+        unsigned depth, Verdicts *verdicts, Workers *workers) {
   Solver fast(evaluator, options, seeds, solver);
   fast.setVerdicts(verdicts);
+  fast.setWorkers(workers);
   // The solves nested for the floor refine otherwise: only the caller's
   // budget is kept and answered again.
   fast.setAnswersAgain(depth == 0);
@@ -782,7 +810,7 @@ solveAt(const Evaluator &evaluator, const PlanOptions &options,
     PlanOptions above = options;
     above.budgetBytes = budget;
     llvm::Expected<AutoSolution> plan =
-        solveAt(evaluator, above, seeds, solver, depth + 1, verdicts);
+        solveAt(evaluator, above, seeds, solver, depth + 1, verdicts, workers);
     if (!plan)
       return plan.takeError();
     if (!plan->feasible)
@@ -811,10 +839,14 @@ llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
     withFamily.family = &local;
   // What the trials told, for the searches and the nested solves' refines.
   Verdicts verdicts;
+  // After the verdicts, which its threads read: they are joined first.
+  Workers workers(planThreads(evaluator, options));
   llvm::Expected<AutoSolution> solution =
       solveAt(evaluator, options, seeds, withFamily, 0,
-              solver.verdicts ? &verdicts : nullptr);
-  if (solution)
+              solver.verdicts ? &verdicts : nullptr, &workers);
+  if (solution) {
     solution->knownTrials = verdicts.getAnswered();
+    solution->forks = workers.getSpawned();
+  }
   return solution;
 }

@@ -497,6 +497,15 @@ llvm::Error Solver::probeBelow(int64_t level) {
   // plan is polished back at this level on a copy.
   State descent = start;
   std::optional<State> best;
+  auto compare = [&](const State &polished) {
+    if (polished.eval.peakBytes <= level &&
+        polished.eval.stepUs < (best ? best->eval.stepUs : start.eval.stepUs))
+      best = polished;
+  };
+  // A descent's polish and the next descent start from the same plan, and
+  // the polish keeps no reduction: where they fork, the polish runs beside
+  // the next descent, and is compared (in the serial order) after it.
+  std::optional<Fork> polishing;
   for (unsigned below = 1; below <= kProbeLevels; ++below) {
     restore(std::move(descent));
     llvm::Expected<bool> reached = reduceTo(
@@ -504,11 +513,21 @@ llvm::Error Solver::probeBelow(int64_t level) {
     if (!reached)
       return reached.takeError();
     descent = save();
+    if (polishing) {
+      llvm::Expected<Solver *> polished = join(*polishing);
+      if (!polished)
+        return polished.takeError();
+      compare((*polished)->save());
+      polishing.reset();
+    }
+    if (forks() && *reached && below < kProbeLevels) {
+      polishing.emplace(
+          fork([level](Solver &s) { return s.polishFully(level); }));
+      continue;
+    }
     if (llvm::Error err = polishFully(level))
       return err;
-    if (currentEval.peakBytes <= level &&
-        currentEval.stepUs < (best ? best->eval.stepUs : start.eval.stepUs))
-      best = save();
+    compare(save());
     if (!*reached)
       break;
   }
@@ -533,6 +552,12 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   // is faster. Without this, the next level's polish finds that plan and a
   // smaller budget gets a faster plan than this one.
   State saved = save();
+  // The probe the trades' replacement falls back on starts from the plan as
+  // it is (and reads no reduction the replacement keeps): it runs beside
+  // the replacement, and is discarded where that is kept.
+  std::optional<Fork> probe;
+  if (forks())
+    probe.emplace(fork([level](Solver &s) { return s.probeBelow(level); }));
   for (size_t a = 0; a < acts.size(); ++a)
     if (current[a] == Decision::Offload)
       currentHints[a] = CopyHint();
@@ -556,7 +581,14 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   }
   restore(std::move(saved));
   // Else the picks of the levels below may free the trades' ops.
-  return probeBelow(level);
+  if (!probe)
+    return probeBelow(level);
+  llvm::Expected<Solver *> probed = join(*probe);
+  if (!probed)
+    return probed.takeError();
+  restore((*probed)->save());
+  reductions = std::move((*probed)->reductions);
+  return llvm::Error::success();
 }
 
 std::vector<int32_t> Solver::costliestDecisions() const {
@@ -586,32 +618,61 @@ llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
     return llvm::Error::success();
   std::vector<int32_t> order = costliestDecisions();
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
-    int32_t x = order[i];
-    if (current[x] == Decision::Retain)
+    if (current[order[i]] == Decision::Retain)
       continue;
-    // Retained again, the level is reached by decisions that cost nothing
-    // (freeOnly); kept only if the step is faster.
-    const State saved = save();
-    if (current[x] == Decision::Offload)
-      offloadedBytes -= acts[x].bytes;
-    current[x] = Decision::Retain;
-    currentHints[x] = CopyHint();
-    // reduceTo goes down from its memory and simulates where it ends.
-    llvm::Expected<Evaluation> eval = evaluator.evaluate(
-        current, currentHints, EvaluationLimits::memoryOnly());
-    if (!eval)
-      return eval.takeError();
-    currentEval = std::move(*eval);
-    freeOnly = true;
-    llvm::Expected<bool> reached = reduceTo(
-        level, /*keep=*/false, {/*onlyReached=*/true, saved.eval.stepUs});
-    freeOnly = false;
-    if (!reached)
-      return reached.takeError();
-    if (!(*reached && currentEval.stepUs < saved.eval.stepUs))
-      restore(saved);
+    // The swaps after this one start from the plan as it is where this one
+    // is not kept (most are not), and keep no reduction: up to a thread
+    // each, they run beside it, taken in order until one is kept.
+    std::vector<std::pair<size_t, Fork>> ahead;
+    for (size_t j = i + 1; forks() && j < order.size() && j < tries &&
+                           ahead.size() + 1 < workers->getThreads();
+         ++j)
+      if (current[order[j]] != Decision::Retain)
+        ahead.push_back({j, fork([level, x = order[j]](Solver &s) {
+                           return s.swapOne(level, x).takeError();
+                         })});
+    llvm::Expected<bool> kept = swapOne(level, order[i]);
+    if (!kept)
+      return kept.takeError();
+    for (auto &[j, swap] : ahead) {
+      if (*kept)
+        break;
+      llvm::Expected<Solver *> swapped = join(swap);
+      if (!swapped)
+        return swapped.takeError();
+      kept = (*swapped)->current != current ||
+             (*swapped)->currentHints != currentHints;
+      restore((*swapped)->save());
+      i = j;
+    }
   }
   return llvm::Error::success();
+}
+
+llvm::Expected<bool> Solver::swapOne(int64_t level, int32_t x) {
+  // Retained again, the level is reached by decisions that cost nothing
+  // (freeOnly); kept only if the step is faster.
+  const State saved = save();
+  if (current[x] == Decision::Offload)
+    offloadedBytes -= acts[x].bytes;
+  current[x] = Decision::Retain;
+  currentHints[x] = CopyHint();
+  // reduceTo goes down from its memory and simulates where it ends.
+  llvm::Expected<Evaluation> eval =
+      evaluator.evaluate(current, currentHints, EvaluationLimits::memoryOnly());
+  if (!eval)
+    return eval.takeError();
+  currentEval = std::move(*eval);
+  freeOnly = true;
+  llvm::Expected<bool> reached = reduceTo(
+      level, /*keep=*/false, {/*onlyReached=*/true, saved.eval.stepUs});
+  freeOnly = false;
+  if (!reached)
+    return reached.takeError();
+  if (*reached && currentEval.stepUs < saved.eval.stepUs)
+    return true;
+  restore(saved);
+  return false;
 }
 
 llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {

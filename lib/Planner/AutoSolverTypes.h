@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -262,7 +263,10 @@ public:
               llvm::ArrayRef<CopyHint> hints, const Evaluation &eval,
               const EvaluationLimits &limits);
   /// The trials knownNoBetter turned down.
-  size_t getAnswered() const { return answered; }
+  size_t getAnswered() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return answered;
+  }
 
 private:
   struct Entry {
@@ -279,6 +283,8 @@ private:
   std::vector<Entry> entries;
   size_t keptBytes = 0;
   mutable size_t answered = 0;
+  /// The searches' forks (Solver::fork) share the verdicts across threads.
+  mutable std::mutex mutex;
 };
 
 /// Snapshot of the solver's current plan.

@@ -71,11 +71,40 @@ void EvaluationCache::insert(llvm::ArrayRef<Decision> decisions,
   usedBytes += bytes;
 }
 
+/// This thread's innermost Evaluator::ThreadScope.
+static thread_local Evaluator::ThreadScope *innermostScope = nullptr;
+
+Evaluator::ThreadScope::ThreadScope(const Evaluator &evaluator,
+                                    const std::atomic<bool> *stop, size_t base)
+    : evaluator(evaluator), stop(stop), outer(innermostScope), base(base),
+      evaluations(base) {
+  innermostScope = this;
+}
+
+Evaluator::ThreadScope::~ThreadScope() { innermostScope = outer; }
+
+size_t &Evaluator::count() const {
+  for (ThreadScope *scope = innermostScope; scope; scope = scope->outer)
+    if (&scope->evaluator == this)
+      return scope->evaluations;
+  return evaluations;
+}
+
+llvm::Error Evaluator::stopped() const {
+  for (ThreadScope *scope = innermostScope; scope; scope = scope->outer)
+    if (scope->stop && scope->stop->load(std::memory_order_relaxed))
+      return llvm::createStringError("evaluation stopped: its search's "
+                                     "result is not wanted");
+  return llvm::Error::success();
+}
+
 llvm::Expected<Evaluation>
 Evaluator::evaluate(llvm::ArrayRef<Decision> decisions,
                     llvm::ArrayRef<CopyHint> hints,
                     const EvaluationLimits &limits) const {
-  ++evaluations;
+  ++count();
+  if (llvm::Error err = stopped())
+    return std::move(err);
   // Off by default: no lookup, and no copy of the evaluation to keep.
   if (cache->keepsNothing())
     return evaluateAfresh(decisions, hints, limits);
@@ -123,10 +152,10 @@ llvm::Error Evaluator::simulate(Evaluation &eval, double stopAfterUs) const {
 namespace {
 /// Spare `T`s (schedules, placements) no evaluation holds any more.
 template <typename T> struct SparePool {
-  /// Two spares: an evaluation is made while the one before it is still
-  /// held (a batch judged against the best so far), and more would only
-  /// hold memory.
-  static constexpr size_t kMaxSpares = 2;
+  /// Two spares per thread evaluating (the `auto` solver's workers): an
+  /// evaluation is made while the one before it is still held (a batch
+  /// judged against the best so far), and more would only hold memory.
+  static constexpr size_t kMaxSpares = 4;
   /// They may be let go on any thread that holds an evaluation.
   std::mutex mutex;
   std::vector<std::unique_ptr<T>> spares;

@@ -97,6 +97,9 @@ struct AutoSolution {
   /// evaluation of the same plan proved them over the level or no faster
   /// (AutoSolverOptions::verdicts).
   size_t knownTrials = 0;
+  /// Searches handed to other threads (PlanOptions::threads; docs/
+  /// Planner.md, "Threads"), run there or not: 0 with one thread.
+  size_t forks = 0;
 };
 
 struct AutoSolverOptions {

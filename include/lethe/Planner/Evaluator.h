@@ -12,6 +12,7 @@
 #include "lethe/Planner/Placement.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -129,12 +130,41 @@ public:
   const EvaluationCache &getCache() const { return *cache; }
   /// Evaluations asked for so far (answered by the cache or not): what a
   /// search that must stay a fraction of the solve measures.
-  size_t getEvaluations() const { return evaluations; }
+  size_t getEvaluations() const { return count(); }
   /// Counts an evaluation the caller asked for and answered without it (it
   /// proved the plan's peak over what it keeps): counted as one evaluated,
   /// so that what depends on the count (refine's share, a family's checks)
   /// is the same either way.
-  void countAnswered() const { ++evaluations; }
+  void countAnswered() const { ++count(); }
+  /// Counts `n` evaluations a thread's scope made (ThreadScope) where the
+  /// caller takes their result.
+  void addEvaluations(size_t n) const { count() += n; }
+
+  /// While it lives, the evaluations this thread asks of `evaluator` are
+  /// counted here, not in the evaluator's count (getEvaluations reads the
+  /// count at the scope's start plus them), and fail once `*stop` is set:
+  /// a search's trials run on another thread (the `auto` solver's workers,
+  /// docs/Planner.md, "Threads"), counted where it takes their result
+  /// (addEvaluations) and stopped where it discards them. Scopes nest.
+  class ThreadScope {
+  public:
+    /// `base`: the count the scope starts from (the evaluator's, read where
+    /// the work was handed over: another thread may be counting there).
+    ThreadScope(const Evaluator &evaluator, const std::atomic<bool> *stop,
+                size_t base);
+    ~ThreadScope();
+    ThreadScope(const ThreadScope &) = delete;
+    ThreadScope &operator=(const ThreadScope &) = delete;
+    /// The evaluations made in the scope.
+    size_t getEvaluations() const { return evaluations - base; }
+
+  private:
+    friend class Evaluator;
+    const Evaluator &evaluator;
+    const std::atomic<bool> *stop;
+    ThreadScope *outer;
+    size_t base, evaluations;
+  };
 
   /// Schedules and placements no evaluation holds any more, whose storage
   /// the next evaluation's are written into (buildSchedule's and
@@ -150,6 +180,11 @@ private:
                  const EvaluationLimits &limits) const;
 
   static std::shared_ptr<Spares> makeSpares();
+  /// The count evaluations go to: this thread's innermost scope of this
+  /// evaluator, else the evaluator's.
+  size_t &count() const;
+  /// An error where this thread's scope was told to stop.
+  llvm::Error stopped() const;
 
   /// Simulates `eval`'s schedule, stopping past `stopAfterUs`.
   llvm::Error simulate(Evaluation &eval, double stopAfterUs) const;

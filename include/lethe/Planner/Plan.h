@@ -60,10 +60,21 @@ struct ActivationDecision;
 /// 50% 0.77x; bench/results/corpus.md, 2026-11-26 13:00).
 constexpr int64_t kEvaluationCacheBytes = 0;
 
+/// PlanOptions::threads by default at most: the searches fork at most a
+/// few trials at a time (Solver::fork), and a fork waits for the one
+/// before it.
+constexpr unsigned kMaxPlanThreads = 4;
+
 struct PlanOptions {
   /// Bytes of evaluations kept for reuse (0: none). Plans do not depend on
   /// it, only the time they take (EvaluationCacheTest).
   int64_t evaluationCacheBytes = kEvaluationCacheBytes;
+  /// Threads the `auto` solver's searches may use, the caller's included
+  /// (0: the cores idle when the solve starts, the caller's included, at
+  /// most kMaxPlanThreads; 1: the caller's alone).
+  /// Plans do not depend on it, only the time they take (docs/Planner.md,
+  /// "Threads"). With an evaluation cache the solve uses one.
+  unsigned threads = 0;
   /// Device bytes the step may allocate at any instant.
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
   Policy policy = Policy::Auto;

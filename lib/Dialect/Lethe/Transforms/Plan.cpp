@@ -84,6 +84,7 @@ PlanActivationsOptions PlanActivationsPass::options() const {
   result.solver = solver;
   result.replayRng = replayRng;
   result.bound = bound;
+  result.threads = threads;
   result.alignment = alignment;
   result.planFile = planFile;
   return result;

@@ -93,6 +93,7 @@ lethe::parsePlanOptions(const PlanActivationsOptions &given,
   options.offloadKept = given.offloadKept;
   options.replayRng = given.replayRng;
   options.bound = given.bound;
+  options.threads = given.threads;
 
   if (given.budget.empty()) {
     options.budgetBytes = std::numeric_limits<int64_t>::max();
