@@ -137,7 +137,7 @@ TEST(PlanStepTest, TextRoundTripsEveryOption) {
   given.solver = "exact";
   given.replayRng = true;
   given.bound = true;
-  given.threads = 1;
+  given.threads = 2;
   given.alignment = 1;
   given.planFile = "plan.json";
   llvm::StringMap<std::string> defaults =
@@ -201,7 +201,7 @@ TEST(PlanStepTest, FlagsAreThePassOptions) {
       {"solver", "exact"},
       {"replay-rng", "true"},
       {"bound", "true"},
-      {"threads", "1"},
+      {"threads", "2"},
       {"alignment", "1"},
       {"plan-file", "plan.json"}};
   for (auto [name, value] : given) {
@@ -220,7 +220,7 @@ TEST(PlanStepTest, FlagsAreThePassOptions) {
   EXPECT_EQ(values.keepOps.size(), 2u);
   EXPECT_EQ(values.alignment, 1);
   EXPECT_EQ(values.planFile, "plan.json");
-  EXPECT_EQ(values.threads, 1u);
+  EXPECT_EQ(values.threads, 2u);
 }
 
 TEST(PlanStepTest, TextErrorsNameTheOption) {

@@ -71,10 +71,13 @@ struct PlanOptions {
   int64_t evaluationCacheBytes = kEvaluationCacheBytes;
   /// Threads the `auto` solver's searches may use, the caller's included
   /// (0: the cores idle when the solve starts, the caller's included, at
-  /// most kMaxPlanThreads; 1: the caller's alone).
-  /// Plans do not depend on it, only the time they take (docs/Planner.md,
-  /// "Threads"). With an evaluation cache the solve uses one.
-  unsigned threads = 0;
+  /// most kMaxPlanThreads; 1: the caller's alone). Plans do not depend on
+  /// it, only the time they take (docs/Planner.md, "Threads"). One by
+  /// default: no speed-up was measured yet (the 2-core machine it was
+  /// built on never had a core free), and a second thread sharing a busy
+  /// core made solves up to 19% slower. With an evaluation cache the solve
+  /// uses one.
+  unsigned threads = 1;
   /// Device bytes the step may allocate at any instant.
   int64_t budgetBytes = std::numeric_limits<int64_t>::max();
   Policy policy = Policy::Auto;

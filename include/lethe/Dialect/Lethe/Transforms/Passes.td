@@ -593,9 +593,9 @@ def PlanActivations : Pass<"lethe-plan", "mlir::ModuleOp"> {
            "also compute a lower bound on the step-time overhead of any plan "
            "at the budget (docs/Bound.md), reported as a remark and in the "
            "lower-bound-overhead-ppm statistic">,
-    Option<"threads", "threads", "unsigned", /*default=*/"0",
-           "threads the auto solver may use (0: the cores idle when it "
-           "starts, at most 4; 1: one); the plans are the same whatever the "
+    Option<"threads", "threads", "unsigned", /*default=*/"1",
+           "threads the auto solver may use (1: one; 0: the cores idle when "
+           "it starts, at most 4); the plans are the same whatever the "
            "number">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "plan every allocated storage at its size rounded up to this "
