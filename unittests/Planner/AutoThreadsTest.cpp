@@ -9,6 +9,7 @@
 
 #include "GraphFile.h"
 #include "RandomGraph.h"
+#include "SameSolution.h"
 
 #include "../../lib/Planner/Workers.h"
 
@@ -88,14 +89,7 @@ size_t expectSameSolutions(const TrainingGraph &g, const DeviceProfile &device,
   EXPECT_TRUE(serial && threaded);
   if (!serial || !threaded)
     return 0;
-  EXPECT_EQ(serial->decisions, threaded->decisions);
-  EXPECT_EQ(serial->evaluation.stepUs, threaded->evaluation.stepUs);
-  EXPECT_EQ(serial->evaluation.peakBytes, threaded->evaluation.peakBytes);
-  EXPECT_EQ(serial->feasible, threaded->feasible);
-  EXPECT_EQ(serial->leastPeakBytes, threaded->leastPeakBytes);
-  EXPECT_EQ(serial->chosen, threaded->chosen);
-  EXPECT_EQ(serial->levels, threaded->levels);
-  EXPECT_EQ(serial->reasons, threaded->reasons);
+  expectSameSolution(*serial, *threaded);
   EXPECT_EQ(serialEvaluations, threadedEvaluations);
   EXPECT_EQ(serial->forks, 0u);
   return threaded->forks;

@@ -12,6 +12,7 @@
 
 #include "GraphFile.h"
 #include "RandomGraph.h"
+#include "SameSolution.h"
 
 #include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Evaluator.h"
@@ -45,14 +46,7 @@ size_t expectSamePlans(const TrainingGraph &g, const DeviceProfile &device,
   EXPECT_TRUE(with && without);
   if (!with || !without)
     return 0;
-  EXPECT_EQ(with->decisions, without->decisions);
-  EXPECT_EQ(with->evaluation.stepUs, without->evaluation.stepUs);
-  EXPECT_EQ(with->evaluation.peakBytes, without->evaluation.peakBytes);
-  EXPECT_EQ(with->feasible, without->feasible);
-  EXPECT_EQ(with->leastPeakBytes, without->leastPeakBytes);
-  EXPECT_EQ(with->chosen, without->chosen);
-  EXPECT_EQ(with->levels, without->levels);
-  EXPECT_EQ(with->reasons, without->reasons);
+  expectSameSolution(*with, *without);
   EXPECT_EQ(without->knownTrials, 0u);
   return with->knownTrials;
 }
