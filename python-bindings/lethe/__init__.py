@@ -230,7 +230,7 @@ def plan(graph: GraphSource, budget: Budget = None,
          min_offload_bytes: Budget = None, host_budget: Budget = None,
          solver: Optional[str] = None, replay_rng: Optional[bool] = None,
          bound: Optional[bool] = None, alignment: Optional[int] = None,
-         plan_file: Optional[str] = None,
+         plan_file: Optional[str] = None, threads: Optional[int] = None,
          allow_infeasible: bool = False) -> Plan:
     """Plans `graph` (anything `load` takes) under `budget`: bytes, a size
     ("40GiB") or a share of the unplanned peak ("50%"); None: no limit.
@@ -243,7 +243,9 @@ def plan(graph: GraphSource, budget: Budget = None,
     planning. When no plan meets the budget, raises InfeasibleBudgetError
     (carrying the plan) unless `allow_infeasible`. `bound`: also compute a
     lower bound on any plan's overhead at the budget
-    (Plan.lower_bound_overhead, Plan.gap)."""
+    (Plan.lower_bound_overhead, Plan.gap). `threads`: threads the `auto`
+    solver may use (its plans are the same whatever the number; 0: the
+    idle cores)."""
     if policy is not None and not isinstance(policy, str):
         raise TypeError(f"policy must be a string, got {policy!r}")
     if every_n is not None and (not isinstance(every_n, int)
@@ -252,6 +254,9 @@ def plan(graph: GraphSource, budget: Budget = None,
     if alignment is not None and (not isinstance(alignment, int)
                                   or isinstance(alignment, bool)):
         raise TypeError(f"alignment must be an integer, got {alignment!r}")
+    if threads is not None and (not isinstance(threads, int)
+                                or isinstance(threads, bool) or threads < 0):
+        raise ValueError(f"threads must be an integer >= 0, got {threads!r}")
     if isinstance(keep_ops, str):
         keep_ops = (keep_ops,)
     options = _pass_options({
@@ -262,7 +267,7 @@ def plan(graph: GraphSource, budget: Budget = None,
                                           min_offload_bytes),
         "host_budget": _option_text("host_budget", host_budget),
         "solver": solver, "replay_rng": replay_rng, "bound": bound,
-        "alignment": alignment, "plan_file": plan_file})
+        "alignment": alignment, "plan_file": plan_file, "threads": threads})
     result = Plan(load(graph, device)._native.plan(options))
     if not result.feasible and not allow_infeasible:
         least = result.least_feasible_budget_bytes

@@ -242,3 +242,16 @@ def test_option_text_errors():
     # The graph's op times were filled in for its own device.
     with pytest.raises(lethe.LetheError, match="device 'h100'"):
         graph._native.plan("device=h100")
+
+
+def test_threads_do_not_change_the_plan():
+    # `auto` forks searches to other threads where asked; its plans are the
+    # serial ones (docs/Planner.md, "Threads").
+    graph = lethe.load(odd_chain())
+    one = lethe.plan(graph, budget="60%", threads=1)
+    two = lethe.plan(graph, budget="60%", threads=2)
+    assert [d["decision"] for d in one.decisions] == \
+        [d["decision"] for d in two.decisions]
+    assert one.step_us == two.step_us and one.peak_bytes == two.peak_bytes
+    with pytest.raises(ValueError, match="threads"):
+        lethe.plan(graph, budget="60%", threads=-1)
