@@ -37,28 +37,25 @@ constexpr int64_t kMiB = 1 << 20;
 TrainingGraph contendedGraph(ValueId &big) {
   TrainingGraph g;
   ValueId x = g.addInput(kMiB, InputKind::Input);
-  auto op = [&](const char *kind, Phase phase, double us,
-                llvm::ArrayRef<ValueId> inputs, int64_t bytes,
-                uint32_t flags = NodeFlagNone) {
-    return g.getNode(g.addNode(kind, phase, us, inputs, {bytes}, {}, flags))
-        .results[0];
-  };
-  ValueId w = op("aten.mm", Phase::Fwd, 20000, {x}, 4096, NodeFlagMatrix);
-  big = op("aten.mul", Phase::Fwd, 60, {w}, 64 * kMiB);
+  ValueId w = addOp(g, "aten.mm", Phase::Fwd, 20000, {x}, 4096, NodeFlagMatrix);
+  big = addOp(g, "aten.mul", Phase::Fwd, 60, {w}, 64 * kMiB);
   std::vector<ValueId> chain{big};
   for (int i = 0; i < 300; ++i)
-    chain.push_back(op("aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096));
-  ValueId late = op("aten.gelu", Phase::Fwd, 20, {chain.back()}, 16 * kMiB);
-  ValueId dear = op("aten.exp", Phase::Fwd, 5000, {late}, 64 * kMiB);
-  ValueId tmp = op("aten.relu", Phase::Fwd, 20, {dear}, 64 * kMiB);
-  ValueId grad = op("aten.sum", Phase::Fwd, 10, {tmp}, 4096);
+    chain.push_back(
+        addOp(g, "aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096));
+  ValueId late =
+      addOp(g, "aten.gelu", Phase::Fwd, 20, {chain.back()}, 16 * kMiB);
+  ValueId dear = addOp(g, "aten.exp", Phase::Fwd, 5000, {late}, 64 * kMiB);
+  ValueId tmp = addOp(g, "aten.relu", Phase::Fwd, 20, {dear}, 64 * kMiB);
+  ValueId grad = addOp(g, "aten.sum", Phase::Fwd, 10, {tmp}, 4096);
   g.addOutput(grad);
-  grad = op("aten.mul", Phase::Bwd, 20, {grad, dear}, 4096);
-  grad = op("aten.mul", Phase::Bwd, 20, {grad, late}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 20, {grad, dear}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 20, {grad, late}, 4096);
   for (int i = static_cast<int>(chain.size()) - 1; i >= 1; --i)
-    grad = op("aten.mul", Phase::Bwd, 30, {grad, chain[i]}, 4096);
-  grad = op("aten.mul", Phase::Bwd, 60, {grad, big}, 4096);
-  grad = op("aten.mm", Phase::Bwd, 20000, {grad, w}, 4096, NodeFlagMatrix);
+    grad = addOp(g, "aten.mul", Phase::Bwd, 30, {grad, chain[i]}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 60, {grad, big}, 4096);
+  grad =
+      addOp(g, "aten.mm", Phase::Bwd, 20000, {grad, w}, 4096, NodeFlagMatrix);
   g.addOutput(grad);
   return g;
 }

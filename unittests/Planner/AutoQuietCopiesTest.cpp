@@ -48,28 +48,24 @@ const ActivationDecision *decisionOf(const Plan &plan, ValueId value) {
 TrainingGraph prefetchGraph(ValueId &big, NodeId &backwardMatmul) {
   TrainingGraph g;
   ValueId x = g.addInput(kMiB, InputKind::Input);
-  auto op = [&](const char *kind, Phase phase, double us,
-                llvm::ArrayRef<ValueId> inputs, int64_t bytes,
-                uint32_t flags = NodeFlagNone) {
-    return g.getNode(g.addNode(kind, phase, us, inputs, {bytes}, {}, flags))
-        .results[0];
-  };
-  ValueId w = op("aten.mm", Phase::Fwd, 2000, {x}, 4096, NodeFlagMatrix);
-  big = op("aten.exp", Phase::Fwd, 5000, {w}, 64 * kMiB);
+  ValueId w = addOp(g, "aten.mm", Phase::Fwd, 2000, {x}, 4096, NodeFlagMatrix);
+  big = addOp(g, "aten.exp", Phase::Fwd, 5000, {w}, 64 * kMiB);
   std::vector<ValueId> chain{w};
   for (int i = 0; i < 100; ++i)
-    chain.push_back(op("aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096));
-  ValueId extra = op("aten.exp", Phase::Fwd, 5000, {chain.back()}, 64 * kMiB);
-  ValueId last = op("aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096);
-  ValueId tmp = op("aten.relu", Phase::Fwd, 20, {last}, 64 * kMiB);
-  ValueId grad = op("aten.sum", Phase::Fwd, 10, {tmp}, 4096);
+    chain.push_back(
+        addOp(g, "aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096));
+  ValueId extra =
+      addOp(g, "aten.exp", Phase::Fwd, 5000, {chain.back()}, 64 * kMiB);
+  ValueId last = addOp(g, "aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096);
+  ValueId tmp = addOp(g, "aten.relu", Phase::Fwd, 20, {last}, 64 * kMiB);
+  ValueId grad = addOp(g, "aten.sum", Phase::Fwd, 10, {tmp}, 4096);
   g.addOutput(grad);
-  grad = op("aten.mul", Phase::Bwd, 20, {grad, extra}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 20, {grad, extra}, 4096);
   for (int i = static_cast<int>(chain.size()) - 1; i >= 1; --i)
-    grad = op("aten.mul", Phase::Bwd, 30, {grad, chain[i]}, 4096);
-  grad = op("aten.mm", Phase::Bwd, 3000, {grad, w}, 4096, NodeFlagMatrix);
+    grad = addOp(g, "aten.mul", Phase::Bwd, 30, {grad, chain[i]}, 4096);
+  grad = addOp(g, "aten.mm", Phase::Bwd, 3000, {grad, w}, 4096, NodeFlagMatrix);
   backwardMatmul = g.getValue(grad).producer;
-  grad = op("aten.mul", Phase::Bwd, 20, {grad, big}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 20, {grad, big}, 4096);
   g.addOutput(grad);
   return g;
 }
@@ -108,28 +104,24 @@ TEST(AutoQuietCopiesTest, PrefetchRunsBesideKernelsThatLoseNothing) {
 TrainingGraph releaseGraph(ValueId &first, ValueId &second) {
   TrainingGraph g;
   ValueId x = g.addInput(kMiB, InputKind::Input);
-  auto op = [&](const char *kind, Phase phase, double us,
-                llvm::ArrayRef<ValueId> inputs, int64_t bytes,
-                uint32_t flags = NodeFlagNone) {
-    return g.getNode(g.addNode(kind, phase, us, inputs, {bytes}, {}, flags))
-        .results[0];
-  };
-  ValueId w = op("aten.mm", Phase::Fwd, 2000, {x}, 4096, NodeFlagMatrix);
-  first = op("aten.exp", Phase::Fwd, 3000, {w}, 32 * kMiB);
-  second = op("aten.exp", Phase::Fwd, 3000, {first}, 32 * kMiB);
+  ValueId w = addOp(g, "aten.mm", Phase::Fwd, 2000, {x}, 4096, NodeFlagMatrix);
+  first = addOp(g, "aten.exp", Phase::Fwd, 3000, {w}, 32 * kMiB);
+  second = addOp(g, "aten.exp", Phase::Fwd, 3000, {first}, 32 * kMiB);
   std::vector<ValueId> chain{w};
   for (int i = 0; i < 100; ++i)
-    chain.push_back(op("aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096));
-  ValueId extra = op("aten.exp", Phase::Fwd, 5000, {chain.back()}, 64 * kMiB);
-  ValueId last = op("aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096);
-  ValueId tmp = op("aten.relu", Phase::Fwd, 20, {last}, 64 * kMiB);
-  ValueId grad = op("aten.sum", Phase::Fwd, 10, {tmp}, 4096);
+    chain.push_back(
+        addOp(g, "aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096));
+  ValueId extra =
+      addOp(g, "aten.exp", Phase::Fwd, 5000, {chain.back()}, 64 * kMiB);
+  ValueId last = addOp(g, "aten.tanh", Phase::Fwd, 30, {chain.back()}, 4096);
+  ValueId tmp = addOp(g, "aten.relu", Phase::Fwd, 20, {last}, 64 * kMiB);
+  ValueId grad = addOp(g, "aten.sum", Phase::Fwd, 10, {tmp}, 4096);
   g.addOutput(grad);
-  grad = op("aten.mul", Phase::Bwd, 20, {grad, extra}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 20, {grad, extra}, 4096);
   for (int i = static_cast<int>(chain.size()) - 1; i >= 1; --i)
-    grad = op("aten.mul", Phase::Bwd, 30, {grad, chain[i]}, 4096);
-  grad = op("aten.mul", Phase::Bwd, 20, {grad, second}, 4096);
-  grad = op("aten.mul", Phase::Bwd, 20, {grad, first}, 4096);
+    grad = addOp(g, "aten.mul", Phase::Bwd, 30, {grad, chain[i]}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 20, {grad, second}, 4096);
+  grad = addOp(g, "aten.mul", Phase::Bwd, 20, {grad, first}, 4096);
   g.addOutput(grad);
   return g;
 }

@@ -126,6 +126,15 @@ inline ValueId addOp(TrainingGraph &g, const char *kind, Phase phase, double us,
       .results[0];
 }
 
+/// The same with node `flags` (e.g. NodeFlagMatrix).
+inline ValueId addOp(TrainingGraph &g, const char *kind, Phase phase, double us,
+                     llvm::ArrayRef<ValueId> inputs, int64_t bytes,
+                     uint32_t flags, llvm::StringRef scope = {}) {
+  return g
+      .getNode(g.addNode(kind, phase, us, inputs, {bytes}, {}, flags, scope))
+      .results[0];
+}
+
 } // namespace lethe::testing
 
 #endif // LETHE_UNITTESTS_PLANNER_BOUNDTESTSUPPORT_H
