@@ -133,19 +133,7 @@ TEST_P(AutoThreadsOnSharedGraphs, SamePlans) {
     EXPECT_EQ(serial->peakBytes, threaded->peakBytes);
     EXPECT_EQ(serial->stepUs, threaded->stepUs);
     EXPECT_EQ(serial->leastFeasibleBudget, threaded->leastFeasibleBudget);
-    ASSERT_EQ(serial->decisions.size(), threaded->decisions.size());
-    for (size_t a = 0; a < serial->decisions.size(); ++a) {
-      const ActivationDecision &x = serial->decisions[a];
-      const ActivationDecision &y = threaded->decisions[a];
-      SCOPED_TRACE("activation " + std::to_string(a));
-      EXPECT_EQ(x.value, y.value);
-      EXPECT_EQ(x.decision, y.decision);
-      EXPECT_EQ(x.releaseAfter, y.releaseAfter);
-      EXPECT_EQ(x.prefetchAfter, y.prefetchAfter);
-      EXPECT_EQ(x.firstBackwardUse, y.firstBackwardUse);
-      EXPECT_EQ(x.recomputeNodes, y.recomputeNodes);
-      EXPECT_EQ(x.reason, y.reason);
-    }
+    expectSameDecisions(*serial, *threaded);
   }
 }
 

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "RandomGraph.h"
+#include "SameSolution.h"
 
 #include "lethe/Analysis/Lifetimes.h"
 #include "lethe/Planner/Activations.h"
@@ -353,17 +354,7 @@ TEST(PlannerPropertyTest, PlanningIsDeterministic) {
     llvm::Expected<Plan> a = planWith(g1, Policy::Auto, budget);
     llvm::Expected<Plan> b = planWith(g2, Policy::Auto, budget);
     ASSERT_TRUE(a && b);
-    ASSERT_EQ(a->decisions.size(), b->decisions.size());
-    for (size_t i = 0; i < a->decisions.size(); ++i) {
-      const ActivationDecision &x = a->decisions[i], &y = b->decisions[i];
-      EXPECT_EQ(x.value, y.value);
-      EXPECT_EQ(x.decision, y.decision);
-      EXPECT_EQ(x.releaseAfter, y.releaseAfter);
-      EXPECT_EQ(x.prefetchAfter, y.prefetchAfter);
-      EXPECT_EQ(x.firstBackwardUse, y.firstBackwardUse);
-      EXPECT_EQ(x.recomputeNodes, y.recomputeNodes);
-      EXPECT_EQ(x.reason, y.reason);
-    }
+    expectSameDecisions(*a, *b);
     EXPECT_EQ(a->peakBytes, b->peakBytes);
     EXPECT_EQ(a->stepUs, b->stepUs);
     EXPECT_EQ(a->feasible, b->feasible);
