@@ -5,8 +5,9 @@
 // floor first binds only after the rounds, in the contention pass or the
 // quiet copies, a solve nested at the next budget up, its refine limited,
 // lowers it (AutoSolverRefine.cpp, lateFloorEvaluations); and the quiet
-// prefetches try a share of their moves that the floor allows up to three
-// times (AutoSolverQuietCopies.cpp).
+// prefetches try a share of their moves that the floor allows up to twice,
+// a move too large for what is left skipped rather than ending the share
+// (AutoSolverQuietCopies.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,14 +82,14 @@ TEST(AutoLateFloorTest, LoweredAfterTheRoundsOnMixtral) {
         << "at " << fractions[i] << " against " << fractions[i - 1];
 }
 
-/// Qwen2 at 70%: the floor leaves the quiet prefetches little room, and the
-/// second try (the moves of most estimated gain that it allows) still goes
-/// under it; the third, scaled by what the second gained, fits: 3.09%
-/// (main, two tries: 3.13%).
-TEST(AutoLateFloorTest, ThirdShareOfQuietPrefetchesOnQwen2) {
-  std::vector<double> overheads = overheadsAt("graph_qwen2_gqa.json", {0.70});
+/// Llama-8l at 60%: the quiet prefetches' moves all together go under the
+/// floor, and the share of them it allows is taken by estimated gain, a
+/// move that would pass it left out and the smaller ones after it still
+/// taken: 6.74% (main, the share ending at the first such move: 6.78%).
+TEST(AutoLateFloorTest, QuietPrefetchesShareSkipsLargeMovesOnLlama) {
+  std::vector<double> overheads = overheadsAt("graph_llama8l.json", {0.60});
   ASSERT_EQ(overheads.size(), 1u);
-  EXPECT_LT(overheads.front(), 0.0311);
+  EXPECT_LT(overheads.front(), 0.0675);
 }
 
 } // namespace
