@@ -45,10 +45,10 @@ constexpr double kRefineShare = 0.125;
 /// than the solve at that budget, so that floor is as sound. Its cost is
 /// kept within 1/kLateFloorShare of the solve's evaluations: besides its
 /// refine, a nested solve costs about kNestedSolveEvaluations of the
-/// solve's average evaluations (its base step and the plans between
-/// members: 0.7-2.1 ms where an evaluation averages 0.1-0.26 ms, on
-/// ViT-B/16, Llama-timed and Qwen2), and a refine's evaluation, a whole
-/// one, about kRefineEvaluationCost. Not made where that leaves fewer than
+/// solve's average evaluations (0.7-2.1 ms with a refine of one evaluation,
+/// where an evaluation averages 0.1-0.26 ms, on ViT-B/16, Llama-timed and
+/// Qwen2), and a refine's evaluation, a whole one, about
+/// kRefineEvaluationCost. Not made where that leaves fewer than
 /// kMinLateFloorEvaluations (a solve of under 256 evaluations): with one
 /// of 8-10 evaluations, Qwen2 at 50% and T5 at 90% took 11-18% longer.
 constexpr size_t kLateFloorShare = 16;
