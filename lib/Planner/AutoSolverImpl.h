@@ -113,6 +113,9 @@ public:
   /// solution, and keepSolved keeps one (AutoFamily::solved): off for the
   /// solves nested for refine's floor, which refine otherwise.
   void setAnswersAgain(bool answer) { answersAgain = answer; }
+  /// Refine makes at most `evaluations` (0: no limit) and nests no solve
+  /// for its floor: a solve nested for a floor late in a refine.
+  void setRefineLimit(unsigned evaluations) { refineLimit = evaluations; }
   /// Where the searches keep what their trials' evaluations told (shared
   /// by the solves nested for refine's floor, which try many of the same
   /// plans).
@@ -139,16 +142,17 @@ public:
   void keepSolved(const AutoSolution &solution) const;
   /// Refines a feasible solution of solve() at the budget (refine), its
   /// decisions, evaluation and reasons replaced where a move was kept.
-  /// `stepAbove(b)`, where given, is the step of the plan `auto` returns
+  /// `stepAbove(b, n)`, where given, is the step of the plan `auto` returns
   /// at budget `b` (a solve of its own, perhaps with a higher floor than a
-  /// solve of b alone would take: never a faster plan), asked only where
-  /// the floor stopped a move: refining floored by it instead of the
-  /// unrefined members above keeps the overhead non-increasing in the
-  /// budget (docs/Planner.md, "Refining and monotonicity").
-  llvm::Error refineSolution(
-      AutoSolution &solution,
-      const std::function<llvm::Expected<std::optional<double>>(int64_t)>
-          &stepAbove = {});
+  /// solve of b alone would take, its refine limited to `n` evaluations
+  /// where `n` > 0: never a faster plan), asked only where the floor
+  /// stopped a move: refining floored by it instead of the unrefined
+  /// members above keeps the overhead non-increasing in the budget
+  /// (docs/Planner.md, "Refining and monotonicity").
+  llvm::Error
+  refineSolution(AutoSolution &solution,
+                 const std::function<llvm::Expected<std::optional<double>>(
+                     int64_t, unsigned)> &stepAbove = {});
 
 private:
   /// Compute time a moving copy costs per microsecond: the kernels beside it
@@ -176,8 +180,10 @@ private:
                              double toUs) const;
   /// Refine's last passes on the current plan (mergeReleases, then
   /// quietPrefetches), with a few evaluations of their own counted in
-  /// `evaluations`: the moves kept.
-  llvm::Expected<unsigned> quietCopies(int64_t cap, double floor,
+  /// `evaluations`: the moves kept. `floorAt(step)`: the floor a plan of
+  /// that step is judged against (refine's, lowered where it first binds).
+  using FloorAt = llvm::function_ref<llvm::Expected<double>(double)>;
+  llvm::Expected<unsigned> quietCopies(int64_t cap, FloorAt floorAt,
                                        unsigned &evaluations);
   /// What each node's region of `eval`'s schedule (its chain, then the
   /// node) holds at most on the device.
@@ -190,7 +196,7 @@ private:
   /// The current plan with mergedReleaseHints, kept where its peak is within
   /// `cap`, its step faster and not under `floor` (true); evaluated only
   /// where `spend` (which counts it) allows.
-  llvm::Expected<bool> mergeReleases(int64_t cap, double floor,
+  llvm::Expected<bool> mergeReleases(int64_t cap, FloorAt floorAt,
                                      llvm::function_ref<bool()> spend);
   /// Copy hints for the current plan that issue its hidden prefetches
   /// earlier where their copies then run beside kernels that lose less
@@ -207,7 +213,7 @@ private:
   /// `cap`, its step faster and not under `floor` (true); where all the
   /// moves go under it, the moves of most estimated gain that the floor
   /// allows. Each evaluation only where `spend` (which counts it) allows.
-  llvm::Expected<bool> quietPrefetches(int64_t cap, double floor,
+  llvm::Expected<bool> quietPrefetches(int64_t cap, FloorAt floorAt,
                                        llvm::function_ref<bool()> spend);
   /// Where things are in `eval`'s schedule: a function of the schedule
   /// alone, so the last one made is kept (with its schedule, which keeps
@@ -474,11 +480,12 @@ private:
   /// the host budget holds and the step gets faster but no faster than
   /// `floor`. The moves kept; `notes` gets what each changed activation was
   /// (AutoSolverRefine.cpp).
-  /// `lowerFloor`, where given, is asked once, where the floor first turns
-  /// a move down, for a floor at most `floor` to go on with instead.
-  llvm::Expected<unsigned>
-  refine(int64_t cap, double floor, std::vector<std::string> &notes,
-         const std::function<llvm::Expected<double>()> &lowerFloor = {});
+  /// `lowerFloor(n)`, where given, is asked once, where the floor first
+  /// turns a move down, for a floor at most `floor` to go on with instead
+  /// (from a solve whose refine makes at most `n` evaluations, 0: any).
+  llvm::Expected<unsigned> refine(
+      int64_t cap, double floor, std::vector<std::string> &notes,
+      const std::function<llvm::Expected<double>(unsigned)> &lowerFloor = {});
 
   static bool improves(const Evaluation &next, const Evaluation &prev) {
     if (next.peakBytes != prev.peakBytes)
@@ -566,6 +573,7 @@ private:
   /// answered with the family's last solution.
   AutoFamily *usedFamily = nullptr;
   bool answersAgain = false;
+  unsigned refineLimit = 0;
   bool solvedAgain = false;
   /// setVerdicts's (none: every trial evaluated).
   Verdicts *verdicts = nullptr;

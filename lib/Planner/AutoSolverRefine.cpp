@@ -38,6 +38,31 @@ using namespace lethe::autosolver;
 /// there came within the first 100 (bench/results/bound.md, 2026-11-26
 /// 21:30).
 constexpr double kRefineShare = 0.125;
+/// Where the floor first binds only after the rounds (in the contention
+/// pass or the quiet copies), the solve nested for it refines with at most
+/// lateFloorEvaluations(the solve's evaluations) and nests none itself: a
+/// solve with fewer evaluations and less depth returns a plan no faster
+/// than the solve at that budget, so that floor is as sound. Its cost is
+/// kept within 1/kLateFloorShare of the solve's evaluations: besides its
+/// refine, a nested solve costs about kNestedSolveEvaluations of the
+/// solve's average evaluations (0.7-2.1 ms with a refine of one evaluation,
+/// where an evaluation averages 0.1-0.26 ms, on ViT-B/16, Llama-timed and
+/// Qwen2), and a refine's evaluation, a whole one, about
+/// kRefineEvaluationCost. Not made where that leaves fewer than
+/// kMinLateFloorEvaluations (a solve of under 256 evaluations): with one
+/// of 8-10 evaluations, Qwen2 at 50% and T5 at 90% took 11-18% longer.
+constexpr size_t kLateFloorShare = 16;
+constexpr size_t kNestedSolveEvaluations = 8;
+constexpr size_t kRefineEvaluationCost = 2;
+constexpr size_t kMinLateFloorEvaluations = 4;
+static unsigned lateFloorEvaluations(size_t solveEvaluations) {
+  const size_t share = solveEvaluations / kLateFloorShare;
+  if (share < kNestedSolveEvaluations +
+                  kRefineEvaluationCost * kMinLateFloorEvaluations)
+    return 0;
+  return static_cast<unsigned>((share - kNestedSolveEvaluations) /
+                               kRefineEvaluationCost);
+}
 /// Other offloads tried widened, one at a time, where a move overfills ops
 /// its own offloads do not reach (refine's tryPlan).
 constexpr size_t kWidenOthers = 3;
@@ -130,9 +155,9 @@ const char *decisionName(Decision d) {
 
 } // namespace
 
-llvm::Expected<unsigned>
-Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
-               const std::function<llvm::Expected<double>()> &lowerFloor) {
+llvm::Expected<unsigned> Solver::refine(
+    int64_t cap, double floor, std::vector<std::string> &notes,
+    const std::function<llvm::Expected<double>(unsigned)> &lowerFloor) {
   notes.assign(acts.size(), "");
   const PlannedCopyCosts copy = plannedCopyCosts(device);
   auto copyUs = [&](size_t a) {
@@ -265,7 +290,30 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
                             static_cast<double>(refineEvaluationBase
                                                     ? refineEvaluationBase
                                                     : solveEvaluations())));
+  if (refineLimit)
+    maxEvaluations = std::min(maxEvaluations, refineLimit);
   bool floorLowered = !lowerFloor;
+  // After the rounds (the contention pass and the quiet copies): a floor
+  // lowered there comes from a limited nested solve (lateFloorEvaluations).
+  bool inPasses = false;
+  // The floor a plan of `stepUs` is judged against: where it first goes
+  // under the floor, the step of the plan the next budget up gets
+  // (lowerFloor, a nested solve) lowers it.
+  auto floorAt = [&](double stepUs) -> llvm::Expected<double> {
+    if (stepUs < floor && !floorLowered) {
+      floorLowered = true;
+      // After the rounds: a limited solve, only where it costs little.
+      const unsigned limit =
+          inPasses ? lateFloorEvaluations(solveEvaluations()) : 0;
+      if (inPasses && !limit)
+        return floor;
+      llvm::Expected<double> lower = lowerFloor(limit);
+      if (!lower)
+        return lower.takeError();
+      floor = std::min(floor, *lower);
+    }
+    return floor;
+  };
   // Evaluates `trial`; keeps it (true) where it fits and is faster. A trial
   // faster but over the cap gets more evaluations, each found on its own
   // exact memory: the offloads it made released before the ops it
@@ -325,14 +373,10 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
       // fits: what makes it fit costs time and can bring a move that gains
       // more than the floor allows back above it.
       if (eval->peakBytes <= cap) {
-        if (eval->stepUs < floor && !floorLowered) {
-          floorLowered = true;
-          llvm::Expected<double> lower = lowerFloor();
-          if (!lower)
-            return lower.takeError();
-          floor = std::min(floor, *lower);
-        }
-        if (eval->stepUs < floor)
+        llvm::Expected<double> floorNow = floorAt(eval->stepUs);
+        if (!floorNow)
+          return floorNow.takeError();
+        if (eval->stepUs < *floorNow)
           return false;
         for (int32_t a : changedActs)
           notes[a] =
@@ -607,8 +651,10 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   }
   // Then each drop switched to the other kind where the copies' own windows
   // say so (contentionSwitches), which the moves above priced at the step's
-  // average contention: a few more evaluations, the floor as it stands (no
-  // nested solve), so the moves above and their plans are the same. Only
+  // average contention: a few more evaluations, the moves above and their
+  // plans the same. Where the floor first binds here or in the quiet copies
+  // below, a limited solve nested for it lowers it (lateFloorEvaluations;
+  // before 2026-11-28 the floor stood: Mixtral at 70% 4.87 -> 4.67%). Only
   // on the plan returned (answersAgain), not in the solves nested for a
   // floor: their floors are then those of plans without it, never faster
   // than what a larger budget returns, and the solve's time grows by this
@@ -616,7 +662,7 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   // near the least peak, as the switches above (there it raised the least
   // budget `lethe plan` meets on Mamba from 42% to 44% of the unplanned
   // peak).
-  floorLowered = true;
+  inPasses = true;
   maxEvaluations =
       std::max(maxEvaluations, evaluations) +
       std::max(kMinContentionEvaluations,
@@ -664,7 +710,7 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
   // (Mamba at 50-90%: 0.01-0.04 points for three evaluations of 18,254
   // nodes).
   if (widenCopies && answersAgain && floorShare == 1.0) {
-    llvm::Expected<unsigned> quiet = quietCopies(cap, floor, evaluations);
+    llvm::Expected<unsigned> quiet = quietCopies(cap, floorAt, evaluations);
     if (!quiet)
       return quiet.takeError();
     kept += *quiet;
@@ -681,8 +727,8 @@ Solver::refine(int64_t cap, double floor, std::vector<std::string> &notes,
 
 llvm::Error Solver::refineSolution(
     AutoSolution &solution,
-    const std::function<llvm::Expected<std::optional<double>>(int64_t)>
-        &stepAbove) {
+    const std::function<
+        llvm::Expected<std::optional<double>>(int64_t, unsigned)> &stepAbove) {
   if (!solution.feasible)
     return llvm::Error::success();
   current = solution.decisions;
@@ -722,16 +768,19 @@ llvm::Error Solver::refineSolution(
   std::optional<Forked> ahead;
   if (floored && forks() && usedFamily && usedFamily->replay(nextPeakAbove).end)
     ahead.emplace(*workers, evaluator, [&]() -> llvm::Error {
-      llvm::Expected<std::optional<double>> above = stepAbove(nextPeakAbove);
+      llvm::Expected<std::optional<double>> above = stepAbove(nextPeakAbove, 0);
       if (!above)
         return above.takeError();
       aheadStep = *above;
       return llvm::Error::success();
     });
-  auto lowerFloor = [&]() -> llvm::Expected<double> {
+  auto lowerFloor = [&](unsigned limit) -> llvm::Expected<double> {
+    // A limited solve is not the one made ahead: the plan would then
+    // depend on the threads.
     llvm::Expected<std::optional<double>> above =
-        ahead ? std::optional<double>() : stepAbove(nextPeakAbove);
-    if (ahead) {
+        ahead && !limit ? std::optional<double>()
+                        : stepAbove(nextPeakAbove, limit);
+    if (ahead && !limit) {
       if (llvm::Error err = ahead->join())
         return std::move(err);
       above = *aheadStep;
@@ -742,7 +791,8 @@ llvm::Error Solver::refineSolution(
   };
   llvm::Expected<unsigned> kept = refine(
       std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes,
-      floored ? std::function<llvm::Expected<double>()>(lowerFloor) : nullptr);
+      floored ? std::function<llvm::Expected<double>(unsigned)>(lowerFloor)
+              : nullptr);
   if (!kept)
     return kept.takeError();
   if (*kept == 0) {
@@ -791,10 +841,12 @@ static unsigned planThreads(const Evaluator &evaluator,
 static llvm::Expected<AutoSolution>
 solveAt(const Evaluator &evaluator, const PlanOptions &options,
         llvm::ArrayRef<AutoSeed> seeds, const AutoSolverOptions &solver,
-        unsigned depth, Verdicts *verdicts, Workers *workers) {
+        unsigned depth, Verdicts *verdicts, Workers *workers,
+        unsigned refineLimit = 0) {
   Solver fast(evaluator, options, seeds, solver);
   fast.setVerdicts(verdicts);
   fast.setWorkers(workers);
+  fast.setRefineLimit(refineLimit);
   // The solves nested for the floor refine otherwise: only the caller's
   // budget is kept and answered again.
   fast.setAnswersAgain(depth == 0);
@@ -806,23 +858,23 @@ solveAt(const Evaluator &evaluator, const PlanOptions &options,
     return solution;
   }
   auto stepAbove =
-      [&](int64_t budget) -> llvm::Expected<std::optional<double>> {
+      [&](int64_t budget,
+          unsigned limit) -> llvm::Expected<std::optional<double>> {
     PlanOptions above = options;
     above.budgetBytes = budget;
-    llvm::Expected<AutoSolution> plan =
-        solveAt(evaluator, above, seeds, solver, depth + 1, verdicts, workers);
+    llvm::Expected<AutoSolution> plan = solveAt(
+        evaluator, above, seeds, solver, depth + 1, verdicts, workers, limit);
     if (!plan)
       return plan.takeError();
     if (!plan->feasible)
       return std::nullopt;
     return plan->evaluation.stepUs;
   };
-  const bool nest = depth < kFloorDepth && solver.family;
+  const bool nest = depth < kFloorDepth && solver.family && !refineLimit;
   if (llvm::Error err = fast.refineSolution(
-          *solution,
-          nest ? std::function<llvm::Expected<std::optional<double>>(int64_t)>(
-                     stepAbove)
-               : nullptr))
+          *solution, nest ? std::function<llvm::Expected<std::optional<double>>(
+                                int64_t, unsigned)>(stepAbove)
+                          : nullptr))
     return std::move(err);
   fast.keepSolved(*solution);
   return solution;

@@ -1,0 +1,95 @@
+//===- AutoLateFloorTest.cpp - Refine's floor lowered after its rounds ----===//
+//
+// Refine never makes a plan faster than what the next budget up gets (its
+// floor, which keeps the overhead non-increasing in the budget). Where the
+// floor first binds only after the rounds, in the contention pass or the
+// quiet copies, a solve nested at the next budget up, its refine limited,
+// lowers it (AutoSolverRefine.cpp, lateFloorEvaluations); and the quiet
+// prefetches try a share of their moves that the floor allows up to twice,
+// a move too large for what is left skipped rather than ending the share
+// (AutoSolverQuietCopies.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "BoundTestSupport.h"
+
+#include "lethe/Driver/GraphLoader.h"
+#include "lethe/Planner/Planner.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+using namespace lethe;
+using namespace lethe::testing;
+
+namespace {
+
+/// `auto`'s overhead on the corpus graph `name` at each fraction of its
+/// unplanned peak, costed as `lethe plan` costs it (the files have no
+/// kernel times) on the calibrated H200; each plan within its budget.
+std::vector<double> overheadsAt(const char *name,
+                                llvm::ArrayRef<double> fractions) {
+  mlir::MLIRContext context;
+  registerLoaderDialects(context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = loadTrainingGraph(
+      std::string(LETHE_GRAPHS_DIR) + "/" + name, context, {});
+  if (!module) {
+    ADD_FAILURE() << "cannot load " << name;
+    return {};
+  }
+  mlir::FailureOr<TrainingGraph> graph =
+      TrainingGraph::fromFunction(getTrainingFunction(*module));
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
+  if (mlir::failed(graph) || !device) {
+    ADD_FAILURE() << "cannot plan " << name;
+    if (!device)
+      llvm::consumeError(device.takeError());
+    return {};
+  }
+  Plan unplanned = unplannedPlan(*graph, *device);
+  std::vector<double> overheads;
+  for (double fraction : fractions) {
+    PlanOptions options;
+    options.budgetBytes = static_cast<int64_t>(
+        fraction * static_cast<double>(unplanned.peakBytes));
+    llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, options);
+    if (!plan) {
+      ADD_FAILURE() << llvm::toString(plan.takeError());
+      return {};
+    }
+    EXPECT_TRUE(plan->feasible) << name << " at " << fraction;
+    EXPECT_LE(plan->peakBytes, options.budgetBytes)
+        << name << " at " << fraction;
+    overheads.push_back(plan->stepUs / unplanned.stepUs - 1.0);
+  }
+  return overheads;
+}
+
+/// Mixtral-MoE at 70% of its unplanned peak: refine's rounds end above the
+/// floor (the unrefined step of a member above), the passes after them go
+/// under it, and the limited solve at the next budget up lowers it, 21,465
+/// -> 21,424 us: 4.67% (main, the floor standing: 4.87%). The budgets above
+/// get no slower plans.
+TEST(AutoLateFloorTest, LoweredAfterTheRoundsOnMixtral) {
+  const std::vector<double> fractions = {0.70, 0.72, 0.74, 0.76, 0.80, 0.90};
+  std::vector<double> overheads =
+      overheadsAt("graph_mixtral_moe.json", fractions);
+  ASSERT_EQ(overheads.size(), fractions.size());
+  EXPECT_LT(overheads.front(), 0.0475);
+  for (size_t i = 1; i < overheads.size(); ++i)
+    EXPECT_LE(overheads[i], overheads[i - 1] + 1e-12)
+        << "at " << fractions[i] << " against " << fractions[i - 1];
+}
+
+/// Llama-8l at 60%: the quiet prefetches' moves all together go under the
+/// floor, and the share of them it allows is taken by estimated gain, a
+/// move that would pass it left out and the smaller ones after it still
+/// taken: 6.74% (main, the share ending at the first such move: 6.78%).
+TEST(AutoLateFloorTest, QuietPrefetchesShareSkipsLargeMovesOnLlama) {
+  std::vector<double> overheads = overheadsAt("graph_llama8l.json", {0.60});
+  ASSERT_EQ(overheads.size(), 1u);
+  EXPECT_LT(overheads.front(), 0.0675);
+}
+
+} // namespace
