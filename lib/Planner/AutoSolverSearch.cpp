@@ -34,6 +34,23 @@ constexpr unsigned kProbeLevels = 3;
 /// swapCostly and flipCostly cost a few evaluations per ladder level: only
 /// on graphs with at most this many activations.
 constexpr size_t kMaxSwapActivations = 256;
+/// A flip the ladder did not keep at one of this many levels above is not
+/// tried again (LadderMemo): the plan a level below differs in a few
+/// decisions, and the flip fails again. A flip's plan is only the level's
+/// member (the ladder goes on from the plan before it), so skipping it
+/// changes no later level. On the corpus (least, 40-90%) one level skipped
+/// 4.8% of the solves' evaluations and changed no plan; two, 7.0%, and one
+/// plan (ConvNeXt-T at 70%, +0.0001 points); four, 8.7%, and three (BERT at
+/// 60%, +0.026 points).
+constexpr int64_t kFlipMemoLevels = 2;
+/// The replacement of copy-time trades (replaceTrades) is skipped at a level
+/// where at the level above it was slower than the plan by more than this
+/// share (or skipped for it). On BERT's least budget it was tried at 18
+/// levels and kept at none: 0.2-0.7% slower, then from the 38th level on
+/// 5-17% slower, as more of the step's copies are traded. Where one was
+/// kept after one not kept on the corpus, that one was at most 4.9% slower
+/// (U-Net), or 0.0% (Qwen2, ViT-B/16).
+constexpr double kSlowReplacement = 0.08;
 
 llvm::Expected<bool> Solver::polish(int64_t level) {
   // Copy-time trades no longer needed: hide the copies again where the
@@ -387,11 +404,11 @@ int64_t lethe::autosolver::copyOnlyPeak(const ActivationAnalysis &analysis,
   return peak;
 }
 
-llvm::Error Solver::searchLevel(int64_t level) {
+llvm::Error Solver::searchLevel(int64_t level, LadderMemo *memo) {
   llvm::Expected<bool> polished = polish(level);
   if (!polished)
     return polished.takeError();
-  if (llvm::Error err = replaceTrades(level))
+  if (llvm::Error err = replaceTrades(level, memo))
     return err;
   return swapCostly(level);
 }
@@ -535,7 +552,7 @@ llvm::Error Solver::probeBelow(int64_t level) {
   return llvm::Error::success();
 }
 
-llvm::Error Solver::replaceTrades(int64_t level) {
+llvm::Error Solver::replaceTrades(int64_t level, LadderMemo *memo) {
   if (llvm::Error err = simulateCurrent())
     return err;
   bool anyTrade = false;
@@ -550,7 +567,14 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   // A trade is taken where nothing else frees its op at the time; picks made
   // later at other ops often free it too, and then hiding its copies again
   // is faster. Without this, the next level's polish finds that plan and a
-  // smaller budget gets a faster plan than this one.
+  // smaller budget gets a faster plan than this one. Where it was far slower
+  // at the level above, the probe alone (what follows a replacement not
+  // kept).
+  if (memo && memo->slowReplacementAt > level &&
+      memo->slowReplacementAt <= level + stepBytes) {
+    memo->slowReplacementAt = level;
+    return probeBelow(level);
+  }
   State saved = save();
   // The probe the trades' replacement falls back on starts from the plan as
   // it is (and reads no reduction the replacement keeps): it runs beside
@@ -573,11 +597,15 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   noTrades = false;
   if (!reached)
     return reached.takeError();
+  if (memo)
+    memo->slowReplacementAt = -1;
   if (*reached) {
     if (llvm::Error err = polishFully(level))
       return err;
     if (currentEval.stepUs < saved.eval.stepUs)
       return llvm::Error::success();
+    if (memo && currentEval.stepUs > (1 + kSlowReplacement) * saved.eval.stepUs)
+      memo->slowReplacementAt = level;
   }
   restore(std::move(saved));
   // Else the picks of the levels below may free the trades' ops.
@@ -675,7 +703,8 @@ llvm::Expected<bool> Solver::swapOne(int64_t level, int32_t x) {
   return false;
 }
 
-llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
+llvm::Error Solver::flipCostly(int64_t level, double floor, LadderMemo *memo,
+                               size_t tries) {
   if (llvm::Error err = simulateCurrent())
     return err;
   // Where the greedy freed a node's bytes by the costlier kind (a 3 MiB
@@ -686,6 +715,10 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
   if (acts.size() > kMaxSwapActivations)
     return llvm::Error::success();
   std::vector<int32_t> order = costliestDecisions();
+  if (memo && memo->flipFailedAt.size() != acts.size()) {
+    memo->flipFailedAt.assign(acts.size(), -1);
+    memo->flipFailedTo.assign(acts.size(), Decision::Retain);
+  }
   for (size_t i = 0; i < order.size() && i < tries; ++i) {
     int32_t x = order[i];
     const ActivationInfo &act = acts[x];
@@ -694,17 +727,28 @@ llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
                         offloadedBytes + act.bytes > options.hostBudgetBytes
                   : !act.recomputable)
       continue;
+    const Decision to = toOffload ? Decision::Offload : Decision::Recompute;
+    if (memo && memo->flipFailedAt[x] > level &&
+        memo->flipFailedAt[x] <= level + kFlipMemoLevels * stepBytes &&
+        memo->flipFailedTo[x] == to)
+      continue;
     std::vector<Decision> trial = current;
     std::vector<CopyHint> trialHints = currentHints;
-    trial[x] = toOffload ? Decision::Offload : Decision::Recompute;
+    trial[x] = to;
     trialHints[x] = CopyHint();
     llvm::Expected<std::optional<Evaluation>> eval =
         evaluateTrial(trial, trialHints, {level, currentEval.stepUs},
                       options.hostBudgetBytes);
     if (!eval)
       return eval.takeError();
-    if (*eval && fitsLevel(**eval, level) &&
-        (*eval)->stepUs < currentEval.stepUs && (*eval)->stepUs >= floor) {
+    const bool kept = *eval && fitsLevel(**eval, level) &&
+                      (*eval)->stepUs < currentEval.stepUs &&
+                      (*eval)->stepUs >= floor;
+    if (memo) {
+      memo->flipFailedAt[x] = kept ? -1 : level;
+      memo->flipFailedTo[x] = to;
+    }
+    if (kept) {
       offloadedBytes += toOffload ? act.bytes : -act.bytes;
       current = std::move(trial);
       currentHints = std::move(trialHints);
