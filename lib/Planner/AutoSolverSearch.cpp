@@ -47,9 +47,10 @@ constexpr int64_t kFlipMemoLevels = 2;
 /// where at the level above it was slower than the plan by more than this
 /// share (or skipped for it). On BERT's least budget it was tried at 18
 /// levels and kept at none: 0.2-0.7% slower, then from the 38th level on
-/// 5-17% slower, as more of the step's copies are traded. Where one was
-/// kept after one not kept on the corpus, that one was at most 4.9% slower
-/// (U-Net), or 0.0% (Qwen2, ViT-B/16).
+/// 5-17% slower, as more of the step's copies are traded. Skipped after
+/// any one not kept, U-Net's, Qwen2's and ViT-B/16's least plans were
+/// slower: there the one not kept was 4.9% slower (U-Net) or 0.0%, and the
+/// next was kept.
 constexpr double kSlowReplacement = 0.08;
 
 llvm::Expected<bool> Solver::polish(int64_t level) {
