@@ -4,7 +4,8 @@
 // AutoSolver.cpp (the ladder and the greedy that reaches each level),
 // AutoSolverCandidates.cpp (the greedy's candidates and their prices),
 // AutoSolverSearch.cpp (the improvement searches at a level: polish,
-// restarts, probing below, replacing copy-time trades) and
+// restarts, probing below, replacing copy-time trades), AutoSolverSwaps.cpp
+// (costly decisions retained again or flipped at a level) and
 // RepeatedLayers.cpp (tied picks, the tied descent), AutoSolverRefine.cpp
 // (the local search on the plan returned) and AutoSolverQuietCopies.cpp
 // (its last passes, on where the copies go).
