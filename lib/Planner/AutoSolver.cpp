@@ -251,6 +251,10 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
     family.checks.push_back({ladder.size(), solveEvaluations()});
   };
   unsigned j = family.nextLevel;
+  // Only the ladder's own searches read and write the memo (not a
+  // restart's: its plan is a member, the ladder goes on from its own).
+  memo = resume ? family.resumeMemo : LadderMemo();
+  LadderMemo *const levelMemo = solverOptions.ladderMemo ? &memo : nullptr;
   if (!resume) {
     record(0);
     // Seeds first: the ladder falls back on them where the greedy is stuck.
@@ -365,7 +369,7 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
     // While tied, a level's plan is the greedy's: the searches below act on
     // single activations, and would untie the plan one level at a time.
     if (!tying)
-      if (llvm::Error err = searchLevel(level))
+      if (llvm::Error err = searchLevel(level, levelMemo))
         return err;
     if (!tying) {
       // The member is the plan restarted from the seeds where the greedy's
@@ -383,7 +387,7 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
         if (llvm::Error err =
                 restartWhereSlower(level, ladder.back().step, family.seedEvals))
           return err;
-      if (llvm::Error err = flipCostly(level, floor))
+      if (llvm::Error err = flipCostly(level, floor, levelMemo))
         return err;
       record(j);
       restore(std::move(path));
@@ -425,6 +429,7 @@ llvm::Error Solver::buildLadder(int64_t budget, int64_t baselinePeak,
   } else {
     // Where a solve at a lower budget goes on.
     family.resume = save();
+    family.resumeMemo = memo;
     family.nextLevel = j;
   }
   return llvm::Error::success();
@@ -457,6 +462,7 @@ llvm::Expected<AutoSolution> Solver::solve() {
                               solverOptions.latePrefetch,
                               solverOptions.chainReaders,
                               solverOptions.recomputeChainInput,
+                              solverOptions.ladderMemo,
                               {}};
     for (const AutoSeed &seed : seeds)
       inputs.seeds.push_back(seed.decisions);

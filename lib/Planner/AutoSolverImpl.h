@@ -4,7 +4,8 @@
 // AutoSolver.cpp (the ladder and the greedy that reaches each level),
 // AutoSolverCandidates.cpp (the greedy's candidates and their prices),
 // AutoSolverSearch.cpp (the improvement searches at a level: polish,
-// restarts, probing below, replacing copy-time trades) and
+// restarts, probing below, replacing copy-time trades), AutoSolverSwaps.cpp
+// (costly decisions retained again or flipped at a level) and
 // RepeatedLayers.cpp (tied picks, the tied descent), AutoSolverRefine.cpp
 // (the local search on the plan returned) and AutoSolverQuietCopies.cpp
 // (its last passes, on where the copies go).
@@ -328,11 +329,15 @@ private:
   /// unnecessary); the fastest result that holds the level is kept.
   llvm::Error probeBelow(int64_t level);
   /// Replaces copy-time trades by decisions that hide their copies where
-  /// that holds the level and is faster.
-  llvm::Error replaceTrades(int64_t level);
+  /// that holds the level and is faster. With `memo` (the ladder's own
+  /// plan), not tried where the replacement at the level above was slower
+  /// by more than kSlowReplacement (or not tried for that), and what it
+  /// finds recorded there.
+  llvm::Error replaceTrades(int64_t level, LadderMemo *memo = nullptr);
   /// What the ladder searches at a level once it has its plan (the
-  /// greedy's or a restart's): polish, replaceTrades, swapCostly.
-  llvm::Error searchLevel(int64_t level);
+  /// greedy's or a restart's): polish, replaceTrades (with `memo`),
+  /// swapCostly.
+  llvm::Error searchLevel(int64_t level, LadderMemo *memo = nullptr);
   State save() const {
     return {current, currentHints, currentEval, offloadedBytes};
   }
@@ -419,8 +424,11 @@ private:
   /// Turns the costliest recomputes into offloads and the costliest exposed
   /// offloads into recomputes, one at a time, where the plan is faster and
   /// still holds the level (small graphs only, as swapCostly), and is no
-  /// faster than `floor`.
-  llvm::Error flipCostly(int64_t level, double floor, size_t tries = 4);
+  /// faster than `floor`. With `memo`, a flip not kept at one of the
+  /// kFlipMemoLevels levels above is not tried again, and the flips not
+  /// kept here are recorded there.
+  llvm::Error flipCostly(int64_t level, double floor,
+                         LadderMemo *memo = nullptr, size_t tries = 4);
   /// The non-retained activations by what they cost the step, costliest
   /// first: recomputes by their restore point's chain time, offloads by
   /// the time the step waits for their copies.
@@ -587,6 +595,9 @@ private:
   size_t evaluationsBefore = 0;
   /// Spacing of the ladder's levels in bytes.
   int64_t stepBytes = 1;
+  /// What the ladder's searches found at the levels built so far
+  /// (AutoSolverOptions::ladderMemo; buildLadder).
+  LadderMemo memo;
   /// The last reduceTo calls: what each started from (its plan, host bytes,
   /// level and flags) and ended with, and the evaluations it made.
   struct Reduction {
@@ -638,7 +649,7 @@ public:
     int64_t hostBudget = 0;
     double levelStep = 0.0;
     bool latePrefetch = false, chainReaders = false,
-         recomputeChainInput = false;
+         recomputeChainInput = false, ladderMemo = false;
     std::vector<std::vector<Decision>> seeds;
     bool operator==(const Inputs &other) const {
       return activations == other.activations &&
@@ -648,7 +659,7 @@ public:
              latePrefetch == other.latePrefetch &&
              chainReaders == other.chainReaders &&
              recomputeChainInput == other.recomputeChainInput &&
-             seeds == other.seeds;
+             ladderMemo == other.ladderMemo && seeds == other.seeds;
     }
     bool operator!=(const Inputs &other) const { return !(*this == other); }
   };
@@ -677,6 +688,7 @@ public:
   /// Where an unfinished ladder goes on: the plan the loop left, and the
   /// next level index.
   autosolver::State resume;
+  autosolver::LadderMemo resumeMemo;
   unsigned nextLevel = 1;
   std::vector<Evaluation> seedEvals;
   /// The last solution solveAuto returned through the family, refined as

@@ -3,10 +3,10 @@
 // Once the greedy holds a level, these searches look for a faster plan that
 // still holds it: undoing decisions the level no longer needs (polish,
 // unexposeOffloads), trading costly recomputes and exposed offloads for
-// free decisions (swapCostly), descending a few levels and polishing back
-// (probeBelow), and hiding traded copies again (replaceTrades). Also the
-// greedy's fallback when a batch does not help: single candidates tried
-// exactly (trySingles).
+// free decisions (swapCostly, AutoSolverSwaps.cpp), descending a few levels
+// and polishing back (probeBelow), and hiding traded copies again
+// (replaceTrades). Also the greedy's fallback when a batch does not help:
+// single candidates tried exactly (trySingles).
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,9 +31,15 @@ constexpr size_t kRestartSwaps = 32;
 constexpr double kRestartJump = 0.02;
 /// How many levels below probeBelow looks.
 constexpr unsigned kProbeLevels = 3;
-/// swapCostly and flipCostly cost a few evaluations per ladder level: only
-/// on graphs with at most this many activations.
-constexpr size_t kMaxSwapActivations = 256;
+/// The replacement of copy-time trades (replaceTrades) is skipped at a level
+/// where at the level above it was slower than the plan by more than this
+/// share (or skipped for it). On BERT's least budget it was tried at 18
+/// levels and kept at none: 0.2-0.7% slower, then from the 38th level on
+/// 5-17% slower, as more of the step's copies are traded. Skipped after
+/// any one not kept, U-Net's, Qwen2's and ViT-B/16's least plans were
+/// slower: there the one not kept was 4.9% slower (U-Net) or 0.0%, and the
+/// next was kept.
+constexpr double kSlowReplacement = 0.08;
 
 llvm::Expected<bool> Solver::polish(int64_t level) {
   // Copy-time trades no longer needed: hide the copies again where the
@@ -387,11 +393,11 @@ int64_t lethe::autosolver::copyOnlyPeak(const ActivationAnalysis &analysis,
   return peak;
 }
 
-llvm::Error Solver::searchLevel(int64_t level) {
+llvm::Error Solver::searchLevel(int64_t level, LadderMemo *memo) {
   llvm::Expected<bool> polished = polish(level);
   if (!polished)
     return polished.takeError();
-  if (llvm::Error err = replaceTrades(level))
+  if (llvm::Error err = replaceTrades(level, memo))
     return err;
   return swapCostly(level);
 }
@@ -535,7 +541,7 @@ llvm::Error Solver::probeBelow(int64_t level) {
   return llvm::Error::success();
 }
 
-llvm::Error Solver::replaceTrades(int64_t level) {
+llvm::Error Solver::replaceTrades(int64_t level, LadderMemo *memo) {
   if (llvm::Error err = simulateCurrent())
     return err;
   bool anyTrade = false;
@@ -550,7 +556,14 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   // A trade is taken where nothing else frees its op at the time; picks made
   // later at other ops often free it too, and then hiding its copies again
   // is faster. Without this, the next level's polish finds that plan and a
-  // smaller budget gets a faster plan than this one.
+  // smaller budget gets a faster plan than this one. Where it was far slower
+  // at the level above, the probe alone (what follows a replacement not
+  // kept).
+  if (memo && memo->slowReplacementAt > level &&
+      memo->slowReplacementAt <= level + stepBytes) {
+    memo->slowReplacementAt = level;
+    return probeBelow(level);
+  }
   State saved = save();
   // The probe the trades' replacement falls back on starts from the plan as
   // it is (and reads no reduction the replacement keeps): it runs beside
@@ -573,11 +586,15 @@ llvm::Error Solver::replaceTrades(int64_t level) {
   noTrades = false;
   if (!reached)
     return reached.takeError();
+  if (memo)
+    memo->slowReplacementAt = -1;
   if (*reached) {
     if (llvm::Error err = polishFully(level))
       return err;
     if (currentEval.stepUs < saved.eval.stepUs)
       return llvm::Error::success();
+    if (memo && currentEval.stepUs > (1 + kSlowReplacement) * saved.eval.stepUs)
+      memo->slowReplacementAt = level;
   }
   restore(std::move(saved));
   // Else the picks of the levels below may free the trades' ops.
@@ -588,129 +605,6 @@ llvm::Error Solver::replaceTrades(int64_t level) {
     return probed.takeError();
   restore((*probed)->save());
   reductions = std::move((*probed)->reductions);
-  return llvm::Error::success();
-}
-
-std::vector<int32_t> Solver::costliestDecisions() const {
-  const Placement &placement = *currentEval.placement;
-  std::vector<std::pair<double, int32_t>> order;
-  for (size_t a = 0; a < acts.size(); ++a) {
-    if (current[a] == Decision::Recompute &&
-        placement.decisions[a].decision == Decision::Recompute)
-      order.push_back(
-          {-placement.chainUs[placement.decisions[a].firstBackwardUse] -
-               acts[a].recomputeUs,
-           static_cast<int32_t>(a)});
-    else if (double late = exposedCopyUs(a); late > 0.0)
-      order.push_back({-late, static_cast<int32_t>(a)});
-  }
-  llvm::sort(order);
-  std::vector<int32_t> result;
-  for (auto [cost, a] : order)
-    result.push_back(a);
-  return result;
-}
-
-llvm::Error Solver::swapCostly(int64_t level, size_t tries) {
-  if (llvm::Error err = simulateCurrent())
-    return err;
-  if (acts.size() > kMaxSwapActivations)
-    return llvm::Error::success();
-  std::vector<int32_t> order = costliestDecisions();
-  for (size_t i = 0; i < order.size() && i < tries; ++i) {
-    if (current[order[i]] == Decision::Retain)
-      continue;
-    // The swaps after this one start from the plan as it is where this one
-    // is not kept (most are not), and keep no reduction: up to a thread
-    // each, they run beside it, taken in order until one is kept.
-    std::vector<std::pair<size_t, Fork>> ahead;
-    for (size_t j = i + 1; forks() && j < order.size() && j < tries &&
-                           ahead.size() + 1 < workers->getThreads();
-         ++j)
-      if (current[order[j]] != Decision::Retain)
-        ahead.push_back({j, fork([level, x = order[j]](Solver &s) {
-                           return s.swapOne(level, x).takeError();
-                         })});
-    llvm::Expected<bool> kept = swapOne(level, order[i]);
-    if (!kept)
-      return kept.takeError();
-    for (auto &[j, swap] : ahead) {
-      if (*kept)
-        break;
-      llvm::Expected<Solver *> swapped = join(swap);
-      if (!swapped)
-        return swapped.takeError();
-      kept = (*swapped)->current != current ||
-             (*swapped)->currentHints != currentHints;
-      restore((*swapped)->save());
-      i = j;
-    }
-  }
-  return llvm::Error::success();
-}
-
-llvm::Expected<bool> Solver::swapOne(int64_t level, int32_t x) {
-  // Retained again, the level is reached by decisions that cost nothing
-  // (freeOnly); kept only if the step is faster.
-  const State saved = save();
-  if (current[x] == Decision::Offload)
-    offloadedBytes -= acts[x].bytes;
-  current[x] = Decision::Retain;
-  currentHints[x] = CopyHint();
-  // reduceTo goes down from its memory and simulates where it ends.
-  llvm::Expected<Evaluation> eval =
-      evaluator.evaluate(current, currentHints, EvaluationLimits::memoryOnly());
-  if (!eval)
-    return eval.takeError();
-  currentEval = std::move(*eval);
-  freeOnly = true;
-  llvm::Expected<bool> reached = reduceTo(
-      level, /*keep=*/false, {/*onlyReached=*/true, saved.eval.stepUs});
-  freeOnly = false;
-  if (!reached)
-    return reached.takeError();
-  if (*reached && currentEval.stepUs < saved.eval.stepUs)
-    return true;
-  restore(saved);
-  return false;
-}
-
-llvm::Error Solver::flipCostly(int64_t level, double floor, size_t tries) {
-  if (llvm::Error err = simulateCurrent())
-    return err;
-  // Where the greedy freed a node's bytes by the costlier kind (a 3 MiB
-  // offload whose copy the step waits for, where re-running its producer
-  // costs less; a long chain where the copy would hide), the other kind
-  // frees about the same bytes over the same gap: ExactPropertyTest's
-  // misses were such single decisions.
-  if (acts.size() > kMaxSwapActivations)
-    return llvm::Error::success();
-  std::vector<int32_t> order = costliestDecisions();
-  for (size_t i = 0; i < order.size() && i < tries; ++i) {
-    int32_t x = order[i];
-    const ActivationInfo &act = acts[x];
-    bool toOffload = current[x] == Decision::Recompute;
-    if (toOffload ? !act.offloadable ||
-                        offloadedBytes + act.bytes > options.hostBudgetBytes
-                  : !act.recomputable)
-      continue;
-    std::vector<Decision> trial = current;
-    std::vector<CopyHint> trialHints = currentHints;
-    trial[x] = toOffload ? Decision::Offload : Decision::Recompute;
-    trialHints[x] = CopyHint();
-    llvm::Expected<std::optional<Evaluation>> eval =
-        evaluateTrial(trial, trialHints, {level, currentEval.stepUs},
-                      options.hostBudgetBytes);
-    if (!eval)
-      return eval.takeError();
-    if (*eval && fitsLevel(**eval, level) &&
-        (*eval)->stepUs < currentEval.stepUs && (*eval)->stepUs >= floor) {
-      offloadedBytes += toOffload ? act.bytes : -act.bytes;
-      current = std::move(trial);
-      currentHints = std::move(trialHints);
-      currentEval = std::move(**eval);
-    }
-  }
   return llvm::Error::success();
 }
 

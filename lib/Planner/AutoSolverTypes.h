@@ -287,6 +287,22 @@ private:
   mutable std::mutex mutex;
 };
 
+/// What the ladder's searches found at the levels above that tells which
+/// of their trials at the next level are not worth making (docs/Planner.md,
+/// "Fewer trials where they do not pay"). Kept where an unfinished ladder
+/// goes on (AutoFamily), so that a ladder resumed by a later solve skips
+/// what one built in one go skips.
+struct LadderMemo {
+  /// Per activation: the last level at which flipCostly tried it as
+  /// `flipFailedTo` and did not keep it (-1: none since it was last kept).
+  std::vector<int64_t> flipFailedAt;
+  std::vector<Decision> flipFailedTo;
+  /// The last level at which replaceTrades found the plan without copy-time
+  /// trades slower than the plan by more than kSlowReplacement, or skipped
+  /// it for that (-1: none).
+  int64_t slowReplacementAt = -1;
+};
+
 /// Snapshot of the solver's current plan.
 struct State {
   std::vector<Decision> decisions;

@@ -135,6 +135,10 @@ struct AutoSolverOptions {
   /// would be (docs/Planner.md, "Trials asked for again"); the plans are the
   /// same either way. Off only to compare.
   bool verdicts = true;
+  /// The ladder skips trials that failed at the levels above it by a
+  /// margin (flips, the replacement of copy-time trades; docs/Planner.md,
+  /// "Fewer trials where they do not pay"). Off only to compare.
+  bool ladderMemo = true;
   /// Where given, the ladder an earlier solve of this step built (at another
   /// budget) is reused where it reaches this budget's end, and a longer one
   /// built here is kept in it. Only for solves of one step whose graph,
