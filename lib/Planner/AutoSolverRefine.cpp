@@ -795,20 +795,20 @@ llvm::Error Solver::refineSolution(
               : nullptr);
   if (!kept)
     return kept.takeError();
-  if (*kept == 0) {
-    if (reasonsDeferred)
-      explainAll(solution);
-    return llvm::Error::success();
+  if (*kept > 0) {
+    solution.evaluation = currentEval;
+    solution.decisions = current;
+    for (size_t a = 0; a < acts.size(); ++a)
+      solution.decisions[a] =
+          solution.evaluation.placement->decisions[a].decision;
+    solution.chosen +=
+        llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
+            .str();
   }
-  solution.evaluation = currentEval;
-  solution.decisions = current;
-  for (size_t a = 0; a < acts.size(); ++a)
-    solution.decisions[a] =
-        solution.evaluation.placement->decisions[a].decision;
-  solution.chosen +=
-      llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
-          .str();
-  explainAll(solution, notes);
+  // A solve nested for a floor is read for its step alone (solveAt): its
+  // plan is left unexplained (0.3-0.4 ms a solve on Llama-8l).
+  if (answersAgain && (*kept > 0 || reasonsDeferred))
+    explainAll(solution, notes);
   return llvm::Error::success();
 }
 

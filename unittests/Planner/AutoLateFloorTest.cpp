@@ -92,4 +92,34 @@ TEST(AutoLateFloorTest, QuietPrefetchesShareSkipsLargeMovesOnLlama) {
   EXPECT_LT(overheads.front(), 0.0675);
 }
 
+/// Llama-8l at 40%, planned as `lethe plan` plans it: refine's floor comes
+/// from solves nested three deep, which are read for their step alone and
+/// left unexplained (solveAt); the plan returned is explained in full, the
+/// decisions refine changed saying so.
+TEST(AutoLateFloorTest, NestedSolvesLeaveTheReturnedPlanExplained) {
+  mlir::MLIRContext context;
+  registerLoaderDialects(context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = loadTrainingGraph(
+      std::string(LETHE_GRAPHS_DIR) + "/graph_llama8l.json", context, {});
+  ASSERT_TRUE(module);
+  mlir::FailureOr<TrainingGraph> graph =
+      TrainingGraph::fromFunction(getTrainingFunction(*module));
+  ASSERT_TRUE(mlir::succeeded(graph));
+  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
+  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
+  PlanOptions options;
+  // `lethe plan --budget 40%`'s budget.
+  options.budgetBytes = 4239825408;
+  llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  ASSERT_TRUE(plan->feasible);
+  ASSERT_FALSE(plan->decisions.empty());
+  size_t refined = 0;
+  for (const ActivationDecision &d : plan->decisions) {
+    EXPECT_FALSE(d.reason.empty()) << "value " << d.value;
+    refined += d.reason.find("[refined: ") != std::string::npos;
+  }
+  EXPECT_GT(refined, 0u) << plan->stepUs;
+}
+
 } // namespace
