@@ -16,6 +16,8 @@
 
 #include "AutoSolverImpl.h"
 
+#include <map>
+
 using namespace lethe;
 using namespace lethe::autosolver;
 
@@ -36,15 +38,6 @@ constexpr unsigned kPartialRuns = 3;
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-/// What the solves nested for the floor share with the solve they serve.
-struct Nesting {
-  const Evaluator &evaluator;
-  llvm::ArrayRef<AutoSeed> seeds;
-  const AutoSolverOptions &solver;
-  Verdicts *verdicts;
-  Workers *workers;
-};
-
 /// How far down a lazily asked solve's refine was seen to go.
 struct LazyStep {
   double least = kInfinity;
@@ -54,6 +47,21 @@ struct LazyStep {
   /// No run of it ends under this (floorBound).
   std::optional<double> bound;
   unsigned runs = 0;
+};
+
+/// What the solves nested for the floor share with the solve they serve.
+struct Nesting {
+  const Evaluator &evaluator;
+  llvm::ArrayRef<AutoSeed> seeds;
+  const AutoSolverOptions &solver;
+  Verdicts *verdicts;
+  Workers *workers;
+  /// What each lazily asked solve (budget, depth) told, kept for all that
+  /// ask it: the solve of a budget at a depth is the same whoever asks, and
+  /// a run of a solve stopped short and made again asks its own alike.
+  /// Read by one thread at a time (the solve made ahead beside refine is
+  /// the returned plan's, whose refine asks none lazily).
+  std::map<std::pair<int64_t, unsigned>, LazyStep> &asked;
 };
 
 } // namespace
@@ -73,6 +81,9 @@ static unsigned planThreads(const Evaluator &evaluator,
 /// plan fits: the floor is then not lowered).
 static llvm::Expected<double> floorBound(const Nesting &n, PlanOptions options,
                                          unsigned depth) {
+  LazyStep &lazy = n.asked[{options.budgetBytes, depth}];
+  if (lazy.bound)
+    return *lazy.bound;
   Solver fast(n.evaluator, options, n.seeds, n.solver);
   fast.setVerdicts(n.verdicts);
   fast.setWorkers(n.workers);
@@ -89,6 +100,7 @@ static llvm::Expected<double> floorBound(const Nesting &n, PlanOptions options,
       return above.takeError();
     bound = std::min(bound, *above);
   }
+  lazy.bound = bound;
   return bound;
 }
 
@@ -115,7 +127,6 @@ solveAt(const Nesting &n, const PlanOptions &options, unsigned depth,
     fast.keepSolved(*solution);
     return solution;
   }
-  LazyStep lazy;
   auto stepAbove = [&](int64_t budget, unsigned limit, double stepUs)
       -> llvm::Expected<std::optional<FloorNear>> {
     PlanOptions above = options;
@@ -128,20 +139,18 @@ solveAt(const Nesting &n, const PlanOptions &options, unsigned depth,
         return std::nullopt;
       return FloorNear{plan->evaluation.stepUs, true};
     }
-    // Asked lazily (refine asks at one budget only, nextPeakAbove): every
-    // run takes the same moves, so the trial is under the floor exactly
-    // where no run reaches its step, nor one run to its end.
+    // Asked lazily: every run takes the same moves, so the trial is under
+    // the floor exactly where no run reaches its step, nor one run to its
+    // end.
+    LazyStep &lazy = n.asked[{budget, depth + 1}];
     while (true) {
       if (!lazy.feasible)
         return std::nullopt;
       if (lazy.complete || lazy.least <= stepUs)
         return FloorNear{lazy.least, lazy.complete};
-      if (!lazy.bound) {
-        llvm::Expected<double> bound = floorBound(n, above, depth + 1);
-        if (!bound)
-          return bound.takeError();
-        lazy.bound = *bound;
-      }
+      if (!lazy.bound)
+        if (llvm::Error err = floorBound(n, above, depth + 1).takeError())
+          return std::move(err);
       if (stepUs < *lazy.bound)
         return FloorNear{*lazy.bound, false};
       bool stopped = false;
@@ -178,9 +187,10 @@ llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
   Verdicts verdicts;
   // After the verdicts, which its threads read: they are joined first.
   Workers workers(planThreads(evaluator, options));
+  std::map<std::pair<int64_t, unsigned>, LazyStep> asked;
   llvm::Expected<AutoSolution> solution =
       solveAt({evaluator, seeds, withFamily,
-               solver.verdicts ? &verdicts : nullptr, &workers},
+               solver.verdicts ? &verdicts : nullptr, &workers, asked},
               options, 0);
   if (solution) {
     solution->knownTrials = verdicts.getAnswered();
