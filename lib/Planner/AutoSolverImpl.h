@@ -167,6 +167,8 @@ public:
   void setRefineStop(double stepUs) { refineStopUs = stepUs; }
   bool stoppedShort() const { return stopped; }
   double getRefineFloor() const { return refineFloor; }
+  /// The evaluations refine may make in its rounds (after solve()).
+  unsigned refineBudget() const;
   int64_t getNextPeakAbove() const { return nextPeakAbove; }
 
 private:

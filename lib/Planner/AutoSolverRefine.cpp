@@ -119,6 +119,24 @@ constexpr size_t kContentionSolveDivisor = 16;
 constexpr unsigned kMinContentionEvaluations = 4;
 constexpr size_t kSwapsPerRound = 3;
 
+static double floorShareOf(const TrainingGraph &graph) {
+  return std::min(1.0, static_cast<double>(kFloorFullNodes) /
+                           static_cast<double>(
+                               std::max<size_t>(1, graph.numNodes())));
+}
+
+unsigned Solver::refineBudget() const {
+  const unsigned most = std::max<unsigned>(
+      static_cast<unsigned>(floorShareOf(graph) *
+                            (answersAgain ? kMinReturnedRefineEvaluations
+                                          : kMinRefineEvaluations)),
+      static_cast<unsigned>(kRefineShare *
+                            static_cast<double>(refineEvaluationBase
+                                                    ? refineEvaluationBase
+                                                    : solveEvaluations())));
+  return refineLimit ? std::min(most, refineLimit) : most;
+}
+
 namespace {
 
 /// One or two decisions changed together, with the estimated step time it
@@ -278,19 +296,8 @@ llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
   unsigned evaluations = 0, kept = 0;
   // answersAgain: this solve is the caller's, not one nested for a floor.
   // The floor shrinks with the evaluations' cost (see kFloorFullNodes).
-  const double floorShare = std::min(
-      1.0, static_cast<double>(kFloorFullNodes) /
-               static_cast<double>(std::max<size_t>(1, graph.numNodes())));
-  unsigned maxEvaluations = std::max<unsigned>(
-      static_cast<unsigned>(floorShare * (answersAgain
-                                              ? kMinReturnedRefineEvaluations
-                                              : kMinRefineEvaluations)),
-      static_cast<unsigned>(kRefineShare *
-                            static_cast<double>(refineEvaluationBase
-                                                    ? refineEvaluationBase
-                                                    : solveEvaluations())));
-  if (refineLimit)
-    maxEvaluations = std::min(maxEvaluations, refineLimit);
+  const double floorShare = floorShareOf(graph);
+  unsigned maxEvaluations = refineBudget();
   bool floorLowered = !lowerFloor;
   // After the rounds (the contention pass and the quiet copies): a floor
   // lowered there comes from a limited nested solve (lateFloorEvaluations).
