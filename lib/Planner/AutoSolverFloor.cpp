@@ -134,8 +134,9 @@ solveAt(const Nesting &n, const PlanOptions &options, unsigned depth,
     fast.keepSolved(*solution);
     return solution;
   }
-  auto stepAbove = [&](int64_t budget, unsigned limit, double stepUs)
-      -> llvm::Expected<std::optional<FloorNear>> {
+  auto stepAbove =
+      [&](int64_t budget, unsigned limit,
+          double stepUs) -> llvm::Expected<std::optional<FloorNear>> {
     PlanOptions above = options;
     above.budgetBytes = budget;
     if (depth == 0) {

@@ -507,8 +507,7 @@ private:
   /// `lowerFloor(n)`, where given, is asked once, where the floor first
   /// turns a move down, for a floor at most `floor` to go on with instead
   /// (from a solve whose refine makes at most `n` evaluations, 0: any).
-  using LowerFloor =
-      std::function<llvm::Expected<FloorNear>(unsigned, double)>;
+  using LowerFloor = std::function<llvm::Expected<FloorNear>(unsigned, double)>;
   llvm::Expected<unsigned> refine(int64_t cap, double floor,
                                   std::vector<std::string> &notes,
                                   const LowerFloor &lowerFloor = {});

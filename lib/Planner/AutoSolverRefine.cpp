@@ -119,10 +119,11 @@ constexpr size_t kContentionSolveDivisor = 16;
 constexpr unsigned kMinContentionEvaluations = 4;
 constexpr size_t kSwapsPerRound = 3;
 
+/// The share of those floors a graph gets (kFloorFullNodes).
 static double floorShareOf(const TrainingGraph &graph) {
-  return std::min(1.0, static_cast<double>(kFloorFullNodes) /
-                           static_cast<double>(
-                               std::max<size_t>(1, graph.numNodes())));
+  return std::min(
+      1.0, static_cast<double>(kFloorFullNodes) /
+               static_cast<double>(std::max<size_t>(1, graph.numNodes())));
 }
 
 unsigned Solver::refineBudget() const {
@@ -806,9 +807,9 @@ llvm::Error Solver::refineSolution(AutoSolution &solution,
       return FloorNear{refineFloor, true};
     return FloorNear{std::min(refineFloor, (*above)->value), (*above)->exact};
   };
-  llvm::Expected<unsigned> kept = refine(
-      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes,
-      floored ? LowerFloor(lowerFloor) : nullptr);
+  llvm::Expected<unsigned> kept =
+      refine(std::min(options.budgetBytes, currentEval.peakBytes), refineFloor,
+             notes, floored ? LowerFloor(lowerFloor) : nullptr);
   if (!kept)
     return kept.takeError();
   if (*kept > 0) {
