@@ -62,6 +62,13 @@ private:
 
 class Solver;
 
+/// Refine's floor as far as it is known near a step: a value on the same
+/// side of the step as the floor, the floor itself where `exact`.
+struct FloorNear {
+  double value;
+  bool exact;
+};
+
 /// A search run on a copy of the solver (Solver::fork).
 struct Fork {
   /// Shared with the work, which a discarded fork may still run.
@@ -143,17 +150,26 @@ public:
   void keepSolved(const AutoSolution &solution) const;
   /// Refines a feasible solution of solve() at the budget (refine), its
   /// decisions, evaluation and reasons replaced where a move was kept.
-  /// `stepAbove(b, n)`, where given, is the step of the plan `auto` returns
-  /// at budget `b` (a solve of its own, perhaps with a higher floor than a
-  /// solve of b alone would take, its refine limited to `n` evaluations
-  /// where `n` > 0: never a faster plan), asked only where the floor
-  /// stopped a move: refining floored by it instead of the unrefined
-  /// members above keeps the overhead non-increasing in the budget
-  /// (docs/Planner.md, "Refining and monotonicity").
-  llvm::Error
-  refineSolution(AutoSolution &solution,
-                 const std::function<llvm::Expected<std::optional<double>>(
-                     int64_t, unsigned)> &stepAbove = {});
+  /// `stepAbove(b, n, s)`, where given, is the step of the plan `auto`
+  /// returns at budget `b` (a solve of its own, perhaps with a higher floor
+  /// than a solve of b alone would take, its refine limited to `n`
+  /// evaluations where `n` > 0: never a faster plan), or only as far as
+  /// step `s` needs (FloorNear), asked only where the floor stopped a move:
+  /// refining floored by it instead of the unrefined members above keeps
+  /// the overhead non-increasing in the budget (docs/Planner.md, "Refining
+  /// and monotonicity").
+  using StepAbove = std::function<llvm::Expected<std::optional<FloorNear>>(
+      int64_t, unsigned, double)>;
+  llvm::Error refineSolution(AutoSolution &solution,
+                             const StepAbove &stepAbove = {});
+  /// Refine stops once its plan's step is at most `stepUs` (a solve asked
+  /// only how far down it gets); stoppedShort() says whether it did.
+  void setRefineStop(double stepUs) { refineStopUs = stepUs; }
+  bool stoppedShort() const { return stopped; }
+  double getRefineFloor() const { return refineFloor; }
+  /// The evaluations refine may make in its rounds (after solve()).
+  unsigned refineBudget() const;
+  int64_t getNextPeakAbove() const { return nextPeakAbove; }
 
 private:
   /// Compute time a moving copy costs per microsecond: the kernels beside it
@@ -491,9 +507,10 @@ private:
   /// `lowerFloor(n)`, where given, is asked once, where the floor first
   /// turns a move down, for a floor at most `floor` to go on with instead
   /// (from a solve whose refine makes at most `n` evaluations, 0: any).
-  llvm::Expected<unsigned> refine(
-      int64_t cap, double floor, std::vector<std::string> &notes,
-      const std::function<llvm::Expected<double>(unsigned)> &lowerFloor = {});
+  using LowerFloor = std::function<llvm::Expected<FloorNear>(unsigned, double)>;
+  llvm::Expected<unsigned> refine(int64_t cap, double floor,
+                                  std::vector<std::string> &notes,
+                                  const LowerFloor &lowerFloor = {});
 
   static bool improves(const Evaluation &next, const Evaluation &prev) {
     if (next.peakBytes != prev.peakBytes)
@@ -582,6 +599,8 @@ private:
   AutoFamily *usedFamily = nullptr;
   bool answersAgain = false;
   unsigned refineLimit = 0;
+  double refineStopUs = -std::numeric_limits<double>::infinity();
+  bool stopped = false;
   bool solvedAgain = false;
   /// setVerdicts's (none: every trial evaluated).
   Verdicts *verdicts = nullptr;

@@ -9,8 +9,7 @@
 // by a cheap estimate (step time saved per byte moved, from the current
 // placement and its exact memory), each confirmed by a whole-step
 // evaluation, the fastest plan kept (docs/Planner.md, "Refining"). Its
-// floor may come from a solve at the next budget up (solveAt, which
-// solveAuto starts).
+// floor may come from a solve at the next budget up (AutoSolverFloor.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,6 +119,25 @@ constexpr size_t kContentionSolveDivisor = 16;
 constexpr unsigned kMinContentionEvaluations = 4;
 constexpr size_t kSwapsPerRound = 3;
 
+/// The share of those floors a graph gets (kFloorFullNodes).
+static double floorShareOf(const TrainingGraph &graph) {
+  return std::min(
+      1.0, static_cast<double>(kFloorFullNodes) /
+               static_cast<double>(std::max<size_t>(1, graph.numNodes())));
+}
+
+unsigned Solver::refineBudget() const {
+  const unsigned most = std::max<unsigned>(
+      static_cast<unsigned>(floorShareOf(graph) *
+                            (answersAgain ? kMinReturnedRefineEvaluations
+                                          : kMinRefineEvaluations)),
+      static_cast<unsigned>(kRefineShare *
+                            static_cast<double>(refineEvaluationBase
+                                                    ? refineEvaluationBase
+                                                    : solveEvaluations())));
+  return refineLimit ? std::min(most, refineLimit) : most;
+}
+
 namespace {
 
 /// One or two decisions changed together, with the estimated step time it
@@ -155,9 +173,9 @@ const char *decisionName(Decision d) {
 
 } // namespace
 
-llvm::Expected<unsigned> Solver::refine(
-    int64_t cap, double floor, std::vector<std::string> &notes,
-    const std::function<llvm::Expected<double>(unsigned)> &lowerFloor) {
+llvm::Expected<unsigned> Solver::refine(int64_t cap, double floor,
+                                        std::vector<std::string> &notes,
+                                        const LowerFloor &lowerFloor) {
   notes.assign(acts.size(), "");
   const PlannedCopyCosts copy = plannedCopyCosts(device);
   auto copyUs = [&](size_t a) {
@@ -279,19 +297,8 @@ llvm::Expected<unsigned> Solver::refine(
   unsigned evaluations = 0, kept = 0;
   // answersAgain: this solve is the caller's, not one nested for a floor.
   // The floor shrinks with the evaluations' cost (see kFloorFullNodes).
-  const double floorShare = std::min(
-      1.0, static_cast<double>(kFloorFullNodes) /
-               static_cast<double>(std::max<size_t>(1, graph.numNodes())));
-  unsigned maxEvaluations = std::max<unsigned>(
-      static_cast<unsigned>(floorShare * (answersAgain
-                                              ? kMinReturnedRefineEvaluations
-                                              : kMinRefineEvaluations)),
-      static_cast<unsigned>(kRefineShare *
-                            static_cast<double>(refineEvaluationBase
-                                                    ? refineEvaluationBase
-                                                    : solveEvaluations())));
-  if (refineLimit)
-    maxEvaluations = std::min(maxEvaluations, refineLimit);
+  const double floorShare = floorShareOf(graph);
+  unsigned maxEvaluations = refineBudget();
   bool floorLowered = !lowerFloor;
   // After the rounds (the contention pass and the quiet copies): a floor
   // lowered there comes from a limited nested solve (lateFloorEvaluations).
@@ -307,10 +314,14 @@ llvm::Expected<unsigned> Solver::refine(
           inPasses ? lateFloorEvaluations(solveEvaluations()) : 0;
       if (inPasses && !limit)
         return floor;
-      llvm::Expected<double> lower = lowerFloor(limit);
+      llvm::Expected<FloorNear> lower = lowerFloor(limit, stepUs);
       if (!lower)
         return lower.takeError();
-      floor = std::min(floor, *lower);
+      // Known only as far as `stepUs` needs: asked again for the next step.
+      floorLowered = lower->exact;
+      if (!lower->exact)
+        return std::min(floor, lower->value);
+      floor = std::min(floor, lower->value);
     }
     return floor;
   };
@@ -391,6 +402,9 @@ llvm::Expected<unsigned> Solver::refine(
         currentEval = std::move(*eval);
         offloadedBytes = host;
         ++kept;
+        // A solve asked only whether its refine gets that far stops there.
+        if (currentEval.stepUs <= refineStopUs)
+          maxEvaluations = evaluations, stopped = true;
         return true;
       }
       // Still over the cap: the next widening, until the last (which goes
@@ -725,10 +739,8 @@ llvm::Expected<unsigned> Solver::refine(
   return kept;
 }
 
-llvm::Error Solver::refineSolution(
-    AutoSolution &solution,
-    const std::function<
-        llvm::Expected<std::optional<double>>(int64_t, unsigned)> &stepAbove) {
+llvm::Error Solver::refineSolution(AutoSolution &solution,
+                                   const StepAbove &stepAbove) {
   if (!solution.feasible)
     return llvm::Error::success();
   current = solution.decisions;
@@ -764,22 +776,26 @@ llvm::Error Solver::refineSolution(
   // That solve depends on nothing refine does: where the searches fork and
   // it replays the family's ladder (reads it only), it runs beside refine
   // from the start, and is discarded where refine never asks for it.
-  std::optional<std::optional<double>> aheadStep;
+  // Only on the plan returned: the solves nested deeper are asked lazily.
+  std::optional<std::optional<FloorNear>> aheadStep;
   std::optional<Forked> ahead;
-  if (floored && forks() && usedFamily && usedFamily->replay(nextPeakAbove).end)
+  if (floored && answersAgain && forks() && usedFamily &&
+      usedFamily->replay(nextPeakAbove).end)
     ahead.emplace(*workers, evaluator, [&]() -> llvm::Error {
-      llvm::Expected<std::optional<double>> above = stepAbove(nextPeakAbove, 0);
+      llvm::Expected<std::optional<FloorNear>> above =
+          stepAbove(nextPeakAbove, 0, -std::numeric_limits<double>::infinity());
       if (!above)
         return above.takeError();
       aheadStep = *above;
       return llvm::Error::success();
     });
-  auto lowerFloor = [&](unsigned limit) -> llvm::Expected<double> {
+  auto lowerFloor = [&](unsigned limit,
+                        double stepUs) -> llvm::Expected<FloorNear> {
     // A limited solve is not the one made ahead: the plan would then
     // depend on the threads.
-    llvm::Expected<std::optional<double>> above =
-        ahead && !limit ? std::optional<double>()
-                        : stepAbove(nextPeakAbove, limit);
+    llvm::Expected<std::optional<FloorNear>> above =
+        ahead && !limit ? std::optional<FloorNear>()
+                        : stepAbove(nextPeakAbove, limit, stepUs);
     if (ahead && !limit) {
       if (llvm::Error err = ahead->join())
         return std::move(err);
@@ -787,118 +803,28 @@ llvm::Error Solver::refineSolution(
     }
     if (!above)
       return above.takeError();
-    return *above ? std::min(refineFloor, **above) : refineFloor;
+    if (!*above)
+      return FloorNear{refineFloor, true};
+    return FloorNear{std::min(refineFloor, (*above)->value), (*above)->exact};
   };
-  llvm::Expected<unsigned> kept = refine(
-      std::min(options.budgetBytes, currentEval.peakBytes), refineFloor, notes,
-      floored ? std::function<llvm::Expected<double>(unsigned)>(lowerFloor)
-              : nullptr);
+  llvm::Expected<unsigned> kept =
+      refine(std::min(options.budgetBytes, currentEval.peakBytes), refineFloor,
+             notes, floored ? LowerFloor(lowerFloor) : nullptr);
   if (!kept)
     return kept.takeError();
-  if (*kept == 0) {
-    if (reasonsDeferred)
-      explainAll(solution);
-    return llvm::Error::success();
+  if (*kept > 0) {
+    solution.evaluation = currentEval;
+    solution.decisions = current;
+    for (size_t a = 0; a < acts.size(); ++a)
+      solution.decisions[a] =
+          solution.evaluation.placement->decisions[a].decision;
+    solution.chosen +=
+        llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
+            .str();
   }
-  solution.evaluation = currentEval;
-  solution.decisions = current;
-  for (size_t a = 0; a < acts.size(); ++a)
-    solution.decisions[a] =
-        solution.evaluation.placement->decisions[a].decision;
-  solution.chosen +=
-      llvm::formatv(", refined ({0} move{1})", *kept, *kept == 1 ? "" : "s")
-          .str();
-  explainAll(solution, notes);
+  // A solve nested for a floor is read for its step alone (solveAt): its
+  // plan is left unexplained (0.3-0.4 ms a solve on Llama-8l).
+  if (answersAgain && (*kept > 0 || reasonsDeferred))
+    explainAll(solution, notes);
   return llvm::Error::success();
-}
-
-namespace {
-
-/// Solves nested for refining's floor (solveAt), one inside the other: each
-/// costs about a refine (the ladder is replayed) and is made only where the
-/// floor turns a move down. On the Llama-style graph at 50%: 11.47% with
-/// none, 11.47% with 1, 11.07% with 2, 10.96% with 3, the solve 290, 316,
-/// 349 and 376 ms (bench/results/bound.md, 2026-11-27); on DiT-B/2 at 50%
-/// 7.85% with 2, 7.56% with 3 and 4 (bench/results/bound.md, 2026-11-27
-/// 11:07).
-constexpr unsigned kFloorDepth = 3;
-
-} // namespace
-
-/// PlanOptions::threads for a solve on `evaluator`: an evaluation cache is
-/// not shared across threads, so with one the solve uses one.
-static unsigned planThreads(const Evaluator &evaluator,
-                            const PlanOptions &options) {
-  if (!evaluator.getCache().keepsNothing())
-    return 1;
-  return Workers::choose(options.threads, kMaxPlanThreads);
-}
-
-/// Solves at the budget of `options`; where refining meets its floor and
-/// `depth` < kFloorDepth, solves at the next budget up (depth + 1, the
-/// ladder replayed from `solver.family`) for the floor (refineSolution);
-/// `verdicts` (where given) shared by all of them.
-static llvm::Expected<AutoSolution>
-solveAt(const Evaluator &evaluator, const PlanOptions &options,
-        llvm::ArrayRef<AutoSeed> seeds, const AutoSolverOptions &solver,
-        unsigned depth, Verdicts *verdicts, Workers *workers,
-        unsigned refineLimit = 0) {
-  Solver fast(evaluator, options, seeds, solver);
-  fast.setVerdicts(verdicts);
-  fast.setWorkers(workers);
-  fast.setRefineLimit(refineLimit);
-  // The solves nested for the floor refine otherwise: only the caller's
-  // budget is kept and answered again.
-  fast.setAnswersAgain(depth == 0);
-  llvm::Expected<AutoSolution> solution = fast.solve();
-  if (!solution || fast.isSolvedAgain())
-    return solution;
-  if (!solver.refine) {
-    fast.keepSolved(*solution);
-    return solution;
-  }
-  auto stepAbove =
-      [&](int64_t budget,
-          unsigned limit) -> llvm::Expected<std::optional<double>> {
-    PlanOptions above = options;
-    above.budgetBytes = budget;
-    llvm::Expected<AutoSolution> plan = solveAt(
-        evaluator, above, seeds, solver, depth + 1, verdicts, workers, limit);
-    if (!plan)
-      return plan.takeError();
-    if (!plan->feasible)
-      return std::nullopt;
-    return plan->evaluation.stepUs;
-  };
-  const bool nest = depth < kFloorDepth && solver.family && !refineLimit;
-  if (llvm::Error err = fast.refineSolution(
-          *solution, nest ? std::function<llvm::Expected<std::optional<double>>(
-                                int64_t, unsigned)>(stepAbove)
-                          : nullptr))
-    return std::move(err);
-  fast.keepSolved(*solution);
-  return solution;
-}
-
-llvm::Expected<AutoSolution> lethe::solveAuto(const Evaluator &evaluator,
-                                              const PlanOptions &options,
-                                              llvm::ArrayRef<AutoSeed> seeds,
-                                              const AutoSolverOptions &solver) {
-  // The solves for refining's floor replay this solve's ladder.
-  AutoFamily local;
-  AutoSolverOptions withFamily = solver;
-  if (!withFamily.family && withFamily.tiedClasses.empty())
-    withFamily.family = &local;
-  // What the trials told, for the searches and the nested solves' refines.
-  Verdicts verdicts;
-  // After the verdicts, which its threads read: they are joined first.
-  Workers workers(planThreads(evaluator, options));
-  llvm::Expected<AutoSolution> solution =
-      solveAt(evaluator, options, seeds, withFamily, 0,
-              solver.verdicts ? &verdicts : nullptr, &workers);
-  if (solution) {
-    solution->knownTrials = verdicts.getAnswered();
-    solution->forks = workers.getSpawned();
-  }
-  return solution;
 }
