@@ -12,8 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "BoundTestSupport.h"
+#include "GraphFile.h"
 
-#include "lethe/Driver/GraphLoader.h"
 #include "lethe/Planner/AutoSolver.h"
 #include "lethe/Planner/Evaluator.h"
 #include "lethe/Planner/Planner.h"
@@ -33,22 +33,11 @@ namespace {
 std::vector<double> overheadsAt(const char *name,
                                 llvm::ArrayRef<double> fractions) {
   mlir::MLIRContext context;
-  registerLoaderDialects(context);
-  mlir::OwningOpRef<mlir::ModuleOp> module = loadTrainingGraph(
-      std::string(LETHE_GRAPHS_DIR) + "/" + name, context, {});
-  if (!module) {
-    ADD_FAILURE() << "cannot load " << name;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<TrainingGraph> graph;
+  std::optional<DeviceProfile> device;
+  if (!loadCorpusGraphAsPlanned(name, context, module, graph, device))
     return {};
-  }
-  mlir::FailureOr<TrainingGraph> graph =
-      TrainingGraph::fromFunction(getTrainingFunction(*module));
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  if (mlir::failed(graph) || !device) {
-    ADD_FAILURE() << "cannot plan " << name;
-    if (!device)
-      llvm::consumeError(device.takeError());
-    return {};
-  }
   Plan unplanned = unplannedPlan(*graph, *device);
   std::vector<double> overheads;
   for (double fraction : fractions) {
@@ -100,15 +89,11 @@ TEST(AutoLateFloorTest, QuietPrefetchesShareSkipsLargeMovesOnLlama) {
 /// decisions refine changed saying so.
 TEST(AutoLateFloorTest, NestedSolvesLeaveTheReturnedPlanExplained) {
   mlir::MLIRContext context;
-  registerLoaderDialects(context);
-  mlir::OwningOpRef<mlir::ModuleOp> module = loadTrainingGraph(
-      std::string(LETHE_GRAPHS_DIR) + "/graph_llama8l.json", context, {});
-  ASSERT_TRUE(module);
-  mlir::FailureOr<TrainingGraph> graph =
-      TrainingGraph::fromFunction(getTrainingFunction(*module));
-  ASSERT_TRUE(mlir::succeeded(graph));
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(static_cast<bool>(device)) << llvm::toString(device.takeError());
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<TrainingGraph> graph;
+  std::optional<DeviceProfile> device;
+  ASSERT_TRUE(loadCorpusGraphAsPlanned("graph_llama8l.json", context, module,
+                                       graph, device));
   PlanOptions options;
   // `lethe plan --budget 40%`'s budget.
   options.budgetBytes = 4239825408;
@@ -146,16 +131,11 @@ TEST(AutoLateFloorTest, NestedFloorsAskedLazilyOnLlama) {
              77260.599343119291, 1665}}) {
     SCOPED_TRACE(cell.graph);
     mlir::MLIRContext context;
-    registerLoaderDialects(context);
-    mlir::OwningOpRef<mlir::ModuleOp> module = loadTrainingGraph(
-        std::string(LETHE_GRAPHS_DIR) + "/" + cell.graph, context, {});
-    ASSERT_TRUE(module);
-    mlir::FailureOr<TrainingGraph> graph =
-        TrainingGraph::fromFunction(getTrainingFunction(*module));
-    ASSERT_TRUE(mlir::succeeded(graph));
-    llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-    ASSERT_TRUE(static_cast<bool>(device))
-        << llvm::toString(device.takeError());
+    mlir::OwningOpRef<mlir::ModuleOp> module;
+    std::optional<TrainingGraph> graph;
+    std::optional<DeviceProfile> device;
+    ASSERT_TRUE(
+        loadCorpusGraphAsPlanned(cell.graph, context, module, graph, device));
     PlanOptions options;
     options.budgetBytes = cell.budget;
     llvm::Expected<Plan> plan = planTrainingStep(*graph, *device, options);

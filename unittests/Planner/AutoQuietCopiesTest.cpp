@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "BoundTestSupport.h"
+#include "GraphFile.h"
 #include "RandomGraph.h"
 
-#include "lethe/Driver/GraphLoader.h"
 #include "lethe/Planner/Planner.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -162,15 +162,11 @@ TEST(AutoQuietCopiesTest, OneReleaseWaitCoversTwoOffloads) {
 TEST(AutoQuietCopiesTest, PrefetchesPlacedTogetherOnLlama) {
   // Costed as `lethe plan` costs it (the file has no kernel times).
   mlir::MLIRContext context;
-  registerLoaderDialects(context);
-  mlir::OwningOpRef<mlir::ModuleOp> module = loadTrainingGraph(
-      std::string(LETHE_GRAPHS_DIR) + "/graph_llama8l.json", context, {});
-  ASSERT_TRUE(module);
-  mlir::FailureOr<TrainingGraph> graph =
-      TrainingGraph::fromFunction(getTrainingFunction(*module));
-  ASSERT_TRUE(mlir::succeeded(graph));
-  llvm::Expected<DeviceProfile> device = DeviceProfile::load("h200");
-  ASSERT_TRUE(bool(device)) << llvm::toString(device.takeError());
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::optional<TrainingGraph> graph;
+  std::optional<DeviceProfile> device;
+  ASSERT_TRUE(loadCorpusGraphAsPlanned("graph_llama8l.json", context, module,
+                                       graph, device));
   Plan unplanned = unplannedPlan(*graph, *device);
   PlanOptions options;
   options.budgetBytes = static_cast<int64_t>(0.6 * unplanned.peakBytes);

@@ -2,6 +2,7 @@
 
 #include "GraphFile.h"
 
+#include "lethe/Driver/GraphLoader.h"
 #include "lethe/Import/JsonImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -38,6 +39,33 @@ void lethe::testing::loadCorpusGraph(const char *name,
   ASSERT_TRUE(static_cast<bool>(profile))
       << llvm::toString(profile.takeError());
   device.emplace(std::move(*profile));
+}
+
+bool lethe::testing::loadCorpusGraphAsPlanned(
+    const char *name, mlir::MLIRContext &context,
+    mlir::OwningOpRef<mlir::ModuleOp> &module,
+    std::optional<TrainingGraph> &graph, std::optional<DeviceProfile> &device) {
+  registerLoaderDialects(context);
+  module = loadTrainingGraph(std::string(LETHE_GRAPHS_DIR) + "/" + name,
+                             context, {});
+  if (!module) {
+    ADD_FAILURE() << "cannot load " << name;
+    return false;
+  }
+  mlir::FailureOr<TrainingGraph> loaded =
+      TrainingGraph::fromFunction(getTrainingFunction(*module));
+  if (mlir::failed(loaded)) {
+    ADD_FAILURE() << "no training step in " << name;
+    return false;
+  }
+  graph.emplace(std::move(*loaded));
+  llvm::Expected<DeviceProfile> profile = DeviceProfile::load("h200");
+  if (!profile) {
+    ADD_FAILURE() << llvm::toString(profile.takeError());
+    return false;
+  }
+  device.emplace(std::move(*profile));
+  return true;
 }
 
 void lethe::testing::CorpusGraphTest::SetUp() {

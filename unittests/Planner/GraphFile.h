@@ -36,9 +36,6 @@ std::optional<int64_t> budgetAtFraction(Evaluator &evaluator,
                                         const ActivationAnalysis &analysis,
                                         double fraction);
 
-/// Tests over corpus graphs, parameterized by a file name in graphs/: each
-/// test starts with that graph (`graph`) and the h200 profile (`device`)
-/// loaded, or fails in SetUp saying which could not be.
 /// The corpus graph `name` (graphs/) into `graph`, and the h200 profile into
 /// `device`; a fatal test failure where either does not load.
 void loadCorpusGraph(const char *name, mlir::MLIRContext &context,
@@ -46,6 +43,18 @@ void loadCorpusGraph(const char *name, mlir::MLIRContext &context,
                      std::optional<TrainingGraph> &graph,
                      std::optional<DeviceProfile> &device);
 
+/// The corpus graph `name` (graphs/) loaded as `lethe plan` loads it (the
+/// driver's loadTrainingGraph, which prices the ops the file gives no time
+/// by the device profile) into `graph`, and the h200 profile into `device`;
+/// false, with the test failed saying which, where either does not load.
+bool loadCorpusGraphAsPlanned(const char *name, mlir::MLIRContext &context,
+                              mlir::OwningOpRef<mlir::ModuleOp> &module,
+                              std::optional<TrainingGraph> &graph,
+                              std::optional<DeviceProfile> &device);
+
+/// Tests over corpus graphs, parameterized by a file name in graphs/: each
+/// test starts with that graph (`graph`) and the h200 profile (`device`)
+/// loaded, or fails in SetUp saying which could not be.
 class CorpusGraphTest : public ::testing::TestWithParam<const char *> {
 protected:
   void SetUp() override;
