@@ -38,7 +38,7 @@ import torch
 import torch.fx as fx
 
 from lethe import Plan
-from lethe import _offload_insert
+from lethe import _offload_insert, _offload_ops
 from lethe._budget import (default_device_profile, infeasible_error,
                            normalize_budget, nothing_to_lower,
                            warn_nothing_to_lower)
@@ -421,8 +421,9 @@ class LethePartitioner(_partitioner_base()):
                     "sets it; with lethe.torch.partitioner pass options="
                     "partitioner.inductor_options()), or plan with "
                     "offload=False")
-            moved = _offload_insert.insert(fw, bw, num_fwd_outputs, offloaded,
-                                        plan, fused, device)
+            moved = _offload_insert.insert(
+                fw, bw, num_fwd_outputs, offloaded, plan, fused, device,
+                token=_offload_ops.IN_GRAPHS and _under_cuda_graphs())
         record = PartitionRecord(
             plan, fused.doc if self.dump_dir else None, saved, mismatches,
             moved, notes, time.perf_counter() - start, measured, compile_id,
@@ -733,15 +734,18 @@ def _device_of(joint_inputs: Sequence[Any]) -> torch.device:
 
 
 # Why offload="auto" plans recompute-only for a step run as CUDA graphs.
-# The copy ops run between the graphs (lethe._offload_ops) and did so on an
-# H200 (U-Net at compile-0.5's peak, 6 values offloaded, eager's loss; the
-# GPU tests, 2026-11-27), but Llama-8l's plan at its least, 40 values
-# offloaded, failed cudagraph trees' pool check on an H100 ("2 tensor(s)
-# in the cudagraph pool not tracked as outputs", 2026-11-28), cause not
-# found: offload=True asks for it all the same.
+# The copies run inside the graphs (lethe._offload_ops.IN_GRAPHS; the GPU
+# tests pass on an H200, 2026-11-28), but no measured step gained by them:
+# at 80% of compile-0.1's peak on an H200 (bench/results/
+# torch-inductor.md, t1/t2), Qwen2's least with offload is its least
+# without (the LM head's working set), and its plan there offloading 54
+# values ran 50.2 ms against 39.4 recompute-only; Llama-8l offloading 15
+# values ran 51.5 ms (1.78 GB) against 49.0 (1.83 GB, t3) recompute-only, its
+# offloading plans peaking about 300 MB over their prediction; ConvNeXt-T
+# offloaded nothing. offload=True offloads there all the same.
 OFFLOAD_UNDER_CUDA_GRAPHS = (
     "the step runs as CUDA graphs: offload='auto' plans recompute-only "
-    "there (offload=True offloads between the graphs)")
+    "there (offload=True offloads, the copies captured in the graphs)")
 
 
 def _under_cuda_graphs() -> bool:

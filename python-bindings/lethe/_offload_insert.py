@@ -17,10 +17,12 @@ from lethe._fused_graph import value_names
 
 
 def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
-           device) -> List[str]:
+           device, token: bool = False) -> List[str]:
     """Saves the host copy of every offloaded value the forward saves,
     releases the value at the plan's release point, and reloads it in the
-    backward at the plan's prefetch point."""
+    backward at the plan's prefetch point. `token`: the graphs run as CUDA
+    graphs with the copies captured in them; the forward saves a device
+    token of each host copy instead of the copy (lethe._offload_ops)."""
     from lethe import _offload_ops
     _offload_ops.ensure_registered()
     fw_out = next(n for n in fw.graph.nodes if n.op == "output")
@@ -60,10 +62,10 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
         h = _offload_forward(fw, fw_out, num_fwd_outputs, source,
                              [x for x, _ in members],
                              _point(decision_of[source], "release_after",
-                                    fused), joint_order)
+                                    fused), joint_order, token)
         _reload_backward(bw, source, members, h,
                          _point(decision_of[source], "prefetch_after", fused),
-                         joint_order, device)
+                         joint_order, device, token)
         moved.extend(x.name for x, _ in members)
     for g in (fw, bw):
         g.graph.lint()
@@ -72,15 +74,16 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
 
 
 def _offload_forward(fw, fw_out, num_fwd_outputs, source, xs,
-                     release_point, joint_order):
-    """Copies `source` out after it is made, saves the copy in place of
-    each of `xs` (source itself or its views), and releases source at the
-    plan's release point."""
+                     release_point, joint_order, token):
+    """Copies `source` out after it is made, saves the copy (or its token)
+    in place of each of `xs` (source itself or its views), and releases
+    source at the plan's release point."""
     ops = torch.ops.lethe
     val = source.meta["val"]
     with fw.graph.inserting_after(source):
-        h = fw.graph.call_function(ops.offload.default, (source,))
-    h.meta["val"] = _fake_like(val, torch.device("cpu"))
+        h = fw.graph.call_function(ops.offload.default,
+                                   (source, True) if token else (source,))
+    h.meta["val"] = _host_val(val, token)
     readers = [u for u in source.users if u is not h and u is not fw_out]
     if readers:
         first = min(readers, key=_position(fw.graph))
@@ -109,7 +112,7 @@ def _offload_forward(fw, fw_out, num_fwd_outputs, source, xs,
 
 
 def _reload_backward(bw, source, members, h, prefetch_point, joint_order,
-                     device):
+                     device, token):
     """In the backward, each placeholder of `members` is now the host copy
     of `source`: one reload of it at the plan's prefetch point, waited for
     before the first use of any of them; a view is taken again from it."""
@@ -117,7 +120,7 @@ def _reload_backward(bw, source, members, h, prefetch_point, joint_order,
     val = source.meta["val"]
     users = []
     for _, p in members:
-        p.meta["val"] = _fake_like(val, torch.device("cpu"))
+        p.meta["val"] = _host_val(val, token)
         users.extend(p.users)
     if not users:
         return
@@ -336,6 +339,18 @@ def _fake_view(base, like, base_offset):
         return torch.as_strided(*args)
     with mode:
         return torch.as_strided(*args)
+
+
+def _host_val(val, token):
+    """The fake of what the forward saves for offloaded `val`: its host
+    copy, or the one-byte token of it on val's device."""
+    if not token:
+        return _fake_like(val, torch.device("cpu"))
+    mode = getattr(val, "fake_mode", None)
+    if mode is None:
+        return torch.empty((1,), dtype=torch.uint8, device="meta")
+    with mode:
+        return torch.empty((1,), dtype=torch.uint8, device=val.device)
 
 
 def _fake_like(val, device):
