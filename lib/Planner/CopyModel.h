@@ -35,6 +35,9 @@ struct CopyEntry {
   double stallUs = 0.0;
   double h2dStart = 0.0;
   NodeId prefetch = -1;
+  /// The start of the prefetch after this one in the H2D pass (+infinity
+  /// for the last), which with its release decides its prefetch.
+  double h2dNext = 0.0;
 };
 
 /// What adding one offload would do, independent of where memory is
@@ -66,7 +69,10 @@ public:
   /// Recomputes both queues; call after add().
   void update();
 
-  /// What offloading `act` (restored before `restore`) would do.
+  /// What offloading `act` (restored before `restore`) would do: the
+  /// answer of add() and update() on a copy of the model, found without
+  /// copying the queues, each copy placed again only where what decides
+  /// its place moved (its D2H end; its release or next prefetch).
   CopyWhatIf whatIf(int32_t act, NodeId restore, CopyHint hint = {}) const;
 
   llvm::ArrayRef<CopyEntry> getEntries() const { return entries; }
