@@ -153,14 +153,16 @@ CopyWhatIf CopyModel::whatIf(int32_t act, NodeId restore,
   };
   // Where `mine` goes in each order (inserted(): before the first key not
   // under its own; keys are unique).
-  const size_t d2hAt = llvm::partition_point(d2hOrder, [&](uint32_t i) {
-                         return entries[i].d2hKey < mine.d2hKey;
-                       }) -
-                       d2hOrder.begin();
-  const size_t h2dAt = llvm::partition_point(h2dOrder, [&](uint32_t i) {
-                         return entries[i].h2dKey < mine.h2dKey;
-                       }) -
-                       h2dOrder.begin();
+  auto at = [&](llvm::ArrayRef<uint32_t> order, auto keyOf) -> size_t {
+    return llvm::partition_point(
+               order,
+               [&](uint32_t i) { return keyOf(entries[i]) < keyOf(mine); }) -
+           order.begin();
+  };
+  const size_t d2hAt =
+      at(d2hOrder, [](const CopyEntry &e) { return e.d2hKey; });
+  const size_t h2dAt =
+      at(h2dOrder, [](const CopyEntry &e) { return e.h2dKey; });
   auto d2hSeq = [&](size_t k) -> uint32_t {
     return k < d2hAt ? d2hOrder[k] : k == d2hAt ? mineIndex : d2hOrder[k - 1];
   };
