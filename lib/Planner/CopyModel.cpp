@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <tuple>
 
 using namespace lethe;
 using namespace lethe::planner;
@@ -80,6 +81,38 @@ void CopyModel::addAll(llvm::ArrayRef<std::pair<int32_t, NodeId>> offloads) {
 
 void CopyModel::update() { exposure = run(entries, d2hOrder, h2dOrder); }
 
+std::pair<NodeId, double> CopyModel::releaseOf(const CopyEntry &e,
+                                               double d2hEnd) const {
+  const std::vector<double> &nodeEnd = placement.nodeEndUs;
+  const ActivationInfo &info = analysis.getActivations()[e.act];
+  NodeId release = firstNodeEndingAfter(nodeEnd, d2hEnd, info.lastForwardUse,
+                                        e.restore - 1);
+  if (e.hint.releaseBy >= 0)
+    release =
+        std::max(info.lastForwardUse, std::min(release, e.hint.releaseBy));
+  return {release, std::max(0.0, d2hEnd - nodeEnd[release])};
+}
+
+std::pair<NodeId, double> CopyModel::prefetchOf(const CopyEntry &e,
+                                                NodeId release,
+                                                double next) const {
+  const std::vector<double> &nodeEnd = placement.nodeEndUs;
+  double end = std::min(placement.chainStartUs[e.restore], next);
+  double start = end - copy.h2dUs(e.bytes);
+  NodeId prefetch = lastNodeEndingBy(nodeEnd, start, release, e.restore - 1);
+  if (e.hint.prefetchNotBefore >= 0)
+    prefetch = std::min(e.restore - 1,
+                        std::max(prefetch, e.hint.prefetchNotBefore));
+  return {prefetch, std::max(start, nodeEnd[prefetch])};
+}
+
+double CopyModel::h2dEndOf(const CopyEntry &e, NodeId prefetch, double d2hEnd,
+                           double h2dFree) const {
+  double start =
+      std::max({placement.nodeEndUs[prefetch], d2hEnd, h2dFree});
+  return start + copy.h2dUs(e.bytes);
+}
+
 double CopyModel::run(std::vector<CopyEntry> &list,
                       llvm::ArrayRef<uint32_t> d2hSeq,
                       llvm::ArrayRef<uint32_t> h2dSeq) const {
@@ -90,29 +123,17 @@ double CopyModel::run(std::vector<CopyEntry> &list,
   double free = 0.0;
   for (uint32_t i : d2hSeq) {
     CopyEntry &e = list[i];
-    const ActivationInfo &info = acts[e.act];
-    double start = std::max(nodeEnd[info.contentReadyAfter], free);
+    double start = std::max(nodeEnd[acts[e.act].contentReadyAfter], free);
     e.d2hEnd = start + copy.d2hUs(e.bytes);
     free = e.d2hEnd;
-    e.release = firstNodeEndingAfter(nodeEnd, e.d2hEnd, info.lastForwardUse,
-                                     e.restore - 1);
-    if (e.hint.releaseBy >= 0)
-      e.release = std::max(info.lastForwardUse,
-                           std::min(e.release, e.hint.releaseBy));
-    e.stallUs = std::max(0.0, e.d2hEnd - nodeEnd[e.release]);
+    std::tie(e.release, e.stallUs) = releaseOf(e, e.d2hEnd);
     wait += e.stallUs;
   }
   // H2D: as late as possible, backwards from the deadlines.
   double next = std::numeric_limits<double>::infinity();
   for (size_t k = h2dSeq.size(); k-- > 0;) {
     CopyEntry &e = list[h2dSeq[k]];
-    double end = std::min(placement.chainStartUs[e.restore], next);
-    double start = end - copy.h2dUs(e.bytes);
-    e.prefetch = lastNodeEndingBy(nodeEnd, start, e.release, e.restore - 1);
-    if (e.hint.prefetchNotBefore >= 0)
-      e.prefetch = std::min(e.restore - 1,
-                            std::max(e.prefetch, e.hint.prefetchNotBefore));
-    e.h2dStart = std::max(start, nodeEnd[e.prefetch]);
+    std::tie(e.prefetch, e.h2dStart) = prefetchOf(e, e.release, next);
     e.h2dNext = next;
     next = e.h2dStart;
   }
@@ -122,8 +143,7 @@ double CopyModel::run(std::vector<CopyEntry> &list,
   double h2dFree = 0.0, worst = 0.0;
   for (uint32_t i : h2dSeq) {
     const CopyEntry &e = list[i];
-    double start = std::max({nodeEnd[e.prefetch], e.d2hEnd, h2dFree});
-    h2dFree = start + copy.h2dUs(e.bytes);
+    h2dFree = h2dEndOf(e, e.prefetch, e.d2hEnd, h2dFree);
     double late = h2dFree - placement.chainStartUs[e.restore];
     if (late > worst) {
       wait += late - worst;
@@ -190,12 +210,7 @@ CopyWhatIf CopyModel::whatIf(int32_t act, NodeId restore,
       release[i] = e.release;
       stall = e.stallUs;
     } else {
-      NodeId r = firstNodeEndingAfter(nodeEnd, end, info.lastForwardUse,
-                                      e.restore - 1);
-      if (e.hint.releaseBy >= 0)
-        r = std::max(info.lastForwardUse, std::min(r, e.hint.releaseBy));
-      release[i] = r;
-      stall = std::max(0.0, end - nodeEnd[r]);
+      std::tie(release[i], stall) = releaseOf(e, end);
     }
     wait += stall;
   }
@@ -208,13 +223,7 @@ CopyWhatIf CopyModel::whatIf(int32_t act, NodeId restore,
       prefetch[i] = e.prefetch;
       h2dStart[i] = e.h2dStart;
     } else {
-      double end = std::min(placement.chainStartUs[e.restore], next);
-      double start = end - copy.h2dUs(e.bytes);
-      NodeId f = lastNodeEndingBy(nodeEnd, start, release[i], e.restore - 1);
-      if (e.hint.prefetchNotBefore >= 0)
-        f = std::min(e.restore - 1, std::max(f, e.hint.prefetchNotBefore));
-      prefetch[i] = f;
-      h2dStart[i] = std::max(start, nodeEnd[f]);
+      std::tie(prefetch[i], h2dStart[i]) = prefetchOf(e, release[i], next);
     }
     next = h2dStart[i];
   }
@@ -224,8 +233,7 @@ CopyWhatIf CopyModel::whatIf(int32_t act, NodeId restore,
   for (size_t k = 0; k <= n; ++k) {
     const uint32_t i = h2dSeq(k);
     const CopyEntry &e = entry(i);
-    double start = std::max({nodeEnd[prefetch[i]], d2hEnd[i], h2dFree});
-    h2dFree = start + copy.h2dUs(e.bytes);
+    h2dFree = h2dEndOf(e, prefetch[i], d2hEnd[i], h2dFree);
     double late = h2dFree - placement.chainStartUs[e.restore];
     if (late > worst) {
       wait += late - worst;

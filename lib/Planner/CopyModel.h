@@ -84,6 +84,20 @@ private:
   /// taken in the given orders; returns the predicted compute wait.
   double run(std::vector<CopyEntry> &list, llvm::ArrayRef<uint32_t> d2hOrder,
              llvm::ArrayRef<uint32_t> h2dOrder) const;
+  // How one copy is placed, for run() and whatIf() alike (whatIf's figures
+  // must be run()'s to the bit).
+  /// The node copy `e`, its D2H done at `d2hEnd`, is released after, and
+  /// the compute stream's stall for it.
+  std::pair<NodeId, double> releaseOf(const CopyEntry &e,
+                                      double d2hEnd) const;
+  /// The node after which copy `e`, released at `release`, is prefetched
+  /// and its H2D start, the next prefetch starting at `next`.
+  std::pair<NodeId, double> prefetchOf(const CopyEntry &e, NodeId release,
+                                       double next) const;
+  /// When copy `e`'s H2D really ends, prefetched after `prefetch`, its D2H
+  /// done at `d2hEnd`, the H2D link free at `h2dFree`.
+  double h2dEndOf(const CopyEntry &e, NodeId prefetch, double d2hEnd,
+                  double h2dFree) const;
   /// `order` with `index` inserted where `key` sorts.
   template <typename KeyOf>
   static std::vector<uint32_t> inserted(llvm::ArrayRef<uint32_t> order,
