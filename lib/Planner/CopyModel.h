@@ -35,6 +35,9 @@ struct CopyEntry {
   double stallUs = 0.0;
   double h2dStart = 0.0;
   NodeId prefetch = -1;
+  /// The start of the prefetch after this one in the H2D pass (+infinity
+  /// for the last), which with its release decides its prefetch.
+  double h2dNext = 0.0;
 };
 
 /// What adding one offload would do, independent of where memory is
@@ -66,7 +69,10 @@ public:
   /// Recomputes both queues; call after add().
   void update();
 
-  /// What offloading `act` (restored before `restore`) would do.
+  /// What offloading `act` (restored before `restore`) would do: the
+  /// answer of add() and update() on a copy of the model, found without
+  /// copying the queues, each copy placed again only where what decides
+  /// its place moved (its D2H end; its release or next prefetch).
   CopyWhatIf whatIf(int32_t act, NodeId restore, CopyHint hint = {}) const;
 
   llvm::ArrayRef<CopyEntry> getEntries() const { return entries; }
@@ -78,6 +84,20 @@ private:
   /// taken in the given orders; returns the predicted compute wait.
   double run(std::vector<CopyEntry> &list, llvm::ArrayRef<uint32_t> d2hOrder,
              llvm::ArrayRef<uint32_t> h2dOrder) const;
+  // How one copy is placed, for run() and whatIf() alike (whatIf's figures
+  // must be run()'s to the bit).
+  /// The node copy `e`, its D2H done at `d2hEnd`, is released after, and
+  /// the compute stream's stall for it.
+  std::pair<NodeId, double> releaseOf(const CopyEntry &e,
+                                      double d2hEnd) const;
+  /// The node after which copy `e`, released at `release`, is prefetched
+  /// and its H2D start, the next prefetch starting at `next`.
+  std::pair<NodeId, double> prefetchOf(const CopyEntry &e, NodeId release,
+                                       double next) const;
+  /// When copy `e`'s H2D really ends, prefetched after `prefetch`, its D2H
+  /// done at `d2hEnd`, the H2D link free at `h2dFree`.
+  double h2dEndOf(const CopyEntry &e, NodeId prefetch, double d2hEnd,
+                  double h2dFree) const;
   /// `order` with `index` inserted where `key` sorts.
   template <typename KeyOf>
   static std::vector<uint32_t> inserted(llvm::ArrayRef<uint32_t> order,
