@@ -173,13 +173,7 @@ def _offload(x: torch.Tensor, token: bool = False) -> torch.Tensor:
     if x.device.type != "cuda":
         host = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype)
         host.copy_(x)
-        if not token:
-            _held[host.data_ptr()] = (x, None)
-            return host
-        tok = torch.empty((1,), dtype=torch.uint8, device=x.device)
-        _held[tok.data_ptr()] = (x, None)
-        _token_host[tok.data_ptr()] = host
-        return tok
+        return _hold(x, host, None, token)
     d2h, _ = _side_streams(x.device)
     d2h.wait_stream(torch.cuda.current_stream(x.device))
     if token:
@@ -191,6 +185,14 @@ def _offload(x: torch.Tensor, token: bool = False) -> torch.Tensor:
         host.copy_(x, non_blocking=True)
         done = torch.cuda.Event()
         done.record(d2h)
+    return _hold(x, host, done, token)
+
+
+def _hold(x: torch.Tensor, host: torch.Tensor,
+          done: Optional[torch.cuda.Event], token: bool) -> torch.Tensor:
+    """What the forward saves for x's copy `host`: the host tensor, or
+    (token) a one-byte device token that holds it until `reload`; x is held
+    until its release, which waits for `done` (the copy's event)."""
     if not token:
         _held[host.data_ptr()] = (x, done)
         return host

@@ -313,6 +313,17 @@ def test_a_value_an_earlier_release_is_placed_on_is_offloaded_too():
         == len(record.offloaded)
     assert _offload_ops.held() == 0  # every release ran
 
+def _offloading_matmuls_under_graphs(model):
+    """`model` compiled for CUDA graphs with Lethe's partitioner offloading
+    every matmul output (offload=True)."""
+    p = lt.partitioner(budget=None, offload=True, planner=_planner(
+        lambda e: "offload" if e["op"] == "aten.addmm.default"
+        else "retain"))
+    return p, torch.compile(model, dynamic=False, options={
+        "custom_partitioner_fn": p, "allow_buffer_reuse": False,
+        "triton.cudagraphs": True})
+
+
 def test_offload_is_captured_in_cuda_graphs():
     """Under CUDA graphs (triton.cudagraphs) the copies are captured with
     the graphs: no lethe op is tagged cudagraph_unsafe (inductor's graph
@@ -335,15 +346,10 @@ def test_offload_is_captured_in_cuda_graphs():
         return moved
     model = _model()
     eager = _step(model, model)
-    p = lt.partitioner(budget=None, offload=True, planner=_planner(
-        lambda e: "offload" if e["op"] == "aten.addmm.default"
-        else "retain"))
     import unittest.mock
     with unittest.mock.patch.object(_offload_insert, "insert", keep):
         torch._dynamo.reset()
-        run = torch.compile(model, dynamic=False, options={
-            "custom_partitioner_fn": p, "allow_buffer_reuse": False,
-            "triton.cudagraphs": True})
+        p, run = _offloading_matmuls_under_graphs(model)
         _close(_step(model, run), eager)
     record = p.records[-1]
     assert record.offloaded
@@ -399,12 +405,7 @@ def test_offload_runs_between_cuda_graphs():
         pytest.skip("copies captured in the graphs (LETHE_OFFLOAD_IN_GRAPHS)")
     model = _model()
     eager = _step(model, model)
-    p = lt.partitioner(budget=None, offload=True, planner=_planner(
-        lambda e: "offload" if e["op"] == "aten.addmm.default"
-        else "retain"))
-    run = torch.compile(model, dynamic=False, options={
-        "custom_partitioner_fn": p, "allow_buffer_reuse": False,
-        "triton.cudagraphs": True})
+    p, run = _offloading_matmuls_under_graphs(model)
     _close(_step(model, run), eager)
     record = p.records[-1]
     assert record.offloaded
