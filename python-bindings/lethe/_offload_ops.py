@@ -141,8 +141,7 @@ def _token_host_for(x: torch.Tensor, d2h) -> torch.Tensor:
     """The host buffer x's copy goes to in token mode: a free one of x's
     layout (its last reader waited for on the D2H stream), else a new one.
     During a capture the buffer becomes the captured graph's."""
-    key = (tuple(x.size()), tuple(x.stride()), x.dtype)
-    free = _free_hosts.get(key)
+    free = _free_hosts.get(_layout(x))
     capturing = _capturing()
     if free:
         host, last_read = free.pop()
