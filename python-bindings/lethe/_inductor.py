@@ -423,7 +423,8 @@ class LethePartitioner(_partitioner_base()):
                     "offload=False")
             moved = _offload_insert.insert(
                 fw, bw, num_fwd_outputs, offloaded, plan, fused, device,
-                token=_offload_ops.IN_GRAPHS and _under_cuda_graphs())
+                token=_offload_ops.IN_GRAPHS and _under_cuda_graphs(),
+                notes=notes)
         record = PartitionRecord(
             plan, fused.doc if self.dump_dir else None, saved, mismatches,
             moved, notes, time.perf_counter() - start, measured, compile_id,

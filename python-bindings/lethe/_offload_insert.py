@@ -9,7 +9,7 @@ again in the backward."""
 from __future__ import annotations
 
 import operator
-from typing import List
+from typing import List, Optional
 
 import torch
 
@@ -17,12 +17,16 @@ from lethe._fused_graph import value_names
 
 
 def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
-           device, token: bool = False) -> List[str]:
+           device, token: bool = False, notes: Optional[List[str]] = None
+           ) -> List[str]:
     """Saves the host copy of every offloaded value the forward saves,
     releases the value at the plan's release point, and reloads it in the
     backward at the plan's prefetch point. `token`: the graphs run as CUDA
     graphs with the copies captured in them; the forward saves a device
-    token of each host copy instead of the copy (lethe._offload_ops)."""
+    token of each host copy instead of the copy (lethe._offload_ops).
+    Where an offloaded value shares its buffer with saved values the plan
+    keeps, those are offloaded too (the buffer is freed only when none is
+    kept), each said in `notes`; returns the names of the values moved."""
     from lethe import _offload_ops
     _offload_ops.ensure_registered()
     fw_out = next(n for n in fw.graph.nodes if n.op == "output")
@@ -30,6 +34,30 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
     fw_by_name = {n.name: n for n in fw.graph.nodes}
     bw_by_name = {n.name: n for n in bw.graph.nodes}
     joint_order = {e["name"]: e["id"] for e in fused.doc["nodes"]}
+    # The saved values to offload, each with its plan decision: the value,
+    # or where min-cut saved the buffer it views instead (a split's halves
+    # are views, re-made in the backward from the saved projection), the
+    # saved values of that buffer.
+    by_buffer = {}
+    for y in saved:
+        if isinstance(y, torch.fx.Node) and y.op == "call_function":
+            root = _shared_buffer(y)
+            if root is not None:
+                by_buffer.setdefault(root, []).append(y)
+    chosen = {}  # saved node -> (backward placeholder, decision)
+    for n, index in offloaded:
+        decision = plan.owners.get((fused.root_of[n], index))
+        for name in value_names(n, index):
+            x = fw_by_name.get(name)
+            if x is None:
+                continue
+            targets = [x] if x in saved else by_buffer.get(
+                _shared_buffer(x) if x.op == "call_function" else None, [])
+            for y in targets:
+                p = bw_by_name.get(y.name)
+                if p is not None and p.op == "placeholder":
+                    chosen.setdefault(y, (p, decision))
+    _widen_to_shared_buffers(chosen, by_buffer, bw_by_name, notes)
     # What each saved value's copy is taken of (its source): the value, or
     # for a view with gaps (q of a fused q/k/v projection) the buffer it
     # views, copied once for all its views, which the backward views
@@ -37,19 +65,12 @@ def insert(fw, bw, num_fwd_outputs, offloaded, plan, fused,
     # reload buffer of the whole span (3x q's bytes).
     groups = {}  # source node -> [(saved node, backward placeholder)]
     decision_of = {}
-    for n, index in offloaded:
-        decision = plan.owners.get((fused.root_of[n], index))
-        for name in value_names(n, index):
-            x = fw_by_name.get(name)
-            p = bw_by_name.get(name)
-            if x is None or p is None or x not in saved \
-                    or p.op != "placeholder":
-                continue
-            source = _source_of(x)
-            if source is None:
-                continue  # a dynamic shape, or a view with gaps of an input
-            groups.setdefault(source, []).append((x, p))
-            decision_of.setdefault(source, decision)
+    for x, (p, decision) in chosen.items():
+        source = _source_of(x)
+        if source is None:
+            continue  # a dynamic shape, or a view with gaps of an input
+        groups.setdefault(source, []).append((x, p))
+        decision_of.setdefault(source, decision)
     moved = []
     for source, members in groups.items():
         if source is not members[0][0]:
@@ -169,6 +190,63 @@ _VIEW_OPS = tuple(
         ("slice", "Tensor"), ("unsqueeze", "default"),
         ("squeeze", "dim"), ("alias", "default"),
         ("as_strided", "default"), ("expand", "default")))
+
+
+def _widen_to_shared_buffers(chosen, by_buffer, bw_by_name, notes):
+    """Offloads, beside each value in `chosen`, every saved value that
+    shares its buffer (the halves of a split projection, q, k and v of a
+    fused one): while one of them is kept on the device, the buffer is, and
+    offloading the others frees nothing (Llama-8l's plans on an H200 peaked
+    about 300 MB over their prediction, bench/results/torch-inductor.md,
+    2026-11-28 t2). Where one of them cannot be offloaded (not a backward
+    input, a dynamic shape), none of the buffer's values is. `by_buffer`:
+    the saved values by the buffer they are or view (_shared_buffer)."""
+    for root, members in by_buffer.items():
+        offloaded = [y for y in members if y in chosen]
+        kept = [y for y in members if y not in chosen]
+        if not offloaded or not kept:
+            continue
+        placeholders = [bw_by_name.get(y.name) for y in kept]
+        if any(p is None or p.op != "placeholder" or _dynamic(y)
+               for y, p in zip(kept, placeholders)):
+            for y in offloaded:
+                del chosen[y]
+            if notes is not None:
+                notes.append(
+                    f"not offloaded: {', '.join(y.name for y in offloaded)} "
+                    f"(its buffer is also held by {', '.join(y.name for y in kept)}, "
+                    "which cannot be offloaded)")
+            continue
+        decision = chosen[offloaded[0]][1]
+        for y, p in zip(kept, placeholders):
+            chosen[y] = (p, decision)
+        if notes is not None:
+            notes.append(
+                f"offloaded {', '.join(y.name for y in kept)} with "
+                f"{', '.join(y.name for y in offloaded)}: one buffer, freed "
+                "only when none of its values is kept")
+
+
+def _shared_buffer(x):
+    """The forward node whose buffer `x` is or views (through view ops and
+    the getitems of view ops that return several views); None where that
+    is a graph input's. Unlike _buffer_of, the outputs of an op that
+    returns several tensors (attention's output and its log-sum-exp) are
+    buffers of their own."""
+    node = x
+    while node.op == "call_function":
+        if node.target is operator.getitem:
+            base = node.args[0]
+            if not (isinstance(base, torch.fx.Node)
+                    and base.op == "call_function"
+                    and base.target in _VIEW_OPS):
+                return node
+            node = base
+        elif node.target in _VIEW_OPS:
+            node = node.args[0]
+        else:
+            return node
+    return None
 
 
 def _released(a):

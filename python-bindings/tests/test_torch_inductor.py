@@ -258,11 +258,13 @@ def test_offloaded_views_and_attention_outputs_give_eagers_numbers():
     assert _offload_ops.held() == 0
 
 
-def test_a_view_whose_buffer_another_saved_view_keeps_is_not_offloaded():
+def test_a_view_whose_buffer_other_saved_views_keep_brings_them_along():
     """Only q offloaded, k and v kept: they keep the q/k/v projection's
-    output on the device, so copying it out would free nothing (and a
-    copy of q alone would hold its gaps): q stays saved, k and v too, and
-    the step gives eager's numbers."""
+    output on the device, so offloading q alone would free nothing (it was
+    skipped, silently, until 2026-11-28, and the step kept what the plan
+    had freed). k and v are offloaded with it, the buffer copied once a
+    layer, each widening said in the record's notes, and the step gives
+    eager's numbers."""
     from lethe import _offload_ops
     torch.manual_seed(0)
     model = nn.Sequential(*[Attention() for _ in range(2)])
@@ -281,8 +283,11 @@ def test_a_view_whose_buffer_another_saved_view_keeps_is_not_offloaded():
     p, run = _compile_offloading(model, only_q)
     before = dict(_offload_ops.stats)
     _close(_step(model, run), eager)
-    assert p.records[-1].offloaded == []
-    assert _offload_ops.stats["d2h_copies"] == before["d2h_copies"]
+    record = p.records[-1]
+    assert len(record.offloaded) == 6, record.offloaded  # q, k, v a layer
+    assert _offload_ops.stats["d2h_copies"] - before["d2h_copies"] == 2
+    widened = [n for n in record.notes if n.startswith("offloaded ")]
+    assert len(widened) == 2, record.notes
 
 
 def test_a_value_an_earlier_release_is_placed_on_is_offloaded_too():
@@ -374,7 +379,7 @@ def test_offload_is_captured_in_cuda_graphs():
             assert n.meta["val"].dtype == torch.uint8
 
 
-def test_offload_between_cuda_graphs_when_asked(tmp_path):
+def test_offload_between_cuda_graphs_when_asked():
     """LETHE_OFFLOAD_IN_GRAPHS=0 restores the copies between the captured
     graphs (run in a process of its own: the ops' tags are set when they
     are registered): the test of that way passes there."""
@@ -384,7 +389,7 @@ def test_offload_between_cuda_graphs_when_asked(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
          __file__, "-k", "runs_between_cuda_graphs"],
-        env=env, capture_output=True, text=True, cwd=str(tmp_path))
+        env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "1 passed" in run.stdout, run.stdout[-3000:]
 
@@ -1006,3 +1011,90 @@ def test_a_fixed_plan_is_evaluated_with_this_compiles_prices():
     _step(model, _compile(model, p))  # planned: the digest differs
     assert {k: d.kind for k, d in p.records[-1].plan.owners.items()} \
         != kinds
+
+
+class _SwiGLU(nn.Module):
+    """A gated MLP whose up projection is split in halves: the halves are
+    views of one buffer."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        a, b = self.up(x).split(x.shape[-1] * 2, dim=-1)
+        return x + self.down(F.silu(a) * b)
+
+
+def test_an_offloaded_half_of_a_split_offloads_its_buffer():
+    """The plan offloads the first half of each split projection and keeps
+    the second; min-cut saves the projection itself (the halves are views,
+    re-made in the backward). The half's memory is freed only with the
+    buffer's, so the buffer is offloaded: before, nothing was, silently,
+    and the step kept what the plan had freed (Llama-8l on an H200 peaked
+    about 300 MB over its prediction)."""
+    model = nn.Sequential(*[_SwiGLU() for _ in range(2)])
+    eager = _step(model, model)
+
+    def planner(doc, budget, policy, device, **options):
+        values = []
+        for nid, index in doc["saved"]:
+            e = doc["nodes"][nid]
+            if e["kind"] == "op":
+                values.append({"node": e["name"], "result": index,
+                               "decision": "offload" if "split" in e["op"]
+                               and index == 0 else "retain"})
+        return {"feasible": True, "policy": policy, "values": values,
+                "peak_bytes": 0, "step_us": 0.0}
+    p, run = _compile_offloading(model, planner)
+    _close(_step(model, run), eager)
+    record = p.records[-1]
+    assert len(record.offloaded) == 2, record.offloaded  # one a block
+    assert all(name.startswith("addmm") for name in record.offloaded)
+
+
+def _split_graph():
+    """An aten graph: a projection split in halves, each half read, and a
+    var_mean (two outputs, each its own buffer)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, w):
+        a, b = (x @ w).split(4, dim=-1)
+        var, mean = torch.ops.aten.var_mean.correction(x, [1])
+        return a * b, var, mean
+    gm = make_fx(f)(torch.randn(4, 8), torch.randn(8, 8))
+    import operator
+
+    def getitems_of(op):
+        return [n for n in gm.graph.nodes if n.target is operator.getitem
+                and n.args[0].target == op]
+    return (getitems_of(torch.ops.aten.split.Tensor),
+            getitems_of(torch.ops.aten.var_mean.correction))
+
+
+def test_values_of_one_buffer_are_offloaded_together():
+    """A value offloaded while another value of its buffer is kept frees
+    nothing: the kept one is offloaded too, and said; where it cannot be
+    (not a backward input), neither is, and that is said. The two outputs
+    of a multi-output op are two buffers."""
+    from lethe import _offload_insert as oi
+    (a, b), (var, mean) = _split_graph()
+    backward = torch.fx.Graph()
+    inputs = {n.name: backward.placeholder(n.name)
+              for n in (a, b, var, mean)}
+    saved = [a, b, var, mean]
+    by_buffer = {}
+    for y in saved:
+        by_buffer.setdefault(oi._shared_buffer(y), []).append(y)
+    assert len(by_buffer) == 3  # the split's buffer, var, mean
+
+    chosen, notes = {a: (inputs[a.name], "d"), var: (inputs[var.name], "d")}, []
+    oi._widen_to_shared_buffers(chosen, by_buffer, inputs, notes)
+    assert set(chosen) == {a, b, var} and chosen[b] == (inputs[b.name], "d")
+    assert len(notes) == 1 and b.name in notes[0] and a.name in notes[0]
+
+    chosen, notes = {a: (inputs[a.name], "d")}, []
+    without_b = {k: v for k, v in inputs.items() if k != b.name}
+    oi._widen_to_shared_buffers(chosen, by_buffer, without_b, notes)
+    assert chosen == {} and notes[0].startswith("not offloaded")
