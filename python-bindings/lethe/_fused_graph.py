@@ -42,7 +42,7 @@ import torch.fx as fx
 
 from lethe import LetheError
 
-from lethe._joint_graph import (_dtype_name, _schema_aliases, add_provenance,
+from lethe._joint_graph import (_dtype_name, _output_aliases, add_provenance,
                                 op_name)
 
 __all__ = ["FusedGraph", "build_fused_graph", "PlanGraphError"]
@@ -213,6 +213,9 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
         return len(same_phase) <= 1 or (n_reads <= reads_limit
                                           and n_ops <= ops_limit)
 
+    # Folded nodes whose expression is views alone (no arithmetic, no
+    # cast): a view they fold into views the buffer they read.
+    pure_views: Dict[fx.Node, bool] = {}
     for n in nodes:
         if n.op != "call_function":
             continue
@@ -222,6 +225,9 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                              if _value_of(a)[0] in folded)
         if inlinable(n):
             folded.add(n)
+            pure_views[n] = op_types.is_view(n) and all(
+                pure_views.get(_value_of(a)[0], False)
+                for a in _tensor_args(n) if _value_of(a)[0] in folded)
         else:
             frontier.pop(n)
 
@@ -255,15 +261,26 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
                 inputs.append(r)
         outputs = _outputs(_val(n))
         inlined = [a for a in _tensor_args(n) if _value_of(a)[0] in folded]
-        if not inlined and n.target is not operator.getitem:
+        # Views folded into a view make no buffer: it still views the
+        # buffer they view (a split of a projection reshaped first).
+        views_only = op_types.is_view(n) and all(
+            pure_views.get(_value_of(a)[0], False) for a in inlined)
+        if (not inlined or views_only) and n.target is not operator.getitem:
             # A view keeps its alias to the operand it views; once a chain
             # folds into it, it writes a buffer of its own.
-            for i, k in enumerate(_schema_aliases(n.target)[:len(outputs)]):
-                if k is None or i >= len(outputs):
+            for i, k in enumerate(_output_aliases(n.target, len(outputs))):
+                if k is None:
                     continue
                 args = n.args
                 if k < len(args) and isinstance(args[k], fx.Node):
-                    r = ref(args[k])
+                    viewed = args[k]
+                    if _value_of(viewed)[0] in folded:
+                        # Through the folded views, to the buffer they view.
+                        under = frontier[_value_of(viewed)[0]]
+                        if len(under) != 1:
+                            continue
+                        viewed = under[0]
+                    r = ref(viewed)
                     if r is not None and r in inputs:
                         outputs[i]["alias"] = inputs.index(r)
         entry = {"name": n.name, "op": op_name(n.target), "kind": "op",
@@ -276,6 +293,7 @@ def build_fused_graph(gm: fx.GraphModule, forward: Set[fx.Node],
             entry["kwargs"] = {"dropout_p": dropout}
         if inlined:
             entry["inlined"] = [a.name for a in inlined]
+        if inlined and not views_only:
             # Said outright: the op's name (aten.view) would otherwise make
             # Lethe price it, and its recomputation, as a free view.
             for o in outputs:

@@ -123,6 +123,15 @@ def _schema_aliases(target):
     return aliases
 
 
+def _output_aliases(target, n_outputs):
+    """For each of an op's `n_outputs` tensors, the index of the argument
+    it aliases, or None: a list return (split, unbind) gives every element
+    the list's alias."""
+    aliases = _schema_aliases(target)
+    return [aliases[min(i, len(aliases) - 1)] if aliases else None
+            for i in range(n_outputs)]
+
+
 def _mutated_argument_positions(target):
     schema = getattr(target, "_schema", None)
     if schema is None:
@@ -550,15 +559,14 @@ def _op_entry(n, phase, replay, resolve):
     outputs = [dict(o) for o in replay.results[n]]
 
     # Aliases: the schema's annotation, else shared storage with an operand.
-    schema_alias = _schema_aliases(n.target)
+    schema_alias = _output_aliases(n.target, len(outputs))
     arg_input_index = _argument_input_indices(n, index_of, resolve)
     operand_storage = _storages_of_inputs(inputs, operand_nodes, replay)
     for i, out in enumerate(outputs):
         if out["dtype"] == "none" or out["shape"] is None:
             continue
         k = None
-        schema_i = schema_alias[min(i, len(schema_alias) - 1)] \
-            if schema_alias else None
+        schema_i = schema_alias[i]
         if schema_i is not None:
             k = arg_input_index.get(schema_i)
         if k is None and replay.fake_mode is not None \

@@ -1098,3 +1098,17 @@ def test_values_of_one_buffer_are_offloaded_together():
     without_b = {k: v for k, v in inputs.items() if k != b.name}
     oi._widen_to_shared_buffers(chosen, by_buffer, without_b, notes)
     assert chosen == {} and notes[0].startswith("not offloaded")
+
+
+def test_a_split_of_a_reshaped_projection_views_the_projection():
+    """The projection's output is reshaped (a view, folded) and split: the
+    halves are views of the projection's buffer, which no kernel copies.
+    They were planned as two buffers of their own (alias -1), so a plan
+    could offload or free one half while the buffer stayed."""
+    doc = _fused_doc(nn.Sequential(_SwiGLU()))
+    nodes = doc["nodes"]
+    (split,) = [e for e in nodes if e["op"] == "aten.split.Tensor"
+                and e["phase"] == "fwd"]
+    (viewed,) = split["inputs"]
+    assert nodes[viewed[0]]["op"] == "aten.addmm.default"
+    assert [o.get("alias") for o in split["outputs"]] == [0, 0]
