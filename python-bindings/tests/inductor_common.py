@@ -103,15 +103,18 @@ def _close(a, b):
     assert float((grad_a - grad_b).norm() / grad_b.norm()) < 1e-5
 
 
-def _planner(kinds):
-    """A hand-made planner: `kinds(entry)` decides each saved value."""
+def _planner(kinds, by_output=False):
+    """A hand-made planner: `kinds(entry)` (`kinds(entry, index)` with
+    `by_output`) decides each saved value."""
     def plan(doc, budget, policy, device, **options):
         values = []
         for nid, index in doc["saved"]:
             entry = doc["nodes"][nid]
             if entry["kind"] == "op":
+                decision = kinds(entry, index) if by_output \
+                    else kinds(entry)
                 values.append({"node": entry["name"], "result": index,
-                               "decision": kinds(entry)})
+                               "decision": decision})
         return {"feasible": True, "policy": policy, "values": values,
                 "peak_bytes": 0, "step_us": 0.0}
     return plan

@@ -270,16 +270,9 @@ def test_a_view_whose_buffer_other_saved_views_keep_brings_them_along():
     model = nn.Sequential(*[Attention() for _ in range(2)])
     eager = _step(model, model)
 
-    def only_q(doc, budget, policy, device, **options):
-        values = []
-        for nid, index in doc["saved"]:
-            e = doc["nodes"][nid]
-            if e["kind"] == "op":
-                q = e["op"] == "aten.unbind.int" and index == 0
-                values.append({"node": e["name"], "result": index,
-                               "decision": "offload" if q else "retain"})
-        return {"feasible": True, "policy": policy, "values": values,
-                "peak_bytes": 0, "step_us": 0.0}
+    only_q = _planner(lambda e, index: "offload" if e["op"] ==
+                      "aten.unbind.int" and index == 0 else "retain",
+                      by_output=True)
     p, run = _compile_offloading(model, only_q)
     before = dict(_offload_ops.stats)
     _close(_step(model, run), eager)
@@ -1037,16 +1030,8 @@ def test_an_offloaded_half_of_a_split_offloads_its_buffer():
     model = nn.Sequential(*[_SwiGLU() for _ in range(2)])
     eager = _step(model, model)
 
-    def planner(doc, budget, policy, device, **options):
-        values = []
-        for nid, index in doc["saved"]:
-            e = doc["nodes"][nid]
-            if e["kind"] == "op":
-                values.append({"node": e["name"], "result": index,
-                               "decision": "offload" if "split" in e["op"]
-                               and index == 0 else "retain"})
-        return {"feasible": True, "policy": policy, "values": values,
-                "peak_bytes": 0, "step_us": 0.0}
+    planner = _planner(lambda e, index: "offload" if "split" in e["op"]
+                       and index == 0 else "retain", by_output=True)
     p, run = _compile_offloading(model, planner)
     _close(_step(model, run), eager)
     record = p.records[-1]
