@@ -82,6 +82,7 @@ echo "== python, torch 2.11 from PyPI (Lethe inside torch.compile) =="
 if scripts/setup-torch-venv.sh "$BUILD_DIR/venv-torch"; then
   run_pytest "$BUILD_DIR/venv-torch/bin/python" \
     python-bindings/tests/test_torch_inductor.py \
+    python-bindings/tests/test_inductor_offload.py \
     python-bindings/tests/test_inductor_memory.py \
     python-bindings/tests/test_calibration.py \
     python-bindings/tests/test_kernel_times.py \

@@ -74,6 +74,20 @@ class Attention(nn.Module):
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return x + self.proj(o.transpose(1, 2).reshape(b, t, d))
 
+class SwiGLU(nn.Module):
+    """One matmul split in two halves (chunk): the backward reads the two
+    views, min-cut saves the matmul's output they view."""
+
+    def __init__(self, d=64, bias=False):
+        super().__init__()
+        self.up = nn.Linear(d, 4 * d, bias=bias)
+        self.down = nn.Linear(2 * d, d, bias=bias)
+
+    def forward(self, x):
+        a, b = self.up(x).chunk(2, dim=-1)
+        return x + self.down(F.silu(a) * b)
+
+
 def _model(layers=3, d=64):
     torch.manual_seed(0)
     return nn.Sequential(*[Block(d) for _ in range(layers)])
